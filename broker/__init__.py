@@ -1,0 +1,1 @@
+"""The broker (tinystream.broker): storage, Kafka protocol, groups, replication, admin HTTP."""

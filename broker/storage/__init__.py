@@ -1,0 +1,1 @@
+"""Partition log storage: segmented files by default, in memory for tests."""

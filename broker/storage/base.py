@@ -1,0 +1,237 @@
+"""The one interface every partition log implements.
+
+A partition log is an append-only sequence of Kafka RecordBatch v2 byte
+strings, addressed by offset. The leader assigns offsets (`append`); a
+follower copies batches whose offsets the leader already assigned
+(`append_replicated`). Readers get whole stored batches back, byte for byte,
+so the broker never decodes records on the fetch path.
+
+Implementations: `segmented.SegmentedLog` (files, the default) and
+`memory.MemoryLog` (tests). Both are synchronous and not thread-safe for
+writers: one writer, many readers.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogConfig:
+    """Per-partition settings, named after Kafka's topic configs.
+
+    Defaults are Kafka's (see TopicConfig in Kafka's docs); `from_topic_config`
+    takes the dotted Kafka names.
+    """
+
+    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms (-1: keep forever)
+    retention_bytes: int = -1  # retention.bytes (-1: no size limit)
+    cleanup_policy: str = "delete"  # cleanup.policy: delete | compact | compact,delete
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms (tombstones)
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    flush_messages: int | None = None  # flush.messages (None: never forced)
+    flush_ms: int | None = None  # flush.ms (None: never forced)
+    max_message_bytes: int = 1048588  # max.message.bytes
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    min_insync_replicas: int = 1  # min.insync.replicas
+    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
+
+    KAFKA_NAMES = {
+        "segment.bytes": "segment_bytes",
+        "segment.ms": "segment_ms",
+        "retention.ms": "retention_ms",
+        "retention.bytes": "retention_bytes",
+        "cleanup.policy": "cleanup_policy",
+        "delete.retention.ms": "delete_retention_ms",
+        "index.interval.bytes": "index_interval_bytes",
+        "flush.messages": "flush_messages",
+        "flush.ms": "flush_ms",
+        "max.message.bytes": "max_message_bytes",
+        "message.timestamp.type": "message_timestamp_type",
+        "min.insync.replicas": "min_insync_replicas",
+        "unclean.leader.election.enable": "unclean_leader_election_enable",
+    }
+
+    @classmethod
+    def from_topic_config(cls, values: dict[str, object]) -> "LogConfig":
+        """Build from Kafka-named keys; unknown keys raise KeyError naming the key."""
+        kwargs = {}
+        for key, value in values.items():
+            if key not in cls.KAFKA_NAMES:
+                raise KeyError(f"unknown topic config {key!r}")
+            kwargs[cls.KAFKA_NAMES[key]] = value
+        return cls(**kwargs)
+
+    def to_topic_config(self) -> dict[str, object]:
+        return {kafka: getattr(self, attr) for kafka, attr in self.KAFKA_NAMES.items()}
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def deletes(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an append assigned: offsets and the timestamp the batch carries."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int  # -1 when unknown
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    position: int  # byte position of the batch in its segment (for metrics/tests)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole stored batches from the one holding the requested offset on.
+
+    `data` may be a bytes object or a memoryview; it holds zero or more
+    complete batches (KIP-74: at least one whole batch even past max_bytes
+    when `min_one` is set).
+    """
+
+    data: bytes | memoryview
+    first_offset: int  # base offset of the first batch, or the log end offset when empty
+    next_offset: int  # offset after the last batch returned
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntry:
+    epoch: int
+    start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    timestamp: int
+    offset: int
+
+
+class LogError(Exception):
+    """Base of storage errors; `kafka_error` names the Kafka error code to answer with."""
+
+    kafka_error = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptRecordError(LogError):
+    """Bad magic, CRC or length: the batch is refused and nothing is written."""
+
+    kafka_error = "CORRUPT_MESSAGE"
+
+
+class RecordTooLargeError(LogError):
+    kafka_error = "MESSAGE_TOO_LARGE"
+
+
+class InvalidRecordError(LogError):
+    kafka_error = "INVALID_RECORD"
+
+
+class OffsetOutOfRangeError(LogError):
+    kafka_error = "OFFSET_OUT_OF_RANGE"
+
+
+class LogStorageError(LogError):
+    """The disk refused (full, read-only): the append did not happen."""
+
+    kafka_error = "KAFKA_STORAGE_ERROR"
+
+
+class PartitionLog(abc.ABC):
+    """A partition's log. Offsets are assigned densely from log_end_offset."""
+
+    config: LogConfig
+
+    @property
+    @abc.abstractmethod
+    def log_start_offset(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def log_end_offset(self) -> int:
+        """The offset the next appended record will get."""
+
+    @abc.abstractmethod
+    def append(self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validate one RecordBatch v2, assign offsets from log_end_offset, store it.
+
+        Rewrites baseOffset and partitionLeaderEpoch (not covered by the CRC);
+        for LogAppendTime topics also sets attribute bit 3 and maxTimestamp and
+        recomputes the CRC. Raises CorruptRecordError / RecordTooLargeError /
+        InvalidRecordError without writing anything.
+        """
+
+    @abc.abstractmethod
+    def append_replicated(self, batches: bytes | memoryview) -> int:
+        """Append batches whose offsets a leader assigned (follower path).
+
+        Validates each batch; the first base offset must equal log_end_offset.
+        Returns the new log end offset. Records leader epochs it sees.
+        """
+
+    @abc.abstractmethod
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> ReadResult:
+        """Whole batches from the one containing `offset`, up to max_bytes.
+
+        `max_offset` (exclusive; e.g. the high watermark) stops before batches
+        starting at or past it. Raises OffsetOutOfRangeError when offset is
+        below log_start_offset or above log_end_offset.
+        """
+
+    @abc.abstractmethod
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
+        """The first offset whose batch maxTimestamp >= timestamp_ms (Kafka's ListOffsets rule)."""
+
+    @abc.abstractmethod
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after `offset` (follower divergence); epochs past it too."""
+
+    @abc.abstractmethod
+    def advance_log_start(self, offset: int) -> None:
+        """Move log_start_offset forward (DeleteRecords, retention); whole segments below it go."""
+
+    @abc.abstractmethod
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete closed segments past retention.ms / retention.bytes; returns how many."""
+
+    @abc.abstractmethod
+    def maybe_roll(self, now_ms: int) -> bool:
+        """Roll the active segment if segment.ms passed; True when it rolled."""
+
+    @abc.abstractmethod
+    def update_config(self, config: LogConfig) -> None: ...
+
+    # Leader epochs (KIP-101/KIP-279): epoch -> first offset written in it.
+    @abc.abstractmethod
+    def epoch_entries(self) -> list[EpochEntry]: ...
+
+    @abc.abstractmethod
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, its end offset); (-1, -1) if none: OffsetForLeaderEpoch's answer."""
+
+    @abc.abstractmethod
+    def size_bytes(self) -> int: ...
+
+    @abc.abstractmethod
+    def segment_count(self) -> int: ...
+
+    @abc.abstractmethod
+    def flush(self) -> None:
+        """fsync everything written so far."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Flush and release files."""
+
+    @abc.abstractmethod
+    def delete(self) -> None:
+        """Remove the whole log (topic deleted)."""

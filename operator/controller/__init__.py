@@ -1,0 +1,1 @@
+"""Controller core: pure logic, no I/O."""

@@ -1,0 +1,33 @@
+"""TinyStream: a Kafka-compatible streaming platform in Python that runs on Kubernetes."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+
+__version__ = "0.1.0"
+
+
+def _bind_operator_source() -> None:
+    """Make `tinystream.operator` importable from an editable install.
+
+    operator/ has no top-level __init__.py so that it never shadows the
+    standard library's `operator` when the repository root is on sys.path.
+    A wheel copies it to tinystream/operator/ and needs nothing here, but
+    setuptools' editable finder cannot resolve a namespace package nested in
+    a regular one, so we bind the source folder ourselves.
+    """
+    name = f"{__name__}.operator"
+    source = Path(__file__).resolve().parent.parent / "operator"
+    if name in sys.modules or not source.is_dir():
+        return
+    if importlib.util.find_spec(name) is not None:
+        return
+    spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    spec.submodule_search_locations = [str(source)]
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+
+
+_bind_operator_source()
