@@ -1,0 +1,51 @@
+# Two entry points for a fresh machine with Python 3.11+ and Java 17+:
+#   make demo   creates .venv, installs TinyStream, runs the main job locally
+#   make test   creates .venv, installs TinyStream with its test tools, runs the tests
+# Each target installs what it needs itself; re-running is cheap (stamp files).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-slow test-all tools venv clean help
+
+help:
+	@echo "make demo       run the main job on the embedded default (local, no Kubernetes)"
+	@echo "make test       install and run the default test suite"
+	@echo "make test-slow  run the slow suites (long property runs, Java tools, chaos)"
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "TinyStream needs Python >= 3.11; set PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+# Third-party clients for the compatibility suite (kcat from Debian, Kafka's
+# own Java tools from Maven Central). Best effort: tests that need a missing
+# tool skip and say which install step to run.
+$(VENV)/.tools: $(VENV)/.installed
+	-@bash tools/install-clients.sh
+	-@bash tools/install-kafka-jars.sh
+	@touch $@
+
+venv: $(VENV)/.installed
+
+tools: $(VENV)/.tools
+
+demo: $(VENV)/.installed
+	$(BIN)/tinystream demo
+
+test: $(VENV)/.tools
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(VENV)/.tools
+	$(BIN)/python -m pytest -m "slow" $(PYTEST_ARGS)
+
+test-all: test test-slow
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

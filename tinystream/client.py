@@ -1,0 +1,88 @@
+"""Thin helpers over kafka-python for the CLI: one place that talks to brokers.
+
+kafka-python is the client here because it is pure Python (nothing to build)
+and has a complete admin client. Its errors are translated at this boundary
+into `ClientError` with a message a person can act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError, KafkaTimeoutError
+
+CLIENT_ID = "tinystream-cli"
+CONNECT_TIMEOUT_MS = 5000
+
+
+class ClientError(RuntimeError):
+    """A request the cluster refused or could not be reached for."""
+
+
+@contextmanager
+def translated(bootstrap: str) -> Iterator[None]:
+    try:
+        yield
+    except KafkaTimeoutError as exc:
+        if "bootstrap" in str(exc).lower():
+            raise ClientError(f"no broker reachable at {bootstrap} (is `tinystream dev` running?)") from exc
+        raise ClientError(f"timed out talking to {bootstrap}: {exc}") from exc
+    except KafkaError as exc:
+        raise ClientError(f"{type(exc).__name__}: {exc}") from exc
+
+
+@contextmanager
+def admin(bootstrap: str) -> Iterator[KafkaAdminClient]:
+    with translated(bootstrap):
+        client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=CLIENT_ID,
+                                  request_timeout_ms=15000, bootstrap_timeout_ms=CONNECT_TIMEOUT_MS)
+        try:
+            yield client
+        finally:
+            client.close()
+
+
+def producer(bootstrap: str, **options: object) -> KafkaProducer:
+    with translated(bootstrap):
+        return KafkaProducer(bootstrap_servers=bootstrap, client_id=CLIENT_ID,
+                             bootstrap_timeout_ms=CONNECT_TIMEOUT_MS, **options)
+
+
+def consumer(bootstrap: str, **options: object) -> KafkaConsumer:
+    with translated(bootstrap):
+        return KafkaConsumer(bootstrap_servers=bootstrap, client_id=CLIENT_ID,
+                             bootstrap_timeout_ms=CONNECT_TIMEOUT_MS, **options)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int  # -1: nothing committed
+    end_offset: int
+
+    @property
+    def lag(self) -> int:
+        return self.end_offset - self.committed if self.committed >= 0 else self.end_offset
+
+
+def group_lag(bootstrap: str, group_id: str) -> list[PartitionLag]:
+    """Committed offset, log end offset and lag for every partition the group committed."""
+    with admin(bootstrap) as client, translated(bootstrap):
+        committed = client.list_group_offsets({group_id: None})[group_id]
+    partitions = sorted(committed, key=lambda tp: (tp.topic, tp.partition))
+    if not partitions:
+        return []
+    probe = consumer(bootstrap, enable_auto_commit=False)
+    try:
+        with translated(bootstrap):
+            ends = probe.end_offsets(partitions)
+    finally:
+        probe.close()
+    return [PartitionLag(tp.topic, tp.partition, committed[tp].offset, ends[tp]) for tp in partitions]
+
+
+__all__ = ["ClientError", "PartitionLag", "TopicPartition", "admin", "consumer", "group_lag", "producer"]
