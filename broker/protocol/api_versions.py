@@ -1,0 +1,127 @@
+"""The API table this broker advertises in ApiVersions: exactly what it serves.
+
+Ranges follow KAFKA-NOTES.md: wide enough for Java 4.x (KIP-896 minimums) and
+for the older versions librdkafka, aiokafka and kafka-python still send.
+
+Produce is advertised from v0 although kio (and this broker) only parse v3+:
+librdkafka up to 2.11 turns gzip/snappy/lz4 off unless the advertised Produce
+range reaches v0. Versions 0-2 are answered per partition with
+UNSUPPORTED_VERSION (`served_from` marks the split).
+
+Versions above the table's top are not advertised even when kio could parse
+them, because they need things this broker does not have (topic ids in Fetch
+13+, KIP-890 transactions in Produce 12+, KIP-848 in OffsetCommit 10+).
+
+`test_api_versions.py` checks each row against kio's schemas and against the
+handler registry, so the table cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRange:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    served_from: int | None = None  # None: every advertised version is served
+
+    @property
+    def first_served(self) -> int:
+        return self.min_version if self.served_from is None else self.served_from
+
+    def advertises(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def serves(self, version: int) -> bool:
+        return self.first_served <= version <= self.max_version
+
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
+INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
+INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLUSTER = 60
+
+# Requests without a group coordinator wired: advertised only when one is.
+GROUP_APIS = frozenset(
+    {
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        JOIN_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        SYNC_GROUP,
+        DESCRIBE_GROUPS,
+        LIST_GROUPS,
+        DELETE_GROUPS,
+    }
+)
+
+API_TABLE: tuple[ApiRange, ...] = (
+    ApiRange(PRODUCE, "Produce", 0, 11, served_from=3),
+    ApiRange(FETCH, "Fetch", 4, 12),
+    ApiRange(LIST_OFFSETS, "ListOffsets", 1, 7),
+    ApiRange(METADATA, "Metadata", 0, 12),
+    ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),
+    ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 8),
+    ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4),
+    ApiRange(JOIN_GROUP, "JoinGroup", 0, 9),
+    ApiRange(HEARTBEAT, "Heartbeat", 0, 4),
+    ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5),
+    ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
+    ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
+    ApiRange(LIST_GROUPS, "ListGroups", 0, 4),
+    ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
+    ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
+    ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 6),
+    ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2),
+    ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
+    ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
+    ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+    ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+    ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+    ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
+    ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+    ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+)
+
+_BY_KEY = {api.key: api for api in API_TABLE}
+
+
+def lookup(api_key: int) -> ApiRange | None:
+    return _BY_KEY.get(api_key)
+
+
+def api_name(api_key: int) -> str:
+    api = _BY_KEY.get(api_key)
+    return api.name if api else f"Unknown({api_key})"
+
+
+def advertised(*, with_groups: bool = True) -> tuple[ApiRange, ...]:
+    """The rows ApiVersions answers with, in key order."""
+    rows = API_TABLE if with_groups else tuple(a for a in API_TABLE if a.key not in GROUP_APIS)
+    return tuple(sorted(rows, key=lambda a: a.key))

@@ -1,0 +1,48 @@
+"""The command line: only working commands listed; config show; clear errors."""
+
+from __future__ import annotations
+
+import orjson
+from click.testing import CliRunner
+
+from tinystream.cli import cli
+
+
+def _commands(group, prefix=()):  # every (path, command) under a group
+    for name, command in group.commands.items():
+        yield prefix + (name,), command
+        if hasattr(command, "commands"):
+            yield from _commands(command, prefix + (name,))
+
+
+def test_every_listed_command_has_working_help() -> None:
+    runner = CliRunner()
+    paths = [path for path, _ in _commands(cli)]
+    assert ("config", "show") in paths
+    for path in paths:
+        result = runner.invoke(cli, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+
+
+def test_listed_groups_are_not_empty() -> None:
+    for _, command in _commands(cli):
+        if hasattr(command, "commands"):
+            assert command.commands, f"{command.name} lists no subcommand"
+
+
+def test_config_show_prints_sources(monkeypatch) -> None:
+    monkeypatch.setenv("TINYSTREAM_NUM_PARTITIONS", "6")
+    result = CliRunner().invoke(cli, ["config", "show", "--component", "broker", "--set", "port=9999", "--json"])
+    assert result.exit_code == 0, result.output
+    shown = orjson.loads(result.output)
+    assert shown["port"] == {"value": 9999, "source": "flag --port"}
+    assert shown["num.partitions"] == {"value": 6, "source": "env TINYSTREAM_NUM_PARTITIONS"}
+    assert shown["log.retention.ms"]["source"] == "default"
+
+
+def test_config_show_refuses_bad_value_with_one_message(monkeypatch) -> None:
+    monkeypatch.setenv("TINYSTREAM_MIN_INSYNC_REPLICAS", "zero")
+    result = CliRunner().invoke(cli, ["config", "show", "--component", "broker"])
+    assert result.exit_code == 1
+    assert "'zero'" in result.output and "min.insync.replicas" in result.output
+    assert "env TINYSTREAM_MIN_INSYNC_REPLICAS" in result.output
