@@ -56,29 +56,41 @@ class LocalCluster:
             for i in range(brokers)
         ]
         self._stopping = False
+        self._watchers: list[asyncio.Task[None]] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap or "?" for b in self.brokers)
+
+    async def start(self) -> str:
+        """Start every broker and wait until all are ready; returns the bootstrap list."""
+        self._watchers = [asyncio.create_task(self._start(b)) for b in self.brokers]
+        ready = asyncio.gather(*(b.ready.wait() for b in self.brokers))
+        done, _ = await asyncio.wait([asyncio.ensure_future(ready), *self._watchers],
+                                     timeout=READY_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+        if not all(b.ready.is_set() for b in self.brokers):
+            ready.cancel()
+            self.failed = True
+            await self.stop()
+            raise RuntimeError("local cluster: a broker exited or did not become ready in time (see its log above)")
+        self.echo("cluster ready bootstrap=" + self.bootstrap)
+        for b in self.brokers:
+            self.echo(f"broker {b.broker_id} admin {b.admin_url}")
+        return self.bootstrap
 
     async def run_until_stopped(self) -> None:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        watchers = [asyncio.create_task(self._start(b)) for b in self.brokers]
         try:
-            await asyncio.wait_for(asyncio.gather(*(b.ready.wait() for b in self.brokers)), READY_TIMEOUT_S)
-        except TimeoutError:
-            self.echo("dev: brokers did not become ready in time; stopping")
-            self.failed = True
-            stop.set()
-        else:
-            self.echo("cluster ready bootstrap=" + ",".join(b.bootstrap or "?" for b in self.brokers))
-            for b in self.brokers:
-                self.echo(f"broker {b.broker_id} admin {b.admin_url}")
+            await self.start()
+        except RuntimeError as exc:
+            self.echo(f"dev: {exc}")
+            return
         await stop.wait()
-        self._stopping = True
         self.echo("dev: stopping")
         await self.stop()
-        for task in watchers:
-            task.cancel()
 
     async def _start(self, broker: BrokerProcess) -> None:
         broker.process = await asyncio.create_subprocess_exec(
@@ -100,6 +112,7 @@ class LocalCluster:
                       f"Restart it with: {' '.join(broker.argv)}")
 
     async def stop(self) -> None:
+        self._stopping = True
         running = [b.process for b in self.brokers if b.process and b.process.returncode is None]
         for process in running:
             process.send_signal(signal.SIGTERM)
@@ -109,3 +122,5 @@ class LocalCluster:
             except TimeoutError:
                 process.kill()
                 await process.wait()
+        for task in self._watchers:
+            task.cancel()

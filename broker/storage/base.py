@@ -146,6 +146,10 @@ class LogStorageError(LogError):
     kafka_error = "KAFKA_STORAGE_ERROR"
 
 
+class UnexpectedAppendOffsetError(InvalidRecordError):
+    """Follower path: replicated batches start below the log end offset (truncate first)."""
+
+
 class PartitionLog(abc.ABC):
     """A partition's log. Offsets are assigned densely from log_end_offset."""
 
@@ -176,6 +180,11 @@ class PartitionLog(abc.ABC):
 
         Validates each batch; the first base offset must equal log_end_offset.
         Returns the new log end offset. Records leader epochs it sees.
+
+        (Implementations follow Kafka: a first base offset *above* the log end
+        offset is accepted, because compaction on the leader leaves offset
+        gaps; one below raises UnexpectedAppendOffsetError. An incomplete
+        trailing batch, as a size-limited fetch returns, is ignored.)
         """
 
     @abc.abstractmethod
@@ -200,8 +209,13 @@ class PartitionLog(abc.ABC):
         """Move log_start_offset forward (DeleteRecords, retention); whole segments below it go."""
 
     @abc.abstractmethod
-    def enforce_retention(self, now_ms: int) -> int:
-        """Delete closed segments past retention.ms / retention.bytes; returns how many."""
+    def enforce_retention(self, now_ms: int, *, high_watermark: int | None = None) -> int:
+        """Delete closed segments past retention.ms / retention.bytes; returns how many.
+
+        (Added, optional: ``high_watermark`` keeps segments holding offsets at
+        or above it, as Kafka does, so retention never removes data that is
+        not fully replicated yet.)
+        """
 
     @abc.abstractmethod
     def maybe_roll(self, now_ms: int) -> bool:
@@ -216,7 +230,12 @@ class PartitionLog(abc.ABC):
 
     @abc.abstractmethod
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch <= `epoch`, its end offset); (-1, -1) if none: OffsetForLeaderEpoch's answer."""
+        """(largest epoch <= `epoch`, its end offset); (-1, -1) if none: OffsetForLeaderEpoch's answer.
+
+        Exactly Kafka's LeaderEpochFileCache.endOffsetFor: the latest epoch
+        ends at log_end_offset; an epoch above every known one (or -1) gives
+        (-1, -1); one below the first known epoch gives (epoch, first start).
+        """
 
     @abc.abstractmethod
     def size_bytes(self) -> int: ...

@@ -1,1 +1,135 @@
-"""Controller core: pure logic, no I/O."""
+"""Controller core: pure logic, no I/O.
+
+A driver (the local `tinystream controller`, or the kopf operator) owns I/O
+and time; this package owns the decisions::
+
+    state = ControllerState.bootstrap(cluster_id="c1", seed=seed)
+    decision = apply(state, RegisterBroker(broker_id=1, ...), now_ms)
+    if decision.error: reply with decision.error.code / decision.message
+    state = decision.state            # persist when decision.image_changed
+    serve state.image.to_dict()       # brokers pull the versioned image
+
+Modules, one idea each: events (inputs), actions (outputs), image (the
+metadata brokers follow), state (image + sessions + settings + id source),
+core (`apply`), liveness, placement, election, isr, reassignment, settle,
+builder (epoch bookkeeping), invariants, topic_config, config, ids, codec,
+errors.
+"""
+
+from .actions import (
+    Action,
+    BrokerDrained,
+    BrokerFenced,
+    BrokerRegistered,
+    BrokerUndrained,
+    BrokerUnfenced,
+    BrokerUnregistered,
+    FenceReason,
+    IsrChanged,
+    LeaderChanged,
+    PartitionsCreated,
+    PartitionsOffline,
+    ReassignmentCancelled,
+    ReassignmentCompleted,
+    ReassignmentStarted,
+    TopicConfigChanged,
+    TopicCreated,
+    TopicDeleted,
+)
+from .codec import SCHEMA_VERSION
+from .config import ControllerConfig, PreferredElection
+from .core import Decision, apply
+from .election import ElectionReason
+from .errors import ControllerError, PlacementError, StateFormatError
+from .events import (
+    AdvanceTime,
+    AlterPartition,
+    AlterTopicConfig,
+    BrokerHeartbeat,
+    ControllerActivated,
+    CreatePartitions,
+    CreateTopic,
+    DeleteTopic,
+    DrainBroker,
+    ElectPreferredLeaders,
+    Event,
+    ExpireSession,
+    ReassignPartitions,
+    RegisterBroker,
+    ReplicaAssignment,
+    UndrainBroker,
+    UnregisterBroker,
+)
+from .ids import IdSource
+from .image import (
+    NO_LEADER,
+    BrokerRecord,
+    LeaderRecoveryState,
+    MetadataImage,
+    PartitionRecord,
+    TopicPartition,
+    TopicRecord,
+)
+from .invariants import violations
+from .liveness import BrokerSession
+from .reassignment import plan_reassignment
+from .state import ControllerState
+
+__all__ = [
+    "NO_LEADER",
+    "SCHEMA_VERSION",
+    "Action",
+    "AdvanceTime",
+    "AlterPartition",
+    "AlterTopicConfig",
+    "BrokerDrained",
+    "BrokerFenced",
+    "BrokerHeartbeat",
+    "BrokerRecord",
+    "BrokerRegistered",
+    "BrokerSession",
+    "BrokerUndrained",
+    "BrokerUnfenced",
+    "BrokerUnregistered",
+    "ControllerActivated",
+    "ControllerConfig",
+    "ControllerError",
+    "ControllerState",
+    "CreatePartitions",
+    "CreateTopic",
+    "Decision",
+    "DeleteTopic",
+    "DrainBroker",
+    "ElectPreferredLeaders",
+    "ElectionReason",
+    "Event",
+    "ExpireSession",
+    "FenceReason",
+    "IdSource",
+    "IsrChanged",
+    "LeaderChanged",
+    "LeaderRecoveryState",
+    "MetadataImage",
+    "PartitionRecord",
+    "PartitionsCreated",
+    "PartitionsOffline",
+    "PlacementError",
+    "PreferredElection",
+    "ReassignPartitions",
+    "ReassignmentCancelled",
+    "ReassignmentCompleted",
+    "ReassignmentStarted",
+    "RegisterBroker",
+    "ReplicaAssignment",
+    "StateFormatError",
+    "TopicConfigChanged",
+    "TopicCreated",
+    "TopicDeleted",
+    "TopicPartition",
+    "TopicRecord",
+    "UndrainBroker",
+    "UnregisterBroker",
+    "apply",
+    "plan_reassignment",
+    "violations",
+]

@@ -158,7 +158,7 @@ def start_apache_kafka(
     overrides: Mapping[str, object] | None = None,
     timeout: float = 120.0,
     jvm_opts: Sequence[str] = BROKER_JVM_OPTS,
-    log_level: str = "INFO",
+    log_level: str = "WARN",
 ) -> RunningBroker:
     """Format storage and start a KRaft node; returns when it serves Metadata."""
     jars = jars_dir()

@@ -1,0 +1,196 @@
+"""Start and stop one broker: `run_broker` (async) and `main` (sync, with signals).
+
+Start-up order, so a client never meets a half-built broker:
+log dirs and meta.properties (cluster id; refuses a dir of another node) ->
+topic store -> partitions opened (producer state restored) -> group
+coordinator -> Kafka listener -> admin HTTP -> background maintenance ->
+`ready(BrokerInfo)`. Shutdown reverses it: the listener stops accepting and
+drops its connections, maintenance and the coordinator stop, then every log
+is snapshotted, flushed and closed.
+
+    info = BrokerInfo(...)       # what `ready` gets: bootstrap "host:port", admin URL
+    await run_broker(settings, ready=print)   # until cancelled
+    main(settings)               # SIGINT / SIGTERM stop it cleanly
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinystream.broker import meta_properties
+from tinystream.broker.admin_http import AdminHttp
+from tinystream.broker.cluster import BrokerEndpoint, ClusterView
+from tinystream.broker.context import BrokerContext
+from tinystream.broker.dispatcher import RequestDispatcher
+from tinystream.broker.log_manager import LogManager
+from tinystream.broker.maintenance import Maintenance, jobs
+from tinystream.broker.metrics import BrokerMetrics
+from tinystream.broker.producer_ids import FileBlockSource, ProducerIdManager
+from tinystream.broker.protocol.api_versions import advertised
+from tinystream.broker.replica_manager import ReplicaManager, wall_clock_ms
+from tinystream.broker.server import KafkaServer
+from tinystream.broker.topic_manager import TopicManager
+from tinystream.broker.topics import TopicStore
+from tinystream.config.settings import BrokerSettings
+
+log = logging.getLogger(__name__)
+
+_ANY_ADDRESS = ("0.0.0.0", "::", "")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    cluster_id: str
+    host: str  # advertised host clients connect to
+    port: int  # bound (and advertised) Kafka port
+    admin_host: str
+    admin_port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.admin_host}:{self.admin_port}"
+
+
+def log_dirs(settings: BrokerSettings) -> list[Path]:
+    return [Path(d.strip()).expanduser() for d in settings.log_dirs.split(",") if d.strip()]
+
+
+def _advertised_host(settings: BrokerSettings, bound_host: str) -> str:
+    if settings.advertised_host:
+        return settings.advertised_host
+    if settings.host in _ANY_ADDRESS:
+        return socket.getfqdn()
+    return bound_host
+
+
+class Broker:
+    """One broker's parts, assembled; `start` / `stop` run them."""
+
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        *,
+        in_memory: bool = False,
+        clock: Callable[[], int] = wall_clock_ms,
+        with_groups: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        dirs = log_dirs(settings)
+        self.logs = LogManager(dirs, in_memory=in_memory)
+        cluster_id = meta_properties.ensure(self.logs.log_dirs, settings.broker_id)
+        local = BrokerEndpoint(settings.broker_id, settings.advertised_host or settings.host, settings.port,
+                               settings.broker_rack)
+        self.cluster = ClusterView(cluster_id=cluster_id, local=local)
+        self.metrics = BrokerMetrics(settings.broker_id)
+        self.replicas = ReplicaManager(broker_id=settings.broker_id, log_manager=self.logs, clock=clock)
+        self.topics = TopicManager(
+            settings=settings, store=TopicStore(self.logs.metadata_dir), replicas=self.replicas, cluster=self.cluster
+        )
+        self.topics.on_topic_deleted.append(lambda spec: self.metrics.forget_topic(spec.name))
+        self.groups = self._group_service() if with_groups else None
+        self.ctx = BrokerContext(
+            settings=settings,
+            cluster=self.cluster,
+            topics=self.topics,
+            replicas=self.replicas,
+            producer_ids=ProducerIdManager(FileBlockSource(self.logs.metadata_dir)),
+            metrics=self.metrics,
+            advertised=advertised(with_groups=self.groups is not None),
+            groups=self.groups,
+            clock=clock,
+        )
+        self.metrics.watch_partitions(self.replicas.partitions)
+        self.server = KafkaServer(
+            RequestDispatcher(self.ctx),
+            max_request_bytes=settings.socket_request_max_bytes,
+            max_connections=settings.max_connections,
+            idle_timeout_ms=settings.connections_max_idle_ms,
+            on_connections_changed=self.metrics.connections.set,
+        )
+        self.server.on_protocol_error = self.metrics.protocol_errors.inc
+        self.admin = AdminHttp(self.ctx)
+        self.maintenance = Maintenance(jobs(settings, self.replicas))
+        self.info: BrokerInfo | None = None
+
+    def _group_service(self):
+        try:
+            from tinystream.broker.group_service import GroupService
+
+            return GroupService(settings=self.settings, topics=self.topics, replicas=self.replicas, clock=self.clock)
+        except (ImportError, NotImplementedError) as exc:  # the coordinator is not there yet
+            log.warning("consumer groups disabled: %s", exc)
+            return None
+
+    async def start(self) -> BrokerInfo:
+        self.topics.open_all()
+        if self.groups is not None:
+            await self.groups.start()
+        s = self.settings
+        bound_host, port = await self.server.start(s.host, s.port)
+        host = _advertised_host(s, bound_host)
+        self.cluster.set_local(BrokerEndpoint(s.broker_id, host, s.advertised_port or port, s.broker_rack))
+        admin_host, admin_port = await self.admin.start(s.host, s.admin_port)
+        self.maintenance.start()
+        self.info = BrokerInfo(
+            broker_id=s.broker_id,
+            cluster_id=self.cluster.cluster_id,
+            host=host,
+            port=s.advertised_port or port,
+            admin_host=host if admin_host in _ANY_ADDRESS else admin_host,
+            admin_port=admin_port,
+        )
+        log.info(
+            "broker %d of cluster %s serving on %s (admin %s), %d partitions",
+            s.broker_id, self.cluster.cluster_id, self.info.bootstrap, self.info.admin_url, len(self.replicas),
+        )
+        return self.info
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        await self.maintenance.stop()
+        if self.groups is not None:
+            await self.groups.stop()
+        await self.admin.stop()
+        self.replicas.close()
+        log.info("broker %d stopped", self.settings.broker_id)
+
+
+async def run_broker(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
+    """Run a broker until cancelled; shutdown flushes and closes every log."""
+    broker = Broker(settings)
+    info = await broker.start()
+    try:
+        if ready is not None:
+            ready(info)
+        await asyncio.Event().wait()
+    finally:
+        await asyncio.shield(broker.stop())
+
+
+def main(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
+    """Run a broker in this thread until SIGINT or SIGTERM."""
+
+    async def runner() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await run_broker(settings, ready=ready)
+
+    asyncio.run(runner())

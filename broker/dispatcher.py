@@ -1,0 +1,58 @@
+"""Routes each decoded request to its handler, encodes the answer, counts it.
+
+The server's `Dispatcher` protocol: `dispatch` gives framed bytes, None (no
+response) or CLOSE_CONNECTION. An API the table knows but this broker does not
+advertise (the group APIs when no coordinator is wired) closes the connection,
+as an unknown API does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.handlers import HANDLERS, Handler
+from tinystream.broker.handlers.api_versions import unsupported_version_response
+from tinystream.broker.protocol import api_versions
+from tinystream.broker.protocol.codec import Request, encode_response, schemas
+from tinystream.broker.server import CLOSE_CONNECTION, ClientInfo
+
+log = logging.getLogger(__name__)
+
+_CANCEL_ON_DISCONNECT = frozenset({api_versions.FETCH})
+
+
+class RequestDispatcher:
+    def __init__(self, ctx: BrokerContext, handlers: dict[int, Handler] | None = None) -> None:
+        self.ctx = ctx
+        table = HANDLERS if handlers is None else handlers
+        advertised = {a.key: a for a in ctx.advertised}
+        self._handlers = {key: (h, advertised[key]) for key, h in table.items() if key in advertised}
+        self._names = {a.key: a.name for a in ctx.advertised}
+
+    async def dispatch(self, request: Request, client: ClientInfo) -> bytes | None | object:
+        header = request.header
+        entry = self._handlers.get(header.api_key)
+        if entry is None:
+            log.warning(
+                "closing connection #%d: %s is not served here", client.connection_id,
+                api_versions.api_name(header.api_key),
+            )
+            return CLOSE_CONNECTION
+        handler, api = entry
+        started = time.perf_counter()
+        version = header.api_version if api.serves(header.api_version) else api.first_served
+        call = Call(header, request.body, schemas(header.api_key, version), client)
+        result: Any = await handler(self.ctx, call)
+        if result is not None and result is not CLOSE_CONNECTION and not isinstance(result, bytes):
+            result = encode_response(header, result)
+        self.ctx.metrics.observe_request(self._names[header.api_key], time.perf_counter() - started)
+        return result
+
+    def unsupported_api_versions(self, correlation_id: int) -> bytes:
+        return unsupported_version_response(self.ctx.advertised, correlation_id)
+
+    def cancel_on_disconnect(self, api_key: int) -> bool:
+        return api_key in _CANCEL_ON_DISCONNECT

@@ -1,0 +1,104 @@
+"""What the coordinator answers: frozen dataclasses of plain values.
+
+The request handlers turn these into kio response objects at whatever
+version the client spoke. Errors are `kio.schema.errors.ErrorCode` members.
+Version notes for the handlers: JoinGroup v0-v6 and SyncGroup v0-v4 have a
+non-nullable protocol name (send "" for None); LeaveGroup v0-v2 carry one
+member and a top-level error only (use the member's error when the top level
+is NONE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kio.schema.errors import ErrorCode
+
+__all__ = [
+    "DescribedMember",
+    "FetchOffsetsResult",
+    "GroupDescription",
+    "GroupListing",
+    "JoinGroupMember",
+    "JoinGroupResult",
+    "LeaveGroupResult",
+    "LeftMember",
+    "OffsetAndMetadata",
+    "SyncGroupResult",
+]
+
+
+class JoinGroupMember(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinGroupResult:
+    error: ErrorCode
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[JoinGroupMember] = field(default_factory=list)  # only the leader's answer has them
+    skip_assignment: bool = False  # KIP-814: a static leader rejoined a Stable group
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncGroupResult:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+class LeftMember(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaveGroupResult:
+    error: ErrorCode
+    members: list[LeftMember] = field(default_factory=list)
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int  # -1: nothing committed
+    leader_epoch: int  # -1: unknown
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchOffsetsResult:
+    error: ErrorCode
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+
+
+class DescribedMember(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes  # the chosen protocol's metadata; b"" unless the group is Stable
+    assignment: bytes  # b"" unless the group is Stable
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupDescription:
+    error: ErrorCode
+    group_id: str
+    state: str  # Kafka's names: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    protocol_type: str = ""
+    protocol: str = ""  # "" unless Stable (Kafka's GroupCoordinator.NoProtocol)
+    members: list[DescribedMember] = field(default_factory=list)
+
+
+class GroupListing(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str

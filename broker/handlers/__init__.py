@@ -1,0 +1,58 @@
+"""Request handlers, one module per API family; `HANDLERS` maps API keys to them.
+
+A handler is `async def handle(ctx: BrokerContext, call: Call) -> entity | bytes | None`:
+a kio response entity (the dispatcher encodes it), already framed bytes (a
+layout kio does not have, e.g. legacy Produce), None for no response
+(acks=0), or `server.CLOSE_CONNECTION`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.handlers import (
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    produce,
+    producer_id,
+    records_admin,
+    topics_admin,
+)
+from tinystream.broker.protocol import api_versions as keys
+
+Handler = Callable[[BrokerContext, Call], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    keys.PRODUCE: produce.handle_produce,
+    keys.FETCH: fetch.handle_fetch,
+    keys.LIST_OFFSETS: list_offsets.handle_list_offsets,
+    keys.METADATA: metadata.handle_metadata,
+    keys.OFFSET_COMMIT: groups.handle_offset_commit,
+    keys.OFFSET_FETCH: groups.handle_offset_fetch,
+    keys.FIND_COORDINATOR: groups.handle_find_coordinator,
+    keys.JOIN_GROUP: groups.handle_join_group,
+    keys.HEARTBEAT: groups.handle_heartbeat,
+    keys.LEAVE_GROUP: groups.handle_leave_group,
+    keys.SYNC_GROUP: groups.handle_sync_group,
+    keys.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    keys.LIST_GROUPS: groups.handle_list_groups,
+    keys.API_VERSIONS: api_versions.handle_api_versions,
+    keys.CREATE_TOPICS: topics_admin.handle_create_topics,
+    keys.DELETE_TOPICS: topics_admin.handle_delete_topics,
+    keys.DELETE_RECORDS: records_admin.handle_delete_records,
+    keys.INIT_PRODUCER_ID: producer_id.handle_init_producer_id,
+    keys.OFFSET_FOR_LEADER_EPOCH: list_offsets.handle_offset_for_leader_epoch,
+    keys.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    keys.ALTER_CONFIGS: configs.handle_alter_configs,
+    keys.CREATE_PARTITIONS: topics_admin.handle_create_partitions,
+    keys.DELETE_GROUPS: groups.handle_delete_groups,
+    keys.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    keys.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+}

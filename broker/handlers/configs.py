@@ -1,0 +1,200 @@
+"""DescribeConfigs (32, v1-4), AlterConfigs (33, v0-2), IncrementalAlterConfigs (44, v0-1).
+
+Resources: topics (type 2) are described and altered; this broker (type 4,
+name "" or its id) is described read-only from its settings. Topic changes go
+through `TopicManager.set_configs`, which validates them, persists them and
+applies them to the open logs at once.
+
+IncrementalAlterConfigs operations (KIP-339): SET, DELETE (back to the
+broker default), APPEND / SUBTRACT for list configs (cleanup.policy).
+AlterConfigs replaces a topic's whole set of overrides, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.protocol.codec import millis
+from tinystream.broker.topic_config import (
+    TOPIC_CONFIGS,
+    ConfigSource,
+    ConfigType,
+    DescribedConfig,
+    describe,
+)
+
+
+class ResourceType(enum.IntEnum):
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class AlterOp(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+async def handle_describe_configs(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    synonyms = bool(getattr(body, "include_synonyms", False))
+    docs = bool(getattr(body, "include_documentation", False))
+    results = []
+    for resource in body.resources:
+        error, message, described = _describe(ctx, resource.resource_type, resource.resource_name)
+        keys = resource.configuration_keys
+        if keys is not None:
+            wanted = set(keys)
+            described = [d for d in described if d.name in wanted]
+        configs = tuple(_config_entry(call, d, synonyms, docs, resource.resource_type) for d in described)
+        results.append(
+            call.make(
+                "DescribeConfigsResult",
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    return call.respond(throttle_time=millis(0), results=tuple(results))
+
+
+def _describe(ctx: BrokerContext, resource_type: int, name: str) -> tuple[ErrorCode, str | None, list[DescribedConfig]]:
+    if resource_type == ResourceType.TOPIC:
+        spec = ctx.topics.get(name)
+        if spec is None:
+            return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist", []
+        return ErrorCode.none, None, describe(ctx.settings, spec.configs)
+    if resource_type == ResourceType.BROKER:
+        if name not in ("", str(ctx.cluster.broker_id)):
+            return ErrorCode.invalid_request, f"this is broker {ctx.cluster.broker_id}, not {name!r}", []
+        return ErrorCode.none, None, _broker_configs(ctx)
+    return ErrorCode.invalid_request, f"resource type {resource_type} is not supported", []
+
+
+def _broker_configs(ctx: BrokerContext) -> list[DescribedConfig]:
+    settings = ctx.settings
+    explicitly_set = settings.model_fields_set
+    out = []
+    for key, attr in sorted(type(settings).keys().items()):
+        value = getattr(settings, attr)
+        source = ConfigSource.STATIC_BROKER_CONFIG if attr in explicitly_set else ConfigSource.DEFAULT_CONFIG
+        if isinstance(value, bool):
+            text, kind = ("true" if value else "false"), ConfigType.BOOLEAN
+        elif isinstance(value, int):
+            text, kind = str(value), ConfigType.LONG
+        else:
+            text, kind = (None if value is None else str(value)), ConfigType.STRING
+        out.append(DescribedConfig(key, text, source, kind, "", ((key, text, source),)))
+    return out
+
+
+def _config_entry(call: Call, d: DescribedConfig, synonyms: bool, docs: bool, resource_type: int) -> Any:
+    return call.make(
+        "DescribeConfigsResourceResult",
+        name=d.name,
+        value=d.value,
+        read_only=resource_type != ResourceType.TOPIC,
+        is_default=d.source == ConfigSource.DEFAULT_CONFIG,
+        config_source=int(d.source),
+        is_sensitive=False,
+        synonyms=tuple(
+            call.make("DescribeConfigsSynonym", name=n, value=v, source=int(s)) for n, v, s in d.synonyms
+        )
+        if synonyms
+        else (),
+        config_type=int(d.type),
+        documentation=d.doc if docs and d.doc else None,
+    )
+
+
+async def handle_incremental_alter_configs(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    responses = []
+    for resource in body.resources:
+        error, message = _incremental(ctx, resource, body.validate_only)
+        responses.append(_alter_entry(call, resource, error, message))
+    return call.respond(throttle_time=millis(0), responses=tuple(responses))
+
+
+def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    if resource.resource_type != ResourceType.TOPIC:
+        return _not_alterable(resource.resource_type)
+    spec = ctx.topics.get(resource.resource_name)
+    if spec is None:
+        return ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist"
+    names = [c.name for c in resource.configs]
+    if len(names) != len(set(names)):
+        return ErrorCode.invalid_request, "a config is named twice"
+    overrides = dict(spec.configs)
+    effective = {d.name: d.value for d in describe(ctx.settings, spec.configs)}
+    for change in resource.configs:
+        key = TOPIC_CONFIGS.get(change.name)
+        if key is None:
+            return ErrorCode.invalid_config, f"unknown topic config {change.name!r}"
+        op = change.config_operation
+        if op == AlterOp.SET:
+            if change.value is None:
+                return ErrorCode.invalid_config, f"{change.name}: SET needs a value"
+            overrides[change.name] = change.value
+        elif op == AlterOp.DELETE:
+            overrides.pop(change.name, None)
+        elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+            if key.type != ConfigType.LIST:
+                return ErrorCode.invalid_config, f"{change.name} is not a list; APPEND/SUBTRACT do not apply"
+            current = [v for v in (effective.get(change.name) or "").split(",") if v]
+            items = [v.strip() for v in (change.value or "").split(",") if v.strip()]
+            if op == AlterOp.APPEND:
+                current += [v for v in items if v not in current]
+            else:
+                current = [v for v in current if v not in items]
+            if not current:
+                return ErrorCode.invalid_config, f"{change.name} cannot become empty"
+            overrides[change.name] = ",".join(current)
+        else:
+            return ErrorCode.invalid_request, f"unknown config operation {op}"
+    result = ctx.topics.set_configs(spec.name, overrides, validate_only=validate_only)
+    return result.error, result.message
+
+
+async def handle_alter_configs(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    responses = []
+    for resource in body.resources:
+        if resource.resource_type != ResourceType.TOPIC:
+            error, message = _not_alterable(resource.resource_type)
+        else:
+            names = [c.name for c in resource.configs]
+            if len(names) != len(set(names)):
+                error, message = ErrorCode.invalid_request, "a config is named twice"
+            else:
+                overrides = {c.name: c.value for c in resource.configs}
+                if resource.resource_name not in ctx.topics.store:
+                    error, message = ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist"
+                else:
+                    result = ctx.topics.set_configs(resource.resource_name, overrides, validate_only=body.validate_only)
+                    error, message = result.error, result.message
+        responses.append(_alter_entry(call, resource, error, message))
+    return call.respond(throttle_time=millis(0), responses=tuple(responses))
+
+
+def _not_alterable(resource_type: int) -> tuple[ErrorCode, str]:
+    if resource_type == ResourceType.BROKER:
+        return ErrorCode.invalid_request, "broker configs are static here; set them at start-up"
+    return ErrorCode.invalid_request, f"resource type {resource_type} cannot be altered"
+
+
+def _alter_entry(call: Call, resource: Any, error: ErrorCode, message: str | None) -> Any:
+    return call.make(
+        "AlterConfigsResourceResponse",
+        error_code=error,
+        error_message=message if error != ErrorCode.none else None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )

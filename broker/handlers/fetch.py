@@ -1,0 +1,123 @@
+"""Fetch (key 1, v4-12): stored batches, byte for byte, with long polling.
+
+- Sessions (KIP-227): none are kept. session_id 0 in the answer tells the
+  client so, and every fetch is a full fetch; a request naming a session we
+  never gave is FETCH_SESSION_ID_NOT_FOUND, which makes clients start over
+  with a full fetch.
+- isolation_level: without transactions the last stable offset is the high
+  watermark, so read_committed and read_uncommitted read the same data
+  (read_committed gets an empty aborted-transactions list, as Kafka sends).
+- replica_id >= 0 marks a follower broker's fetch (it reads past the high
+  watermark and moves it). Only a peer broker of this cluster may send one
+  (CVE-2018-1288); anyone else gets TOPIC_AUTHORIZATION_FAILED on every
+  partition, as Kafka answers a fetcher without ClusterAction.
+- v12 `last_fetched_epoch` (KIP-595): when the fetcher's last epoch ends
+  before its fetch offset here, the answer carries `diverging_epoch` and no
+  records, so the fetcher truncates first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.partition import TopicPartition
+from tinystream.broker.protocol.codec import millis, to_millis
+from tinystream.broker.replica_manager import FetchedPartition, FetchPartition
+
+READ_COMMITTED = 1
+
+
+async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    version = call.version
+    session_id = getattr(body, "session_id", 0)
+    session_epoch = getattr(body, "session_epoch", -1)
+    if session_id != 0:
+        return _top_level_error(call, ErrorCode.fetch_session_id_not_found)
+    if session_epoch not in (0, -1):
+        return _top_level_error(call, ErrorCode.invalid_fetch_session_epoch)
+    replica_id = getattr(body, "replica_id", -1)
+    requests: list[FetchPartition] = []
+    diverging: dict[TopicPartition, tuple[int, int]] = {}
+    answered: dict[TopicPartition, FetchedPartition] = {}  # decided before reading
+    peer = replica_id >= 0 and ctx.cluster.is_peer(replica_id)
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.topic, p.partition)
+            requests.append(
+                FetchPartition(tp, p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1))
+            )
+            if replica_id >= 0 and not peer:
+                answered[tp] = FetchedPartition(tp, ErrorCode.topic_authorization_failed)
+                continue
+            partition = ctx.replicas.get(tp)
+            if partition is None:
+                continue  # the read answers UNKNOWN_TOPIC_OR_PARTITION
+            if peer and replica_id not in partition.state.replicas:
+                answered[tp] = FetchedPartition(tp, ErrorCode.not_leader_or_follower)
+                continue
+            last_epoch = getattr(p, "last_fetched_epoch", -1)
+            if last_epoch >= 0 and partition.is_leader:
+                epoch, end = partition.end_offset_for_epoch(last_epoch)
+                if epoch < last_epoch or end < p.fetch_offset:
+                    diverging[tp] = (epoch, end)
+                    hw = partition.high_watermark
+                    answered[tp] = FetchedPartition(tp, ErrorCode.none, hw, hw, partition.log_start_offset, b"")
+    live = [r for r in requests if r.tp not in answered]
+    fetched = await ctx.replicas.fetch(
+        live,
+        replica_id=replica_id if peer else -1,
+        min_bytes=body.min_bytes,
+        max_bytes=getattr(body, "max_bytes", 2**31 - 1),
+        # An error or a divergence already decided answers at once (Kafka's fetchMessages).
+        max_wait_ms=0 if answered else to_millis(body.max_wait),
+    )
+    answered.update((f.tp, f) for f in fetched)
+    results = [answered[r.tp] for r in requests]
+    read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    return _response(ctx, call, results, diverging, read_committed, version)
+
+
+def _top_level_error(call: Call, error: ErrorCode) -> Any:
+    return call.respond(throttle_time=millis(0), error_code=error, session_id=0, responses=())
+
+
+def _response(
+    ctx: BrokerContext,
+    call: Call,
+    results: list[FetchedPartition],
+    diverging: dict[TopicPartition, tuple[int, int]],
+    read_committed: bool,
+    version: int,
+) -> Any:
+    aborted = () if read_committed else None
+    by_topic: dict[str, list[Any]] = {}
+    metrics = ctx.metrics
+    for r in results:
+        fields: dict[str, Any] = {
+            "partition_index": r.tp.partition,
+            "error_code": r.error,
+            "high_watermark": r.high_watermark,
+            "last_stable_offset": r.last_stable_offset,
+            "log_start_offset": r.log_start_offset,
+            "aborted_transactions": aborted,
+            "preferred_read_replica": -1,
+            "records": r.records if r.records is not None else b"",
+        }
+        if version >= 12:
+            if r.tp in diverging:
+                epoch, end = diverging[r.tp]
+                fields["diverging_epoch"] = call.make("EpochEndOffset", epoch=epoch, end_offset=end)
+            if r.error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+                partition = ctx.replicas.get(r.tp)
+                if partition is not None:
+                    fields["current_leader"] = call.make(
+                        "LeaderIdAndEpoch", leader_id=partition.state.leader, leader_epoch=partition.leader_epoch
+                    )
+        if r.size:
+            metrics.record_out(r.tp.topic, r.size)
+        by_topic.setdefault(r.tp.topic, []).append(call.make("PartitionData", **fields))
+    responses = tuple(call.make("FetchableTopicResponse", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    return call.respond(throttle_time=millis(0), error_code=ErrorCode.none, session_id=0, responses=responses)

@@ -1,0 +1,291 @@
+"""Classic consumer groups: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
+OffsetCommit (8), OffsetFetch (9), DeleteGroups (42).
+
+Thin wiring: each handler turns the request (at whatever version) into a
+`GroupCoordinator` call and its frozen result back into the response. The
+protocol decisions live in `tinystream.broker.groups`. Version notes:
+
+- JoinGroup: v0 has no rebalance timeout (the session timeout serves); v4+
+  requires a known member id (KIP-394: MEMBER_ID_REQUIRED first); protocol
+  names are non-nullable before v7 ("" for none).
+- LeaveGroup v0-2 name one member and answer one error; v3+ batch members.
+- OffsetCommit: committed offsets for topics that do not exist are refused
+  with UNKNOWN_TOPIC_OR_PARTITION (Kafka checks the metadata cache too).
+- OffsetFetch v8 batches groups; before v2 a group error goes into every
+  partition, as there is no top-level error field.
+- FindCoordinator v4 batches keys. Transaction coordinators (key type 1) are
+  refused with INVALID_REQUEST: this broker has no transactions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from tinystream.broker.protocol.codec import millis, to_millis
+
+GROUP_KEY = 0
+
+
+def _coordinator(ctx: BrokerContext) -> Any:
+    return ctx.groups.coordinator
+
+
+# -- FindCoordinator ---------------------------------------------------------------------
+
+
+async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    key_type = getattr(body, "key_type", GROUP_KEY)
+    keys = list(body.coordinator_keys) if hasattr(body, "coordinator_keys") else [body.key]
+    answers = [_find(ctx, key_type, key) for key in keys]
+    if hasattr(body, "coordinator_keys"):
+        coordinators = tuple(
+            call.make("Coordinator", key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
+            for key, (error, message, node, host, port) in zip(keys, answers)
+        )
+        return call.respond(throttle_time=millis(0), coordinators=coordinators)
+    error, message, node, host, port = answers[0]
+    return call.respond(
+        throttle_time=millis(0), error_code=error, error_message=message, node_id=node, host=host, port=port
+    )
+
+
+def _find(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    if key_type != GROUP_KEY:
+        return ErrorCode.invalid_request, "transactions are not supported by this broker", -1, "", -1
+    error, message = ctx.groups.ensure_offsets_topic()
+    if error != ErrorCode.none:
+        return ErrorCode.coordinator_not_available, message, -1, "", -1
+    me = ctx.cluster.local
+    return ErrorCode.none, None, me.broker_id, me.host, me.port
+
+
+# -- membership ------------------------------------------------------------------------------
+
+
+async def handle_join_group(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    session_ms = to_millis(body.session_timeout)
+    rebalance = getattr(body, "rebalance_timeout", None)
+    result = await _coordinator(ctx).join_group(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=to_millis(rebalance) if rebalance is not None else session_ms,
+        client_id=call.header.client_id or "",
+        client_host=f"/{call.client.host}",
+        require_known_member_id=call.version >= 4,
+    )
+    members = tuple(
+        call.make("JoinGroupResponseMember", member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+        for m in result.members
+    )
+    nullable = call.version >= 7
+    return call.respond(
+        throttle_time=millis(0),
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name if nullable or result.protocol_name is not None else "",
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=members,
+    )
+
+
+async def handle_sync_group(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    result = await _coordinator(ctx).sync_group(
+        group_id=body.group_id,
+        generation_id=body.generation_id,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+        assignments=[(a.member_id, bytes(a.assignment)) for a in body.assignments],
+    )
+    return call.respond(
+        throttle_time=millis(0),
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+async def handle_heartbeat(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    error = await _coordinator(ctx).heartbeat(
+        group_id=body.group_id,
+        generation_id=body.generation_id,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+    )
+    return call.respond(throttle_time=millis(0), error_code=error)
+
+
+async def handle_leave_group(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    if hasattr(body, "members"):
+        members = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        members = [(body.member_id, None)]
+    result = await _coordinator(ctx).leave_group(group_id=body.group_id, members=members)
+    if not hasattr(body, "members"):
+        error = result.error
+        if error == ErrorCode.none and result.members:
+            error = result.members[0].error
+        return call.respond(throttle_time=millis(0), error_code=error)
+    return call.respond(
+        throttle_time=millis(0),
+        error_code=result.error,
+        members=tuple(
+            call.make("MemberResponse", member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error)
+            for m in result.members
+        ),
+    )
+
+
+# -- offsets -----------------------------------------------------------------------------------
+
+
+async def handle_offset_commit(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
+    unknown: set[tuple[str, int]] = set()
+    for topic in body.topics:
+        spec = ctx.topics.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if spec is None or not 0 <= p.partition_index < spec.partitions:
+                unknown.add(tp)
+                continue
+            offsets[tp] = (p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+    results: dict[tuple[str, int], ErrorCode] = {}
+    if offsets:
+        results = await _coordinator(ctx).commit_offsets(
+            group_id=body.group_id,
+            generation_id=body.generation_id_or_member_epoch,
+            member_id=body.member_id,
+            group_instance_id=getattr(body, "group_instance_id", None),
+            offsets=offsets,
+        )
+    topics = []
+    for topic in body.topics:
+        parts = tuple(
+            call.make(
+                "OffsetCommitResponsePartition",
+                partition_index=p.partition_index,
+                error_code=ErrorCode.unknown_topic_or_partition
+                if (topic.name, p.partition_index) in unknown
+                else results.get((topic.name, p.partition_index), ErrorCode.none),
+            )
+            for p in topic.partitions
+        )
+        topics.append(call.make("OffsetCommitResponseTopic", name=topic.name, partitions=parts))
+    return call.respond(throttle_time=millis(0), topics=tuple(topics))
+
+
+async def handle_offset_fetch(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    if hasattr(body, "groups"):  # v8: several groups
+        groups = []
+        for g in body.groups:
+            error, topics = await _fetch_group(ctx, call, g.group_id, g.topics, "OffsetFetchResponseTopics",
+                                               "OffsetFetchResponsePartitions")
+            groups.append(call.make("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
+        return call.respond(throttle_time=millis(0), groups=tuple(groups))
+    error, topics = await _fetch_group(ctx, call, body.group_id, body.topics, "OffsetFetchResponseTopic",
+                                       "OffsetFetchResponsePartition")
+    return call.respond(throttle_time=millis(0), topics=topics, error_code=error)
+
+
+async def _fetch_group(
+    ctx: BrokerContext, call: Call, group_id: str, topics: Any, topic_class: str, partition_class: str
+) -> tuple[ErrorCode, tuple]:
+    wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
+    result = await _coordinator(ctx).fetch_offsets(group_id=group_id, partitions=wanted)
+    top_level_error = call.version >= 2
+    partition_error = ErrorCode.none if top_level_error else result.error
+    by_topic: dict[str, list[Any]] = {}
+    if result.error != ErrorCode.none:
+        if top_level_error or wanted is None:
+            return result.error, ()
+        entries = [((t, p), None) for t, p in wanted]
+    else:
+        entries = list(result.offsets.items())
+    for (topic, partition), committed in entries:
+        by_topic.setdefault(topic, []).append(
+            call.make(
+                partition_class,
+                partition_index=partition,
+                committed_offset=committed.offset if committed else -1,
+                committed_leader_epoch=committed.leader_epoch if committed else -1,
+                metadata=committed.metadata if committed else "",
+                error_code=partition_error,
+            )
+        )
+    return result.error, tuple(call.make(topic_class, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+
+
+# -- admin ---------------------------------------------------------------------------------------
+
+
+async def handle_describe_groups(ctx: BrokerContext, call: Call) -> Any:
+    described = await _coordinator(ctx).describe_groups(list(call.body.groups))
+    groups = tuple(
+        call.make(
+            "DescribedGroup",
+            error_code=d.error,
+            group_id=d.group_id,
+            group_state=d.state,
+            protocol_type=d.protocol_type,
+            protocol_data=d.protocol,
+            members=tuple(
+                call.make(
+                    "DescribedGroupMember",
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                for m in d.members
+            ),
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+        for d in described
+    )
+    return call.respond(throttle_time=millis(0), groups=groups)
+
+
+async def handle_list_groups(ctx: BrokerContext, call: Call) -> Any:
+    coordinator = _coordinator(ctx)
+    states = list(getattr(call.body, "states_filter", ()) or ()) or None
+    error = ErrorCode.coordinator_load_in_progress if coordinator.loading_partitions() else ErrorCode.none
+    groups = tuple(
+        call.make("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
+        for g in coordinator.list_groups(states)
+    )
+    return call.respond(throttle_time=millis(0), error_code=error, groups=groups)
+
+
+async def handle_delete_groups(ctx: BrokerContext, call: Call) -> Any:
+    names = list(call.body.groups_names)
+    results = await _coordinator(ctx).delete_groups(names)
+    return call.respond(
+        throttle_time=millis(0),
+        results=tuple(
+            call.make("DeletableGroupResult", group_id=g, error_code=results.get(g, ErrorCode.none))
+            for g in dict.fromkeys(names)
+        ),
+    )

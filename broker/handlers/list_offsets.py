@@ -1,0 +1,162 @@
+"""ListOffsets (key 2, v1-7) and OffsetForLeaderEpoch (key 23, v2-4).
+
+ListOffsets timestamps (Kafka's ListOffsetsRequest):
+  -2 EARLIEST: the log start offset;
+  -1 LATEST: the high watermark for clients (= the last stable offset: no
+     transactions here), the log end offset for a follower (replica_id >= 0);
+  -3 MAX_TIMESTAMP (v7, KIP-734): the record with the largest timestamp; the
+     winning batch is found from batch headers and only it is decoded;
+  >= 0: the first offset whose timestamp is at or after it (the log's time
+     index), or -1/-1 when none is below the high watermark.
+The answer's leader_epoch (v4+) is the epoch that wrote the offset.
+
+OffsetForLeaderEpoch answers (largest epoch <= the asked one, its end
+offset), which followers use to truncate and consumers to detect truncation
+after a leader change (KIP-101, KIP-320).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.errors import ErrorCode, code_for_log_error
+from tinystream.broker.partition import Partition, TopicPartition
+from tinystream.broker.protocol.codec import millis
+from tinystream.broker.storage.base import LogError
+from tinystream.broker.storage.batch import (
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET_DELTA,
+    F_MAX_TIMESTAMP,
+    TIMESTAMP_TYPE_BIT,
+    decode_records,
+    iter_header_fields,
+    parse_header,
+)
+
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+_SCAN_CHUNK = 4 * 1024 * 1024
+
+
+async def handle_list_offsets(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    for_replica = body.replica_id >= 0
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            error, timestamp, offset, epoch = _answer(ctx, tp, p.timestamp, getattr(p, "current_leader_epoch", -1), for_replica)
+            parts.append(
+                call.make(
+                    "ListOffsetsPartitionResponse",
+                    partition_index=p.partition_index,
+                    error_code=error,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=epoch,
+                    old_style_offsets=(),
+                )
+            )
+        topics.append(call.make("ListOffsetsTopicResponse", name=topic.name, partitions=tuple(parts)))
+    return call.respond(throttle_time=millis(0), topics=tuple(topics))
+
+
+def _answer(
+    ctx: BrokerContext, tp: TopicPartition, timestamp: int, current_epoch: int, for_replica: bool
+) -> tuple[ErrorCode, int, int, int]:
+    partition = ctx.replicas.get(tp)
+    if partition is None:
+        return ErrorCode.unknown_topic_or_partition, -1, -1, -1
+    if not partition.is_leader:
+        return ErrorCode.not_leader_or_follower, -1, -1, -1
+    error = partition.check_leader_epoch(current_epoch)
+    if error != ErrorCode.none:
+        return error, -1, -1, -1
+    try:
+        if timestamp == EARLIEST:
+            offset = partition.log_start_offset
+            return ErrorCode.none, -1, offset, epoch_at(partition, offset)
+        if timestamp == LATEST:
+            offset = partition.log_end_offset if for_replica else partition.high_watermark
+            return ErrorCode.none, -1, offset, partition.leader_epoch
+        if timestamp == MAX_TIMESTAMP:
+            found = max_timestamp_offset(partition)
+            if found is None:
+                return ErrorCode.none, -1, -1, -1
+            ts, offset = found
+            return ErrorCode.none, ts, offset, epoch_at(partition, offset)
+        found_ts = partition.log.offset_for_timestamp(timestamp)
+        limit = partition.log_end_offset if for_replica else partition.high_watermark
+        if found_ts is None or found_ts.offset >= limit:
+            return ErrorCode.none, -1, -1, -1
+        return ErrorCode.none, found_ts.timestamp, found_ts.offset, epoch_at(partition, found_ts.offset)
+    except LogError as exc:
+        return code_for_log_error(exc), -1, -1, -1
+
+
+def epoch_at(partition: Partition, offset: int) -> int:
+    """The leader epoch that wrote `offset` (the last epoch starting at or before it)."""
+    epoch = -1
+    for entry in partition.log.epoch_entries():
+        if entry.start_offset <= offset:
+            epoch = entry.epoch
+        else:
+            break
+    return epoch if epoch >= 0 else partition.leader_epoch
+
+
+def max_timestamp_offset(partition: Partition) -> tuple[int, int] | None:
+    """(timestamp, offset) of the first record carrying the log's largest timestamp, below the HW."""
+    best: tuple | None = None
+    offset = partition.log_start_offset
+    end = partition.high_watermark
+    while offset < end:
+        result = partition.read(offset, _SCAN_CHUNK, for_replica=False, min_one=True)
+        if not len(result.data) or result.next_offset <= offset:
+            break
+        for _, fields in iter_header_fields(result.data):
+            if best is None or fields[F_MAX_TIMESTAMP] > best[F_MAX_TIMESTAMP]:
+                best = fields
+        offset = result.next_offset
+    if best is None or best[F_MAX_TIMESTAMP] < 0:
+        return None
+    ts, base = best[F_MAX_TIMESTAMP], best[F_BASE_OFFSET]
+    if best[F_ATTRIBUTES] & TIMESTAMP_TYPE_BIT or best[F_LAST_OFFSET_DELTA] == 0:
+        return ts, base  # LogAppendTime: every record carries it
+    batch = partition.read(base, 1, for_replica=False, min_one=True)
+    try:
+        header = parse_header(batch.data)
+        records = decode_records(batch.data)
+    except LogError:
+        return ts, base
+    for record in records:
+        if header.base_timestamp + record.timestamp_delta == ts:
+            return ts, header.base_offset + (record.offset_delta or 0)
+    return ts, base
+
+
+async def handle_offset_for_leader_epoch(ctx: BrokerContext, call: Call) -> Any:
+    topics = []
+    for topic in call.body.topics:
+        parts = []
+        for p in topic.partitions:
+            tp = TopicPartition(topic.topic, p.partition)
+            partition = ctx.replicas.get(tp)
+            epoch, end = -1, -1
+            if partition is None:
+                error = ErrorCode.unknown_topic_or_partition
+            elif not partition.is_leader:
+                error = ErrorCode.not_leader_or_follower
+            else:
+                error = partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1))
+                if error == ErrorCode.none:
+                    epoch, end = partition.end_offset_for_epoch(p.leader_epoch)
+            parts.append(
+                call.make("EpochEndOffset", error_code=error, partition=p.partition, leader_epoch=epoch, end_offset=end)
+            )
+        topics.append(call.make("OffsetForLeaderTopicResult", topic=topic.topic, partitions=tuple(parts)))
+    return call.respond(throttle_time=millis(0), topics=tuple(topics))

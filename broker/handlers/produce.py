@@ -1,0 +1,171 @@
+"""Produce (key 0): v3-11 served; v0-2 advertised for librdkafka and refused per partition.
+
+Per partition, before the log sees the bytes (Kafka's ProduceRequest.validateRecords):
+exactly one RecordBatch v2 (INVALID_RECORD for none, several, or another
+magic; CORRUPT_MESSAGE for a cut batch), zstd only from v7
+(UNSUPPORTED_COMPRESSION_TYPE), no writes to internal topics
+(INVALID_TOPIC_EXCEPTION). The log then checks size, CRC and counts. Records
+are never decoded: the header tuple is all the broker reads.
+
+acks: 0 gets no response at all (and the connection is closed if something
+failed, Kafka's only way to tell such a client); 1 answers after the local
+append; -1 waits for the high watermark (`ReplicaManager.wait_replicated`).
+Anything else is INVALID_REQUIRED_ACKS.
+
+Ordering: every append of the request happens before the first await, so
+requests pipelined on one connection reach the log in the order sent.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.partition import AppendOutcome, TopicPartition
+from tinystream.broker.protocol.codec import encode_with, millis, to_millis
+from tinystream.broker.server import CLOSE_CONNECTION
+from tinystream.broker.storage.batch import (
+    BATCH_HEADER_SIZE,
+    CODEC_MASK,
+    F_ATTRIBUTES,
+    F_LENGTH,
+    F_MAGIC,
+    F_RECORD_COUNT,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC,
+)
+from tinystream.broker.storage.compression import Compression
+
+_ZSTD_MIN_VERSION = 7  # KIP-110
+_VALID_ACKS = (0, 1, -1)
+
+
+def check_records(records: bytes | None, version: int) -> tuple[ErrorCode, str | None, tuple | None]:
+    """(error, message, header fields) for one partition's records."""
+    if not records:
+        return ErrorCode.invalid_record, "a produce request must carry one record batch per partition", None
+    size = len(records)
+    if size < BATCH_HEADER_SIZE:
+        return ErrorCode.corrupt_message, f"{size} bytes cannot hold a record batch header", None
+    fields = HEADER.unpack_from(records, 0)
+    if fields[F_MAGIC] != MAGIC:
+        return ErrorCode.invalid_record, f"only record batch v2 is accepted, got magic {fields[F_MAGIC]}", None
+    declared = fields[F_LENGTH] + LOG_OVERHEAD
+    if declared > size:
+        return ErrorCode.corrupt_message, f"batch declares {declared} bytes, {size} received", None
+    if declared < size:
+        return ErrorCode.invalid_record, f"produce v{version} carries exactly one record batch per partition", None
+    if fields[F_ATTRIBUTES] & CODEC_MASK == Compression.ZSTD and version < _ZSTD_MIN_VERSION:
+        return ErrorCode.unsupported_compression_type, f"zstd needs produce v{_ZSTD_MIN_VERSION}+", None
+    return ErrorCode.none, None, fields
+
+
+async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    acks = body.acks
+    version = call.version
+    legacy = version < 3
+    rejected: dict[TopicPartition, AppendOutcome] = {}
+    batches: list[tuple[TopicPartition, memoryview, tuple]] = []
+    order: list[TopicPartition] = []
+    for topic in body.topic_data:
+        name = topic.name
+        spec = ctx.topics.get(name)
+        for pdata in topic.partition_data:
+            tp = TopicPartition(name, pdata.index)
+            order.append(tp)
+            if legacy:
+                rejected[tp] = AppendOutcome(ErrorCode.unsupported_version, message="produce v0-2 is not supported")
+            elif acks not in _VALID_ACKS:
+                rejected[tp] = AppendOutcome(ErrorCode.invalid_required_acks, message=f"acks={acks}")
+            elif spec is None or not 0 <= pdata.index < spec.partitions:
+                rejected[tp] = AppendOutcome(ErrorCode.unknown_topic_or_partition)
+            elif spec.internal:
+                rejected[tp] = AppendOutcome(ErrorCode.invalid_topic_exception, message=f"{name} is an internal topic")
+            else:
+                error, message, fields = check_records(pdata.records, version)
+                if fields is None:
+                    rejected[tp] = AppendOutcome(error, message=message)
+                else:
+                    batches.append((tp, memoryview(pdata.records), fields))
+    outcomes = ctx.replicas.append(batches, required_acks=acks) if batches else {}
+    metrics = ctx.metrics
+    for tp, batch, fields in batches:
+        outcome = outcomes[tp]
+        if outcome.appended_bytes:
+            metrics.record_in(tp.topic, outcome.appended_bytes, fields[F_RECORD_COUNT])
+    outcomes.update(rejected)
+    for outcome in outcomes.values():
+        if outcome.error != ErrorCode.none:
+            metrics.produce_errors.labels(outcome.error.name).inc()
+    if acks == 0:
+        return CLOSE_CONNECTION if rejected or any(o.error != ErrorCode.none for o in outcomes.values()) else None
+    if acks == -1 and batches:
+        outcomes = await ctx.replicas.wait_replicated(outcomes, to_millis(body.timeout))
+    if legacy:
+        return _legacy_response(call, order, outcomes)
+    return _response(call, order, outcomes)
+
+
+def _append_time(ms: int) -> datetime.datetime | None:
+    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+def _response(call: Call, order: list[TopicPartition], outcomes: dict[TopicPartition, AppendOutcome]) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for tp in order:
+        o = outcomes[tp]
+        by_topic.setdefault(tp.topic, []).append(
+            call.make(
+                "PartitionProduceResponse",
+                index=tp.partition,
+                error_code=o.error,
+                base_offset=o.base_offset,
+                log_append_time=_append_time(o.log_append_time),
+                log_start_offset=o.log_start_offset,
+                record_errors=(),
+                error_message=o.message,
+            )
+        )
+    responses = tuple(
+        call.make("TopicProduceResponse", name=name, partition_responses=tuple(parts)) for name, parts in by_topic.items()
+    )
+    return call.respond(responses=responses, throttle_time=millis(0))
+
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_PARTITION_V0 = struct.Struct(">ihq")
+_PARTITION_V2 = struct.Struct(">ihqq")
+
+
+def _legacy_response(call: Call, order: list[TopicPartition], outcomes: dict[TopicPartition, AppendOutcome]) -> bytes:
+    """Produce v0-2 responses: kio has no schema for them, and the layout is three fields.
+
+    v0: [topic string, [partition int32, error int16, base_offset int64]]
+    v1: + throttle_time int32 at the end; v2: + log_append_time int64 per partition.
+    """
+    version = call.version
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in order:
+        by_topic.setdefault(tp.topic, []).append(tp)
+
+    def write(buffer: Any, _: Any) -> None:
+        buffer.write(_I32.pack(len(by_topic)))
+        for name, tps in by_topic.items():
+            raw = name.encode()
+            buffer.write(_I16.pack(len(raw)) + raw + _I32.pack(len(tps)))
+            for tp in tps:
+                o = outcomes[tp]
+                if version >= 2:
+                    buffer.write(_PARTITION_V2.pack(tp.partition, o.error.value, o.base_offset, o.log_append_time))
+                else:
+                    buffer.write(_PARTITION_V0.pack(tp.partition, o.error.value, o.base_offset))
+        if version >= 1:
+            buffer.write(_I32.pack(0))
+
+    return encode_with(write, call.header.correlation_id, None)

@@ -1,0 +1,32 @@
+"""InitProducerId (key 22, v0-4): producer ids for idempotent producers.
+
+Without a transactional id Kafka hands out a fresh producer id at epoch 0 on
+every call, whatever id and epoch the request carries (TransactionCoordinator:
+"if the transactional id is null, then always blindly accept the request and
+return a new producerId"); ids come from `ProducerIdManager`, never reused.
+
+Transactions are not implemented: a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the fatal error clients report
+clearly, instead of a retriable one that would make them spin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.protocol.codec import millis
+
+
+async def handle_init_producer_id(ctx: BrokerContext, call: Call) -> Any:
+    if call.body.transactional_id is not None:
+        return call.respond(
+            throttle_time=millis(0),
+            error_code=ErrorCode.transactional_id_authorization_failed,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    return call.respond(
+        throttle_time=millis(0), error_code=ErrorCode.none, producer_id=ctx.producer_ids.next_id(), producer_epoch=0
+    )

@@ -1,0 +1,125 @@
+"""CreateTopics (19, v2-7), DeleteTopics (20, v1-6), CreatePartitions (37, v0-3).
+
+The checks and their error codes live in `TopicManager`; this module maps
+requests onto it and results back. Changes are synchronous, so the request
+timeout never expires and a success means the topic is ready. A name that
+appears twice in one request is refused for both entries (INVALID_REQUEST),
+as Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.protocol.codec import millis
+from tinystream.broker.topic_config import describe
+
+
+async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for topic in body.topics:
+        if counts[topic.name] > 1:
+            results.append(_created(ctx, call, topic.name, ErrorCode.invalid_request, "topic named twice in one request"))
+            continue
+        assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
+        configs = {c.name: c.value for c in topic.configs}
+        result = ctx.topics.create(
+            topic.name,
+            num_partitions=topic.num_partitions,
+            replication_factor=topic.replication_factor,
+            configs=configs,
+            assignments=assignments,
+            validate_only=body.validate_only,
+        )
+        results.append(_created(ctx, call, topic.name, result.error, result.message, result.spec))
+    return call.respond(throttle_time=millis(0), topics=tuple(results))
+
+
+def _created(ctx: BrokerContext, call: Call, name: str, error: ErrorCode, message: str | None, spec: Any = None) -> Any:
+    configs = None
+    if spec is not None and error == ErrorCode.none:
+        configs = tuple(
+            call.make(
+                "CreatableTopicConfigs",
+                name=c.name,
+                value=c.value,
+                read_only=False,
+                config_source=int(c.source),
+                is_sensitive=False,
+            )
+            for c in describe(ctx.settings, spec.configs)
+        )
+    return call.make(
+        "CreatableTopicResult",
+        name=name,
+        topic_id=spec.topic_id if spec is not None and error == ErrorCode.none else None,
+        error_code=error,
+        error_message=message if error != ErrorCode.none else None,
+        num_partitions=spec.partitions if configs is not None else -1,
+        replication_factor=spec.replication_factor if configs is not None else -1,
+        configs=configs,
+    )
+
+
+async def handle_delete_topics(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    if hasattr(body, "topics"):  # v6: names or ids
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    counts = Counter(name for name, _ in wanted if name is not None)
+    responses = []
+    for name, topic_id in wanted:
+        if name is None:
+            spec = ctx.topics.store.by_id(topic_id) if topic_id is not None else None
+            if spec is None:
+                responses.append(_deleted(call, None, topic_id, ErrorCode.unknown_topic_id, "no topic has this id"))
+                continue
+            name = spec.name
+        elif counts[name] > 1:
+            responses.append(_deleted(call, name, None, ErrorCode.invalid_request, "topic named twice in one request"))
+            continue
+        result = ctx.topics.delete(name)
+        responses.append(
+            _deleted(call, name, result.spec.topic_id if result.spec else topic_id, result.error, result.message)
+        )
+    return call.respond(throttle_time=millis(0), responses=tuple(responses))
+
+
+def _deleted(call: Call, name: str | None, topic_id: Any, error: ErrorCode, message: str | None) -> Any:
+    return call.make(
+        "DeletableTopicResult",
+        name=name if name is not None or call.version >= 6 else "",
+        topic_id=topic_id,
+        error_code=error,
+        error_message=message if error != ErrorCode.none else None,
+    )
+
+
+async def handle_create_partitions(ctx: BrokerContext, call: Call) -> Any:
+    body = call.body
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for topic in body.topics:
+        if counts[topic.name] > 1:
+            error, message = ErrorCode.invalid_request, "topic named twice in one request"
+        else:
+            assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
+            result = ctx.topics.create_partitions(
+                topic.name, topic.count, assignments=assignments, validate_only=body.validate_only
+            )
+            error, message = result.error, result.message
+        results.append(
+            call.make(
+                "CreatePartitionsTopicResult",
+                name=topic.name,
+                error_code=error,
+                error_message=message if error != ErrorCode.none else None,
+            )
+        )
+    return call.respond(throttle_time=millis(0), results=tuple(results))

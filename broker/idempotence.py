@@ -1,0 +1,225 @@
+"""Idempotent producers: per-partition sequence state (KIP-98), with no I/O.
+
+For each producer id that wrote to a partition we keep its epoch and the
+metadata of its last five batches (first/last sequence, first/last offset,
+timestamp) -- five because a producer has at most five requests in flight
+(max.in.flight.requests.per.connection <= 5 with idempotence). A produce is
+checked before it is appended (Kafka's ProducerStateManager / ProducerAppendInfo):
+
+- a batch equal (same epoch, same first and last sequence) to one of the five
+  is a retry: answered NONE with the original offsets, and not appended again;
+- an epoch older than the one on record: INVALID_PRODUCER_EPOCH;
+- a newer epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER;
+- the same epoch must continue at last sequence + 1 (wrapping at 2**31 - 1),
+  else OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a producer id we hold nothing for is accepted at any sequence (KIP-360: its
+  state may have expired, or it may be new to this partition).
+
+State survives restarts two ways: `snapshot()` / `ProducerStateTable.restore()`
+give a JSON document tagged with the log end offset it covers, and `replay()`
+rebuilds entries from stored batch headers (no record decoding) from that
+offset to the log end.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import orjson
+
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.storage.batch import (
+    CONTROL_BIT,
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_BASE_SEQUENCE,
+    F_LAST_OFFSET_DELTA,
+    F_MAX_TIMESTAMP,
+    F_PRODUCER_EPOCH,
+    F_PRODUCER_ID,
+)
+
+#: Batches remembered per producer (Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN).
+BATCHES_TO_RETAIN = 5
+#: producer.id.expiration.ms (KIP-854): state of an idle producer is dropped after a day.
+PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000
+SEQUENCE_MODULUS = 1 << 31
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int  # the batch's max timestamp (or its append time)
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    last_seen_ms: int = -1  # broker time of the last append (expiration)
+
+    def duplicate_of(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for meta in self.batches:
+            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                return meta
+        return None
+
+
+class Verdict(enum.Enum):
+    APPEND = "append"
+    DUPLICATE = "duplicate"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceCheck:
+    verdict: Verdict
+    error: ErrorCode = ErrorCode.none
+    duplicate: BatchMetadata | None = None
+    message: str | None = None
+
+
+_APPEND = SequenceCheck(Verdict.APPEND)
+
+
+class ProducerStateTable:
+    """Producer entries of one partition."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, producer_id: int) -> ProducerEntry | None:
+        return self._entries.get(producer_id)
+
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> SequenceCheck:
+        """What to do with a batch from a client; changes nothing."""
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            return _APPEND
+        duplicate = entry.duplicate_of(epoch, first_seq, last_seq)
+        if duplicate is not None:
+            return SequenceCheck(Verdict.DUPLICATE, duplicate=duplicate)
+        if epoch < entry.epoch:
+            return SequenceCheck(
+                Verdict.REJECT,
+                ErrorCode.invalid_producer_epoch,
+                message=f"producer {producer_id} epoch {epoch} is older than {entry.epoch}",
+            )
+        if first_seq < 0:  # no sequence: nothing to order
+            return _APPEND
+        if epoch > entry.epoch:
+            if first_seq != 0:
+                return SequenceCheck(
+                    Verdict.REJECT,
+                    ErrorCode.out_of_order_sequence_number,
+                    message=f"producer {producer_id}: new epoch {epoch} must start at sequence 0, not {first_seq}",
+                )
+            return _APPEND
+        if not entry.batches:
+            return _APPEND
+        expected = (entry.batches[-1].last_seq + 1) % SEQUENCE_MODULUS
+        if first_seq != expected:
+            return SequenceCheck(
+                Verdict.REJECT,
+                ErrorCode.out_of_order_sequence_number,
+                message=f"producer {producer_id} epoch {epoch}: sequence {first_seq}, expected {expected}",
+            )
+        return _APPEND
+
+    def record(
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int,
+        last_offset: int,
+        timestamp: int,
+        now_ms: int,
+    ) -> None:
+        """Remember an appended batch (from a client, or replayed from the log)."""
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            entry = self._entries[producer_id] = ProducerEntry(producer_id, epoch)
+        elif epoch != entry.epoch:
+            if epoch < entry.epoch:  # replaying something older than what we hold: keep the newer state
+                return
+            entry.epoch = epoch
+            entry.batches.clear()
+        if first_seq >= 0:
+            entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+        entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
+
+    def replay(self, headers: Iterable[tuple], now_ms: int) -> int:
+        """Rebuild from raw batch header tuples (`storage.batch.HEADER` order); returns batches seen."""
+        seen = 0
+        for fields in headers:
+            producer_id = fields[F_PRODUCER_ID]
+            if producer_id < 0 or fields[F_ATTRIBUTES] & CONTROL_BIT:
+                continue
+            base_offset, delta, base_seq = fields[F_BASE_OFFSET], fields[F_LAST_OFFSET_DELTA], fields[F_BASE_SEQUENCE]
+            last_seq = (base_seq + delta) % SEQUENCE_MODULUS if base_seq >= 0 else -1
+            self.record(
+                producer_id, fields[F_PRODUCER_EPOCH], base_seq, last_seq,
+                base_offset, base_offset + delta, fields[F_MAX_TIMESTAMP], now_ms,
+            )
+            seen += 1
+        return seen
+
+    def expire(self, now_ms: int, max_idle_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
+        """Drop producers idle for longer than max_idle_ms; returns how many."""
+        stale = [pid for pid, e in self._entries.items() if now_ms - e.last_seen_ms > max_idle_ms]
+        for pid in stale:
+            del self._entries[pid]
+        return len(stale)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    # -- snapshots ----------------------------------------------------------------
+
+    def snapshot(self, end_offset: int) -> bytes:
+        """The table as JSON, valid for a log whose end offset is `end_offset`."""
+        return orjson.dumps(
+            {
+                "version": 1,
+                "end_offset": end_offset,
+                "producers": [
+                    [e.producer_id, e.epoch, e.last_seen_ms, [list(_astuple(b)) for b in e.batches]]
+                    for e in self._entries.values()
+                ],
+            }
+        )
+
+    @classmethod
+    def restore(cls, data: bytes) -> tuple[ProducerStateTable, int]:
+        """(table, end offset it covers) from `snapshot()` output; ValueError if unreadable."""
+        try:
+            doc = orjson.loads(data)
+            if doc.get("version") != 1:
+                raise ValueError(f"unknown producer snapshot version {doc.get('version')!r}")
+            table = cls()
+            for producer_id, epoch, last_seen, batches in doc["producers"]:
+                entry = ProducerEntry(int(producer_id), int(epoch), last_seen_ms=int(last_seen))
+                for b in batches:
+                    entry.batches.append(BatchMetadata(*(int(x) for x in b)))
+                table._entries[entry.producer_id] = entry
+            return table, int(doc["end_offset"])
+        except (KeyError, TypeError, orjson.JSONDecodeError) as exc:
+            raise ValueError(f"unreadable producer snapshot: {exc}") from exc
+
+
+def _astuple(b: BatchMetadata) -> tuple[int, int, int, int, int]:
+    return (b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)

@@ -1,0 +1,256 @@
+"""Request and response bytes <-> kio entities, with no I/O.
+
+A request frame (size prefix already removed by `framing`) is
+
+    request header v1 (non-flexible APIs) | v2 (flexible: + tagged fields)
+        api_key i16 | api_version i16 | correlation_id i32 | client_id nullable int16 string
+    body (the API's schema at that version)
+
+and a response is `response header v0 | v1 (+ tagged fields) | body`, where
+ApiVersions always answers with header v0 so an old client can read the error
+that tells it to retry lower. kio knows which header each version uses
+(`__header_schema__`), and its native readers decode the body; flexible bodies
+pass `bounds.check_entity` first (see there why).
+
+`decode_request` raises `UnsupportedRequest` (unknown key or version: the
+caller answers ApiVersions, closes otherwise) or `MalformedRequest` (bytes that
+do not parse: close). `encode_response` returns the framed bytes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import io
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from types import ModuleType
+from typing import Any
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+from kio.static.constants import EntityType
+
+from tinystream.broker.errors import MalformedRequest, UnsupportedRequest
+from tinystream.broker.protocol import api_versions
+from tinystream.broker.protocol.bounds import check_entity
+
+_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_I32 = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    header: RequestHeader
+    body: Any  # the kio request entity
+    size: int  # frame size in bytes (metrics)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSchemas:
+    """Everything needed to read one API version's requests and write its responses."""
+
+    api_key: int
+    version: int
+    request_module: ModuleType
+    response_module: ModuleType
+    request_type: type
+    response_type: type
+    request_header_type: type
+    read_header: Callable
+    read_body: Callable
+    write_body: Callable
+    request_flexible: bool
+    response_header_flexible: bool
+
+    def response(self, name: str, /, **values: Any) -> Any:
+        """Build `name` from the response module, dropping fields this version lacks."""
+        return build(getattr(self.response_module, name), values)
+
+    def request_class(self, name: str) -> type:
+        return getattr(self.request_module, name)
+
+
+def peek(frame: memoryview | bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) from a frame of at least 8 bytes."""
+    return _PREFIX.unpack_from(frame, 0)
+
+
+@functools.cache
+def schemas(api_key: int, version: int) -> ApiSchemas:
+    """kio's schemas for one API version; UnsupportedRequest if kio has none."""
+    try:
+        request_module = load_payload_module(api_key, version, EntityType.request)
+        response_module = load_payload_module(api_key, version, EntityType.response)
+    except (UnknownAPIKey, UnknownEntity) as exc:
+        raise UnsupportedRequest(api_key, version, "no schema") from exc
+    request_type = _main_type(request_module, EntityType.request)
+    response_type = _main_type(response_module, EntityType.response)
+    header_type = request_type.__header_schema__
+    return ApiSchemas(
+        api_key=api_key,
+        version=version,
+        request_module=request_module,
+        response_module=response_module,
+        request_type=request_type,
+        response_type=response_type,
+        request_header_type=header_type,
+        read_header=entity_reader(header_type),
+        read_body=entity_reader(request_type),
+        write_body=entity_writer(response_type),
+        request_flexible=bool(request_type.__flexible__),
+        response_header_flexible=bool(response_type.__header_schema__.__flexible__),
+    )
+
+
+def _main_type(module: ModuleType, kind: EntityType) -> type:
+    for value in vars(module).values():
+        if isinstance(value, type) and getattr(value, "__type__", None) is kind:
+            return value
+    raise UnsupportedRequest(-1, -1, f"no {kind.name} type in {module.__name__}")
+
+
+def decode_request(frame: memoryview | bytes) -> Request:
+    api_key, version, correlation_id = peek(frame)
+    api = api_versions.lookup(api_key)
+    if api is None or not api.advertises(version):
+        raise UnsupportedRequest(api_key, version)
+    if not api.serves(version):
+        if api_key == api_versions.PRODUCE:
+            return _decode_legacy_produce(frame, version)
+        raise UnsupportedRequest(api_key, version)
+    s = schemas(api_key, version)
+    header, offset = _read(s.read_header, s.request_header_type, frame, 0, s.request_flexible)
+    body, end = _read(s.read_body, s.request_type, frame, offset, s.request_flexible)
+    # Trailing bytes are ignored, as Kafka's own parser does.
+    return Request(RequestHeader(api_key, version, correlation_id, header.client_id), body, len(frame))
+
+
+def _read(reader: Callable, entity_type: type, frame: Any, offset: int, flexible: bool) -> tuple[Any, int]:
+    if flexible:
+        check_entity(entity_type, frame, offset)
+    try:
+        value, size = reader(frame, offset)
+    except (SerialError, ValueError, TypeError, KeyError, OverflowError, UnicodeError) as exc:
+        # kio raises KeyError for a tagged field it does not know.
+        raise MalformedRequest(f"{entity_type.__name__}: {type(exc).__name__}: {exc}") from exc
+    return value, offset + size
+
+
+def _decode_legacy_produce(frame: memoryview | bytes, version: int) -> Request:
+    """Produce v0-2 share v3's layout minus its leading transactional_id.
+
+    They are parsed with kio's v3 schema behind a null transactional_id so the
+    handler can answer each partition with UNSUPPORTED_VERSION.
+    """
+    s = schemas(api_versions.PRODUCE, 3)
+    header, offset = _read(s.read_header, s.request_header_type, frame, 0, False)
+    body_bytes = b"\xff\xff" + bytes(frame[offset:])
+    body, _ = _read(s.read_body, s.request_type, body_bytes, 0, False)
+    return Request(RequestHeader(api_versions.PRODUCE, version, header.correlation_id, header.client_id), body, len(frame))
+
+
+def encode_response(header: RequestHeader, body: Any) -> bytes:
+    """Frame `body` (a kio response entity of header's API and version)."""
+    s = schemas(header.api_key, header.api_version)
+    buffer = io.BytesIO()
+    buffer.write(_I32.pack(0))  # size, patched below
+    buffer.write(_I32.pack(header.correlation_id))
+    if s.response_header_flexible:
+        buffer.write(b"\x00")  # no tagged fields
+    s.write_body(buffer, body)
+    size = buffer.tell() - 4
+    buffer.seek(0)
+    buffer.write(_I32.pack(size))
+    return buffer.getvalue()
+
+
+def encode_with(writer: Callable, correlation_id: int, body: Any, *, flexible_header: bool = False) -> bytes:
+    """Frame a body with an explicit writer (hand-built layouts, e.g. legacy Produce)."""
+    buffer = io.BytesIO()
+    buffer.write(_I32.pack(0))
+    buffer.write(_I32.pack(correlation_id))
+    if flexible_header:
+        buffer.write(b"\x00")
+    writer(buffer, body)
+    size = buffer.tell() - 4
+    buffer.seek(0)
+    buffer.write(_I32.pack(size))
+    return buffer.getvalue()
+
+
+# -- building entities across versions -------------------------------------------
+
+
+@functools.cache
+def _field_names(entity_type: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(entity_type))
+
+
+def build(entity_type: type, values: dict[str, Any]) -> Any:
+    """`entity_type(**values)` keeping only the fields this version has.
+
+    Handlers describe a response once with every field any version has;
+    each version's class takes what it knows.
+    """
+    names = _field_names(entity_type)
+    return entity_type(**{k: v for k, v in values.items() if k in names})
+
+
+def has_field(entity_type: type, name: str) -> bool:
+    return name in _field_names(entity_type)
+
+
+_TIMEDELTA_ZERO = datetime.timedelta(0)
+
+
+def millis(value: int) -> datetime.timedelta:
+    """An int of milliseconds as kio's timedelta fields want it."""
+    return datetime.timedelta(milliseconds=value) if value else _TIMEDELTA_ZERO
+
+
+def to_millis(value: datetime.timedelta | int) -> int:
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    return int(value)
+
+
+# -- the client side (followers fetching from leaders; tests) --------------------
+
+
+def encode_request(body: Any, *, correlation_id: int, client_id: str | None = "tinystream") -> bytes:
+    """Frame a kio request entity with the header its version uses."""
+    header_type = body.__header_schema__
+    header = header_type(
+        request_api_key=body.__api_key__,
+        request_api_version=body.__version__,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    buffer = io.BytesIO()
+    buffer.write(_I32.pack(0))
+    entity_writer(header_type)(buffer, header)
+    entity_writer(type(body))(buffer, body)
+    size = buffer.tell() - 4
+    buffer.seek(0)
+    buffer.write(_I32.pack(size))
+    return buffer.getvalue()
+
+
+def decode_response(api_key: int, version: int, frame: memoryview | bytes) -> tuple[int, Any]:
+    """(correlation_id, kio response entity) from a response frame without its size prefix."""
+    s = schemas(api_key, version)
+    header_type = s.response_type.__header_schema__
+    header, offset = _read(entity_reader(header_type), header_type, frame, 0, header_type.__flexible__)
+    body, _ = _read(entity_reader(s.response_type), s.response_type, frame, offset, s.response_type.__flexible__)
+    return header.correlation_id, body

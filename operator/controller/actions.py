@@ -1,0 +1,174 @@
+"""Actions: what changed, for the driver to act on or report.
+
+The image is the truth brokers follow; actions are the changes in one step
+spelled out, so a driver can log them, emit Kubernetes Events, update a
+Topic resource's status or tell brokers to delete logs (TopicDeleted)
+without diffing images. Partition-level actions (LeaderChanged, IsrChanged,
+PartitionsOffline, ReassignmentCompleted) carry the final values after the
+step, with epochs already bumped.
+
+Plain form: `{"type": "<class name>", <field>: <value>, ...}`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .codec import from_plain, to_plain
+from .election import ElectionReason
+from .errors import StateFormatError
+from .image import TopicPartition
+
+
+class FenceReason(enum.Enum):
+    SESSION_EXPIRED = "SESSION_EXPIRED"  # no heartbeat within broker.session.timeout.ms, or ExpireSession
+    RESTARTED = "RESTARTED"  # registered again with a new incarnation id
+    REQUESTED = "REQUESTED"  # the broker's heartbeat asked to be fenced
+    UNREGISTERED = "UNREGISTERED"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    registry: ClassVar[dict[str, type["Action"]]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, **to_plain(self)}
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> "Action":
+        if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
+            raise StateFormatError("$: an action needs a string 'type'")
+        cls = Action.registry.get(data["type"])
+        if cls is None:
+            raise StateFormatError(f"$.type: unknown action type {data['type']!r}")
+        return from_plain(cls, data, ignore=frozenset({"type"}))
+
+
+def _action(cls):
+    Action.registry[cls.__name__] = cls
+    return cls
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistered(Action):
+    broker_id: int
+    incarnation_id: str
+    epoch: int
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerFenced(Action):
+    broker_id: int
+    reason: FenceReason
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerUnfenced(Action):
+    broker_id: int
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerDrained(Action):
+    broker_id: int
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerUndrained(Action):
+    broker_id: int
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerUnregistered(Action):
+    broker_id: int
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicCreated(Action):
+    topic: str
+    topic_id: str
+    partitions: int
+    replication_factor: int
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionsCreated(Action):
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicDeleted(Action):
+    """Brokers delete the topic's logs."""
+
+    topic: str
+    topic_id: str
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicConfigChanged(Action):
+    topic: str
+    keys: tuple[str, ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderChanged(Action):
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    reason: ElectionReason
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrChanged(Action):
+    topic: str
+    partition: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionsOffline(Action):
+    """Partitions that lost their last eligible leader in this step."""
+
+    partitions: tuple[TopicPartition, ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignmentStarted(Action):
+    topic: str
+    partition: int
+    target: tuple[int, ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignmentCompleted(Action):
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignmentCancelled(Action):
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]

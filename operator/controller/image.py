@@ -1,0 +1,211 @@
+"""The metadata image: what every broker must know, with a version.
+
+Brokers pull the image from the controller and act on it (lead, follow,
+create or delete logs), so it holds exactly KRaft's metadata records in
+folded form: broker registrations (KIP-631) and topics with their partition
+registrations (replicas, ISR, leader, leader epoch, partition epoch, the
+adding/removing replicas of KIP-455 reassignments and the leader recovery
+state of KIP-704). `version` grows by one with every change; a broker that
+has applied version N reports N in its heartbeat, which is how the controller
+knows a newly registered broker has caught up (KIP-631).
+
+Records are frozen; mappings are read-only copies. Dict shape (see
+`MetadataImage.to_dict`)::
+
+    {"schema_version": 1, "version": 7, "cluster_id": "...",
+     "brokers": [{"broker_id": 1, "host": "...", "port": 9092, "rack": null,
+                  "incarnation_id": "...", "epoch": 3, "fenced": false,
+                  "drained": false}, ...],
+     "topics": [{"name": "orders", "topic_id": "uuid", "config": {...},
+                 "partitions": [{"partition": 0, "replicas": [1, 2],
+                                 "isr": [1, 2], "leader": 1,
+                                 "leader_epoch": 0, "partition_epoch": 0,
+                                 "adding_replicas": [], "removing_replicas": [],
+                                 "leader_recovery_state": "RECOVERED"}]}]}
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .codec import SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
+from .errors import StateFormatError
+from .topic_config import ConfigValue
+
+NO_LEADER = -1
+
+
+class LeaderRecoveryState(enum.Enum):
+    """KIP-704: after an unclean election the new leader must recover first.
+
+    While RECOVERING the ISR stays the leader alone; the leader reports
+    RECOVERED through AlterPartition when its log is consistent again.
+    """
+
+    RECOVERED = "RECOVERED"
+    RECOVERING = "RECOVERING"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRecord:
+    """A registered broker. `epoch` is the image version that registered it
+    (KRaft's broker epoch is the offset of the RegisterBrokerRecord)."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    incarnation_id: str
+    epoch: int
+    fenced: bool = True
+    drained: bool = False
+
+    @property
+    def live(self) -> bool:
+        return not self.fenced
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRecord:
+    """One partition. `replicas` is ordered, the first is the preferred leader.
+
+    During a reassignment (KIP-455) `replicas` is the target followed by the
+    replicas being removed; `adding_replicas` are target members that were
+    not replicas before, `removing_replicas` the old ones leaving.
+    """
+
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+    def __post_init__(self) -> None:
+        for name in ("replicas", "isr", "adding_replicas", "removing_replicas"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0]
+
+    @property
+    def offline(self) -> bool:
+        return self.leader == NO_LEADER
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the running reassignment (if any) completes."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """The replicas before the running reassignment (if any) started."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRecord:
+    name: str
+    topic_id: str
+    config: Mapping[str, ConfigValue] = field(default_factory=dict)
+    partitions: tuple[PartitionRecord, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config", frozen_mapping(self.config))
+        object.__setattr__(self, "partitions", tuple(self.partitions))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetadataImage:
+    version: int
+    cluster_id: str
+    brokers: Mapping[int, BrokerRecord] = field(default_factory=dict)
+    topics: Mapping[str, TopicRecord] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "brokers", frozen_mapping(self.brokers))
+        object.__setattr__(self, "topics", frozen_mapping(self.topics))
+
+    @classmethod
+    def empty(cls, *, cluster_id: str) -> "MetadataImage":
+        return cls(version=0, cluster_id=cluster_id)
+
+    # -- queries -----------------------------------------------------------
+
+    def broker(self, broker_id: int) -> BrokerRecord | None:
+        return self.brokers.get(broker_id)
+
+    def topic(self, name: str) -> TopicRecord | None:
+        return self.topics.get(name)
+
+    def partition(self, topic: str, partition: int) -> PartitionRecord | None:
+        record = self.topics.get(topic)
+        if record is None or not 0 <= partition < len(record.partitions):
+            return None
+        return record.partitions[partition]
+
+    def iter_partitions(self) -> Iterator[tuple[str, PartitionRecord]]:
+        """Every (topic name, partition), topics by name, partitions by index."""
+        for name in sorted(self.topics):
+            for record in self.topics[name].partitions:
+                yield name, record
+
+    def leaderships(self, broker_id: int) -> tuple[TopicPartition, ...]:
+        """The partitions `broker_id` leads (empty once a drain is done)."""
+        return tuple(TopicPartition(t, p.partition) for t, p in self.iter_partitions() if p.leader == broker_id)
+
+    def offline_partitions(self) -> tuple[TopicPartition, ...]:
+        return tuple(TopicPartition(t, p.partition) for t, p in self.iter_partitions() if p.offline)
+
+    # -- plain dicts -------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "version": self.version,
+            "cluster_id": self.cluster_id,
+            "brokers": [to_plain(self.brokers[b]) for b in sorted(self.brokers)],
+            "topics": [to_plain(self.topics[t]) for t in sorted(self.topics)],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "MetadataImage":
+        check_schema_version(data, what="metadata image")
+        unknown = sorted(set(data) - {"schema_version", "version", "cluster_id", "brokers", "topics"})
+        if unknown:
+            raise StateFormatError(f"$: unknown field(s) {unknown} for MetadataImage")
+        version = convert(int, data.get("version"), path="$.version")
+        cluster_id = convert(str, data.get("cluster_id"), path="$.cluster_id")
+        brokers: dict[int, BrokerRecord] = {}
+        for i, item in enumerate(convert(tuple[Any, ...], data.get("brokers", []), path="$.brokers")):
+            record = from_plain(BrokerRecord, item, path=f"$.brokers[{i}]")
+            if record.broker_id in brokers:
+                raise StateFormatError(f"$.brokers[{i}]: broker {record.broker_id} appears twice")
+            brokers[record.broker_id] = record
+        topics: dict[str, TopicRecord] = {}
+        for i, item in enumerate(convert(tuple[Any, ...], data.get("topics", []), path="$.topics")):
+            record = from_plain(TopicRecord, item, path=f"$.topics[{i}]")
+            if record.name in topics:
+                raise StateFormatError(f"$.topics[{i}]: topic {record.name!r} appears twice")
+            for index, part in enumerate(record.partitions):
+                if part.partition != index:
+                    raise StateFormatError(f"$.topics[{i}].partitions[{index}]: has index {part.partition}")
+            topics[record.name] = record
+        return cls(version=version, cluster_id=cluster_id, brokers=brokers, topics=topics)

@@ -1,0 +1,200 @@
+"""Partition reassignment (KIP-455) and the scale-up/scale-down planner.
+
+A reassignment never drops a copy before its replacement is in sync:
+
+1. start: replicas become target + (current - target); `adding_replicas`
+   are the new ones, `removing_replicas` the ones leaving. Brokers start
+   fetching for the added replicas at once.
+2. The leader adds the new replicas to the ISR (AlterPartition) as they
+   catch up.
+3. complete (an automatic step in every settle): once every adding replica
+   is in the ISR, replicas become the target, the ISR keeps only target
+   members and, if the leader is leaving, a new one is elected from them.
+4. cancel (replicas None): back to the original replicas; refused if no ISR
+   member would remain (KRaft would need an unclean election).
+
+`plan_reassignment` proposes targets that spread replicas evenly over a new
+broker set with as few moves as possible:
+
+* a min-cost flow (flow.py) assigns every replica slot to a target broker:
+  staying put is free, moving costs a lot, a partition's replicas stay
+  distinct, and every broker ends with total / brokers replicas, rounded
+  down or up. The result moves the fewest replicas that balance allows
+  (replicas on removed brokers always move); small extra costs break ties
+  towards racks the partition does not use yet and towards moving followers
+  rather than preferred leaders. A replacement takes the position of the
+  replica it replaces;
+* then, with no data moved, a second flow reorders replica lists so
+  preferred leaders are spread as evenly as the placement allows (the new
+  brokers get leaderships too), changing as few first replicas as possible.
+
+Feed its result to `ReassignPartitions(assignments=...)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from .errors import ControllerError, PlacementError
+from .events import ReplicaAssignment
+from .flow import MinCostFlow
+from .image import MetadataImage, PartitionRecord
+
+
+def start_reassignment(partition: PartitionRecord, target: Sequence[int]) -> PartitionRecord:
+    """The partition with a reassignment to `target` under way (or done, for a
+    pure reordering). Replaces a reassignment already running."""
+    target = tuple(target)
+    original = partition.original_replicas
+    merged = target + tuple(r for r in partition.replicas if r not in target)
+    return dataclasses.replace(
+        partition,
+        replicas=merged,
+        adding_replicas=tuple(r for r in target if r not in original),
+        removing_replicas=tuple(r for r in partition.replicas if r not in target),
+    )
+
+
+def complete_reassignment(partition: PartitionRecord) -> PartitionRecord | None:
+    """The partition with its reassignment completed, or None if it cannot be yet."""
+    p = partition
+    if not p.reassigning or any(r not in p.isr for r in p.adding_replicas):
+        return None
+    target = p.target_replicas
+    isr = tuple(r for r in p.isr if r in target)
+    if not isr:
+        return None
+    return dataclasses.replace(p, replicas=target, isr=isr, adding_replicas=(), removing_replicas=())
+
+
+def revert_reassignment(partition: PartitionRecord) -> PartitionRecord | None:
+    """The partition back on its original replicas, or None if no ISR member would remain."""
+    p = partition
+    original = p.original_replicas
+    isr = tuple(r for r in p.isr if r in original)
+    if not isr:
+        return None
+    return dataclasses.replace(p, replicas=original, isr=isr, adding_replicas=(), removing_replicas=())
+
+
+# -- planning ------------------------------------------------------------------
+
+
+def plan_reassignment(
+    state: object, target_brokers: Iterable[int], *, balance_leaders: bool = True
+) -> list[ReplicaAssignment]:
+    """Targets that move a fair share of replicas onto `target_brokers` and
+    every replica off brokers not in it, with minimal movement.
+
+    `state` is a ControllerState or a MetadataImage. Only partitions whose
+    replicas (or, with `balance_leaders`, replica order) change are listed,
+    by topic and partition. Partitions already being reassigned are planned
+    from their target. Raises PlacementError when no target is given or a
+    partition has more replicas than there are target brokers.
+    """
+    image: MetadataImage = getattr(state, "image", state)  # type: ignore[assignment]
+    targets = sorted(set(target_brokers))
+    if not targets:
+        raise PlacementError(ControllerError.INVALID_REPLICA_ASSIGNMENT, "no target brokers")
+    keys = [(t, p.partition) for t, p in image.iter_partitions()]
+    current = {(t, p.partition): p.target_replicas for t, p in image.iter_partitions()}
+    for key, replicas in current.items():
+        if len(replicas) > len(targets):
+            raise PlacementError(
+                ControllerError.INVALID_REPLICATION_FACTOR,
+                f"{key[0]}-{key[1]} has {len(replicas)} replicas but only {len(targets)} target broker(s)",
+            )
+    racks = {b: (image.brokers[b].rack if b in image.brokers else None) for b in targets}
+
+    final = _move_replicas(keys, current, targets, racks)
+    if balance_leaders:
+        _balance_leaders(final, keys, targets)
+    return [
+        ReplicaAssignment(topic=key[0], partition=key[1], replicas=final[key])
+        for key in keys
+        if final[key] != current[key]
+    ]
+
+
+def _move_replicas(keys, current, targets, racks) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Balanced replica lists with the fewest moved replicas.
+
+    A min-cost flow: every replica slot is one unit that either stays on its
+    broker (cost 0) or moves to another target broker (cost `move`, plus
+    small tie-break costs); a node per (partition, broker) with capacity 1
+    keeps a partition's replicas distinct; every broker takes `total // n`
+    units plus at most one more, and only `total % n` brokers take the extra
+    one. Such a balanced assignment always exists (RF <= brokers), so the
+    flow is full, and `move` exceeds every possible sum of tie-breaks, so it
+    moves as few replicas as balance allows and only then prefers new racks
+    and keeping preferred-leader slots.
+    """
+    total = sum(len(current[key]) for key in keys)
+    base, extra = divmod(total, len(targets))
+    move = 3 * total + 1
+    g = MinCostFlow()
+    source, sink, overflow = g.node(), g.node(), g.node()
+    g.edge(overflow, sink, cap=extra)
+    broker_node = {b: g.node() for b in targets}
+    for node in broker_node.values():
+        g.edge(node, sink, cap=base)
+        g.edge(node, overflow, cap=1)
+    choices: list[tuple[int, tuple[str, int], int, int]] = []
+    for key in keys:
+        replicas = current[key]
+        pair = {b: g.node() for b in targets}
+        for b, node in pair.items():
+            g.edge(node, broker_node[b], cap=1)
+        for i, own in enumerate(replicas):
+            unit = g.node()
+            g.edge(source, unit, cap=1)
+            used_racks = {racks.get(r) for r in replicas if r != own} - {None}
+            for b in targets:
+                if b == own:
+                    cost = 0
+                else:
+                    cost = move + (_LEADER_SLOT_COST if i == 0 and own in broker_node else 0)
+                    if racks[b] is not None and racks[b] in used_racks:
+                        cost += _RACK_COST
+                choices.append((g.edge(unit, pair[b], cap=1, cost=cost), key, i, b))
+    flow, _ = g.run(source, sink)
+    assert flow == total, "a balanced assignment exists whenever RF <= brokers"
+    slots = {key: list(current[key]) for key in keys}
+    for eid, key, i, b in choices:
+        if g.flow_on(eid):
+            slots[key][i] = b
+    return {key: tuple(slots[key]) for key in keys}
+
+
+# Tie-breaks among equally small plans: a replica that would share a rack
+# with another replica of its partition costs more than moving a leader slot.
+_RACK_COST = 2
+_LEADER_SLOT_COST = 1
+
+
+def _balance_leaders(final: dict, keys: list, targets: list[int]) -> None:
+    """Reorder replica lists (no data moves) so preferred leaders are spread evenly.
+
+    A min-cost flow picks one replica per partition as its first, at most
+    `partitions // brokers` per broker plus one for `partitions % brokers`
+    of them, changing as few current firsts as possible.
+    """
+    base, extra = divmod(len(keys), len(targets))
+    g = MinCostFlow()
+    source, sink, overflow = g.node(), g.node(), g.node()
+    g.edge(overflow, sink, cap=extra)
+    brokers = {b: g.node() for b in targets}
+    for node in brokers.values():
+        g.edge(node, sink, cap=base)
+        g.edge(node, overflow, cap=1)
+    choices = []
+    for key in keys:
+        unit = g.node()
+        g.edge(source, unit, cap=1)
+        for position, r in enumerate(final[key]):
+            choices.append((g.edge(unit, brokers[r], cap=1, cost=0 if position == 0 else 1), key, r))
+    g.run(source, sink)
+    for eid, key, r in choices:
+        if g.flow_on(eid) and final[key][0] != r:
+            final[key] = (r,) + tuple(x for x in final[key] if x != r)

@@ -1,0 +1,92 @@
+"""Status conditions: the Kubernetes API convention (metav1.Condition).
+
+Every state the operator reports is a `Ready` condition with a CamelCase
+reason from an enum and a message a person can act on ("waiting for
+broker demo-broker-2 to be ready", not "NotReady"). `lastTransitionTime`
+changes only when the status flips, so `kubectl wait` and dashboards can
+tell how long a state has lasted.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+
+class ClusterReason(str, enum.Enum):
+    READY = "ClusterReady"
+    CREATING = "Creating"
+    WAITING_FOR_BROKERS = "WaitingForBrokers"
+    ROLLING = "RollingUpdate"
+    ROLL_WAITING_FOR_POD = "RollWaitingForPod"
+    ROLL_WAITING_FOR_ISR = "RollWaitingForISR"
+    MOVING_LEADERSHIP = "MovingLeadership"
+    SCALING_UP = "ScalingUp"
+    REBALANCING = "Rebalancing"
+    SCALING_DOWN = "ScalingDown"
+    SCALE_DOWN_DRAINING = "ScaleDownDraining"
+    SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
+    WAITING_FOR_CONTROLLER = "WaitingForController"
+    INVALID_BROKER_CONFIG = "InvalidBrokerConfig"
+
+
+class TopicReason(str, enum.Enum):
+    READY = "TopicReady"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    REPLICATION_FACTOR_TOO_LARGE = "ReplicationFactorTooLarge"
+    PARTITIONS_CANNOT_SHRINK = "PartitionsCannotShrink"
+    MIN_INSYNC_REPLICAS_TOO_LARGE = "MinInsyncReplicasTooLarge"
+    UNKNOWN_CONFIG_KEY = "UnknownConfigKey"
+    INVALID_CONFIG_VALUE = "InvalidConfigValue"
+    INVALID_TOPIC_NAME = "InvalidTopicName"
+    TOPIC_NAME_CHANGED = "TopicNameChanged"
+    CONTROLLER_UNAVAILABLE = "ControllerUnavailable"
+    UNDER_REPLICATED = "UnderReplicated"
+    CONTROLLER_REFUSED = "ControllerRefused"
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: bool | None  # None: Unknown
+    reason: str
+    message: str
+    observed_generation: int | None = None
+
+    @property
+    def status_text(self) -> str:
+        return "Unknown" if self.status is None else ("True" if self.status else "False")
+
+
+def ready(status: bool | None, reason: ClusterReason | TopicReason, message: str, *,
+          generation: int | None = None) -> Condition:
+    return Condition("Ready", status, reason.value, message, generation)
+
+
+def merge_condition(existing: Sequence[Mapping[str, Any]] | None, new: Condition, *,
+                    now: datetime | None = None) -> list[dict[str, Any]]:
+    """The conditions list with `new` in place; its transition time kept unless the status flips."""
+    now = now or datetime.now(timezone.utc)
+    out: list[dict[str, Any]] = []
+    previous = None
+    for cond in existing or ():
+        if cond.get("type") == new.type:
+            previous = cond
+        else:
+            out.append(dict(cond))
+    flipped = previous is None or previous.get("status") != new.status_text
+    entry: dict[str, Any] = {
+        "type": new.type,
+        "status": new.status_text,
+        "reason": new.reason,
+        "message": new.message,
+        "lastTransitionTime": (now.strftime("%Y-%m-%dT%H:%M:%SZ") if flipped
+                               else previous.get("lastTransitionTime")),  # type: ignore[union-attr]
+    }
+    if new.observed_generation is not None:
+        entry["observedGeneration"] = new.observed_generation
+    out.append(entry)
+    return out

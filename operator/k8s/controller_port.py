@@ -1,0 +1,98 @@
+"""What the kopf handlers need from the controller core, as one small interface.
+
+On Kubernetes the operator *is* the controller: it runs the controller core
+(tinystream.operator.controller, pure `apply(state, event, now_ms)`), serves
+the controller API to the broker pods, and keeps the core's state in the
+custom resources' status. The handlers do not call the core directly; they
+call this port, so the wiring (state persistence, the HTTP API, heartbeats)
+lives in one adapter and the handlers are tested with a fake.
+
+Until that adapter exists, `UnattachedController` stands in: it has no
+partition view (the reconcile plan then rolls by pod readiness only and
+refuses scale-down) and refuses topic changes with ControllerUnavailable,
+which the Topic's Ready condition reports as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .reconcile import DrainBrokers, MoveLeadership, PartitionView, Rebalance
+from .topics import TopicAction, TopicView
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ClusterKey:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ControllerUnavailable(Exception):
+    """The controller for this cluster cannot answer now (not attached, not elected, starting)."""
+
+
+class ControllerRefused(Exception):
+    """The controller refused a change (Kafka error name and message)."""
+
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(f"{error}: {message}")
+        self.error = error
+        self.message = message
+
+
+BrokerAction = MoveLeadership | DrainBrokers | Rebalance
+
+
+class ControllerPort(Protocol):
+    async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
+        """Every partition of the cluster, or None when there is no controller view."""
+
+    async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
+        """Brokers the controller has fenced (missed heartbeats, shut down)."""
+
+    async def topic(self, cluster: ClusterKey, name: str) -> TopicView | None:
+        """The topic as the controller has it; raises ControllerUnavailable."""
+
+    async def apply_topic(self, cluster: ClusterKey, actions: Sequence[TopicAction]) -> None:
+        """Create, grow, reconfigure; raises ControllerUnavailable or ControllerRefused."""
+
+    async def delete_topic(self, cluster: ClusterKey, name: str) -> None:
+        """Delete the topic and its data; raises ControllerUnavailable."""
+
+    async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
+        """Move leadership, drain brokers before scale-down, rebalance onto new brokers."""
+
+    async def forget(self, cluster: ClusterKey) -> None:
+        """The cluster was deleted: drop its state."""
+
+
+class UnattachedController:
+    """No controller core attached yet: honest answers, no pretending."""
+
+    MESSAGE = "the controller core is not attached to this operator yet (issue 5: wiring pending)"
+
+    async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
+        return None
+
+    async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
+        return frozenset()
+
+    async def topic(self, cluster: ClusterKey, name: str) -> TopicView | None:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def apply_topic(self, cluster: ClusterKey, actions: Sequence[TopicAction]) -> None:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def delete_topic(self, cluster: ClusterKey, name: str) -> None:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def forget(self, cluster: ClusterKey) -> None:
+        return None

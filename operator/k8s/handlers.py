@@ -1,0 +1,265 @@
+"""kopf handlers for TinyStreamCluster and Topic: observe, decide (pure), act, report.
+
+Each handler is thin: it gathers what is observed (owned objects, broker
+pods, the controller's view), calls the pure decision (reconcile.plan_cluster,
+topics.validate_topic / plan_topic), executes the actions through api.py and
+the controller port, and writes status and Kubernetes Events.
+
+- Cluster: create/update/resume run one reconcile pass; a timer repeats it
+  (health: ready brokers, per-broker state, and the next step of a roll or a
+  scale), so waiting never blocks a handler. A field handler on spec.brokers
+  records the scale request as an Event. Delete is optional (no finalizer):
+  the owned objects go with the cluster through their owner references, and
+  a namespace deletion is never blocked by the operator.
+- Topic: create/update/resume validate and apply; a timer refreshes the
+  partition state in status. Delete has a finalizer (the data must be
+  removed) but releases it whenever the topic cannot be deleted any more:
+  the cluster is gone or the controller is unavailable after a few tries.
+
+Handlers register into a registry made by `make_registry`, so the operator
+and the tests each get their own (no import-time globals). Persistence of
+kopf's own state uses tinystream.io annotations, not status, so the
+structural schemas need no kopf fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from .api import KubeClient
+from .conditions import TopicReason, merge_condition, ready
+from .controller_port import ClusterKey, ControllerPort, ControllerRefused, ControllerUnavailable, UnattachedController
+from .crds import bundled_crds, upgrade_crds
+from .model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, TOPIC_PLURAL, VERSION, ClusterSpec, \
+    OperatorContext, TopicSpec
+from .reconcile import Apply, BrokerPod, ClusterPlan, Delete, DeletePod, DrainBrokers, MoveLeadership, Observed, \
+    Rebalance, plan_cluster
+from .resources import Names, owned_objects, selector_labels
+from .topics import plan_topic, validate_topic
+
+FINALIZER = "tinystream.io/finalizer"
+ANNOTATION_PREFIX = "tinystream.io"
+TOPIC_DELETE_TRIES = 3
+
+
+@dataclass
+class Deps:
+    """What the handlers need, injected (tests pass a KMock URL and a fake controller)."""
+
+    connect: Callable[..., kopf.ConnectionInfo | None]
+    ctx: OperatorContext = field(default_factory=OperatorContext)
+    controller: ControllerPort = field(default_factory=UnattachedController)
+    health_interval_s: float = 10.0
+    crds_dir: Any = None  # a Path: upgrade installed CRDs from it at start-up; None: leave them
+    client: KubeClient | None = None
+
+
+def default_connect(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """The pod's service account, else the kubeconfig (kopf's own login functions)."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
+def make_registry(deps: Deps) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    clusters = (GROUP, VERSION, CLUSTER_PLURAL)
+    topics = (GROUP, VERSION, TOPIC_PLURAL)
+
+    def client() -> KubeClient:
+        assert deps.client is not None, "startup handler has not run"
+        return deps.client
+
+    # --- operator lifecycle ---
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return deps.connect(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, logger: logging.Logger, **kwargs: Any) -> None:
+        settings.persistence.finalizer = FINALIZER
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX)
+        settings.posting.level = logging.INFO
+        info = deps.connect(settings=settings, logger=logger)
+        if info is None:
+            raise kopf.PermanentError("no Kubernetes credentials: no service account and no kubeconfig")
+        deps.client = KubeClient.from_connection_info(info)
+        if deps.crds_dir is not None:
+            await upgrade_crds(deps.client, bundled_crds(deps.crds_dir), logger)
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        if deps.client is not None:
+            await deps.client.close()
+
+    # --- TinyStreamCluster ---
+
+    async def observe(spec: ClusterSpec) -> Observed:
+        names = Names.of(spec)
+        objects: dict[tuple[str, str], dict[str, Any]] = {}
+        for obj in owned_objects(spec, deps.ctx, replicas=spec.brokers):
+            current = await client().get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], spec.namespace)
+            if current is not None:
+                objects[(obj["kind"], obj["metadata"]["name"])] = current
+        if not spec.dashboard:
+            dashboard = await client().get("v1", "Service", names.dashboard, spec.namespace)
+            if dashboard is not None:
+                objects[("Service", names.dashboard)] = dashboard
+        pods = await client().list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
+        broker_pods = tuple(BrokerPod.from_pod(p) for p in pods
+                            if p["metadata"]["name"].startswith(names.statefulset + "-"))
+        key = ClusterKey(spec.namespace, spec.name)
+        topic_rfs = [int((t.get("spec") or {}).get("replicationFactor", 1))
+                     for t in await client().list(API_VERSION, "Topic", spec.namespace)
+                     if (t.get("spec") or {}).get("cluster") == spec.name]
+        racks: dict[int, str] = {}
+        if spec.rack_topology_key:
+            for pod in broker_pods:
+                node = await client().get("v1", "Node", pod.node) if pod.node else None
+                rack = ((node or {}).get("metadata", {}).get("labels") or {}).get(spec.rack_topology_key)
+                if rack:
+                    racks[pod.ordinal] = rack
+        return Observed(objects=objects, pods=broker_pods, partitions=await deps.controller.partitions(key),
+                        max_replication_factor=max(topic_rfs, default=0),
+                        fenced=await deps.controller.fenced(key), racks=racks)
+
+    async def execute(spec: ClusterSpec, plan: ClusterPlan, body: Any, logger: logging.Logger) -> None:
+        key = ClusterKey(spec.namespace, spec.name)
+        broker_actions = []
+        for action in plan.actions:
+            if isinstance(action, Apply):
+                await client().apply(action.obj)
+                logger.info("%s %s/%s", "created" if action.create else "updated", *action.key)
+            elif isinstance(action, Delete):
+                await client().delete(action.api_version, action.kind, action.name, spec.namespace)
+            elif isinstance(action, DeletePod):
+                kopf.info(body, reason="RollingBroker", message=f"restarting {action.name} for the new revision")
+                await client().delete("v1", "Pod", action.name, spec.namespace)
+            elif isinstance(action, (MoveLeadership, DrainBrokers, Rebalance)):
+                broker_actions.append(action)
+        if broker_actions:
+            try:
+                await deps.controller.broker_actions(key, broker_actions)
+            except ControllerUnavailable as exc:
+                logger.warning("controller actions postponed: %s", exc)
+
+    async def reconcile_cluster(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
+        spec = ClusterSpec.from_resource(body)
+        plan = plan_cluster(spec, status, await observe(spec), ctx=deps.ctx)
+        await execute(spec, plan, body, logger)
+        previous = (status or {}).get("conditions") or []
+        old_reason = next((c.get("reason") for c in previous if c.get("type") == "Ready"), None)
+        if old_reason != plan.condition.reason:
+            event = kopf.info if plan.condition.status else kopf.warn
+            if plan.condition.status is not False or plan.phase.value != "Creating":
+                event(body, reason=plan.condition.reason, message=plan.condition.message)
+        for k, v in plan.status.items():
+            patch.status[k] = v
+        patch.status["conditions"] = merge_condition(previous, plan.condition)
+        return plan
+
+    @kopf.on.create(*clusters, registry=registry)
+    @kopf.on.update(*clusters, registry=registry)
+    @kopf.on.resume(*clusters, registry=registry)
+    async def cluster_changed(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+        await reconcile_cluster(body, status, patch, logger)
+
+    @kopf.on.field(*clusters, field="spec.brokers", registry=registry)
+    def brokers_changed(old: Any, new: Any, body: Any, **_: Any) -> None:
+        if old is not None and new is not None and old != new:
+            kopf.info(body, reason="ScaleRequested", message=f"brokers {old} -> {new}")
+
+    @kopf.timer(*clusters, interval=deps.health_interval_s, initial_delay=deps.health_interval_s,
+                registry=registry)
+    async def cluster_health(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+        await reconcile_cluster(body, status, patch, logger)
+
+    @kopf.on.delete(*clusters, optional=True, registry=registry)
+    async def cluster_deleted(name: str, namespace: str, logger: logging.Logger, **_: Any) -> None:
+        await deps.controller.forget(ClusterKey(namespace, name))
+        logger.info("cluster deleted; its objects go with it (owner references)")
+
+    # --- Topic ---
+
+    async def reconcile_topic(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> None:
+        spec = TopicSpec.from_resource(body)
+        key = ClusterKey(spec.namespace, spec.cluster)
+        cluster = await client().get(API_VERSION, CLUSTER_KIND, spec.cluster, spec.namespace)
+        brokers = ClusterSpec.from_resource(cluster).brokers if cluster else None
+        created_name = (status or {}).get("topicName")
+        existing, unavailable = None, None
+        if cluster is not None:
+            try:
+                existing = await deps.controller.topic(key, spec.topic_name)
+            except ControllerUnavailable as exc:
+                unavailable = str(exc)
+        problems = validate_topic(spec, cluster_brokers=brokers, existing=existing, created_name=created_name)
+        if problems:
+            condition = ready(False, problems[0].reason, "; ".join(p.message for p in problems),
+                              generation=spec.generation)
+        elif unavailable:
+            condition = ready(False, TopicReason.CONTROLLER_UNAVAILABLE, unavailable, generation=spec.generation)
+        else:
+            try:
+                await deps.controller.apply_topic(key, plan_topic(spec, existing))
+                partitions = [p for p in await deps.controller.partitions(key) or () if p.topic == spec.topic_name]
+                patch.status["topicName"] = spec.topic_name
+                patch.status["partitions"] = [
+                    {"partition": p.partition, "leader": p.leader, "leaderEpoch": p.leader_epoch,
+                     "replicas": list(p.replicas), "isr": list(p.isr)} for p in sorted(partitions,
+                                                                                       key=lambda p: p.partition)]
+                under = [p for p in partitions if p.under_replicated]
+                if under:
+                    condition = ready(False, TopicReason.UNDER_REPLICATED,
+                                      f"{len(under)} of {len(partitions)} partitions have an incomplete ISR",
+                                      generation=spec.generation)
+                else:
+                    condition = ready(True, TopicReason.READY,
+                                      f"{len(partitions)} partitions, replication factor {spec.replication_factor}",
+                                      generation=spec.generation)
+            except ControllerUnavailable as exc:
+                condition = ready(False, TopicReason.CONTROLLER_UNAVAILABLE, str(exc), generation=spec.generation)
+            except ControllerRefused as exc:
+                condition = ready(False, TopicReason.CONTROLLER_REFUSED, str(exc), generation=spec.generation)
+        previous = (status or {}).get("conditions") or []
+        old = next((c for c in previous if c.get("type") == "Ready"), {})
+        if old.get("reason") != condition.reason and condition.status is False:
+            kopf.warn(body, reason=condition.reason, message=condition.message)
+        patch.status["conditions"] = merge_condition(previous, condition)
+        patch.status["observedGeneration"] = spec.generation
+
+    @kopf.on.create(*topics, registry=registry)
+    @kopf.on.update(*topics, registry=registry)
+    @kopf.on.resume(*topics, registry=registry)
+    async def topic_changed(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+        await reconcile_topic(body, status, patch, logger)
+
+    @kopf.timer(*topics, interval=deps.health_interval_s, initial_delay=deps.health_interval_s,
+                registry=registry)
+    async def topic_health(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+        await reconcile_topic(body, status, patch, logger)
+
+    @kopf.on.delete(*topics, registry=registry)
+    async def topic_deleted(body: Any, status: Any, retry: int, logger: logging.Logger, **_: Any) -> None:
+        spec = TopicSpec.from_resource(body)
+        key = ClusterKey(spec.namespace, spec.cluster)
+        if await client().get(API_VERSION, CLUSTER_KIND, spec.cluster, spec.namespace) is None:
+            logger.info("cluster %s is gone; nothing to delete, releasing the topic", spec.cluster)
+            return
+        name = (status or {}).get("topicName") or spec.topic_name
+        try:
+            await deps.controller.delete_topic(key, name)
+        except ControllerUnavailable as exc:
+            if retry + 1 >= TOPIC_DELETE_TRIES:
+                # Never block deletion (or the namespace's) on a controller that is not there.
+                kopf.warn(body, reason="TopicDataNotDeleted",
+                          message=f"released after {TOPIC_DELETE_TRIES} tries; data of {name} may remain: {exc}")
+                return
+            raise kopf.TemporaryError(f"controller unavailable: {exc}", delay=2) from exc
+
+    return registry

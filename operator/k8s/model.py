@@ -1,0 +1,111 @@
+"""Typed views of the custom resources, with the CRD's defaults.
+
+The API server applies the CRD's defaults before the operator sees an
+object, but an object stored before a default was added (or one from a test
+server that does no defaulting) may lack them, so they are applied here
+again, from the same numbers as the CRD.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+GROUP = "tinystream.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CLUSTER_KIND = "TinyStreamCluster"
+CLUSTER_PLURAL = "tinystreamclusters"
+TOPIC_KIND = "Topic"
+TOPIC_PLURAL = "topics"
+
+DEFAULT_KAFKA_PORT = 9092
+DEFAULT_ADMIN_PORT = 8080
+DASHBOARD_PORT = 3200
+CONTROLLER_PORT = 9091
+
+ConfigValue = str | int | float | bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    name: str
+    namespace: str
+    uid: str
+    generation: int = 1
+    brokers: int = 3
+    image: str | None = None
+    image_pull_policy: str = "IfNotPresent"
+    storage_size: str = "10Gi"
+    storage_class: str | None = None
+    delete_claim: bool = False
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    rack_topology_key: str | None = None
+    config: Mapping[str, ConfigValue] = field(default_factory=dict)
+    kafka_port: int = DEFAULT_KAFKA_PORT
+    admin_port: int = DEFAULT_ADMIN_PORT
+    dashboard: bool = True
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> "ClusterSpec":
+        meta = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        storage = spec.get("storage") or {}
+        listeners = spec.get("listeners") or {}
+        return cls(
+            name=meta["name"],
+            namespace=meta.get("namespace") or "default",
+            uid=meta.get("uid") or "",
+            generation=int(meta.get("generation") or 1),
+            brokers=int(spec.get("brokers", 3)),
+            image=spec.get("image") or None,
+            image_pull_policy=spec.get("imagePullPolicy") or "IfNotPresent",
+            storage_size=str(storage.get("size") or "10Gi"),
+            storage_class=storage.get("storageClass") or None,
+            delete_claim=bool(storage.get("deleteClaim", False)),
+            resources=dict(spec.get("resources") or {}),
+            rack_topology_key=(spec.get("rack") or {}).get("topologyKey") or None,
+            config=dict(spec.get("config") or {}),
+            kafka_port=int(listeners.get("kafka", DEFAULT_KAFKA_PORT)),
+            admin_port=int(listeners.get("admin", DEFAULT_ADMIN_PORT)),
+            dashboard=bool((spec.get("dashboard") or {}).get("enabled", True)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str  # the Topic object's name
+    namespace: str
+    uid: str
+    cluster: str
+    partitions: int
+    replication_factor: int = 1
+    topic_name: str = ""  # the Kafka topic name (spec.topicName or metadata.name)
+    config: Mapping[str, ConfigValue] = field(default_factory=dict)
+    generation: int = 1
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> "TopicSpec":
+        meta = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        return cls(
+            name=meta["name"],
+            namespace=meta.get("namespace") or "default",
+            uid=meta.get("uid") or "",
+            cluster=str(spec.get("cluster") or ""),
+            partitions=int(spec.get("partitions", 1)),
+            replication_factor=int(spec.get("replicationFactor", 1)),
+            topic_name=str(spec.get("topicName") or meta["name"]),
+            config=dict(spec.get("config") or {}),
+            generation=int(meta.get("generation") or 1),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorContext:
+    """Facts about the running operator that the owned objects depend on."""
+
+    broker_image: str = "tinystream:0.1.0"
+    operator_service: str = "tinystream.tinystream.svc"  # DNS name of the operator's Service
+    controller_port: int = CONTROLLER_PORT

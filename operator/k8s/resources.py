@@ -1,0 +1,359 @@
+"""The objects a TinyStreamCluster owns, built from its spec: pure functions.
+
+For a cluster `demo` in namespace `ns`:
+
+    ConfigMap          demo-config       broker.toml: broker settings by Kafka name
+    Service (headless) demo-brokers      stable DNS per broker: demo-broker-N.demo-brokers.ns.svc
+    Service            demo-kafka        client bootstrap (any ready broker)
+    Service            demo-controller   ExternalName -> the operator's Service (controller API)
+    Service            demo-dashboard    brokers' admin HTTP on 3200 (when dashboard.enabled)
+    PodDisruptionBudget demo-broker      maxUnavailable 1: a drain never takes two brokers
+    StatefulSet        demo-broker       the brokers, one PVC each
+
+Every object carries an owner reference to the cluster (controller=true), so
+deleting the cluster deletes them (Kubernetes' garbage collector), and the
+operator needs no delete rights on them.
+
+Broker identity comes from the pod: broker.id is the StatefulSet ordinal
+(the `apps.kubernetes.io/pod-index` label, Kubernetes >= 1.28), the
+advertised host is the pod's DNS name under the headless Service. Shared
+settings live in the ConfigMap; its hash is a pod-template annotation, so a
+config change makes a new StatefulSet revision and the operator rolls it.
+The StatefulSet uses updateStrategy OnDelete: the operator, not the
+StatefulSet controller, decides when each broker restarts (reconcile.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from tinystream.config.settings import BrokerSettings
+
+from .model import API_VERSION, CLUSTER_KIND, DASHBOARD_PORT, ClusterSpec, ConfigValue, OperatorContext
+
+DATA_DIR = "/var/lib/tinystream"
+CONFIG_DIR = "/etc/tinystream"
+CONFIG_FILE = "broker.toml"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+CONFIG_HASH_ANNOTATION = "tinystream.io/config-hash"
+RACK_KEY_ANNOTATION = "tinystream.io/rack-topology-key"
+MANAGED_BY = "tinystream-operator"
+RUN_AS = 10001  # the image's non-root user (Dockerfile)
+
+# Keys the operator sets itself; the CRD refuses them in spec.config as well.
+OPERATOR_OWNED_KEYS = frozenset({
+    "broker.id", "broker.rack", "host", "port", "admin.port", "advertised.host", "advertised.port",
+    "log.dirs", "controller.url",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    statefulset: str
+    headless: str
+    client: str
+    controller: str
+    dashboard: str
+    config: str
+    pdb: str
+
+    @classmethod
+    def of(cls, cluster: ClusterSpec) -> "Names":
+        n = cluster.name
+        return cls(statefulset=f"{n}-broker", headless=f"{n}-brokers", client=f"{n}-kafka",
+                   controller=f"{n}-controller", dashboard=f"{n}-dashboard", config=f"{n}-config",
+                   pdb=f"{n}-broker")
+
+    def pod(self, ordinal: int) -> str:
+        return f"{self.statefulset}-{ordinal}"
+
+
+def selector_labels(cluster: ClusterSpec) -> dict[str, str]:
+    return {"tinystream.io/cluster": cluster.name, "app.kubernetes.io/component": "broker"}
+
+
+def labels(cluster: ClusterSpec, component: str = "broker") -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "tinystream",
+        "app.kubernetes.io/instance": cluster.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/part-of": "tinystream",
+        "tinystream.io/cluster": cluster.name,
+    }
+
+
+def label_selector_string(cluster: ClusterSpec) -> str:
+    """The selector as the scale subresource reports it (`status.labelSelector`)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster).items()))
+
+
+def owner_reference(cluster: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": CLUSTER_KIND,
+        "name": cluster.name,
+        "uid": cluster.uid,
+        "controller": True,
+        # Foreground deletion of the cluster waits for its objects. The operator's
+        # RBAC grants update on tinystreamclusters/finalizers, which this needs
+        # where the OwnerReferencesPermissionEnforcement admission plugin runs.
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(cluster: ClusterSpec, name: str, component: str = "broker") -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": cluster.namespace,
+        "labels": labels(cluster, component),
+        "ownerReferences": [owner_reference(cluster)],
+    }
+
+
+# --- broker configuration -----------------------------------------------------------------
+
+def controller_url(cluster: ClusterSpec, ctx: OperatorContext) -> str:
+    names = Names.of(cluster)
+    return (f"http://{names.controller}.{cluster.namespace}.svc:{ctx.controller_port}"
+            f"/clusters/{cluster.namespace}/{cluster.name}")
+
+
+def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, ConfigValue]:
+    """Settings shared by every broker, by Kafka name (per-pod ones come from the environment)."""
+    owned: dict[str, ConfigValue] = {
+        "host": "0.0.0.0",
+        "port": cluster.kafka_port,
+        "advertised.port": cluster.kafka_port,
+        "admin.port": cluster.admin_port,
+        "log.dirs": f"{DATA_DIR}/data",
+        "controller.url": controller_url(cluster, ctx),
+    }
+    user = {k: v for k, v in cluster.config.items() if k not in OPERATOR_OWNED_KEYS}
+    return {**dict(sorted(user.items())), **owned}
+
+
+def broker_config_problems(config: Mapping[str, ConfigValue]) -> list[str]:
+    """Why the broker would refuse `config` at start-up (unknown key, wrong type or range)."""
+    problems = [f"{k}: set by the operator" for k in sorted(config) if k in OPERATOR_OWNED_KEYS]
+    try:
+        BrokerSettings.model_validate({k: v for k, v in config.items() if k not in OPERATOR_OWNED_KEYS})
+    except ValidationError as exc:
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{key}: {err['msg']}")
+    return problems
+
+
+def _toml_value(value: ConfigValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))  # a TOML basic string: JSON's escapes are TOML's
+
+
+def render_toml(cluster: ClusterSpec, config: Mapping[str, ConfigValue]) -> str:
+    lines = [
+        f"# Written by the TinyStream operator from TinyStreamCluster {cluster.namespace}/{cluster.name};",
+        "# edit the cluster's spec.config instead: changes here are overwritten.",
+        "[broker]",
+    ]
+    lines += [f"{json.dumps(key)} = {_toml_value(value)}" for key, value in config.items()]
+    return "\n".join(lines) + "\n"
+
+
+def config_map(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(cluster, Names.of(cluster).config),
+        "data": {CONFIG_FILE: render_toml(cluster, broker_config(cluster, ctx))},
+    }
+
+
+def config_hash(config_map_obj: Mapping[str, Any]) -> str:
+    data = json.dumps(config_map_obj.get("data", {}), sort_keys=True).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+# --- services -----------------------------------------------------------------------------
+
+def headless_service(cluster: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(cluster, Names.of(cluster).headless),
+        "spec": {
+            "clusterIP": "None",
+            # Brokers find each other (replication) before they are ready.
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(cluster),
+            "ports": [
+                {"name": "kafka", "port": cluster.kafka_port, "targetPort": "kafka", "protocol": "TCP"},
+                {"name": "admin", "port": cluster.admin_port, "targetPort": "admin", "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def client_service(cluster: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(cluster, Names.of(cluster).client),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(cluster),
+            "ports": [{"name": "kafka", "port": cluster.kafka_port, "targetPort": "kafka", "protocol": "TCP"}],
+        },
+    }
+
+
+def controller_service(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Any]:
+    """A name in the cluster's namespace for the operator's controller API (in another namespace)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(cluster, Names.of(cluster).controller, "controller"),
+        "spec": {
+            "type": "ExternalName",
+            "externalName": ctx.operator_service,
+            "ports": [{"name": "controller", "port": ctx.controller_port, "protocol": "TCP"}],
+        },
+    }
+
+
+def dashboard_service(cluster: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(cluster, Names.of(cluster).dashboard, "dashboard"),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(cluster),
+            "ports": [{"name": "dashboard", "port": DASHBOARD_PORT, "targetPort": "admin", "protocol": "TCP"}],
+        },
+    }
+
+
+def pod_disruption_budget(cluster: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(cluster, Names.of(cluster).pdb),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(cluster)}},
+    }
+
+
+# --- the StatefulSet ----------------------------------------------------------------------
+
+def _probe(path: str, *, period: int, failures: int, initial: int = 0) -> dict[str, Any]:
+    probe: dict[str, Any] = {"httpGet": {"path": path, "port": "admin"}, "periodSeconds": period,
+                             "timeoutSeconds": 5, "failureThreshold": failures}
+    if initial:
+        probe["initialDelaySeconds"] = initial
+    return probe
+
+
+def _affinity(cluster: ClusterSpec) -> dict[str, Any]:
+    # Preferred, not required: a 4th broker on 3 nodes must still schedule (scale-up).
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100,
+        "podAffinityTerm": {"labelSelector": {"matchLabels": selector_labels(cluster)},
+                            "topologyKey": "kubernetes.io/hostname"},
+    }]}}
+
+
+def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cfg_hash: str) -> dict[str, Any]:
+    names = Names.of(cluster)
+    claim_policy = "Delete" if cluster.delete_claim else "Retain"
+    env = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "TINYSTREAM_BROKER_ID",
+         "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},
+        {"name": "TINYSTREAM_ADVERTISED_HOST", "value": f"$(POD_NAME).{names.headless}.$(POD_NAMESPACE).svc"},
+    ]
+    container: dict[str, Any] = {
+        "name": "broker",
+        "image": cluster.image or ctx.broker_image,
+        "imagePullPolicy": cluster.image_pull_policy,
+        "args": ["broker", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"],
+        "env": env,
+        "ports": [{"name": "kafka", "containerPort": cluster.kafka_port, "protocol": "TCP"},
+                  {"name": "admin", "containerPort": cluster.admin_port, "protocol": "TCP"}],
+        # Startup: log recovery after a crash scans the active segments; allow 10 minutes.
+        "startupProbe": _probe("/healthz", period=5, failures=120),
+        # Liveness: the process answers. Readiness: registered with the controller and caught up.
+        "livenessProbe": _probe("/healthz", period=10, failures=3),
+        "readinessProbe": _probe("/readyz", period=5, failures=3),
+        "volumeMounts": [{"name": "data", "mountPath": DATA_DIR},
+                         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    if cluster.resources:
+        container["resources"] = dict(cluster.resources)
+    pod_annotations = {CONFIG_HASH_ANNOTATION: cfg_hash}
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [{"name": "config", "configMap": {"name": names.config}},
+                    {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        # A clean shutdown hands leadership over before the process exits.
+        "terminationGracePeriodSeconds": 60,
+        "affinity": _affinity(cluster),
+        "enableServiceLinks": False,
+    }
+    if cluster.rack_topology_key:
+        pod_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key
+        pod_spec["topologySpreadConstraints"] = [{
+            "maxSkew": 1,
+            "topologyKey": cluster.rack_topology_key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector_labels(cluster)},
+        }]
+    claim: dict[str, Any] = {
+        "metadata": {"name": "data", "labels": labels(cluster)},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": cluster.storage_size}}},
+    }
+    if cluster.storage_class:
+        claim["spec"]["storageClassName"] = cluster.storage_class
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _metadata(cluster, names.statefulset),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": names.headless,
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": claim_policy, "whenScaled": claim_policy},
+            "selector": {"matchLabels": selector_labels(cluster)},
+            "template": {
+                "metadata": {"labels": labels(cluster), "annotations": pod_annotations},
+                "spec": pod_spec,
+            },
+            "volumeClaimTemplates": [claim],
+        },
+    }
+
+
+def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int) -> list[dict[str, Any]]:
+    """Every object the cluster should own, in a safe creation order (config before pods)."""
+    cm = config_map(cluster, ctx)
+    objects = [cm, headless_service(cluster), client_service(cluster), controller_service(cluster, ctx)]
+    if cluster.dashboard:
+        objects.append(dashboard_service(cluster))
+    objects.append(pod_disruption_budget(cluster))
+    objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
+    return objects

@@ -1,0 +1,104 @@
+"""Event-time windows over the event stream: the example pipelines' queries.
+
+Each function takes the raw source DataFrame (key, value, ...) and returns
+the aggregate the pipeline writes; `to_records` turns any result into the
+(key, value) columns the sink takes, value as JSON.
+
+Lateness follows Spark's rules for a stateful aggregation with a watermark
+(Structured Streaming guide, "Handling Late Data and Watermarking"): the
+watermark is max(event time seen in earlier micro-batches) - delay; a row
+whose window already ended at or before the watermark is dropped; in append
+mode a window is written once, when the watermark passes its end.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+from tinystream.spark.events import TICK_USER
+
+EVENT_SCHEMA = "seq long, user string, page string, amount_cents long, ts long"
+
+
+def parse_events(raw: DataFrame) -> DataFrame:
+    """JSON values -> seq, user, page, amount_cents, event_time (timestamp)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    parsed = raw.select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("e.*")
+    return parsed.withColumn("event_time", F.timestamp_millis("ts")).drop("ts")
+
+
+def _watermarked(events: DataFrame, watermark: str) -> DataFrame:
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    # The tick event moves the watermark (withWatermark sees it) but is not counted.
+    return events.withWatermark("event_time", watermark).where(F.col("user") != TICK_USER)
+
+
+def tumbling_page_counts(events: DataFrame, *, window: str = "10 seconds", watermark: str = "5 seconds") -> DataFrame:
+    """Views and revenue per page per fixed window."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    return (
+        _watermarked(events, watermark)
+        .groupBy(F.window("event_time", window).alias("window"), "page")
+        .agg(F.count("*").alias("views"), F.sum("amount_cents").alias("revenue_cents"))
+        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                "page", "views", "revenue_cents")
+    )
+
+
+def sliding_user_counts(
+    events: DataFrame, *, window: str = "20 seconds", slide: str = "10 seconds", watermark: str = "5 seconds"
+) -> DataFrame:
+    """Events per user over overlapping windows (each event counts in window/slide windows)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    return (
+        _watermarked(events, watermark)
+        .groupBy(F.window("event_time", window, slide).alias("window"), "user")
+        .agg(F.count("*").alias("events"), F.sum("amount_cents").alias("amount_cents"))
+        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                "user", "events", "amount_cents")
+    )
+
+
+def user_sessions(events: DataFrame, *, gap: str = "5 seconds", watermark: str = "5 seconds") -> DataFrame:
+    """Sessions per user: activity separated by more than `gap` starts a new session."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    return (
+        _watermarked(events, watermark)
+        .groupBy(F.session_window("event_time", gap).alias("session"), "user")
+        .agg(F.count("*").alias("events"), F.sum("amount_cents").alias("amount_cents"))
+        .select(F.col("session.start").alias("session_start"), F.col("session.end").alias("session_end"),
+                "user", "events", "amount_cents")
+    )
+
+
+def revenue_by_country(events: DataFrame, users: DataFrame, *, window: str = "10 seconds",
+                       watermark: str = "5 seconds") -> DataFrame:
+    """Stream-static join: events enriched with a user table, then revenue per country per window."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    joined = _watermarked(events, watermark).join(F.broadcast(users), on="user", how="left")
+    return (
+        joined.withColumn("country", F.coalesce(F.col("country"), F.lit("unknown")))
+        .groupBy(F.window("event_time", window).alias("window"), "country")
+        .agg(F.count("*").alias("orders"), F.sum("amount_cents").alias("revenue_cents"))
+        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                "country", "orders", "revenue_cents")
+    )
+
+
+def to_records(result: DataFrame, key_column: str) -> DataFrame:
+    """(key, value) for the sink: the key column as text, the whole row as JSON."""
+    from pyspark.sql import functions as F  # noqa: PLC0415, N812
+
+    return result.select(
+        F.col(key_column).cast("string").alias("key"),
+        F.to_json(F.struct(*[F.col(c) for c in result.columns])).alias("value"),
+    )

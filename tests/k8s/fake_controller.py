@@ -1,0 +1,81 @@
+"""A stand-in for the controller core behind the operator's ControllerPort.
+
+It places replicas with the real core's placement function over a fixed
+set of brokers and reports every ISR as full: enough to test that the
+handlers write placement to Topic status and call the controller for
+create / grow / delete. It is not the controller: no brokers, no elections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tinystream.operator.controller.placement import assign_replicas
+from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerUnavailable
+from tinystream.operator.k8s.reconcile import PartitionView
+from tinystream.operator.k8s.topics import AlterConfig, CreateTopic, GrowPartitions, TopicAction, TopicView
+
+
+@dataclass
+class FakeController:
+    brokers: tuple[int, ...] = (0, 1, 2)
+    available: bool = True
+    topics: dict[tuple[ClusterKey, str], TopicView] = field(default_factory=dict)
+    placement: dict[tuple[ClusterKey, str], list[tuple[int, ...]]] = field(default_factory=dict)
+    deleted: list[tuple[ClusterKey, str]] = field(default_factory=list)
+    broker_calls: list[BrokerAction] = field(default_factory=list)
+
+    def _check(self) -> None:
+        if not self.available:
+            raise ControllerUnavailable("fake controller switched off")
+
+    async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
+        if not self.available:
+            return None
+        return tuple(PartitionView(name, i, reps[0], reps, reps)
+                     for (key, name), assignment in sorted(self.placement.items()) if key == cluster
+                     for i, reps in enumerate(assignment))
+
+    async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
+        return frozenset()
+
+    async def topic(self, cluster: ClusterKey, name: str) -> TopicView | None:
+        self._check()
+        return self.topics.get((cluster, name))
+
+    async def apply_topic(self, cluster: ClusterKey, actions: Sequence[TopicAction]) -> None:
+        self._check()
+        for action in actions:
+            key = (cluster, action.name)
+            if isinstance(action, CreateTopic):
+                self.topics[key] = TopicView(action.name, action.partitions, action.replication_factor,
+                                             dict(action.config))
+                self.placement[key] = assign_replicas(brokers=self.brokers, racks={}, partitions=action.partitions,
+                                                      replication_factor=action.replication_factor,
+                                                      start_index=0, replica_shift=0)
+            elif isinstance(action, GrowPartitions):
+                view = self.topics[key]
+                self.placement[key] += assign_replicas(
+                    brokers=self.brokers, racks={}, partitions=action.partitions - view.partitions,
+                    replication_factor=view.replication_factor, start_index=0, replica_shift=0,
+                    first_partition=view.partitions)
+                self.topics[key] = TopicView(view.name, action.partitions, view.replication_factor, view.config)
+            elif isinstance(action, AlterConfig):
+                view = self.topics[key]
+                config = {**view.config, **{k: v for k, v in action.config.items() if v is not None}}
+                config = {k: v for k, v in config.items() if action.config.get(k, "") is not None}
+                self.topics[key] = TopicView(view.name, view.partitions, view.replication_factor, config)
+
+    async def delete_topic(self, cluster: ClusterKey, name: str) -> None:
+        self._check()
+        self.topics.pop((cluster, name), None)
+        self.placement.pop((cluster, name), None)
+        self.deleted.append((cluster, name))
+
+    async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
+        self._check()
+        self.broker_calls.extend(actions)
+
+    async def forget(self, cluster: ClusterKey) -> None:
+        return None

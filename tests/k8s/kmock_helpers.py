@@ -1,0 +1,127 @@
+"""Run the operator in-process against KMock, the Kubernetes API mock by kopf's author.
+
+KMock's KubernetesEmulator keeps objects in memory, serves list/watch/get,
+applies PATCH as a JSON merge patch, and honours finalizers on DELETE. It
+does no defaulting, assigns no uid or resourceVersion, and runs no
+controllers (no pods appear for a StatefulSet): tests create what a real
+cluster would (uids, pods) themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import kmock
+
+from tinystream.operator.k8s.handlers import Deps, make_registry
+from tinystream.operator.k8s.model import OperatorContext
+
+import kopf
+
+NS = "streaming"
+
+# (group/version/plural, kind, namespaced, subresources)
+RESOURCES = [
+    ("tinystream.io/v1alpha1/tinystreamclusters", "TinyStreamCluster", True, {"status", "scale"}),
+    ("tinystream.io/v1alpha1/topics", "Topic", True, {"status"}),
+    ("apps/v1/statefulsets", "StatefulSet", True, {"status", "scale"}),
+    ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True, {"status"}),
+    ("v1/services", "Service", True, {"status"}),
+    ("v1/configmaps", "ConfigMap", True, set()),
+    ("v1/pods", "Pod", True, {"status"}),
+    ("v1/events", "Event", True, set()),
+    ("v1/nodes", "Node", False, {"status"}),
+    ("v1/namespaces", "Namespace", False, {"status"}),
+    ("kopf.dev/v1/clusterkopfpeerings", "ClusterKopfPeering", False, set()),
+    ("apiextensions.k8s.io/v1/customresourcedefinitions", "CustomResourceDefinition", False, {"status"}),
+]
+VERBS = {"get", "list", "watch", "create", "patch", "update", "delete"}
+
+CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts.ops.svc")
+
+
+def declare(server: Any) -> None:
+    for path, kind, namespaced, subresources in RESOURCES:
+        server.resources[path] = kmock.ResourceInfo(kind=kind, namespaced=namespaced, verbs=VERBS,
+                                                    subresources=subresources)
+
+
+def path_of(api_version: str, plural: str, name: str | None = None, namespace: str | None = NS) -> str:
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespace:
+        base += f"/namespaces/{namespace}"
+    return f"{base}/{plural}" + (f"/{name}" if name else "")
+
+
+class Api:
+    """A kubectl stand-in: plain HTTP calls to the mock."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.session = aiohttp.ClientSession()
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def create(self, api_version: str, plural: str, obj: dict[str, Any], namespace: str | None = NS) -> None:
+        async with self.session.post(self.url + path_of(api_version, plural, namespace=namespace), json=obj) as r:
+            assert r.status < 300, await r.text()
+
+    async def get(self, api_version: str, plural: str, name: str, namespace: str | None = NS) -> dict | None:
+        async with self.session.get(self.url + path_of(api_version, plural, name, namespace)) as r:
+            return None if r.status == 404 else await r.json()
+
+    async def patch(self, api_version: str, plural: str, name: str, patch: dict[str, Any]) -> None:
+        async with self.session.patch(self.url + path_of(api_version, plural, name), json=patch,
+                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+            assert r.status < 300, await r.text()
+
+    async def delete(self, api_version: str, plural: str, name: str) -> None:
+        async with self.session.delete(self.url + path_of(api_version, plural, name)) as r:
+            assert r.status < 300, await r.text()
+
+    async def wait_for(self, api_version: str, plural: str, name: str,
+                       predicate: Callable[[dict | None], bool], *, timeout: float = 15.0) -> dict | None:
+        deadline = time.monotonic() + timeout
+        obj = None
+        while time.monotonic() < deadline:
+            obj = await self.get(api_version, plural, name)
+            if predicate(obj):
+                return obj
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {plural}/{name}; last seen: {obj}")
+
+
+def ready_condition(obj: dict | None) -> dict:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond
+    return {}
+
+
+@contextlib.asynccontextmanager
+async def running_operator(url: str, *, controller: Any, peering: str | None = None,
+                           health_interval_s: float = 0.5) -> AsyncIterator[Deps]:
+    """The operator as in production (clusterwide), in this event loop, until the block ends."""
+    deps = Deps(connect=lambda **_: kopf.ConnectionInfo(server=url), ctx=CTX, controller=controller,
+                health_interval_s=health_interval_s)
+    registry = make_registry(deps)
+    settings = kopf.OperatorSettings()
+    settings.watching.reconnect_backoff = 0.1
+    settings.networking.request_timeout = 10
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(kopf.operator(
+        registry=registry, settings=settings, clusterwide=True, stop_flag=stop, ready_flag=ready,
+        standalone=peering is None, peering_name=peering))
+    try:
+        await asyncio.wait_for(ready.wait(), 15)
+        yield deps
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 15)

@@ -1,0 +1,151 @@
+"""The Helm chart: lint, render, and every rendered object valid.
+
+Built-in kinds are checked against Kubernetes' own JSON schemas (strict, from
+the kubernetes-validate package, Kubernetes 1.30 = the chart's kubeVersion
+floor); TinyStreamCluster and Topic objects against our CRDs, including
+their CEL rules (k8s_helpers.admission_errors). kubeconform is not reachable
+here; these are the same schemas it would use.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from chart_helpers import FULL_VALUES, INSTALL_HINT, by_kind, find_helm, helm, render
+from k8s_helpers import CHART_DIR, CRD_DIR, admission_errors, builtin_errors, has_builtin_schema, load_crd
+
+HELM = find_helm()
+pytestmark = pytest.mark.skipif(HELM is None, reason=INSTALL_HINT)
+
+VALUE_SETS = {"default": (), "full": ("-f", str(FULL_VALUES))}
+
+
+@pytest.fixture(scope="module", params=sorted(VALUE_SETS))
+def rendered(request):
+    return request.param, render(HELM, *VALUE_SETS[request.param], namespace="streaming")
+
+
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+def test_helm_lint_strict(values):
+    result = helm(HELM, "lint", "--strict", str(CHART_DIR), *VALUE_SETS[values], check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_every_rendered_object_is_valid(rendered):
+    name, docs = rendered
+    crds = {"TinyStreamCluster": load_crd("tinystreamclusters"), "Topic": load_crd("topics")}
+    unchecked = []
+    for doc in docs:
+        if doc["kind"] in crds:
+            assert admission_errors(crds[doc["kind"]], doc) == [], doc
+        elif has_builtin_schema(doc):
+            assert builtin_errors(doc) == [], doc
+        else:
+            unchecked.append(doc["kind"])
+    # Third-party kinds have no schema here; they get the structural minimum below.
+    assert set(unchecked) <= {"ServiceMonitor", "ClusterKopfPeering", "KopfPeering"}, unchecked
+
+
+def test_validation_catches_a_broken_object():
+    docs = render(HELM)
+    deployment = by_kind(docs, "Deployment")[0]
+    deployment["spec"]["replicas"] = "two"
+    assert builtin_errors(deployment)
+
+
+def test_full_values_render_every_optional_part():
+    kinds = {d["kind"] for d in render(HELM, "-f", str(FULL_VALUES), namespace="streaming")}
+    assert {"ServiceMonitor", "TinyStreamCluster", "Topic", "Role", "RoleBinding", "KopfPeering"} <= kinds
+    default_kinds = {d["kind"] for d in render(HELM)}
+    assert not default_kinds & {"ServiceMonitor", "TinyStreamCluster", "Topic", "Role"}
+    assert {"ClusterRole", "ClusterKopfPeering"} <= default_kinds
+
+
+def test_service_monitor_scrapes_the_operator_service():
+    docs = render(HELM, "-f", str(FULL_VALUES), namespace="streaming")
+    monitor, = by_kind(docs, "ServiceMonitor")
+    service, = by_kind(docs, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    port_names = {p["name"] for p in service["spec"]["ports"]}
+    assert all(e["port"] in port_names for e in monitor["spec"]["endpoints"])
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+
+
+def test_crds_ship_in_crds_folder_identical_to_source():
+    out = helm(HELM, "template", "ts", str(CHART_DIR), "--include-crds").stdout
+    rendered = {d["metadata"]["name"]: d for d in yaml.safe_load_all(out)
+                if d and d["kind"] == "CustomResourceDefinition"}
+    source = {d["metadata"]["name"]: d for p in CRD_DIR.glob("*.yaml") for d in yaml.safe_load_all(p.read_text())}
+    assert rendered == source
+    # Without --include-crds the CRDs are not templates (so no release owns them or deletes them).
+    assert not by_kind(render(HELM), "CustomResourceDefinition")
+
+
+def test_operator_deployment_is_locked_down_and_probed():
+    docs = render(HELM)
+    deployment, = by_kind(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container, = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert container[probe]["httpGet"]["port"] in ports
+        assert container[probe]["httpGet"]["path"] == "/healthz"
+    assert container["args"][0] == "operator"
+    service, = by_kind(docs, "Service")
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]}["dashboard"] == 3200
+    sa, = by_kind(docs, "ServiceAccount")
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+
+
+def test_rbac_is_least_privilege():
+    for values in VALUE_SETS.values():
+        for doc in render(HELM, *values, namespace="streaming"):
+            for rule in doc.get("rules", []) if doc["kind"] in ("Role", "ClusterRole") else []:
+                assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+                assert not {"secrets", "roles", "rolebindings", "clusterroles"} & set(rule["resources"]), rule
+                if "customresourcedefinitions" in rule["resources"] and "patch" in rule["verbs"]:
+                    assert rule["resourceNames"] == ["tinystreamclusters.tinystream.io", "topics.tinystream.io"]
+
+
+def test_namespaced_install_binds_a_role_in_the_watched_namespace():
+    docs = render(HELM, "--set", "operator.watchNamespace=apps", namespace="ops")
+    role, = by_kind(docs, "Role")
+    binding, = by_kind(docs, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "apps"
+    assert binding["subjects"][0]["namespace"] == "ops"
+    peering, = by_kind(docs, "KopfPeering")
+    assert peering["metadata"]["namespace"] == "apps"
+
+
+def test_manage_crds_off_drops_the_crd_patch_rule():
+    docs = render(HELM, "--set", "operator.manageCRDs=false")
+    rules = [r for d in by_kind(docs, "ClusterRole") for r in d["rules"]]
+    assert not any("patch" in r["verbs"] for r in rules if "customresourcedefinitions" in r["resources"])
+
+
+@pytest.mark.parametrize("bad", [
+    "operator.logLevel=LOUD",
+    "operator.controllerPort=80",
+    "cluster.spec.brokers=0",
+    "image.pullPolicy=Sometimes",
+    "operator.watchNamespace=Not_A_Namespace",
+    "unknownKey=1",
+])
+def test_values_schema_refuses_bad_values(bad):
+    result = helm(HELM, "template", "ts", str(CHART_DIR), "--set", bad, check=False)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr or "at '/" in result.stderr
+
+
+def test_topics_from_values_reach_the_topic_objects():
+    docs = render(HELM, "-f", str(FULL_VALUES), namespace="streaming")
+    topics = {t["metadata"]["name"]: t["spec"] for t in by_kind(docs, "Topic")}
+    assert topics["orders"] == {"cluster": "demo", "partitions": 6, "replicationFactor": 3,
+                                "config": {"cleanup.policy": "delete", "min.insync.replicas": "2",
+                                           "retention.ms": "604800000"}}
+    assert topics["events-v1"]["topicName"] == "events_v1"

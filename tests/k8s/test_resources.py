@@ -1,0 +1,140 @@
+"""The owned objects of a TinyStreamCluster, built without an API server."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from k8s_helpers import builtin_errors
+
+from tinystream.config.settings import BrokerSettings
+from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
+from tinystream.operator.k8s.resources import (CONFIG_FILE, CONFIG_HASH_ANNOTATION, POD_INDEX_LABEL, Names,
+                                               broker_config_problems, config_hash, config_map, owned_objects,
+                                               statefulset)
+
+CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts-op.ops.svc", controller_port=9091)
+BODY = {
+    "apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamCluster",
+    "metadata": {"name": "demo", "namespace": "streaming", "uid": "uid-1", "generation": 4},
+    "spec": {"brokers": 3, "storage": {"size": "20Gi", "storageClass": "fast", "deleteClaim": True},
+             "rack": {"topologyKey": "topology.kubernetes.io/zone"},
+             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+             "config": {"log.retention.ms": 86400000, "auto.create.topics.enable": False,
+                        "log.cleanup.policy": "compact"}},
+}
+
+
+@pytest.fixture
+def spec():
+    return ClusterSpec.from_resource(BODY)
+
+
+def by_kind_name(objects):
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def test_every_owned_object_is_valid_for_kubernetes(spec):
+    objects = owned_objects(spec, CTX, replicas=3)
+    assert len(objects) == 7
+    for obj in objects:
+        assert builtin_errors(obj) == [], obj["kind"]
+
+
+def test_every_owned_object_is_owned_by_the_cluster(spec):
+    for obj in owned_objects(spec, CTX, replicas=3):
+        ref, = obj["metadata"]["ownerReferences"]
+        assert ref == {"apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamCluster", "name": "demo",
+                       "uid": "uid-1", "controller": True, "blockOwnerDeletion": True}
+        assert obj["metadata"]["namespace"] == "streaming"
+
+
+def test_statefulset_shape(spec):
+    objs = by_kind_name(owned_objects(spec, CTX, replicas=3))
+    sts = objs[("StatefulSet", "demo-broker")]["spec"]
+    assert sts["replicas"] == 3
+    assert sts["serviceName"] == "demo-brokers" and ("Service", "demo-brokers") in objs
+    assert objs[("Service", "demo-brokers")]["spec"]["clusterIP"] == "None"
+    assert sts["updateStrategy"] == {"type": "OnDelete"}  # the operator rolls
+    assert sts["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Delete"}
+    claim, = sts["volumeClaimTemplates"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert claim["spec"]["storageClassName"] == "fast"
+    pod = sts["template"]["spec"]
+    broker, = pod["containers"]
+    assert broker["image"] == "tinystream:test"
+    assert broker["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+    assert broker["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    assert {p["name"]: p["containerPort"] for p in broker["ports"]} == {"kafka": 9092, "admin": 8080}
+    env = {e["name"]: e for e in broker["env"]}
+    assert env["TINYSTREAM_BROKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == f"metadata.labels['{POD_INDEX_LABEL}']"
+    assert env["TINYSTREAM_ADVERTISED_HOST"]["value"] == "$(POD_NAME).demo-brokers.$(POD_NAMESPACE).svc"
+    term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert sts["selector"]["matchLabels"].items() <= sts["template"]["metadata"]["labels"].items()
+
+
+def test_pdb_allows_one_broker_down(spec):
+    pdb = by_kind_name(owned_objects(spec, CTX, replicas=3))[("PodDisruptionBudget", "demo-broker")]
+    assert pdb["spec"]["maxUnavailable"] == 1
+
+
+def test_services_route_to_brokers_and_operator(spec):
+    objs = by_kind_name(owned_objects(spec, CTX, replicas=3))
+    client = objs[("Service", "demo-kafka")]["spec"]
+    sts = objs[("StatefulSet", "demo-broker")]["spec"]
+    assert client["selector"] == sts["selector"]["matchLabels"]
+    assert objs[("Service", "demo-controller")]["spec"]["externalName"] == "ts-op.ops.svc"
+    assert objs[("Service", "demo-dashboard")]["spec"]["ports"][0]["port"] == 3200
+    no_dashboard = ClusterSpec.from_resource({**BODY, "spec": {**BODY["spec"], "dashboard": {"enabled": False}}})
+    assert ("Service", "demo-dashboard") not in by_kind_name(owned_objects(no_dashboard, CTX, replicas=3))
+
+
+def test_config_map_holds_broker_settings_by_kafka_name(spec):
+    text = config_map(spec, CTX)["data"][CONFIG_FILE]
+    broker = tomllib.loads(text)["broker"]
+    assert broker["log.retention.ms"] == 86400000
+    assert broker["auto.create.topics.enable"] is False
+    assert broker["log.dirs"] == "/var/lib/tinystream/data"
+    assert broker["controller.url"] == "http://demo-controller.streaming.svc:9091/clusters/streaming/demo"
+    BrokerSettings.model_validate(broker)  # the broker accepts every key it gets
+
+
+def test_config_change_changes_the_pod_template(spec):
+    other = ClusterSpec.from_resource({**BODY, "spec": {**BODY["spec"], "config": {"log.retention.ms": 1}}})
+    a, b = config_hash(config_map(spec, CTX)), config_hash(config_map(other, CTX))
+    assert a != b
+    template = statefulset(spec, CTX, replicas=3, cfg_hash=a)["spec"]["template"]
+    assert template["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] == a
+
+
+def test_minimal_spec_gets_crd_defaults():
+    spec = ClusterSpec.from_resource({"metadata": {"name": "m", "namespace": "ns"}, "spec": {}})
+    assert (spec.brokers, spec.kafka_port, spec.admin_port, spec.dashboard, spec.storage_size) == \
+        (3, 9092, 8080, True, "10Gi")
+    sts = statefulset(spec, CTX, replicas=1, cfg_hash="x")
+    assert "storageClassName" not in sts["spec"]["volumeClaimTemplates"][0]["spec"]
+    assert "topologySpreadConstraints" not in sts["spec"]["template"]["spec"]
+    assert builtin_errors(sts) == []
+
+
+@pytest.mark.parametrize("config,needle", [
+    ({"log.retention.ms": "soon"}, "log.retention.ms"),
+    ({"no.such.key": 1}, "no.such.key"),
+    ({"log.segment.bytes": 3}, "log.segment.bytes"),
+    ({"broker.id": 3}, "set by the operator"),
+])
+def test_broker_config_problems(config, needle):
+    problems = broker_config_problems(config)
+    assert problems and any(needle in p for p in problems), problems
+
+
+def test_good_broker_config_has_no_problems(spec):
+    assert broker_config_problems(spec.config) == []
+
+
+def test_names():
+    names = Names.of(ClusterSpec.from_resource({"metadata": {"name": "x"}, "spec": {}}))
+    assert names.pod(2) == "x-broker-2"

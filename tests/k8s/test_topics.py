@@ -1,0 +1,79 @@
+"""Topic validation (Ready=False reasons) and the changes a spec asks of the controller."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from tinystream.operator.k8s.conditions import Condition, TopicReason, merge_condition, ready
+from tinystream.operator.k8s.model import TopicSpec
+from tinystream.operator.k8s.topics import (AlterConfig, CreateTopic, GrowPartitions, TopicView, plan_topic,
+                                            validate_topic)
+
+
+def topic(**spec):
+    base = {"cluster": "demo", "partitions": 3, "replicationFactor": 2}
+    return TopicSpec.from_resource({"metadata": {"name": "orders", "namespace": "ns"}, "spec": {**base, **spec}})
+
+
+def reasons(problems):
+    return [p.reason for p in problems]
+
+
+def test_valid_topic_has_no_problems():
+    assert validate_topic(topic(config={"retention.ms": "1000", "min.insync.replicas": 2}), cluster_brokers=3) == []
+
+
+@pytest.mark.parametrize("spec,kwargs,reason", [
+    ({}, {"cluster_brokers": None}, TopicReason.CLUSTER_NOT_FOUND),
+    ({"replicationFactor": 4}, {"cluster_brokers": 3}, TopicReason.REPLICATION_FACTOR_TOO_LARGE),
+    ({"partitions": 2}, {"cluster_brokers": 3, "existing": TopicView("orders", 6, 2)},
+     TopicReason.PARTITIONS_CANNOT_SHRINK),
+    ({"config": {"retention.hours": 1}}, {"cluster_brokers": 3}, TopicReason.UNKNOWN_CONFIG_KEY),
+    ({"config": {"retention.ms": "a week"}}, {"cluster_brokers": 3}, TopicReason.INVALID_CONFIG_VALUE),
+    ({"config": {"cleanup.policy": "never"}}, {"cluster_brokers": 3}, TopicReason.INVALID_CONFIG_VALUE),
+    ({"config": {"min.insync.replicas": 3}}, {"cluster_brokers": 3}, TopicReason.MIN_INSYNC_REPLICAS_TOO_LARGE),
+    ({"topicName": "bad name"}, {"cluster_brokers": 3}, TopicReason.INVALID_TOPIC_NAME),
+    ({"topicName": "renamed"}, {"cluster_brokers": 3, "created_name": "orders"}, TopicReason.TOPIC_NAME_CHANGED),
+])
+def test_each_problem_has_its_reason(spec, kwargs, reason):
+    problems = validate_topic(topic(**spec), **kwargs)
+    assert reasons(problems)[0] is reason
+    assert all(p.reason.value[0].isupper() and " " not in p.reason.value for p in problems)
+
+
+def test_rf_message_names_numbers():
+    problem, = validate_topic(topic(replicationFactor=5), cluster_brokers=3)
+    assert "replicationFactor 5 exceeds the 3 broker(s)" in problem.message
+
+
+def test_plan_creates_a_missing_topic():
+    assert plan_topic(topic(config={"retention.ms": 5}), None) == [CreateTopic("orders", 3, 2, {"retention.ms": 5})]
+
+
+def test_plan_grows_and_alters():
+    existing = TopicView("orders", 3, 2, {"retention.ms": "5", "segment.bytes": "1000"})
+    actions = plan_topic(topic(partitions=6, config={"retention.ms": 10}), existing)
+    assert actions == [GrowPartitions("orders", 6), AlterConfig("orders", {"retention.ms": 10, "segment.bytes": None})]
+
+
+def test_plan_is_empty_when_in_sync():
+    assert plan_topic(topic(config={"retention.ms": 5}), TopicView("orders", 3, 2, {"retention.ms": "5"})) == []
+
+
+def test_topic_name_defaults_to_metadata_name():
+    assert topic().topic_name == "orders"
+    assert topic(topicName="orders_v1").topic_name == "orders_v1"
+
+
+def test_condition_transition_time_changes_only_on_flip():
+    t1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t2 = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    first = merge_condition([], ready(False, TopicReason.CLUSTER_NOT_FOUND, "x"), now=t1)
+    same = merge_condition(first, ready(False, TopicReason.REPLICATION_FACTOR_TOO_LARGE, "y"), now=t2)
+    assert same[0]["lastTransitionTime"] == "2026-01-01T00:00:00Z" and same[0]["reason"] == "ReplicationFactorTooLarge"
+    flipped = merge_condition(same, ready(True, TopicReason.READY, "ok"), now=t2)
+    assert flipped[0]["lastTransitionTime"] == "2026-01-02T00:00:00Z" and flipped[0]["status"] == "True"
+    other = merge_condition(flipped, Condition("Other", None, "Why", "m"), now=t2)
+    assert [c["type"] for c in other] == ["Ready", "Other"] and other[1]["status"] == "Unknown"
