@@ -135,6 +135,14 @@ class Broker:
             return None
 
     async def start(self) -> BrokerInfo:
+        """Open everything and listen; on failure whatever was started is stopped again."""
+        try:
+            return await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> BrokerInfo:
         self.topics.open_all()
         if self.groups is not None:
             await self.groups.start()

@@ -51,6 +51,6 @@ class Call:
         """The top-level response entity; fields this version lacks are dropped."""
         return build(self.api.response_type, fields)
 
-    def make(self, name: str, **fields: Any) -> Any:
+    def make(self, name: str, /, **fields: Any) -> Any:
         """A nested response entity by its kio class name."""
         return self.api.response(name, **fields)

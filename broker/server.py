@@ -109,7 +109,6 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
-        self._half_closed = False  # the client sent EOF; close once answered
         self.last_active = time.monotonic()
 
     # -- asyncio.Protocol -------------------------------------------------------
@@ -153,11 +152,10 @@ class KafkaConnection(asyncio.Protocol):
             self._fail(str(exc))
 
     def eof_received(self) -> bool | None:
-        # The client half-closed: answer what is in flight, then close.
-        if not self._pending:
-            return None
-        self._half_closed = True
-        return True
+        # Kafka closes the channel when a read hits end of stream; so do we (a
+        # client that stopped sending cannot be told apart from one that left,
+        # and a long poll must not outlive its client).
+        return None
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -215,8 +213,6 @@ class KafkaConnection(asyncio.Protocol):
                 transport.write(result)
         self.last_active = time.monotonic()
         self._update_reading()
-        if not self._pending and self._half_closed:
-            self._close()
 
     def _update_reading(self) -> None:
         transport = self._transport

@@ -42,7 +42,7 @@ async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
 
 def _created(ctx: BrokerContext, call: Call, name: str, error: ErrorCode, message: str | None, spec: Any = None) -> Any:
     configs = None
-    if spec is not None and error == ErrorCode.none:
+    if spec is not None and error == ErrorCode.none and call.version >= 5:  # v5+ report the topic's configs
         configs = tuple(
             call.make(
                 "CreatableTopicConfigs",
@@ -60,8 +60,8 @@ def _created(ctx: BrokerContext, call: Call, name: str, error: ErrorCode, messag
         topic_id=spec.topic_id if spec is not None and error == ErrorCode.none else None,
         error_code=error,
         error_message=message if error != ErrorCode.none else None,
-        num_partitions=spec.partitions if configs is not None else -1,
-        replication_factor=spec.replication_factor if configs is not None else -1,
+        num_partitions=spec.partitions if spec is not None and error == ErrorCode.none else -1,
+        replication_factor=spec.replication_factor if spec is not None and error == ErrorCode.none else -1,
         configs=configs,
     )
 

@@ -50,15 +50,52 @@ _FIXED = {
 }
 _INT31 = 2**31 - 1
 
-# A step reads from buf at pos (never past end) and returns the new position.
-Step = Callable[[Any, int, int], int]
+# A step reads from buf at pos (never past end) and returns the new position. `sink`,
+# when a list, collects the tagged-field sections that hold tags kio does not know.
+Step = Callable[[Any, int, int, Any], int]
 
 
-def check_entity(entity_type: type, buf: Any, pos: int = 0, end: int | None = None) -> int:
-    """Walk one `entity_type` in buf[pos:end]; return where it ends. Raises MalformedRequest."""
+def check_entity(
+    entity_type: type, buf: Any, pos: int = 0, end: int | None = None, *, sink: list | None = None
+) -> int:
+    """Walk one `entity_type` in buf[pos:end]; return where it ends. Raises MalformedRequest.
+
+    With `sink`, every tagged-field section holding tags the schema does not
+    know is recorded as (count_start, count_end, known_count, [(start, end) of
+    each unknown tag]) for `strip_unknown_tags`.
+    """
     if end is None:
         end = len(buf)
-    return _entity_step(entity_type)(buf, pos, end)
+    return _entity_step(entity_type)(buf, pos, end, sink)
+
+
+def strip_unknown_tags(buf: Any, sections: list) -> bytes:
+    """A copy of buf without the unknown tagged fields `check_entity` recorded.
+
+    KIP-482 says a reader skips tags it does not know; kio refuses them, so the
+    codec strips them and decodes again (a rare path: only a client newer than
+    kio's schemas sends them).
+    """
+    out = bytearray()
+    pos = 0
+    for count_start, count_end, known, spans in sorted(sections, key=lambda s: s[0]):
+        out += buf[pos:count_start]
+        out += _uvarint(known)
+        pos = count_end
+        for start, stop in spans:
+            out += buf[pos:start]
+            pos = stop
+    out += buf[pos:]
+    return bytes(out)
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def read_uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
@@ -79,7 +116,7 @@ def read_uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
 
 
 def _fixed(size: int) -> Step:
-    def step(buf: Any, pos: int, end: int) -> int:
+    def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
         pos += size
         if pos > end:
             raise MalformedRequest("truncated field")
@@ -103,7 +140,7 @@ def _compact_length(buf: Any, pos: int, end: int) -> tuple[int, int]:
 def _sized(flexible: bool, width: int) -> Step:
     """string / bytes / records: compact length or legacy int16 / int32 length."""
 
-    def step(buf: Any, pos: int, end: int) -> int:
+    def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
         if flexible:
             n, pos = _compact_length(buf, pos, end)
         else:
@@ -123,7 +160,7 @@ def _sized(flexible: bool, width: int) -> Step:
 
 
 def _array(flexible: bool, item: Step, item_size: int | None) -> Step:
-    def step(buf: Any, pos: int, end: int) -> int:
+    def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
         if flexible:
             n, pos = _compact_length(buf, pos, end)
         else:
@@ -143,21 +180,21 @@ def _array(flexible: bool, item: Step, item_size: int | None) -> Step:
                 raise MalformedRequest("array past the end of the request")
             return pos
         for _ in range(n):
-            pos = item(buf, pos, end)
+            pos = item(buf, pos, end, sink)
         return pos
 
     return step
 
 
 def _nullable_entity(inner: Step) -> Step:
-    def step(buf: Any, pos: int, end: int) -> int:
+    def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
         if pos >= end:
             raise MalformedRequest("truncated struct marker")
         marker = buf[pos]
         pos += 1
         if marker == 0xFF:  # -1: null (KIP-893)
             return pos
-        return inner(buf, pos, end)
+        return inner(buf, pos, end, sink)
 
     return step
 
@@ -204,25 +241,33 @@ def _entity_step(entity_type: type) -> Step:
         else:
             tagged[int(tag)] = step
 
-    def walk(buf: Any, pos: int, end: int) -> int:
+    def walk(buf: Any, pos: int, end: int, sink: Any = None) -> int:
         for step in steps:
-            pos = step(buf, pos, end)
+            pos = step(buf, pos, end, sink)
         if not flexible:
             return pos
+        count_start = pos
         count, pos = read_uvarint(buf, pos, end)
+        count_end = pos
         if count > end - pos:
             raise MalformedRequest(f"{count} tagged fields past the end of the request")
+        unknown: list[tuple[int, int]] = []
         for _ in range(count):
+            tag_start = pos
             tag, pos = read_uvarint(buf, pos, end)
             size, pos = read_uvarint(buf, pos, end)
             if size > end - pos:
                 raise MalformedRequest(f"tagged field {tag} of {size} bytes past the end of the request")
             known = tagged.get(tag)
             if known is not None:
-                stop = known(buf, pos, pos + size)
+                stop = known(buf, pos, pos + size, sink)
                 if stop != pos + size:
                     raise MalformedRequest(f"tagged field {tag} does not fill its {size} bytes")
+            else:
+                unknown.append((tag_start, pos + size))
             pos += size
+        if unknown and sink is not None:
+            sink.append((count_start, count_end, count - len(unknown), unknown))
         return pos
 
     return walk

@@ -35,7 +35,7 @@ from kio.static.constants import EntityType
 
 from tinystream.broker.errors import MalformedRequest, UnsupportedRequest
 from tinystream.broker.protocol import api_versions
-from tinystream.broker.protocol.bounds import check_entity
+from tinystream.broker.protocol.bounds import check_entity, strip_unknown_tags
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _I32 = struct.Struct(">i")
@@ -130,19 +130,35 @@ def decode_request(frame: memoryview | bytes) -> Request:
             return _decode_legacy_produce(frame, version)
         raise UnsupportedRequest(api_key, version)
     s = schemas(api_key, version)
-    header, offset = _read(s.read_header, s.request_header_type, frame, 0, s.request_flexible)
-    body, end = _read(s.read_body, s.request_type, frame, offset, s.request_flexible)
+    try:
+        header, offset = _read(s.read_header, s.request_header_type, frame, 0, s.request_flexible)
+        body, _ = _read(s.read_body, s.request_type, frame, offset, s.request_flexible)
+    except _UnknownTag:
+        # KIP-482: tags a reader does not know are skipped. kio refuses them,
+        # so drop them and decode the cleaned copy.
+        sections: list = []
+        header_end = check_entity(s.request_header_type, frame, 0, sink=sections)
+        check_entity(s.request_type, frame, header_end, sink=sections)
+        clean = strip_unknown_tags(frame, sections)
+        header, offset = _read(s.read_header, s.request_header_type, clean, 0, False)
+        body, _ = _read(s.read_body, s.request_type, clean, offset, False)
     # Trailing bytes are ignored, as Kafka's own parser does.
     return Request(RequestHeader(api_key, version, correlation_id, header.client_id), body, len(frame))
 
 
+class _UnknownTag(MalformedRequest):
+    """kio met a tagged field its schema does not have (it raises KeyError)."""
+
+
 def _read(reader: Callable, entity_type: type, frame: Any, offset: int, flexible: bool) -> tuple[Any, int]:
+    """Decode one entity at offset; `flexible` runs the bounds walk first (see bounds)."""
     if flexible:
         check_entity(entity_type, frame, offset)
     try:
         value, size = reader(frame, offset)
-    except (SerialError, ValueError, TypeError, KeyError, OverflowError, UnicodeError) as exc:
-        # kio raises KeyError for a tagged field it does not know.
+    except KeyError as exc:
+        raise _UnknownTag(f"{entity_type.__name__}: {exc}") from exc
+    except (SerialError, ValueError, TypeError, OverflowError, UnicodeError) as exc:
         raise MalformedRequest(f"{entity_type.__name__}: {type(exc).__name__}: {exc}") from exc
     return value, offset + size
 

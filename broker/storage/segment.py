@@ -482,9 +482,8 @@ class LogSegment:
     def indexes_look_sane(self) -> bool:
         """Kafka's cheap sanity check for a closed segment at open (no full index load).
 
-        Both files exist with whole entries; the last offset entry points
-        inside the log; the last time entry's offset is not below the base;
-        and a log bigger than one index interval has at least one entry.
+        Both files exist with whole entries and the last offset entry points
+        inside the log.
         Full validation happens on first use (``index._SparseIndex.load``).
         """
         size = self.size
@@ -496,7 +495,7 @@ class LogSegment:
         if index_size % OffsetIndex.ENTRY_SIZE or time_size % TimeIndex.ENTRY_SIZE:
             return False
         if index_size == 0:
-            return size <= self._interval
+            return True
         try:
             with open(self.index.path, "rb") as handle:
                 handle.seek(index_size - OffsetIndex.ENTRY_SIZE)

@@ -157,7 +157,11 @@ class SegmentedLog(PartitionLog):
                 segment.close()
             raise
         end = segments[-1].next_offset
-        start = max(checkpointed_start or 0, segments[0].base_offset)
+        # The checkpoint is the truth when present: it may lie below the first
+        # segment when compaction emptied and removed leading segments (an
+        # offset gap, like any other compacted gap). Without one, the first
+        # segment's base.
+        start = segments[0].base_offset if checkpointed_start is None else checkpointed_start
         if start > end:
             # The checkpoint promised offsets the data no longer reaches (lost unflushed tail):
             # restart empty at the promised start rather than reuse offsets.
@@ -176,7 +180,9 @@ class SegmentedLog(PartitionLog):
             start_checkpoint=start_checkpoint,
             now_ms=now_ms,
         )
-        epochs.truncate_from_end(log._end)
+        # Entries past the recovered end are gone with the data; one starting
+        # exactly at the end is legitimate (the log start moved there).
+        epochs.truncate_from_end(log._end + 1)
         epochs.truncate_from_start(start)
         if checkpointed_start != start:
             start_checkpoint.write(start)
@@ -464,13 +470,15 @@ class SegmentedLog(PartitionLog):
             self._roll(self._now_ms)
         segments = list(self._view[1])
         doomed, kept = segments[:count], segments[count:]
+        new_start = max(self._start, kept[0].base_offset)
+        if new_start != self._start:
+            # Checkpoint first (Kafka's order): a crash before the files go
+            # leaves extra data below the start, never a start below missing data.
+            self._start_checkpoint.write(new_start)
+            self._start = new_start
         self._publish(kept)
         for segment in doomed:
             segment.delete()
-        new_start = max(self._start, kept[0].base_offset)
-        if new_start != self._start:
-            self._start = new_start
-            self._start_checkpoint.write(new_start)
         fsync_directory(self.directory)
 
     def enforce_retention(self, now_ms: int, *, high_watermark: int | None = None) -> int:

@@ -29,6 +29,7 @@ from .errors import NotFound, api_error
 from .model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, TOPIC_KIND, TOPIC_PLURAL
 
 FIELD_MANAGER = "tinystream-operator"
+USER_AGENT = "tinystream-operator"
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 
@@ -122,7 +123,7 @@ class KubeClient:
     async def _request(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None,
                        content_type: str = "application/json") -> Any:
         if self._session is None:
-            self._session = aiohttp.ClientSession(headers=self._headers,
+            self._session = aiohttp.ClientSession(headers={"User-Agent": USER_AGENT, **self._headers},
                                                   timeout=aiohttp.ClientTimeout(total=30))
         data = None if body is None else json.dumps(body)
         headers = {"Content-Type": content_type, "Accept": "application/json"}

@@ -164,33 +164,30 @@ def rate_limit(
     """Cap `end` so that at most `max_offsets` offsets are read, split in proportion to backlog.
 
     Spark's KafkaMicroBatchStream.rateLimit gives each partition limit * size / total,
-    rounding small shares up so no partition starves; that can exceed the limit.
-    ReadMaxRows says "not more than N", so this split is exact: every partition with
-    a backlog first gets one offset (while the budget lasts, largest backlog first),
-    the rest is shared in proportion to the remaining backlog by largest remainder,
-    ties broken by topic-partition order. The sum never exceeds `max_offsets`.
+    rounding shares below one up so that no partition starves; that can read more
+    than the limit. ReadMaxRows says "not more than N", so this split is exact:
+    shares are floored and the remainder goes to the largest fractions (ties by
+    topic-partition order, so the result is deterministic); then a partition with a
+    backlog but no share takes one offset from the largest grant, while the limit
+    allows one each. The sum is exactly min(max_offsets, total backlog).
     """
     backlog = {tp: end[tp] - start[tp] for tp in sorted(end) if end[tp] - start[tp] > 0}
     total = sum(backlog.values())
     out = dict(end)
     if total <= max_offsets:
         return out
-    grant = dict.fromkeys(backlog, 0)
-    by_size = sorted(backlog, key=lambda tp: (-backlog[tp], tp))
-    budget = max_offsets
-    for tp in by_size[:budget]:
-        grant[tp] = 1
-    budget -= min(budget, len(by_size))
-    if budget > 0:
-        rest = {tp: backlog[tp] - grant[tp] for tp in backlog}
-        rest_total = sum(rest.values())
-        shares = {tp: budget * rest[tp] / rest_total for tp in rest}
-        floors = {tp: math.floor(shares[tp]) for tp in rest}
-        left = budget - sum(floors.values())
-        for tp in sorted(rest, key=lambda t: (-(shares[t] - floors[t]), t))[:left]:
-            floors[tp] += 1
-        for tp in rest:
-            grant[tp] += min(floors[tp], rest[tp])
+    shares = {tp: max_offsets * size / total for tp, size in backlog.items()}
+    grant = {tp: math.floor(share) for tp, share in shares.items()}
+    left = max_offsets - sum(grant.values())
+    for tp in sorted(backlog, key=lambda t: (-(shares[t] - grant[t]), t))[:left]:
+        grant[tp] += 1
+    if max_offsets >= len(backlog):
+        for tp in sorted((t for t in backlog if grant[t] == 0), key=lambda t: (-backlog[t], t)):
+            donor = max(backlog, key=lambda t: (grant[t], -backlog[t]))
+            if grant[donor] <= 1:
+                break
+            grant[donor] -= 1
+            grant[tp] = 1
     for tp, granted in grant.items():
         out[tp] = start[tp] + granted
     return out

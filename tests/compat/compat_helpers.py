@@ -445,8 +445,8 @@ def consume_java(bootstrap, topic, count, *, timeout, group=None, config=None, o
             "--property", f"null.literal={JAVA_NULL}"]
     if partition is not None:
         args += ["--partition", str(partition), "--offset", str(offset)]
-    else:
-        args += ["--from-beginning"] if offset == "earliest" else []
+    elif offset == "earliest":
+        args += ["--from-beginning"]  # offset="group": start at the group's committed offsets
     if group:
         args += ["--group", group]
     for key, value in (config or {}).items():

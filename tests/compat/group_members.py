@@ -38,14 +38,31 @@ class Ledger:
     seen: list[tuple[str, int, int, bytes]] = field(default_factory=list)  # member, partition, offset, value
     events: list[tuple[float, str, str, tuple[int, ...]]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    owned: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
 
     def add(self, member: str, partition: int, offset: int, value: bytes) -> None:
         with self.lock:
             self.seen.append((member, partition, offset, value))
 
     def event(self, member: str, kind: str, partitions) -> None:
+        """Assignments arrive in full (eager) or as increments (cooperative); revokes always precede moves."""
         with self.lock:
             self.events.append((time.monotonic(), member, kind, tuple(sorted(partitions))))
+            if kind == "assign":
+                self.owned[member] |= set(partitions)
+            else:
+                self.owned[member] -= set(partitions)
+
+    def note(self, member: str, text: str) -> None:
+        with self.lock:
+            self.notes.append(f"{member}: {text}")
+
+    def settled(self, members: list[str], partitions: int) -> bool:
+        """Every partition owned by exactly one of `members`."""
+        with self.lock:
+            owned = [p for m in members for p in self.owned.get(m, ())]
+        return sorted(owned) == list(range(partitions))
 
     def error(self, member: str, text: str) -> None:
         with self.lock:
@@ -100,6 +117,36 @@ class Member(threading.Thread):
     def consume(self) -> None:
         raise NotImplementedError
 
+    def _final_commit(self, commit, poll, error_type, timeout: float = 10.0) -> None:
+        """Commit before leaving; during a rebalance, poll to finish it and retry (as Kafka's clients advise).
+
+        Records a poll returns here are processed like any other."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                commit()
+                return
+            except error_type as exc:
+                if time.monotonic() > deadline:
+                    self.ledger.error(self.member, f"final commit failed: {exc!r}")
+                    return
+                self.ledger.note(self.member, f"final commit retried: {exc!r}")
+                self._process(poll())
+
+    def _process(self, polled) -> None:
+        """Hand polled records to the ledger (confluent: a Message or None; others: {tp: [records]})."""
+        if polled is None:
+            return
+        if isinstance(polled, dict):
+            for tp, msgs in polled.items():
+                for msg in msgs:
+                    self.ledger.add(self.member, tp.partition, msg.offset, msg.value)
+                    self.processed[tp.partition] = msg.offset + 1
+            return
+        if not polled.error():
+            self.ledger.add(self.member, polled.partition(), polled.offset(), polled.value())
+            self.processed[polled.partition()] = polled.offset() + 1
+
 
 # --------------------------------------------------------------------------- confluent-kafka
 
@@ -131,7 +178,7 @@ class ConfluentMember(Member):
             try:
                 commit([p.partition for p in parts])
             except KafkaException as exc:
-                self.ledger.error(self.member, f"commit on revoke failed: {exc}")
+                self.ledger.note(self.member, f"commit on revoke failed: {exc}")
             for p in parts:
                 self.processed.pop(p.partition, None)
 
@@ -158,7 +205,7 @@ class ConfluentMember(Member):
                         commit(touched)
                     except KafkaException:
                         pass  # a rebalance started: on_revoke commits
-            commit(list(self.processed))
+            self._final_commit(lambda: commit(list(self.processed)), lambda: consumer.poll(0.1), KafkaException)
         finally:
             consumer.close()
 
@@ -168,7 +215,7 @@ class ConfluentMember(Member):
 
 class KafkaPythonMember(Member):
     def consume(self) -> None:
-        from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+        from kafka import AsyncConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
         from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.coordinator.assignors.range import RangePartitionAssignor
         from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -183,26 +230,34 @@ class KafkaPythonMember(Member):
         )
         member = self
 
+        def offsets_for(partitions):
+            return {TopicPartition(member.topic, p): OffsetAndMetadata(member.processed[p], "", -1)
+                    for p in partitions if p in member.processed}
+
         def commit(partitions) -> None:
-            offsets = {TopicPartition(member.topic, p): OffsetAndMetadata(member.processed[p], "", -1)
-                       for p in partitions if p in member.processed}
+            offsets = offsets_for(partitions)
             if offsets:
                 consumer.commit(offsets)
 
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
+        # kafka-python 3 runs rebalance listeners on its IO thread, where the
+        # blocking commit() refuses to run; an async listener awaits the
+        # coordinator's own commit coroutine instead (as its error message says).
+        class Listener(AsyncConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked):
                 member.ledger.event(member.member, "revoke", [tp.partition for tp in revoked])
+                offsets = offsets_for([tp.partition for tp in revoked])
                 try:
-                    commit([tp.partition for tp in revoked])
+                    if offsets:
+                        await consumer._coordinator._commit_offsets_sync_async(offsets)
                 except KafkaError as exc:
-                    member.ledger.error(member.member, f"commit on revoke failed: {exc!r}")
+                    member.ledger.note(member.member, f"commit on revoke failed: {exc!r}")
                 for tp in revoked:
                     member.processed.pop(tp.partition, None)
 
-            def on_partitions_assigned(self, assigned):
+            async def on_partitions_assigned(self, assigned):
                 member.ledger.event(member.member, "assign", [tp.partition for tp in assigned])
 
-            def on_partitions_lost(self, lost):
+            async def on_partitions_lost(self, lost):
                 member.ledger.event(member.member, "lost", [tp.partition for tp in lost])
                 for tp in lost:
                     member.processed.pop(tp.partition, None)
@@ -223,7 +278,7 @@ class KafkaPythonMember(Member):
                         commit(touched)
                     except KafkaError:
                         pass
-            commit(list(self.processed))
+            self._final_commit(lambda: commit(list(self.processed)), lambda: consumer.poll(timeout_ms=100), KafkaError)
         finally:
             consumer.close()
 
@@ -261,7 +316,7 @@ class AiokafkaMember(Member):
                 try:
                     await commit([tp.partition for tp in revoked])
                 except KafkaError as exc:
-                    member.ledger.error(member.member, f"commit on revoke failed: {exc!r}")
+                    member.ledger.note(member.member, f"commit on revoke failed: {exc!r}")
                 for tp in revoked:
                     member.processed.pop(tp.partition, None)
 
@@ -285,7 +340,17 @@ class AiokafkaMember(Member):
                         await commit(touched)
                     except KafkaError:
                         pass
-            await commit(list(self.processed))
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    await commit(list(self.processed))
+                    break
+                except KafkaError as exc:
+                    if time.monotonic() > deadline:
+                        self.ledger.error(self.member, f"final commit failed: {exc!r}")
+                        break
+                    self.ledger.note(self.member, f"final commit retried: {exc!r}")
+                    self._process(await consumer.getmany(timeout_ms=100))
         finally:
             await consumer.stop()
 

@@ -4,13 +4,16 @@ KMock's KubernetesEmulator keeps objects in memory, serves list/watch/get,
 applies PATCH as a JSON merge patch, and honours finalizers on DELETE. It
 does no defaulting, assigns no uid or resourceVersion, and runs no
 controllers (no pods appear for a StatefulSet): tests create what a real
-cluster would (uids, pods) themselves.
+cluster would (uids, a resourceVersion for kopf's JSON-patch `test` op,
+pods) themselves. It also keys objects by name only, so kopf's Events
+(generateName) after the first answer 409; kopf logs and ignores that.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -59,30 +62,40 @@ def path_of(api_version: str, plural: str, name: str | None = None, namespace: s
 
 
 class Api:
-    """A kubectl stand-in: plain HTTP calls to the mock."""
+    """A kubectl stand-in: plain HTTP calls to the mock, in one namespace."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, namespace: str = NS) -> None:
         self.url = url.rstrip("/")
+        self.ns = namespace
         self.session = aiohttp.ClientSession()
+
+    def in_namespace(self, namespace: str) -> "Api":
+        other = Api.__new__(Api)
+        other.url, other.ns, other.session = self.url, namespace, self.session
+        return other
 
     async def close(self) -> None:
         await self.session.close()
 
-    async def create(self, api_version: str, plural: str, obj: dict[str, Any], namespace: str | None = NS) -> None:
-        async with self.session.post(self.url + path_of(api_version, plural, namespace=namespace), json=obj) as r:
+    async def create(self, api_version: str, plural: str, obj: dict[str, Any]) -> None:
+        # What the API server adds on create (KMock does not): uid, resourceVersion.
+        name = obj["metadata"]["name"]
+        obj = {**obj, "metadata": {"uid": f"uid-{self.ns}-{plural}-{name}", "resourceVersion": "1",
+                                   **obj["metadata"], "namespace": self.ns}}
+        async with self.session.post(self.url + path_of(api_version, plural, namespace=self.ns), json=obj) as r:
             assert r.status < 300, await r.text()
 
-    async def get(self, api_version: str, plural: str, name: str, namespace: str | None = NS) -> dict | None:
-        async with self.session.get(self.url + path_of(api_version, plural, name, namespace)) as r:
+    async def get(self, api_version: str, plural: str, name: str) -> dict | None:
+        async with self.session.get(self.url + path_of(api_version, plural, name, self.ns)) as r:
             return None if r.status == 404 else await r.json()
 
     async def patch(self, api_version: str, plural: str, name: str, patch: dict[str, Any]) -> None:
-        async with self.session.patch(self.url + path_of(api_version, plural, name), json=patch,
+        async with self.session.patch(self.url + path_of(api_version, plural, name, self.ns), json=patch,
                                       headers={"Content-Type": "application/merge-patch+json"}) as r:
             assert r.status < 300, await r.text()
 
     async def delete(self, api_version: str, plural: str, name: str) -> None:
-        async with self.session.delete(self.url + path_of(api_version, plural, name)) as r:
+        async with self.session.delete(self.url + path_of(api_version, plural, name, self.ns)) as r:
             assert r.status < 300, await r.text()
 
     async def wait_for(self, api_version: str, plural: str, name: str,
@@ -106,22 +119,41 @@ def ready_condition(obj: dict | None) -> dict:
 
 @contextlib.asynccontextmanager
 async def running_operator(url: str, *, controller: Any, peering: str | None = None,
-                           health_interval_s: float = 0.5) -> AsyncIterator[Deps]:
-    """The operator as in production (clusterwide), in this event loop, until the block ends."""
+                           health_interval_s: float = 0.5, crds_dir: Any = None) -> AsyncIterator[Deps]:
+    """The operator as in production (clusterwide) until the block ends.
+
+    kopf runs in a thread with its own event loop (as kopf.testing.KopfRunner
+    does): on exit kopf waits for every task its loop started after start-up,
+    which in a shared loop would include KMock's own request handlers.
+    """
     deps = Deps(connect=lambda **_: kopf.ConnectionInfo(server=url), ctx=CTX, controller=controller,
-                health_interval_s=health_interval_s)
+                health_interval_s=health_interval_s, crds_dir=crds_dir)
     registry = make_registry(deps)
     settings = kopf.OperatorSettings()
     settings.watching.reconnect_backoff = 0.1
     settings.networking.request_timeout = 10
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(kopf.operator(
-        registry=registry, settings=settings, clusterwide=True, stop_flag=stop, ready_flag=ready,
-        standalone=peering is None, peering_name=peering))
+    # Short waits for a test server: exit quickly, retry quickly. KMock keeps
+    # resourceVersion as created, so kopf's wait for a newer one after its own
+    # patch (consistency_timeout) would only add delay.
+    settings.queueing.exit_timeout = 0.5
+    settings.queueing.idle_timeout = 0.5
+    settings.background.instant_exit_timeout = 0.5
+    settings.persistence.consistency_timeout = 0.2
+    settings.queueing.error_delays = [0.5]
+    settings.networking.error_backoffs = [0.1, 0.2]  # kopf's discovery retries end soon after a stop
+    stop, ready = threading.Event(), threading.Event()
+
+    def run() -> None:
+        kopf.run(registry=registry, settings=settings, clusterwide=True, stop_flag=stop, ready_flag=ready,
+                 standalone=peering is None, peering_name=peering)
+
+    thread = threading.Thread(target=run, name="kopf", daemon=True)
+    thread.start()
     try:
-        await asyncio.wait_for(ready.wait(), 15)
+        if not await asyncio.to_thread(ready.wait, 15):
+            raise AssertionError("the operator did not start within 15 s")
         yield deps
     finally:
         stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, 15)
+        await asyncio.to_thread(thread.join, 15)
+        assert not thread.is_alive(), "the operator did not stop within 15 s"

@@ -1,0 +1,219 @@
+"""Helpers for tests (and benchmarks) that run a real broker.
+
+- `test_settings(log_dir, **overrides)`: BrokerSettings for a throwaway broker:
+  port 0 (any free port), admin port 0, no initial rebalance delay, a small
+  offsets topic; overrides use Kafka names (`{"auto.create.topics.enable": False}`).
+- `BrokerThread`: a broker on its own event loop in a background thread, for
+  blocking clients (kafka-python, confluent-kafka); `restart()` stops it and
+  starts a new one on the same log dirs.
+- `request(api_key, version, **fields)` / `entity(api_key, version, name, **fields)`:
+  kio request entities by API and version, fields missing in that version dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+from tinystream.broker.app import Broker, BrokerInfo
+from tinystream.broker.protocol.codec import build, schemas
+from tinystream.config.settings import BrokerSettings
+
+
+def test_settings(log_dir: Path | str, **overrides: Any) -> BrokerSettings:
+    values: dict[str, Any] = {
+        "log.dirs": str(log_dir),
+        "port": 0,
+        "admin.port": 0,
+        "group.initial.rebalance.delay.ms": 0,
+        "offsets.topic.num.partitions": 4,
+    }
+    values.update(overrides)
+    return BrokerSettings(**values)
+
+
+test_settings.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def request(api_key: int, version: int, /, **fields: Any) -> Any:
+    return build(schemas(api_key, version).request_type, fields)
+
+
+def entity(api_key: int, version: int, name: str, /, **fields: Any) -> Any:
+    return build(schemas(api_key, version).request_class(name), fields)
+
+
+class BrokerThread:
+    """A broker running in a daemon thread with its own loop."""
+
+    def __init__(self, settings: BrokerSettings, *, in_memory: bool = False) -> None:
+        self.settings = settings
+        self.in_memory = in_memory
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.broker: Broker | None = None
+        self.info: BrokerInfo | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout: float = 30.0) -> BrokerInfo:
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self.loop = loop
+            try:
+                self.broker = Broker(self.settings, in_memory=self.in_memory)
+                self.info = loop.run_until_complete(self.broker.start())
+            except BaseException as exc:
+                failure.append(exc)
+                started.set()
+                loop.close()
+                return
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(self.broker.stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="tinystream-broker", daemon=True)
+        self._thread.start()
+        if not started.wait(timeout):
+            raise TimeoutError("broker did not start")
+        if failure:
+            raise failure[0]
+        assert self.info is not None
+        return self.info
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.info is not None
+        return self.info.bootstrap
+
+    def call(self, fn: Any, timeout: float = 30.0) -> Any:
+        """Run `fn(broker)` on the broker's loop (a coroutine function or a plain one)."""
+        assert self.loop is not None and self.broker is not None
+
+        async def run() -> Any:
+            result = fn(self.broker)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.loop is not None and self._thread is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
+        self._thread = None
+
+    def restart(self) -> BrokerInfo:
+        """Stop, then start on the same log dirs and the same port."""
+        port = self.info.port if self.info is not None else self.settings.port
+        self.stop()
+        self.settings = self.settings.model_copy(update={"port": port})
+        return self.start()
+
+    def __enter__(self) -> BrokerThread:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+# -- request builders for the common cases ----------------------------------------
+
+
+def now_batch(records: Any, **kwargs: Any) -> bytes:
+    """`storage.batch.build_batch` stamped with the current time.
+
+    (A batch with an old timestamp makes the log roll a new segment before it,
+    Kafka's segment.ms rule, which tests rarely want.)
+    """
+    import time
+
+    from tinystream.broker.storage.batch import build_batch
+
+    kwargs.setdefault("base_timestamp", int(time.time() * 1000))
+    return build_batch(records, **kwargs)
+
+
+def produce_request(
+    topic: str, partition: int, records: bytes | None, *, version: int = 9, acks: int = 1, timeout_ms: int = 5000
+) -> Any:
+    from tinystream.broker.protocol.codec import millis
+
+    return request(
+        0, version,
+        transactional_id=None, acks=acks, timeout=millis(timeout_ms),
+        topic_data=(
+            entity(0, version, "TopicProduceData", name=topic,
+                   partition_data=(entity(0, version, "PartitionProduceData", index=partition, records=records),)),
+        ),
+    )
+
+
+def fetch_request(
+    partitions: list[tuple[str, int, int]],
+    *,
+    version: int = 11,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    max_bytes: int = 50 << 20,
+    partition_max_bytes: int = 1 << 20,
+    replica_id: int = -1,
+    isolation_level: int = 0,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    current_leader_epoch: int = -1,
+    last_fetched_epoch: int = -1,
+) -> Any:
+    """Fetch (topic, partition, offset) triples, grouped by topic in the order given."""
+    from tinystream.broker.protocol.codec import millis
+
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition, offset in partitions:
+        by_topic.setdefault(topic, []).append(
+            entity(1, version, "FetchPartition", partition=partition, fetch_offset=offset,
+                   partition_max_bytes=partition_max_bytes, log_start_offset=-1,
+                   current_leader_epoch=current_leader_epoch, last_fetched_epoch=last_fetched_epoch)
+        )
+    return request(
+        1, version,
+        replica_id=replica_id, max_wait=millis(max_wait_ms), min_bytes=min_bytes, max_bytes=max_bytes,
+        isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
+        topics=tuple(entity(1, version, "FetchTopic", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        forgotten_topics_data=(), rack_id="",
+    )
+
+
+def create_topics_request(
+    topics: list[tuple[str, int, int]] | list[tuple[str, int, int, dict[str, str]]],
+    *,
+    version: int = 7,
+    validate_only: bool = False,
+) -> Any:
+    """CreateTopics for (name, partitions, replication factor[, configs]) tuples."""
+    from tinystream.broker.protocol.codec import millis
+
+    items = []
+    for spec in topics:
+        name, partitions, rf = spec[0], spec[1], spec[2]
+        configs = spec[3] if len(spec) > 3 else {}  # type: ignore[misc]
+        items.append(
+            entity(19, version, "CreatableTopic", name=name, num_partitions=partitions, replication_factor=rf,
+                   assignments=(),
+                   configs=tuple(entity(19, version, "CreatableTopicConfig", name=k, value=v) for k, v in configs.items()))
+        )
+    return request(19, version, topics=tuple(items), timeout=millis(5000), validate_only=validate_only)
+
+
+async def create_topic(client: Any, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Any:
+    """Create one topic through `client` (a protocol.client.KafkaClient); asserts success."""
+    from kio.schema.errors import ErrorCode
+
+    response = await client.request(create_topics_request([(name, partitions, 1, configs or {})]))
+    assert response.topics[0].error_code == ErrorCode.none, response
+    return response.topics[0]

@@ -1,0 +1,75 @@
+"""`tinystream operator`: run the Kubernetes operator (kopf) in the foreground.
+
+Settings: the operator component's (tinystream.config: namespace,
+controller.port, dashboard.port, ... from flags, TINYSTREAM_* env, --config)
+plus a few facts about its deployment that the Helm chart passes as
+environment variables:
+
+    TINYSTREAM_OPERATOR_SERVICE   DNS name of the operator's Service (brokers' controller URL)
+    TINYSTREAM_BROKER_IMAGE       image of brokers whose cluster names none
+    TINYSTREAM_MANAGE_CRDS        "true": upgrade installed CRDs from TINYSTREAM_CRDS_DIR at start-up
+    TINYSTREAM_CRDS_DIR           default: /opt/tinystream/crds (the image), else ./crds
+    TINYSTREAM_OPERATOR_HEALTH_PORT  kopf's liveness endpoint (/healthz), default 8081
+    TINYSTREAM_PEERING_NAME       the peering object (ClusterKopfPeering when watching all namespaces)
+
+To attach it to the CLI: ("tinystream.operator.k8s.cli", "operator", "operator")
+in tinystream/cli/__init__.py; `python -m tinystream.operator.k8s` works already.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import click
+
+from .handlers import Deps, default_connect, make_registry
+from .model import OperatorContext
+
+DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
+
+
+def _flag(name: str, default: bool) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in ("1", "true", "yes")
+
+
+def _crds_dir() -> Path | None:
+    if not _flag("TINYSTREAM_MANAGE_CRDS", True):
+        return None
+    configured = os.environ.get("TINYSTREAM_CRDS_DIR")
+    candidates = [Path(configured)] if configured else list(DEFAULT_CRDS_DIRS)
+    return next((p for p in candidates if p.is_dir()), None)
+
+
+@click.command()
+@click.option("--log-level", default=None, help="Python logging level (overrides the CLI group's).")
+@click.option("--peering/--standalone", default=True, show_default=True,
+              help="kopf peering (one active operator) or run alone.")
+def operator(log_level: str | None, peering: bool) -> None:
+    """Run the TinyStream Kubernetes operator in the foreground."""
+    import kopf
+
+    from tinystream.config import load_settings
+
+    if log_level:
+        logging.basicConfig(level=log_level.upper(), force=True,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = load_settings("operator").settings
+    namespace = getattr(settings, "namespace", None)
+    ctx = OperatorContext(
+        broker_image=os.environ.get("TINYSTREAM_BROKER_IMAGE", OperatorContext.broker_image),
+        operator_service=os.environ.get("TINYSTREAM_OPERATOR_SERVICE", OperatorContext.operator_service),
+        controller_port=int(getattr(settings, "controller_port", OperatorContext.controller_port)),
+    )
+    deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(),
+                health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)))
+    health_port = int(os.environ.get("TINYSTREAM_OPERATOR_HEALTH_PORT", "8081"))
+    kopf.run(
+        registry=make_registry(deps),
+        clusterwide=namespace is None,
+        namespaces=[namespace] if namespace else (),
+        standalone=not peering,
+        peering_name=os.environ.get("TINYSTREAM_PEERING_NAME") or None,
+        liveness_endpoint=f"http://0.0.0.0:{health_port}/healthz",
+    )

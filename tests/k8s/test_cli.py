@@ -1,0 +1,35 @@
+"""The operator's entry point: help text and settings from the environment."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from tinystream.operator.k8s import cli
+
+
+def test_module_entry_point_shows_help():
+    out = subprocess.run([sys.executable, "-m", "tinystream.operator.k8s", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "Run the TinyStream Kubernetes operator" in out.stdout
+
+
+def test_operator_passes_settings_to_kopf(monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr("kopf.run", lambda **kwargs: seen.update(kwargs))
+    monkeypatch.setenv("TINYSTREAM_NAMESPACE", "apps")
+    monkeypatch.setenv("TINYSTREAM_PEERING_NAME", "ts-tinystream")
+    monkeypatch.setenv("TINYSTREAM_OPERATOR_HEALTH_PORT", "9999")
+    monkeypatch.setenv("TINYSTREAM_CRDS_DIR", str(tmp_path))
+    result = CliRunner().invoke(cli.operator, [])
+    assert result.exit_code == 0, result.output
+    assert seen["namespaces"] == ["apps"] and seen["clusterwide"] is False
+    assert seen["peering_name"] == "ts-tinystream" and seen["standalone"] is False
+    assert seen["liveness_endpoint"] == "http://0.0.0.0:9999/healthz"
+
+
+def test_manage_crds_off_means_no_crd_dir(monkeypatch):
+    monkeypatch.setenv("TINYSTREAM_MANAGE_CRDS", "false")
+    assert cli._crds_dir() is None
