@@ -25,11 +25,13 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
 	@touch $@
 
 # Third-party clients for the compatibility suite (kcat from Debian, Kafka's
-# own Java tools from Maven Central). Best effort: tests that need a missing
+# own Java tools from Maven Central) and helm (built through the Go module
+# proxy) for the chart checks. Best effort: tests that need a missing
 # tool skip and say which install step to run.
 $(VENV)/.tools: $(VENV)/.installed
 	-@bash tools/install-clients.sh
 	-@bash tools/install-kafka-jars.sh
+	-@bash tools/install-helm.sh
 	@touch $@
 
 venv: $(VENV)/.installed

@@ -11,15 +11,19 @@ import os
 from pathlib import Path
 
 
-def write_atomically(path: Path, payload: bytes) -> None:
+def write_atomically(path: Path, payload: bytes, *, durable: bool = True) -> None:
+    """`durable=False` skips both fsyncs: for caches that are rebuilt when lost or torn."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(payload)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

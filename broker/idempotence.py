@@ -18,7 +18,8 @@ checked before it is appended (Kafka's ProducerStateManager / ProducerAppendInfo
 State survives restarts two ways: `snapshot()` / `ProducerStateTable.restore()`
 give a JSON document tagged with the log end offset it covers, and `replay()`
 rebuilds entries from stored batch headers (no record decoding) from that
-offset to the log end.
+offset to the log end. A snapshot is only a shortcut: a missing, stale or
+unreadable one means a longer replay, never wrong state.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class ProducerStateTable:
 
     def __init__(self) -> None:
         self._entries: dict[int, ProducerEntry] = {}
+        self.changes = 0  # bumped on every change (snapshot bookkeeping)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -161,6 +163,7 @@ class ProducerStateTable:
         if first_seq >= 0:
             entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
         entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
+        self.changes += 1
 
     def replay(self, headers: Iterable[tuple], now_ms: int) -> int:
         """Rebuild from raw batch header tuples (`storage.batch.HEADER` order); returns batches seen."""
@@ -183,10 +186,13 @@ class ProducerStateTable:
         stale = [pid for pid, e in self._entries.items() if now_ms - e.last_seen_ms > max_idle_ms]
         for pid in stale:
             del self._entries[pid]
+        if stale:
+            self.changes += 1
         return len(stale)
 
     def clear(self) -> None:
         self._entries.clear()
+        self.changes += 1
 
     # -- snapshots ----------------------------------------------------------------
 

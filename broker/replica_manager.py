@@ -82,6 +82,7 @@ class ReplicaManager:
         self.clock = clock
         self.purgatory = purgatory or Purgatory()
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._snapshotted: dict[TopicPartition, tuple[int, int]] = {}  # (table changes, log end) last written
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -109,6 +110,7 @@ class ReplicaManager:
 
     def delete_partition(self, tp: TopicPartition) -> None:
         partition = self._partitions.pop(tp, None)
+        self._snapshotted.pop(tp, None)
         if partition is not None:
             self.logs.delete(tp, partition.log)
             self.purgatory.notify(tp)
@@ -253,9 +255,12 @@ class ReplicaManager:
             except (OSError, ValueError) as exc:
                 log.warning("ignoring producer snapshot of %s: %s", partition.tp, exc)
         partition.producers = table
+        current = start == partition.log_end_offset and path is not None and path.exists()
         replayed = self._replay(partition, start, now)
         if replayed:
             log.info("%s: rebuilt producer state from %d batches after offset %d", partition.tp, replayed, start)
+        if current:  # the snapshot on disk already says all there is
+            self._snapshotted[partition.tp] = (table.changes, partition.log_end_offset)
 
     def _replay(self, partition: Partition, offset: int, now: int) -> int:
         """Feed batch headers from `offset` to the log end into the producer table."""
@@ -272,15 +277,28 @@ class ReplicaManager:
             offset = result.next_offset
         return seen
 
-    def write_snapshots(self) -> None:
-        for partition in self._partitions.values():
+    def write_snapshots(self) -> int:
+        """Snapshot the producer state of partitions that changed since their last snapshot.
+
+        Not fsynced: a snapshot lost in a crash only makes the next start
+        replay more batch headers (see `idempotence`).
+        """
+        written = 0
+        for partition in list(self._partitions.values()):
+            mark = (partition.producers.changes, partition.log_end_offset)
+            if self._snapshotted.get(partition.tp) == mark:
+                continue
             path = self.logs.snapshot_path(partition.tp)
             if path is None or not path.parent.exists():
                 continue
             try:
-                write_atomically(path, partition.producers.snapshot(partition.log_end_offset))
+                write_atomically(path, partition.producers.snapshot(partition.log_end_offset), durable=False)
             except OSError:
                 log.exception("writing the producer snapshot of %s failed", partition.tp)
+                continue
+            self._snapshotted[partition.tp] = mark
+            written += 1
+        return written
 
     # -- maintenance ----------------------------------------------------------------------
 

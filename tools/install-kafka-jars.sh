@@ -28,7 +28,7 @@ command -v mvn >/dev/null || { echo "mvn not found" >&2; exit 1; }
 
 rm -rf "$DEST"
 mkdir -p "$DEST"
-mvn -q -B -f "$ROOT/tools/java/pom.xml" "${VERSION_ARGS[@]}" \
+mvn -q -B -Dstyle.color=never -f "$ROOT/tools/java/pom.xml" "${VERSION_ARGS[@]}" \
   dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$DEST"
 echo "$want" > "$stamp"
 echo "kafka jars: $(ls "$DEST"/*.jar | wc -l) jars in $DEST"

@@ -1,4 +1,4 @@
-"""Check every declared length in a flexible message before kio decodes it.
+"""Check every declared length (and null) in a message before kio decodes it.
 
 kio's native reader allocates a vector from a compact array's declared length
 before it looks at the bytes that follow; a length past 2**32 aborts the whole
@@ -9,9 +9,12 @@ their `kafka_type` metadata; no layout is restated here) and refuses any varint
 longer than five bytes, any length or count past 2**31 - 1, and any string,
 array or tagged field longer than the bytes actually left.
 
+It also refuses a null (-1 length) in a field the schema says is not
+nullable: kio would hand such a field over as None, and handlers rightly
+expect a list or a string there (found by fuzzing too).
+
 The walk reads no values and builds no objects; arrays of fixed-size items are
-skipped in one step. It runs only on flexible versions, where compact arrays
-exist.
+skipped in one step.
 """
 
 from __future__ import annotations
@@ -137,7 +140,7 @@ def _compact_length(buf: Any, pos: int, end: int) -> tuple[int, int]:
     return raw - 1, pos
 
 
-def _sized(flexible: bool, width: int) -> Step:
+def _sized(flexible: bool, width: int, nullable: bool) -> Step:
     """string / bytes / records: compact length or legacy int16 / int32 length."""
 
     def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
@@ -148,8 +151,8 @@ def _sized(flexible: bool, width: int) -> Step:
                 raise MalformedRequest("truncated length")
             n = _int(buf, pos, width)
             pos += width
-        if n < -1:
-            raise MalformedRequest(f"negative length {n}")
+        if n < -1 or (n == -1 and not nullable):
+            raise MalformedRequest(f"length {n} for a non-nullable field" if n == -1 else f"negative length {n}")
         if n > 0:
             pos += n
             if pos > end:
@@ -159,7 +162,7 @@ def _sized(flexible: bool, width: int) -> Step:
     return step
 
 
-def _array(flexible: bool, item: Step, item_size: int | None) -> Step:
+def _array(flexible: bool, item: Step, item_size: int | None, nullable: bool) -> Step:
     def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
         if flexible:
             n, pos = _compact_length(buf, pos, end)
@@ -168,8 +171,8 @@ def _array(flexible: bool, item: Step, item_size: int | None) -> Step:
                 raise MalformedRequest("truncated array length")
             n = _int(buf, pos, 4)
             pos += 4
-        if n < -1:
-            raise MalformedRequest(f"negative array length {n}")
+        if n < -1 or (n == -1 and not nullable):
+            raise MalformedRequest("null for a non-nullable array" if n == -1 else f"negative array length {n}")
         if n <= 0:
             return pos
         if n > end - pos:  # every item takes at least one byte
@@ -202,28 +205,28 @@ def _nullable_entity(inner: Step) -> Step:
 def _field_step(field: dataclasses.Field, flexible: bool, is_header: bool, is_tag: bool) -> Step:
     """The step that skips one field."""
     if is_header and field.name == "client_id":
-        return _sized(False, 2)  # RequestHeader.client_id is always a legacy string
+        return _sized(False, 2, True)  # RequestHeader.client_id is always a nullable legacy string
     kind = classify_field(field)
+    nullable = not is_tag and is_optional(field)
     if isinstance(kind, (EntityField, EntityTupleField)):
         inner = _entity_step(kind.type_)
         if isinstance(kind, EntityTupleField):
-            return _array(flexible, inner, None)
-        if not is_tag and is_optional(field):
+            return _array(flexible, inner, None, nullable)
+        if nullable:
             return _nullable_entity(inner)
         return inner
     kafka_type = get_schema_field_type(field)
     if kafka_type in _FIXED:
         size = _FIXED[kafka_type]
         if isinstance(kind, PrimitiveTupleField):
-            return _array(flexible, _fixed(size), size)
+            return _array(flexible, _fixed(size), size, nullable)
         return _fixed(size)
     if kafka_type in ("string", "bytes", "records"):
         width = 2 if kafka_type == "string" else 4
-        step = _sized(flexible, width)
-        if isinstance(kind, PrimitiveTupleField):
-            return _array(flexible, step, None)
+        if isinstance(kind, PrimitiveTupleField):  # the array may be null, its items not
+            return _array(flexible, _sized(flexible, width, False), None, nullable)
         assert isinstance(kind, PrimitiveField)
-        return step
+        return _sized(flexible, width, nullable)
     raise MalformedRequest(f"no bounds rule for kafka_type {kafka_type!r}")
 
 

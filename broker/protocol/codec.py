@@ -9,8 +9,8 @@ A request frame (size prefix already removed by `framing`) is
 and a response is `response header v0 | v1 (+ tagged fields) | body`, where
 ApiVersions always answers with header v0 so an old client can read the error
 that tells it to retry lower. kio knows which header each version uses
-(`__header_schema__`), and its native readers decode the body; flexible bodies
-pass `bounds.check_entity` first (see there why).
+(`__header_schema__`), and its native readers decode the body once
+`bounds.check_entity` has walked it (see there why).
 
 `decode_request` raises `UnsupportedRequest` (unknown key or version: the
 caller answers ApiVersions, closes otherwise) or `MalformedRequest` (bytes that
@@ -131,8 +131,8 @@ def decode_request(frame: memoryview | bytes) -> Request:
         raise UnsupportedRequest(api_key, version)
     s = schemas(api_key, version)
     try:
-        header, offset = _read(s.read_header, s.request_header_type, frame, 0, s.request_flexible)
-        body, _ = _read(s.read_body, s.request_type, frame, offset, s.request_flexible)
+        header, offset = _read(s.read_header, s.request_header_type, frame, 0)
+        body, _ = _read(s.read_body, s.request_type, frame, offset)
     except _UnknownTag:
         # KIP-482: tags a reader does not know are skipped. kio refuses them,
         # so drop them and decode the cleaned copy.
@@ -150,9 +150,9 @@ class _UnknownTag(MalformedRequest):
     """kio met a tagged field its schema does not have (it raises KeyError)."""
 
 
-def _read(reader: Callable, entity_type: type, frame: Any, offset: int, flexible: bool) -> tuple[Any, int]:
-    """Decode one entity at offset; `flexible` runs the bounds walk first (see bounds)."""
-    if flexible:
+def _read(reader: Callable, entity_type: type, frame: Any, offset: int, check: bool = True) -> tuple[Any, int]:
+    """Decode one entity at offset, after the bounds walk (see `bounds`) unless already done."""
+    if check:
         check_entity(entity_type, frame, offset)
     try:
         value, size = reader(frame, offset)
@@ -170,9 +170,9 @@ def _decode_legacy_produce(frame: memoryview | bytes, version: int) -> Request:
     handler can answer each partition with UNSUPPORTED_VERSION.
     """
     s = schemas(api_versions.PRODUCE, 3)
-    header, offset = _read(s.read_header, s.request_header_type, frame, 0, False)
+    header, offset = _read(s.read_header, s.request_header_type, frame, 0)
     body_bytes = b"\xff\xff" + bytes(frame[offset:])
-    body, _ = _read(s.read_body, s.request_type, body_bytes, 0, False)
+    body, _ = _read(s.read_body, s.request_type, body_bytes, 0)
     return Request(RequestHeader(api_versions.PRODUCE, version, header.correlation_id, header.client_id), body, len(frame))
 
 
@@ -267,6 +267,6 @@ def decode_response(api_key: int, version: int, frame: memoryview | bytes) -> tu
     """(correlation_id, kio response entity) from a response frame without its size prefix."""
     s = schemas(api_key, version)
     header_type = s.response_type.__header_schema__
-    header, offset = _read(entity_reader(header_type), header_type, frame, 0, header_type.__flexible__)
-    body, _ = _read(entity_reader(s.response_type), s.response_type, frame, offset, s.response_type.__flexible__)
+    header, offset = _read(entity_reader(header_type), header_type, frame, 0)
+    body, _ = _read(entity_reader(s.response_type), s.response_type, frame, offset)
     return header.correlation_id, body

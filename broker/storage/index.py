@@ -193,6 +193,13 @@ class OffsetIndex(_SparseIndex):
         self._values.append(position)
         self._keys.append(relative)
 
+    def append_trusted(self, offset: int, position: int) -> None:
+        """``append`` without the checks, for a writer that guarantees them (the segment's hot path)."""
+        if self._keys is None:
+            self.load()
+        self._values.append(position)
+        self._keys.append(offset - self.base_offset)
+
     def lookup(self, offset: int, size_limit: int | None = None) -> tuple[int, int]:
         """(offset, position) of the last entry with offset <= ``offset`` and position < size_limit.
 
@@ -279,6 +286,15 @@ class TimeIndex(_SparseIndex):
         self._values.append(relative)
         self._keys.append(timestamp)
         return True
+
+    @property
+    def last_timestamp(self) -> int:
+        """The last entry's timestamp (-1 when empty)."""
+        keys = self._keys
+        if keys is None:
+            self._ensure()
+            keys = self._keys
+        return keys[-1] if keys else -1
 
     def lookup(self, timestamp: int) -> int | None:
         """Offset of the last entry with timestamp <= ``timestamp`` (None: scan from the start).

@@ -52,7 +52,7 @@ from .batch import (
 )
 from .leader_epoch import LeaderEpochCache
 from .policy import SegmentInfo, retention_deletions, roll_reason, time_to_roll
-from .validation import prepare_leader_append, split_replicated
+from .validation import LeaderAppend, prepare_leader_append, split_replicated
 
 
 @dataclass(slots=True)
@@ -109,9 +109,7 @@ class MemoryLog(PartitionLog):
 
     # ------------------------------------------------------------ appends
     def append(self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int) -> AppendResult:
-        prepared = prepare_leader_append(
-            batch, config=self.config, base_offset=self._end, leader_epoch=leader_epoch, now_ms=now_ms
-        )
+        prepared = LeaderAppend._make(prepare_leader_append(batch, self.config, self._end, leader_epoch, now_ms))
         self._now_ms = now_ms
         self._maybe_roll_for(prepared.size, prepared.last_offset, now_ms)
         segment = self._segments[-1]

@@ -217,6 +217,8 @@ class LogSegment:
         """Write one batch given as head + tail; returns its position."""
         if self.failed is not None:
             raise self.failed
+        if self._max_timestamp is None:
+            self._compute_max_timestamp()
         position = self._tail[0]
         try:
             written = os.pwritev(self._fd, (head, tail), position)
@@ -227,7 +229,17 @@ class LogSegment:
         if position == 0:
             self.rolling_base_ms = max_timestamp if max_timestamp >= 0 else now_ms
         self.last_modified_ms = now_ms
-        self._track(position, size, base_offset, max_timestamp)
+        # _track, inlined for the leader hot path (same order: max first, then entries).
+        if max_timestamp > self._max_timestamp:
+            self._max_timestamp = max_timestamp
+            self._offset_of_max = base_offset
+        if self._bytes_since_index > self._interval:
+            self.index.append_trusted(base_offset, position)
+            if self._max_timestamp > self.time_index.last_timestamp:
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max)
+            self._bytes_since_index = size
+        else:
+            self._bytes_since_index += size
         self._tail = (position + size, last_offset + 1)
         return position
 

@@ -40,6 +40,7 @@ disk has room.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import os
 import shutil
@@ -108,18 +109,20 @@ class SegmentedLog(PartitionLog):
         self._end = max(segments[-1].next_offset, log_start_offset)
         self._epochs = epochs
         self._start_checkpoint = start_checkpoint
-        self._write_lock = threading.RLock()
+        self._write_lock = threading.Lock()  # writers; never taken twice by one call
         self._rw = SharedExclusiveLock()
         self._unflushed = 0
         self._last_flush_ms = now_ms
         self._now_ms = now_ms
         self._closed = False
+        self._flush_policy = config.flush_messages is not None or config.flush_ms is not None
 
     # ================================================================ opening
     @classmethod
     def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, *, now_ms: int) -> SegmentedLog:
         """Open (or create) the log in ``directory``, recovering it if needed."""
         config = config or LogConfig()
+        _check_config(config)
         path = Path(directory)
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -211,35 +214,32 @@ class SegmentedLog(PartitionLog):
 
     # ================================================================ appends
     def append(self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int) -> AppendResult:
+        # The produce hot path: kept flat on purpose (no per-append helper calls
+        # beyond validation and the one write); see policy.roll_reason for the rules.
         with self._write_lock:
-            self._check_open()
-            prepared = prepare_leader_append(
-                batch, config=self.config, base_offset=self._end, leader_epoch=leader_epoch, now_ms=now_ms
+            if self._closed:
+                raise LogStorageError(f"log {self.directory} is closed")
+            config = self.config
+            head, tail, size, base_offset, last_offset, max_timestamp, log_append_time = prepare_leader_append(
+                batch, config, self._end, leader_epoch, now_ms
             )
             active = self._view[1][-1]
-            size = prepared.size
-            if active.size and (
-                active.size + size > self.config.segment_bytes
-                or (active.rolling_base_ms is not None and now_ms - active.rolling_base_ms > self.config.segment_ms)
-                or prepared.last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+            used = active._tail[0]
+            if used and (
+                used + size > config.segment_bytes
+                or (active.rolling_base_ms is not None and now_ms - active.rolling_base_ms > config.segment_ms)
+                or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
             ):
                 active = self._roll(now_ms)
-            position = active.append(
-                prepared.head,
-                prepared.tail,
-                size,
-                prepared.base_offset,
-                prepared.last_offset,
-                prepared.max_timestamp,
-                now_ms,
-            )
-            self._end = prepared.last_offset + 1
+            position = active.append(head, tail, size, base_offset, last_offset, max_timestamp, now_ms)
+            self._end = last_offset + 1
             if leader_epoch > self._epochs.latest_epoch:
-                self._epochs.assign(leader_epoch, prepared.base_offset)
-            self._after_append(prepared.last_offset - prepared.base_offset + 1, now_ms)
-            return AppendResult(
-                prepared.base_offset, prepared.last_offset, prepared.max_timestamp, prepared.log_append_time, position
-            )
+                self._epochs.assign(leader_epoch, base_offset)
+            if self._flush_policy:
+                self._after_append(last_offset - base_offset + 1, now_ms)
+            else:
+                self._now_ms = now_ms
+            return _append_result(base_offset, last_offset, max_timestamp, log_append_time, position)
 
     def append_replicated(self, batches: bytes | memoryview) -> int:
         with self._write_lock:
@@ -493,8 +493,10 @@ class SegmentedLog(PartitionLog):
             return count
 
     def update_config(self, config: LogConfig) -> None:
+        _check_config(config)
         with self._write_lock:
             self.config = config
+            self._flush_policy = config.flush_messages is not None or config.flush_ms is not None
 
     # ================================================================ epochs and stats
     def epoch_entries(self) -> list[EpochEntry]:
@@ -670,7 +672,50 @@ class SegmentedLog(PartitionLog):
         return f"SegmentedLog({str(self.directory)!r}, start={self._start}, end={self._end}, segments={len(self._view[1])})"
 
 
+# ==================================================================== hot-path helpers
+def _fast_result_factory():
+    """Build AppendResult by writing its slots directly.
+
+    AppendResult is a frozen slots dataclass: its generated ``__init__`` goes
+    through ``object.__setattr__`` once per field, which costs about as much
+    as the CRC of a 4 KiB batch. The slot descriptors' ``__set__`` gives the
+    same object (equal, hashable, immutable to callers) in half the time.
+    Falls back to the constructor if AppendResult ever stops having slots.
+    """
+    try:
+        setters = tuple(getattr(AppendResult, f.name).__set__ for f in dataclasses.fields(AppendResult))
+        base, last, max_ts, lat, pos = setters
+    except (AttributeError, ValueError):
+        return AppendResult
+    new = AppendResult.__new__
+
+    def build(base_offset: int, last_offset: int, max_timestamp: int, log_append_time: int, position: int):
+        result = new(AppendResult)
+        base(result, base_offset)
+        last(result, last_offset)
+        max_ts(result, max_timestamp)
+        lat(result, log_append_time)
+        pos(result, position)
+        return result
+
+    return build
+
+
+_append_result = _fast_result_factory()
+
+
 # ==================================================================== open-time helpers
+def _check_config(config: LogConfig) -> None:
+    """Settings the file format cannot hold (Kafka bounds them the same way)."""
+    if not 0 < config.segment_bytes <= MAX_RELATIVE_OFFSET:
+        raise ValueError(f"segment.bytes must be in [1, {MAX_RELATIVE_OFFSET}], not {config.segment_bytes}")
+    if config.index_interval_bytes < 0:
+        raise ValueError(f"index.interval.bytes must be >= 0, not {config.index_interval_bytes}")
+    if config.flush_messages is not None and config.flush_messages < 1:
+        raise ValueError(f"flush.messages must be >= 1, not {config.flush_messages}")
+
+
+
 def _finish_interrupted_compaction(directory: Path) -> None:
     """Drop half-written compaction output; complete a committed swap; drop temp files."""
     for path in directory.iterdir():

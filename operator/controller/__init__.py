@@ -11,9 +11,9 @@ and time; this package owns the decisions::
 
 Modules, one idea each: events (inputs), actions (outputs), image (the
 metadata brokers follow), state (image + sessions + settings + id source),
-core (`apply`), liveness, placement, election, isr, reassignment, settle,
-builder (epoch bookkeeping), invariants, topic_config, config, ids, codec,
-errors.
+core (`apply`), liveness, placement, election, isr, reassignment (with
+flow, the planner's min-cost flow), settle, builder (epoch bookkeeping),
+invariants, topic_config, config, ids, codec, errors.
 """
 
 from .actions import (

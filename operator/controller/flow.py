@@ -56,7 +56,7 @@ class MinCostFlow:
             arc = [0] * n
             dead = [False] * n
             while True:
-                pushed = self._augment(source, sink, potential, arc, dead)
+                pushed = self._augment(source, sink, potential=potential, arc=arc, dead=dead)
                 if not pushed:
                     break
                 total_flow += pushed
@@ -79,7 +79,7 @@ class MinCostFlow:
                         heapq.heappush(heap, (nd, v))
         return dist
 
-    def _augment(self, source: int, sink: int, potential: list[int], arc: list[int], dead: list[bool]) -> int:
+    def _augment(self, source: int, sink: int, *, potential: list[int], arc: list[int], dead: list[bool]) -> int:
         """Push along one zero-reduced-cost path (depth first, current-arc)."""
         path: list[int] = []
         on_path = {source}

@@ -90,7 +90,7 @@ def check_alter_partition(
         return ControllerError.INVALID_REQUEST, "a RECOVERING leader must be the only ISR member (KIP-704)"
     if p.leader_recovery_state is LeaderRecoveryState.RECOVERED and recovery_state is LeaderRecoveryState.RECOVERING:
         return ControllerError.INVALID_REQUEST, "leader recovery state cannot go from RECOVERED to RECOVERING"
-    added = []
+    added = [b for b in isr if b not in p.isr]
     ineligible = [b for b in added if not view.isr_eligible(b)]
     if ineligible:
         return ControllerError.INELIGIBLE_REPLICA, f"broker(s) {ineligible} are fenced, drained or unregistered"

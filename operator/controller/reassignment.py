@@ -90,7 +90,9 @@ def plan_reassignment(
     `state` is a ControllerState or a MetadataImage. Only partitions whose
     replicas (or, with `balance_leaders`, replica order) change are listed,
     by topic and partition. Partitions already being reassigned are planned
-    from their target. Raises PlacementError when no target is given or a
+    from their target. New target brokers must register before the plan is
+    executed (ReassignPartitions refuses unknown brokers); their racks count
+    only once they have. Raises PlacementError when no target is given or a
     partition has more replicas than there are target brokers.
     """
     image: MetadataImage = getattr(state, "image", state)  # type: ignore[assignment]
@@ -107,7 +109,7 @@ def plan_reassignment(
             )
     racks = {b: (image.brokers[b].rack if b in image.brokers else None) for b in targets}
 
-    final = _move_replicas(keys, current, targets, racks)
+    final = _move_replicas(keys, current, targets=targets, racks=racks)
     if balance_leaders:
         _balance_leaders(final, keys, targets)
     return [
@@ -117,7 +119,13 @@ def plan_reassignment(
     ]
 
 
-def _move_replicas(keys, current, targets, racks) -> dict[tuple[str, int], tuple[int, ...]]:
+def _move_replicas(
+    keys: list[tuple[str, int]],
+    current: dict[tuple[str, int], tuple[int, ...]],
+    *,
+    targets: list[int],
+    racks: dict[int, str | None],
+) -> dict[tuple[str, int], tuple[int, ...]]:
     """Balanced replica lists with the fewest moved replicas.
 
     A min-cost flow: every replica slot is one unit that either stays on its
@@ -173,7 +181,9 @@ _RACK_COST = 2
 _LEADER_SLOT_COST = 1
 
 
-def _balance_leaders(final: dict, keys: list, targets: list[int]) -> None:
+def _balance_leaders(
+    final: dict[tuple[str, int], tuple[int, ...]], keys: list[tuple[str, int]], targets: list[int]
+) -> None:
     """Reorder replica lists (no data moves) so preferred leaders are spread evenly.
 
     A min-cost flow picks one replica per partition as its first, at most

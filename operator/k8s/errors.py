@@ -4,7 +4,9 @@
     ├── NotFound            404
     ├── Conflict            409 (already exists, or a stale resourceVersion)
     └── Forbidden           403 (RBAC: the chart does not grant the call)
-    SpecError               a custom resource the operator cannot act on (reported as a condition)
+
+A spec the operator cannot act on is not an exception: it is a Ready=False
+condition with a CamelCase reason (conditions.py, topics.validate_topic).
 
 aiohttp's errors are translated in api.py with `raise ... from exc`.
 """
@@ -37,12 +39,3 @@ class Forbidden(KubeApiError):
 def api_error(status: int, reason: str, message: str, *, method: str = "", path: str = "") -> KubeApiError:
     cls = {404: NotFound, 409: Conflict, 403: Forbidden}.get(status, KubeApiError)
     return cls(status, reason, message, method=method, path=path)
-
-
-class SpecError(ValueError):
-    """A spec field the operator cannot use; `reason` is the condition's CamelCase reason."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message

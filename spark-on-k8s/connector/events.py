@@ -5,7 +5,8 @@ Events are page views with an amount, keyed by user, as JSON values:
     {"seq": 17, "user": "u3", "page": "/cart", "amount_cents": 1250, "ts": 1700000004250}
 
 `ts` is the event time in epoch milliseconds; the record's Kafka timestamp
-(CreateTime) is set to the same value. `generate_rounds` produces rounds of
+(CreateTime) is set to the same value. Event time starts an hour ago (on a
+whole minute), so retention never takes the records away mid-run. `generate_rounds` produces rounds of
 events: round one moves event time forward; each later round continues it
 and also replays some events *late*, some still inside the watermark (their
 window is open: counted) and some beyond it (their window was already
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -24,7 +26,7 @@ from typing import Any
 
 USERS = ("u0", "u1", "u2", "u3", "u4", "u5")
 PAGES = ("/", "/search", "/product", "/cart", "/checkout")
-DEFAULT_START_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z, a fixed origin keeps runs comparable
+RECENT_MS = 3_600_000  # rounds start an hour ago by default
 TICK_USER = "_tick"  # the marker event that moves the watermark past the last real window
 
 
@@ -59,7 +61,7 @@ def generate_rounds(
     *,
     rounds: int = 2,
     seed: int = 7,
-    start_ms: int = DEFAULT_START_MS,
+    start_ms: int | None = None,
     mean_gap_ms: int = 250,
     late_fraction: float = 0.1,
     window_ms: int = 10_000,
@@ -73,6 +75,8 @@ def generate_rounds(
     in a window that ended before that watermark. The last round ends with a tick
     event far enough ahead that every real window is closed and emitted.
     """
+    if start_ms is None:
+        start_ms = recent_start_ms()
     rng = random.Random(seed)
     per_round = [total // rounds + (1 if i < total % rounds else 0) for i in range(rounds)]
     out: list[list[Event]] = []
@@ -108,6 +112,16 @@ def generate_rounds(
         max_seen = max([e.ts for e in batch] + ([max_seen] if max_seen is not None else []))
         out.append(batch)
     return out
+
+
+def recent_start_ms(now_s: float | None = None) -> int:
+    """A start an hour back, on a whole minute: windows line up the same way on every run.
+
+    Recent on purpose: a broker's time-based retention (7 days by default) deletes
+    records by their timestamp, and event time is the record timestamp here.
+    """
+    now_ms = int((time.time() if now_s is None else now_s) * 1000)
+    return (now_ms - RECENT_MS) // 60_000 * 60_000
 
 
 def producer_config(bootstrap: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -119,7 +119,8 @@ def ready_condition(obj: dict | None) -> dict:
 
 @contextlib.asynccontextmanager
 async def running_operator(url: str, *, controller: Any, peering: str | None = None,
-                           health_interval_s: float = 0.5, crds_dir: Any = None) -> AsyncIterator[Deps]:
+                           health_interval_s: float = 0.5, crds_dir: Any = None,
+                           scanning: bool = False) -> AsyncIterator[Deps]:
     """The operator as in production (clusterwide) until the block ends.
 
     kopf runs in a thread with its own event loop (as kopf.testing.KopfRunner
@@ -141,6 +142,10 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
     settings.persistence.consistency_timeout = 0.2
     settings.queueing.error_delays = [0.5]
     settings.networking.error_backoffs = [0.1, 0.2]  # kopf's discovery retries end soon after a stop
+    # kopf's runtime scanning (watching CRDs and namespaces appear) keeps discovery
+    # requests in flight that a stop waits 5 s for; production keeps it on, and so
+    # does the RBAC test, which must see those calls.
+    settings.scanning.disabled = not scanning
     stop, ready = threading.Event(), threading.Event()
 
     def run() -> None:

@@ -9,6 +9,10 @@ here; these are the same schemas it would use.
 
 from __future__ import annotations
 
+from k8s_requirements import require
+
+require('yaml', 'jsonschema', 'celpy', 'kubernetes_validate')
+
 import pytest
 import yaml
 from chart_helpers import FULL_VALUES, INSTALL_HINT, by_kind, find_helm, helm, render

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from k8s_requirements import require
+
+require('yaml')
+
 import logging
 
 from k8s_helpers import CRD_DIR

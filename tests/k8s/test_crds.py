@@ -7,6 +7,10 @@ grow-only fields, config keys and values).
 
 from __future__ import annotations
 
+from k8s_requirements import require
+
+require('yaml', 'jsonschema', 'celpy', 'kubernetes_validate')
+
 import copy
 
 import pytest

@@ -8,6 +8,10 @@ operator, and works in a namespace of its own.
 
 from __future__ import annotations
 
+from k8s_requirements import require
+
+require('yaml', 'kopf', 'kmock')
+
 import itertools
 
 import pytest

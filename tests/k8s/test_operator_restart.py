@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from k8s_requirements import require
+
+require('yaml', 'kopf', 'kmock')
+
 import pytest
 from fake_controller import FakeController
 from kmock_helpers import Api, declare, running_operator
@@ -24,6 +28,7 @@ def controller():
     return FakeController()
 
 
+@pytest.mark.slow  # two operator start/stop cycles: ~12 s
 @pytest.mark.timeout(60)
 async def test_operator_restart_resumes_from_status(kmock, api, controller):
     async with running_operator(str(kmock.url), controller=controller):

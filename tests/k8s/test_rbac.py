@@ -9,6 +9,10 @@ RBAC verb and resource and checked against the rendered Roles.
 
 from __future__ import annotations
 
+from k8s_requirements import require
+
+require('yaml', 'jsonschema', 'celpy', 'kubernetes_validate', 'kopf', 'kmock')
+
 import asyncio
 import copy
 
@@ -18,7 +22,6 @@ from fake_controller import FakeController
 from k8s_helpers import CRD_DIR, load_crd
 from kmock_helpers import Api, declare, ready_condition, running_operator
 
-import kmock
 
 HELM = find_helm()
 pytestmark = [pytest.mark.skipif(HELM is None, reason=INSTALL_HINT), pytest.mark.timeout(90)]
@@ -83,7 +86,7 @@ async def test_every_operator_call_is_granted_by_the_chart(kmock, tmp_path):
         kmock.objects[kmock.resource("kopf.dev/v1/clusterkopfpeerings"), None, "ts-tinystream"] = {
             "apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "ts-tinystream"}}
         async with running_operator(str(kmock.url), controller=FakeController(), peering="ts-tinystream",
-                                    crds_dir=CRD_DIR):
+                                    crds_dir=CRD_DIR, scanning=True):
             await asyncio.wait_for(scenario(api, kmock), 60)
         crd = await api.in_namespace(None).get("apiextensions.k8s.io/v1", "customresourcedefinitions",
                                                "topics.tinystream.io")

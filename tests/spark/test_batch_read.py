@@ -7,9 +7,11 @@ import json
 import pytest
 from spark_helpers import batch_reader, create_topic, produce
 
+from tinystream.spark.events import recent_start_ms
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-BASE_TS = 1_700_000_000_000
+BASE_TS = recent_start_ms()  # recent: retention by timestamp must not delete the records
 
 
 @pytest.fixture

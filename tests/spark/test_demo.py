@@ -21,4 +21,5 @@ def test_run_windowed_demo_reports_what_it_did(spark, broker):
     assert figures["events"] == 501 and figures["rows_read"] == 501  # + the watermark tick
     assert figures["windows"] == len(want)
     assert figures["views"] == sum(v for v, _ in want.values())
+    assert figures["late_dropped"] == 500 - figures["views"] and figures["late_beyond"] > 0
     assert any("window (UTC)" in line for line in lines)

@@ -9,14 +9,13 @@ the rest running; it restarts nothing behind the user's back.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import sys
 from typing import Any
 
 import click
 
-from tinystream.broker.app import BrokerInfo, run_broker_forever
+from tinystream.broker.app import BrokerInfo
+from tinystream.broker.app import main as run_broker_main
 from tinystream.cli.settings_options import pop_settings, settings_options
 from tinystream.local_cluster import LocalCluster
 
@@ -32,7 +31,7 @@ def broker(**kwargs: Any) -> None:
         click.echo(f"broker {info.broker_id} admin={info.admin_url}  (/healthz, /metrics)")
         sys.stdout.flush()
 
-    run_broker_forever(effective.settings, ready=announce)
+    run_broker_main(effective.settings, ready=announce)
 
 
 @click.command()

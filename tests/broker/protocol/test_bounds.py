@@ -73,3 +73,14 @@ def test_read_uvarint():
     assert read_uvarint(uvarint(300), 0, 2) == (300, 2)
     with pytest.raises(MalformedRequest):
         read_uvarint(b"\x80", 0, 1)
+
+
+def test_null_in_a_non_nullable_field_is_refused():
+    """kio turns a -1 length into None even where the schema forbids null (found by fuzzing)."""
+    produce_v3 = schemas(0, 3).request_type
+    # transactional_id null (allowed), acks, timeout, then topic_data = null (not allowed).
+    data = b"\xff\xff" + b"\x00\x01" + b"\x00\x00\x03\xe8" + b"\xff\xff\xff\xff"
+    with pytest.raises(MalformedRequest):
+        check_entity(produce_v3, data)
+    ok = b"\xff\xff" + b"\x00\x01" + b"\x00\x00\x03\xe8" + b"\x00\x00\x00\x00"
+    assert check_entity(produce_v3, ok) == len(ok)

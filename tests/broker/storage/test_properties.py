@@ -199,5 +199,5 @@ TestLogModel.settings = settings(
 @pytest.mark.slow
 class TestLogModelSlow(LogModel.TestCase):
     settings = settings(
-        max_examples=1500, stateful_step_count=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+        max_examples=500, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
     )

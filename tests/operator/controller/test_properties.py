@@ -370,7 +370,7 @@ class ControllerMachine(RuleBasedStateMachine):
 
 
 TestControllerMachine = ControllerMachine.TestCase
-TestControllerMachine.settings = settings(max_examples=120, stateful_step_count=40, deadline=None)
+TestControllerMachine.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,0 +1,180 @@
+"""Start and stop the local controller: `run_controller` (async) and `main` (sync, with signals).
+
+Start-up: lock and load the state file (or bootstrap a new cluster and save
+it) -> `ControllerActivated` restarts every broker session, so brokers get a
+full session timeout to find the controller again -> the HTTP API listens ->
+the driver loop starts (session checks, preferred-leader elections) ->
+`ready(ControllerInfo)`. Shutdown reverses it: the driver stops, new changes
+are refused and long-polls released, in-flight requests finish, the state
+file's lock is released. Nothing needs saving at shutdown: every change was
+saved before it was answered.
+
+    await run_controller(settings, ready=print)   # until cancelled
+    main(settings, ready=announce)                # SIGINT / SIGTERM stop it cleanly
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from tinystream.config.settings import ControllerSettings
+
+from .controller_service import Clock, ControllerService, DriverTiming, monotonic_ms
+from .errors import StateFileError
+from .http_api import make_app
+from .state_store import FileStateStore, StateStore
+
+log = logging.getLogger(__name__)
+
+_ANY_ADDRESS = ("0.0.0.0", "::", "")
+SHUTDOWN_TIMEOUT_S = 5.0  # in-flight requests get this long; long-polls are released at once
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerInfo:
+    """What `ready` gets once the API answers."""
+
+    host: str  # where clients connect (127.0.0.1 when bound to every address)
+    port: int  # the bound port (settings.port 0 picks a free one)
+    cluster_id: str
+    metadata_version: int
+    state_file: str
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+def config_overrides(settings: ControllerSettings) -> dict[str, Any]:
+    """The ControllerConfig fields `tinystream controller` settings own."""
+    return {
+        "broker_session_timeout_ms": settings.broker_session_timeout_ms,
+        "num_partitions": settings.num_partitions,
+        "default_replication_factor": settings.default_replication_factor,
+    }
+
+
+class ControllerServer:
+    """The service, its HTTP API and its driver loop, started and stopped together."""
+
+    def __init__(
+        self,
+        settings: ControllerSettings,
+        *,
+        store: StateStore | None = None,
+        timing: DriverTiming = DriverTiming(),
+        clock: Clock = monotonic_ms,
+    ) -> None:
+        self.settings = settings
+        self.store = store if store is not None else FileStateStore(settings.state_file)
+        self.timing = timing
+        self.clock = clock
+        self.service: ControllerService | None = None
+        self._runner: web.AppRunner | None = None
+        self._driver: asyncio.Task[None] | None = None
+
+    async def start(self) -> ControllerInfo:
+        try:
+            self.service = await ControllerService.open(
+                self.store, config_overrides=config_overrides(self.settings), clock=self.clock, timing=self.timing
+            )
+        except BaseException:
+            await self.store.close()
+            raise
+        try:
+            runner = web.AppRunner(make_app(self.service), shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
+            await runner.setup()
+            self._runner = runner
+            site = web.TCPSite(runner, self.settings.host, self.settings.port)
+            await site.start()
+        except BaseException:
+            await self.stop()
+            raise
+        self._driver = asyncio.create_task(self.service.run_driver(), name="controller-driver")
+        port = _bound_port(runner)
+        host = "127.0.0.1" if self.settings.host in _ANY_ADDRESS else self.settings.host
+        image = self.service.image
+        info = ControllerInfo(
+            host=host,
+            port=port,
+            cluster_id=image.cluster_id,
+            metadata_version=image.version,
+            state_file=str(self.settings.state_file),
+        )
+        log.info("controller for cluster %s listening on %s", info.cluster_id, info.url)
+        return info
+
+    async def stop(self) -> None:
+        if self._driver is not None:
+            self._driver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._driver
+            self._driver = None
+        if self.service is not None:
+            self.service.begin_close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.service is not None:
+            await self.service.close()
+            self.service = None
+        else:
+            await self.store.close()
+        log.info("controller stopped")
+
+
+def _bound_port(runner: web.AppRunner) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    raise RuntimeError("the controller API is not bound to a TCP port")  # pragma: no cover
+
+
+async def run_controller(
+    settings: ControllerSettings,
+    *,
+    ready: Callable[[ControllerInfo], None] | None = None,
+    store: StateStore | None = None,
+    timing: DriverTiming = DriverTiming(),
+) -> None:
+    """Run the controller until cancelled. StateFileError: the state file is corrupt or in use."""
+    server = ControllerServer(settings, store=store, timing=timing)
+    info = await server.start()
+    try:
+        if ready is not None:
+            ready(info)
+        await asyncio.Event().wait()
+    finally:
+        await asyncio.shield(server.stop())
+
+
+def main(settings: ControllerSettings, *, ready: Callable[[ControllerInfo], None] | None = None) -> None:
+    """Run the controller in this thread until SIGINT or SIGTERM.
+
+    A state file that cannot be used (corrupt, locked by another controller)
+    exits with its reason (SystemExit) instead of a traceback.
+    """
+
+    async def runner() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await run_controller(settings, ready=ready)
+
+    try:
+        asyncio.run(runner())
+    except StateFileError as exc:
+        raise SystemExit(f"tinystream controller: {exc}") from None

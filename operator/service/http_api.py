@@ -1,0 +1,406 @@
+"""The controller API over HTTP/JSON: thin handlers around `ControllerService`.
+
+Each handler decodes its body (requests.py: strict, 400 on anything odd),
+turns it into one core event, submits it, and answers JSON (orjson). A
+refusal by the core becomes `{"error", "code", "message"}` with the status
+from errors.py; so do routing errors (404/405), oversized bodies (413) and,
+as a last resort, bugs (500, logged). Paths are versioned under /v1; the
+table with bodies and replies is in README.md and at /v1/openapi.json.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tinystream.operator.controller import (
+    AlterPartition,
+    AlterTopicConfig,
+    BrokerHeartbeat,
+    ControllerError,
+    CreatePartitions,
+    CreateTopic,
+    Decision,
+    DeleteTopic,
+    DrainBroker,
+    ElectPreferredLeaders,
+    Event,
+    LeaderChanged,
+    ReassignPartitions,
+    RegisterBroker,
+    UndrainBroker,
+    UnregisterBroker,
+)
+from tinystream.operator.controller.codec import to_plain
+
+from .controller_service import ControllerService
+from .errors import INVALID_REQUEST, ApiError
+from .openapi import openapi_document
+from .request_bodies import (
+    AlterConfigRequest,
+    AlterPartitionRequest,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    ElectLeadersRequest,
+    EmptyRequest,
+    HeartbeatRequest,
+    ReassignRequest,
+    RegisterRequest,
+    decode,
+    default_if_negative_one,
+)
+
+log = logging.getLogger(__name__)
+
+SERVICE_KEY = web.AppKey("controller_service", ControllerService)
+JSON = "application/json"
+MAX_BODY_BYTES = 4 * 1024 * 1024  # a CreateTopics with a large manual assignment fits
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def make_app(service: ControllerService) -> web.Application:
+    app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
+    app[SERVICE_KEY] = service
+    app.add_routes(
+        [
+            web.get("/healthz", healthz),
+            web.get("/v1/openapi.json", openapi),
+            web.get("/v1/state", state),
+            web.get("/v1/metadata", metadata),
+            web.post("/v1/brokers/register", register_broker),
+            web.post("/v1/brokers/{broker_id}/heartbeat", heartbeat),
+            web.post("/v1/brokers/{broker_id}/drain", drain_broker),
+            web.post("/v1/brokers/{broker_id}/undrain", undrain_broker),
+            web.delete("/v1/brokers/{broker_id}", unregister_broker),
+            web.post("/v1/partitions/alter", alter_partition),
+            web.post("/v1/topics", create_topic),
+            web.get("/v1/topics/{name}", describe_topic),
+            web.delete("/v1/topics/{name}", delete_topic),
+            web.post("/v1/topics/{name}/partitions", create_partitions),
+            web.patch("/v1/topics/{name}/config", alter_topic_config),
+            web.post("/v1/elections/preferred", elect_preferred_leaders),
+            web.post("/v1/reassignments", reassign_partitions),
+        ]
+    )
+    return app
+
+
+# -- plumbing ------------------------------------------------------------------
+
+
+def reply(body: Any, *, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type=JSON)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return reply(exc.body(), status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        name, code = INVALID_REQUEST
+        if isinstance(exc, web.HTTPNotFound):
+            message = f"no endpoint {request.method} {request.path} (see /v1/openapi.json)"
+        elif isinstance(exc, web.HTTPMethodNotAllowed):
+            allowed = ", ".join(sorted(exc.allowed_methods))
+            message = f"{request.method} is not allowed on {request.path}; allowed: {allowed}"
+        else:
+            message = exc.text or exc.reason
+        return reply({"error": name, "code": code, "message": message}, status=exc.status)
+    except Exception:
+        log.exception("unexpected error in %s %s", request.method, request.path)
+        error = ApiError.internal(f"unexpected error in {request.method} {request.path}; see the controller log")
+        return reply(error.body(), status=error.status)
+
+
+def _service(request: web.Request) -> ControllerService:
+    return request.app[SERVICE_KEY]
+
+
+def _where(request: web.Request) -> str:
+    return f"{request.method} {request.path}"
+
+
+async def _body(request: web.Request, cls: type[Any]) -> Any:
+    raw = await request.read()
+    if not raw.strip():
+        data: Any = {}
+    else:
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise ApiError.bad_request(f"{_where(request)}: the body is not valid JSON ({exc})") from None
+    return decode(cls, data, where=_where(request))
+
+
+def _broker_id(request: web.Request) -> int:
+    text = request.match_info["broker_id"]
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError.bad_request(f"{_where(request)}: broker id {text!r} is not an integer") from None
+    if value < 0:
+        raise ApiError.bad_request(f"{_where(request)}: broker id {value} is negative")
+    return value
+
+
+def _query_int(request: web.Request, name: str, default: int, *, minimum: int) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError.bad_request(f"{_where(request)}: query parameter {name}={text!r} is not an integer") from None
+    if value < minimum:
+        raise ApiError.bad_request(f"{_where(request)}: query parameter {name}={value} is below {minimum}")
+    return value
+
+
+def _no_unknown_query(request: web.Request, allowed: set[str]) -> None:
+    unknown = sorted(set(request.query) - allowed)
+    if unknown:
+        raise ApiError.bad_request(
+            f"{_where(request)}: unknown query parameter(s) {unknown}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _accepted(decision: Decision) -> Decision:
+    if decision.error is not None:
+        raise ApiError.from_controller(decision.error, decision.message)
+    return decision
+
+
+async def _run(request: web.Request, event: Event, *, validate_only: bool = False) -> Decision:
+    service = _service(request)
+    if validate_only:
+        return _accepted(service.preview(event))
+    return _accepted(await service.submit(event))
+
+
+def _admin_reply(request: web.Request, decision: Decision, *, validate_only: bool = False, **body: Any) -> dict:
+    return {
+        **body,
+        "metadata_version": _service(request).image.version,
+        "validate_only": validate_only,
+        "actions": [action.to_dict() for action in decision.actions],
+    }
+
+
+# -- service -------------------------------------------------------------------
+
+
+async def healthz(request: web.Request) -> web.Response:
+    image = _service(request).image
+    return reply({"status": "ok", "cluster_id": image.cluster_id, "metadata_version": image.version})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return reply(openapi_document())
+
+
+async def state(request: web.Request) -> web.Response:
+    service = _service(request)
+    return reply({"now_ms": service.clock(), "state": service.state.to_dict()})
+
+
+async def metadata(request: web.Request) -> web.Response:
+    """The image; with ?since=V only when newer than V, waiting up to ?wait_ms= for it."""
+    _no_unknown_query(request, {"since", "wait_ms"})
+    since = _query_int(request, "since", -1, minimum=-1)
+    wait_ms = _query_int(request, "wait_ms", 0, minimum=0)
+    service = _service(request)
+    if "since" in request.query:
+        image = await service.wait_for_change(since, wait_ms=wait_ms) if wait_ms else service.image
+        if image.version == since:
+            return reply({"version": since, "unchanged": True})
+    return web.Response(body=service.image_json(), content_type=JSON)
+
+
+# -- brokers -------------------------------------------------------------------
+
+
+async def register_broker(request: web.Request) -> web.Response:
+    body: RegisterRequest = await _body(request, RegisterRequest)
+    decision = await _run(
+        request,
+        RegisterBroker(
+            broker_id=body.broker_id, incarnation_id=body.incarnation_id, host=body.host, port=body.port, rack=body.rack
+        ),
+    )
+    image = decision.state.image
+    broker = image.brokers[body.broker_id]
+    return reply(
+        {
+            "broker_id": broker.broker_id,
+            "broker_epoch": broker.epoch,
+            "fenced": broker.fenced,
+            "metadata_version": image.version,
+            "cluster_id": image.cluster_id,
+            "session_timeout_ms": decision.state.config.broker_session_timeout_ms,
+        }
+    )
+
+
+async def heartbeat(request: web.Request) -> web.Response:
+    broker_id = _broker_id(request)
+    body: HeartbeatRequest = await _body(request, HeartbeatRequest)
+    decision = await _run(
+        request,
+        BrokerHeartbeat(
+            broker_id=broker_id,
+            broker_epoch=body.broker_epoch,
+            metadata_version=body.metadata_version,
+            want_fence=body.want_fence,
+        ),
+    )
+    image = decision.state.image
+    return reply(
+        {
+            "broker_id": broker_id,
+            "fenced": image.brokers[broker_id].fenced,
+            "metadata_version": image.version,
+            "newer_image_available": image.version > body.metadata_version,
+            "session_timeout_ms": decision.state.config.broker_session_timeout_ms,
+        }
+    )
+
+
+async def _broker_change(request: web.Request, make: Callable[[int], Event]) -> web.Response:
+    broker_id = _broker_id(request)
+    await _body(request, EmptyRequest)
+    decision = await _run(request, make(broker_id))
+    image = decision.state.image
+    record = image.brokers.get(broker_id)
+    return reply(
+        _admin_reply(
+            request,
+            decision,
+            broker=to_plain(record) if record is not None else None,
+            leaderships=[to_plain(tp) for tp in image.leaderships(broker_id)],
+        )
+    )
+
+
+async def drain_broker(request: web.Request) -> web.Response:
+    """Controlled shutdown (KIP-841): leaderships move away; `leaderships` lists what is left."""
+    return await _broker_change(request, lambda b: DrainBroker(broker_id=b))
+
+
+async def undrain_broker(request: web.Request) -> web.Response:
+    return await _broker_change(request, lambda b: UndrainBroker(broker_id=b))
+
+
+async def unregister_broker(request: web.Request) -> web.Response:
+    return await _broker_change(request, lambda b: UnregisterBroker(broker_id=b))
+
+
+# -- partitions ----------------------------------------------------------------
+
+
+async def alter_partition(request: web.Request) -> web.Response:
+    """A leader's ISR change (KIP-497), accepted only with the current epochs."""
+    body: AlterPartitionRequest = await _body(request, AlterPartitionRequest)
+    decision = await _run(
+        request,
+        AlterPartition(
+            broker_id=body.broker_id,
+            broker_epoch=body.broker_epoch,
+            topic=body.topic,
+            partition=body.partition,
+            leader_epoch=body.leader_epoch,
+            partition_epoch=body.partition_epoch,
+            isr=body.isr,
+            leader_recovery_state=body.leader_recovery_state,
+        ),
+    )
+    image = decision.state.image
+    record = image.partition(body.topic, body.partition)
+    assert record is not None  # accepted, so it exists
+    return reply({"topic": body.topic, **to_plain(record), "metadata_version": image.version})
+
+
+async def elect_preferred_leaders(request: web.Request) -> web.Response:
+    body: ElectLeadersRequest = await _body(request, ElectLeadersRequest)
+    decision = await _run(request, ElectPreferredLeaders(partitions=body.partitions))
+    changed = [a.to_dict() for a in decision.actions if isinstance(a, LeaderChanged)]
+    return reply(_admin_reply(request, decision, leaders_changed=changed))
+
+
+async def reassign_partitions(request: web.Request) -> web.Response:
+    body: ReassignRequest = await _body(request, ReassignRequest)
+    decision = await _run(request, ReassignPartitions(assignments=body.assignments))
+    image = decision.state.image
+    partitions = []
+    for a in body.assignments:
+        record = image.partition(a.topic, a.partition)
+        if record is not None:
+            partitions.append({"topic": a.topic, **to_plain(record)})
+    return reply(_admin_reply(request, decision, partitions=partitions))
+
+
+# -- topics --------------------------------------------------------------------
+
+
+def _topic_name(request: web.Request) -> str:
+    return request.match_info["name"]
+
+
+def _topic_reply(request: web.Request, decision: Decision, name: str, *, validate_only: bool, status: int = 200):
+    topic = decision.state.image.topic(name)
+    return reply(
+        _admin_reply(request, decision, validate_only=validate_only, topic=to_plain(topic) if topic else None),
+        status=status,
+    )
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    body: CreateTopicRequest = await _body(request, CreateTopicRequest)
+    event = CreateTopic(
+        topic=body.name,
+        partitions=default_if_negative_one(body.partitions),
+        replication_factor=default_if_negative_one(body.replication_factor),
+        config=body.config,
+        replica_assignment=body.replica_assignment,
+    )
+    decision = await _run(request, event, validate_only=body.validate_only)
+    return _topic_reply(request, decision, body.name, validate_only=body.validate_only, status=200 if body.validate_only else 201)
+
+
+async def describe_topic(request: web.Request) -> web.Response:
+    name = _topic_name(request)
+    topic = _service(request).image.topic(name)
+    if topic is None:
+        raise ApiError.from_controller(ControllerError.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    return reply({"topic": to_plain(topic), "metadata_version": _service(request).image.version})
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    name = _topic_name(request)
+    await _body(request, EmptyRequest)
+    decision = await _run(request, DeleteTopic(topic=name))
+    return reply(_admin_reply(request, decision, name=name))
+
+
+async def create_partitions(request: web.Request) -> web.Response:
+    name = _topic_name(request)
+    body: CreatePartitionsRequest = await _body(request, CreatePartitionsRequest)
+    event = CreatePartitions(topic=name, count=body.count, replica_assignment=body.replica_assignment)
+    decision = await _run(request, event, validate_only=body.validate_only)
+    return _topic_reply(request, decision, name, validate_only=body.validate_only)
+
+
+async def alter_topic_config(request: web.Request) -> web.Response:
+    name = _topic_name(request)
+    body: AlterConfigRequest = await _body(request, AlterConfigRequest)
+    event = AlterTopicConfig(topic=name, config=body.config, replace=body.replace)
+    decision = await _run(request, event, validate_only=body.validate_only)
+    return _topic_reply(request, decision, name, validate_only=body.validate_only)

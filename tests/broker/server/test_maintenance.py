@@ -1,0 +1,58 @@
+"""Background work on a running broker: retention, time-based roll, flush.ms, producer snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tinystream.broker.partition import TopicPartition
+from tinystream.broker.testing import create_topic, fetch_request, now_batch, produce_request
+
+pytestmark = pytest.mark.parametrize("settings_overrides", [{"log.retention.check.interval.ms": 50}])
+
+
+async def eventually(predicate, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_retention_by_bytes_deletes_old_segments(broker, client, settings_overrides):
+    await create_topic(client, "ret", configs={"segment.bytes": "1024", "retention.bytes": "2048"})
+    for i in range(20):
+        await client.request(produce_request("ret", 0, now_batch([(None, b"%03d" % i * 60)])))
+    log = broker.replicas.get(TopicPartition("ret", 0)).log
+    await eventually(lambda: log.log_start_offset > 0)
+    assert log.size_bytes() <= 2048 + 1024
+    old = (await client.request(fetch_request([("ret", 0, 0)]))).responses[0].partitions[0]
+    assert old.error_code == ErrorCode.offset_out_of_range and old.log_start_offset == log.log_start_offset
+
+
+async def test_retention_by_time(broker, client, settings_overrides):
+    await create_topic(client, "old", configs={"segment.bytes": "1024", "retention.ms": "1"})
+    for i in range(10):
+        await client.request(produce_request("old", 0, now_batch([(None, b"x" * 300)])))
+    log = broker.replicas.get(TopicPartition("old", 0)).log
+    await eventually(lambda: log.log_start_offset >= 9)
+
+
+async def test_segment_roll_by_time(broker, client, settings_overrides):
+    await create_topic(client, "roll", configs={"segment.ms": "100"})
+    await client.request(produce_request("roll", 0, now_batch([(None, b"x")])))
+    log = broker.replicas.get(TopicPartition("roll", 0)).log
+    await eventually(lambda: log.segment_count() >= 2)
+
+
+async def test_flush_ms_and_producer_snapshots(broker, client, settings_overrides):
+    await create_topic(client, "fl", configs={"flush.ms": "10"})
+    batch = now_batch([(None, b"x")], producer_id=3, producer_epoch=0, base_sequence=0)
+    await client.request(produce_request("fl", 0, batch))
+    assert broker.replicas.flush_due() in (0, 1)
+    assert broker.replicas.write_snapshots() >= 1
+    assert broker.replicas.write_snapshots() == 0  # nothing changed since
+    path = broker.logs.snapshot_path(TopicPartition("fl", 0))
+    assert b'"producers":[[3,0' in path.read_bytes()

@@ -1,0 +1,1 @@
+"""Benchmarks behind `tinystream bench ...` (storage, produce, consume)."""

@@ -1,0 +1,43 @@
+"""Pre-built record batches for the raw-protocol load generator.
+
+A producer benchmark measures the broker, so the client sends the same
+valid RecordBatch v2 bytes again and again (no producer id, so the broker
+appends every copy and assigns new offsets). Values are random uppercase
+letters, as kafka-producer-perf-test uses, so compression has something to
+do but not everything.
+
+The batch itself comes from the storage layer's `build_batch` (the
+broker's own builder, with the codecs it validates against).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from tinystream.broker.storage.batch import Record, build_batch
+from tinystream.broker.storage.compression import Compression
+
+CODECS = {"none": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+          "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+
+RECORD_OVERHEAD = 10  # length, attributes, timestamp and offset deltas, null key, value length, header count
+BATCH_OVERHEAD = 61
+
+
+def records_per_batch(batch_bytes: int, record_size: int) -> int:
+    """How many records of `record_size` value bytes fit a batch of about `batch_bytes`."""
+    return max(1, (batch_bytes - BATCH_OVERHEAD) // (record_size + RECORD_OVERHEAD))
+
+
+def payloads(count: int, record_size: int, seed: int = 1) -> list[bytes]:
+    rng = random.Random(seed)
+    alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    pool = bytes(rng.choice(alphabet) for _ in range(record_size * 64))
+    return [pool[(i * 37) % (len(pool) - record_size):][:record_size] for i in range(count)]
+
+
+def make_batch(record_count: int, record_size: int, *, compression: str = "none", seed: int = 1) -> bytes:
+    values = payloads(record_count, record_size, seed)
+    records = [Record(key=None, value=v) for v in values]
+    return build_batch(records, base_timestamp=int(time.time() * 1000), compression=CODECS[compression])

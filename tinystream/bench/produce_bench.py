@@ -1,0 +1,67 @@
+"""`tinystream bench produce`: produce throughput and latency, ours against peers.
+
+In the spirit of kafka-producer-perf-test: N records of S bytes into a topic
+of P partitions, batched, with acks 0, 1 or all and an optional codec;
+prints records/s, MB/s (10^6 bytes of record values per second) and latency
+percentiles, with a progress line each second.
+
+    tinystream bench produce                              # starts our broker in a temp dir
+    tinystream bench produce --peer kafka --peer tansu    # then the same workload on each peer
+    tinystream bench produce --bootstrap 127.0.0.1:9092 --client confluent --json
+
+The default client is a raw pipelined producer that resends pre-built
+RecordBatches (the broker is what is measured; see produce_workloads.py);
+`--client confluent` gives librdkafka's figure and `--client java` Kafka's
+own ProducerPerformance (needs tools/install-kafka-jars.sh).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import click
+
+from tinystream.bench.batches import CODECS, records_per_batch
+from tinystream.bench.produce_workloads import RUNNERS, ProduceSpec
+from tinystream.bench.runs import run_everywhere
+
+
+@click.command("produce")
+@click.option("--bootstrap", default=None, metavar="HOST:PORT",
+              help="Our broker, already running. Without it one is started in a temp dir.")
+@click.option("--records", default=5_000_000, show_default=True, type=click.IntRange(1))
+@click.option("--record-size", default=100, show_default=True, type=click.IntRange(0), help="Value bytes per record.")
+@click.option("--batch-size", default=262_144, show_default=True, type=click.IntRange(128),
+              help="Bytes per record batch (Kafka's batch.size).")
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="1", show_default=True)
+@click.option("--topic", default=None, help="Topic (created if missing). Default: a new bench-produce-* topic.")
+@click.option("--partitions", default=6, show_default=True, type=click.IntRange(1))
+@click.option("--compression", type=click.Choice(sorted(CODECS)), default="none", show_default=True)
+@click.option("--client", type=click.Choice(sorted(RUNNERS)), default="raw", show_default=True,
+              help="raw: pipelined pre-built batches; confluent: librdkafka; java: ProducerPerformance.")
+@click.option("--connections", default=2, show_default=True, type=click.IntRange(1), help="raw client only.")
+@click.option("--in-flight", default=4, show_default=True, type=click.IntRange(1),
+              help="raw client: requests in flight per connection.")
+@click.option("--warmup", default=None, type=click.IntRange(0),
+              help="Records sent (unmeasured) before the run. Default: 10%% of --records, at most 200,000.")
+@click.option("--peer", "peers", multiple=True, metavar="NAME|CMD",
+              help="Also run against `kafka`, `tansu`, or a shell command that prints bootstrap=HOST:PORT.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def produce_bench_command(bootstrap, records, record_size, batch_size, acks, topic, partitions, compression,
+                          client, connections, in_flight, warmup, peers, as_json, quiet) -> None:
+    """Produce benchmark: records/s, MB/s and latency p50/p99/p99.9, ours and peers."""
+    warmup = min(records // 10, 200_000) if warmup is None else warmup
+    spec = ProduceSpec(
+        topic=topic or f"bench-produce-{uuid.uuid4().hex[:8]}", partitions=partitions, records=records,
+        record_size=record_size, batch_bytes=batch_size, acks=acks, compression=compression,
+        connections=connections, in_flight=in_flight, warmup_records=warmup, progress=not quiet,
+    )
+    workload = {
+        "client": client, "records": records, "record_size": record_size, "batch_size": batch_size,
+        "records_per_batch": records_per_batch(batch_size, record_size), "acks": acks, "partitions": partitions,
+        "compression": compression, "topic": spec.topic, "warmup": warmup,
+        **({"connections": connections, "in_flight": in_flight} if client == "raw" else {}),
+    }
+    run_everywhere(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
+                   bootstrap=bootstrap, peers=peers, as_json=as_json, quiet=quiet)

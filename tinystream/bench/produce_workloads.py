@@ -1,0 +1,289 @@
+"""Produce workloads: the raw pipelined producer, librdkafka, and Kafka's ProducerPerformance.
+
+All three take the same `ProduceSpec` and return a `RunResult`, so the
+command can run one workload against several brokers and compare.
+
+* raw: pre-built batches (one per partition per request), `in_flight`
+  requests pipelined on each of `connections` connections; latency is per
+  request. acks=0 has no responses: the run ends when the broker's end
+  offsets show every record.
+* confluent: confluent-kafka's Producer, one produce() call per record (the
+  Python loop is the limit; it is a real client's figure); latency per
+  record, sampled.
+* java: org.apache.kafka.tools.ProducerPerformance from the Kafka jars
+  (kafka-producer-perf-test), its own figures parsed from its last line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import re
+import time
+from dataclasses import dataclass
+
+from kio.schema.produce.v7.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v7.response import ProduceResponse
+from kio.schema.types import TopicName
+from kio.serial import entity_reader
+from kio.static.primitive import i16, i32, i32Timedelta
+
+from tinystream.bench.batches import make_batch, payloads, records_per_batch
+from tinystream.bench.control import end_offsets, ensure_topic
+from tinystream.bench.stats import Latencies, Progress, RunResult
+from tinystream.bench.targets import Target
+from tinystream.bench.wire_client import PreparedRequest, WireConnection
+
+ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+_read_produce_response = entity_reader(ProduceResponse)
+
+
+@dataclass(frozen=True)
+class ProduceSpec:
+    topic: str
+    partitions: int
+    records: int
+    record_size: int
+    batch_bytes: int
+    acks: str
+    compression: str
+    connections: int = 2
+    in_flight: int = 4
+    warmup_records: int = 0
+    progress: bool = True
+
+
+class ProduceError(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------- raw
+
+
+async def _raw_produce(target: Target, spec: ProduceSpec, records: int, *, label: str) -> RunResult:
+    host, port = target.host_port
+    control = await WireConnection.open(host, port)
+    try:
+        await ensure_topic(control, spec.topic, spec.partitions)
+        before = await end_offsets(control, spec.topic, spec.partitions)
+    finally:
+        await control.close()
+
+    per_batch = records_per_batch(spec.batch_bytes, spec.record_size)
+    batch = make_batch(per_batch, spec.record_size, compression=spec.compression)
+    connections = max(1, min(spec.connections, spec.partitions))
+    owned = [[p for p in range(spec.partitions) if p % connections == c] for c in range(connections)]
+    acks = ACKS[spec.acks]
+    prepared = [
+        PreparedRequest.from_request(ProduceRequest(
+            transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            topic_data=(TopicProduceData(name=TopicName(spec.topic), partition_data=tuple(
+                PartitionProduceData(index=i32(p), records=batch) for p in parts)),),
+        ))
+        for parts in owned
+    ]
+    per_request = [per_batch * len(parts) for parts in owned]
+    # Requests are handed out round-robin over connections until the records are covered.
+    total_requests = 0
+    covered = 0
+    while covered < records:
+        covered += per_request[total_requests % connections]
+        total_requests += 1
+
+    conns = [await WireConnection.open(host, port) for _ in range(connections)]
+    latencies = Latencies()
+    progress = Progress(label, covered, enabled=spec.progress)
+    state = {"next": 0, "acked": 0, "sent": 0, "errors": []}
+
+    async def sender(index: int) -> None:
+        conn, req, n = conns[index], prepared[index], per_request[index]
+        while True:
+            slot = state["next"]
+            if slot >= total_requests:
+                return
+            state["next"] = slot + 1
+            if acks == 0:
+                await conn.send_no_response(req)
+                state["sent"] += n
+                progress.update(state["sent"], state["sent"] * spec.record_size)
+                continue
+            started = time.perf_counter()
+            payload = await conn.send(req)
+            latencies.add(time.perf_counter() - started)
+            _check_produce(payload, state["errors"])
+            state["acked"] += n
+            progress.update(state["acked"], state["acked"] * spec.record_size)
+
+    start = time.perf_counter()
+    try:
+        await asyncio.gather(*(sender(c) for c in range(connections) for _ in range(spec.in_flight)))
+        if acks == 0:
+            await _wait_for_offsets(conns[0], spec, before, covered)
+        elapsed = time.perf_counter() - start
+        # Trust, but verify: the end offsets must have moved by exactly what was acknowledged.
+        after = await end_offsets(conns[0], spec.topic, spec.partitions)
+    finally:
+        for conn in conns:
+            await conn.close()
+    if state["errors"]:
+        raise ProduceError(f"{len(state['errors'])} partition errors, first: {state['errors'][:3]}")
+    stored = sum(after[p] - before.get(p, 0) for p in after)
+    if stored != covered:
+        raise ProduceError(f"{covered} records acknowledged but the end offsets moved by {stored}")
+    return RunResult(
+        target=target.name, bootstrap=target.bootstrap, client="raw", operation="produce",
+        records=covered, bytes=covered * spec.record_size, seconds=elapsed, latency_ms=latencies.summary(),
+        latency_unit="request", requests=total_requests, version=target.version,
+        extra={"records_per_batch": per_batch, "batch_bytes": len(batch), "connections": connections,
+               "in_flight_per_connection": spec.in_flight, "acks": spec.acks, "compression": spec.compression},
+    )
+
+
+def _check_produce(payload, errors: list) -> None:
+    response, _ = _read_produce_response(payload, 4)  # after the correlation id (response header v0)
+    for topic in response.responses:
+        for part in topic.partition_responses:
+            if part.error_code != 0:
+                errors.append((topic.name, int(part.index), int(part.error_code)))
+
+
+async def _wait_for_offsets(conn: WireConnection, spec: ProduceSpec, before: dict[int, int], expected: int,
+                            timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        after = await end_offsets(conn, spec.topic, spec.partitions)
+        stored = sum(after[p] - before.get(p, 0) for p in after)
+        if stored >= expected:
+            return
+        if time.monotonic() > deadline:
+            raise ProduceError(f"acks=0: only {stored} of {expected} records stored after {timeout}s")
+        await asyncio.sleep(0.02)
+
+
+def run_raw(target: Target, spec: ProduceSpec) -> RunResult:
+    async def run():
+        if spec.warmup_records:
+            await _raw_produce(target, _quiet(spec), spec.warmup_records, label=f"{target.name} warm-up")
+        return await _raw_produce(target, spec, spec.records, label=target.name)
+
+    return asyncio.run(run())
+
+
+def _quiet(spec: ProduceSpec) -> ProduceSpec:
+    return ProduceSpec(**{**spec.__dict__, "progress": False})
+
+
+# --------------------------------------------------------------------------- confluent
+
+
+def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
+    from confluent_kafka import Producer
+
+    async def prepare():
+        conn = await WireConnection.open(*target.host_port)
+        try:
+            await ensure_topic(conn, spec.topic, spec.partitions)
+        finally:
+            await conn.close()
+
+    asyncio.run(prepare())
+    conf = {
+        "bootstrap.servers": target.bootstrap, "acks": ACKS[spec.acks], "linger.ms": 5,
+        "batch.size": spec.batch_bytes, "compression.type": spec.compression,
+        "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_097_151,
+        "enable.idempotence": False,
+    }
+    values = payloads(1024, spec.record_size)
+    latencies = Latencies()
+    errors: list[str] = []
+
+    def sampled(err, msg):
+        if err is not None:
+            errors.append(str(err))
+        elif msg.latency() is not None:
+            latencies.add(msg.latency())
+
+    def failed_only(err, msg):
+        if err is not None:
+            errors.append(str(err))
+
+    def produce(count: int, label: str, show: bool) -> float:
+        producer = Producer(conf)
+        progress = Progress(label, count, enabled=show)
+        start = time.perf_counter()
+        for i in range(count):
+            callback = sampled if i % 100 == 0 else failed_only
+            while True:
+                try:
+                    producer.produce(spec.topic, value=values[i & 1023], partition=i % spec.partitions,
+                                     on_delivery=callback)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            if i & 0x3FF == 0:
+                producer.poll(0)
+                progress.update(i, i * spec.record_size)
+        remaining = producer.flush(120)
+        elapsed = time.perf_counter() - start
+        if remaining or errors:
+            raise ProduceError(f"confluent: {remaining} undelivered, errors {errors[:3]}")
+        return elapsed
+
+    if spec.warmup_records:
+        produce(spec.warmup_records, f"{target.name} warm-up", False)
+        latencies.samples_ms.clear()
+    elapsed = produce(spec.records, target.name, spec.progress)
+    return RunResult(
+        target=target.name, bootstrap=target.bootstrap, client="confluent", operation="produce",
+        records=spec.records, bytes=spec.records * spec.record_size, seconds=elapsed,
+        latency_ms=latencies.summary(), latency_unit="record (1 in 100 sampled)", version=target.version,
+        extra={"acks": spec.acks, "compression": spec.compression, "batch.size": spec.batch_bytes, "linger.ms": 5},
+    )
+
+
+# --------------------------------------------------------------------------- java
+
+
+PERF_LINE = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th"
+)
+
+
+def run_java(target: Target, spec: ProduceSpec) -> RunResult:
+    from tinystream.peers.apache_kafka import PRODUCER_PERFORMANCE, run_java_tool
+
+    async def prepare():
+        conn = await WireConnection.open(*target.host_port)
+        try:
+            await ensure_topic(conn, spec.topic, spec.partitions)
+        finally:
+            await conn.close()
+
+    asyncio.run(prepare())
+    props = [f"bootstrap.servers={target.bootstrap}", f"acks={spec.acks}", f"batch.size={spec.batch_bytes}",
+             "linger.ms=5", f"compression.type={spec.compression}", "enable.idempotence=false",
+             "buffer.memory=268435456", f"max.request.size={max(1048576, spec.batch_bytes * 2)}"]
+    records = spec.records + spec.warmup_records
+    args = ["--topic", spec.topic, "--num-records", str(records), "--record-size", str(spec.record_size),
+            "--throughput", "-1", "--producer-props", *props]
+    jvm = ("-Xms512m", "-Xmx2g", "-XX:+UseG1GC")
+    out = run_java_tool(PRODUCER_PERFORMANCE, args, timeout=max(120.0, records / 50_000), jvm_opts=jvm)
+    match = None
+    for match in PERF_LINE.finditer(out.stdout):
+        pass
+    if out.returncode != 0 or match is None:
+        raise ProduceError(f"ProducerPerformance exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    sent, rate = int(match.group(1)), float(match.group(2))
+    return RunResult(
+        target=target.name, bootstrap=target.bootstrap, client="java", operation="produce",
+        records=sent, bytes=sent * spec.record_size, seconds=sent / rate if rate else 0.0,
+        latency_ms={"avg": float(match.group(4)), "p50": float(match.group(6)), "p95": float(match.group(7)),
+                    "p99": float(match.group(8)), "p99.9": float(match.group(9)), "max": float(match.group(5))},
+        latency_unit="record", version=target.version,
+        extra={"acks": spec.acks, "compression": spec.compression, "batch.size": spec.batch_bytes, "linger.ms": 5,
+               "note": "includes the warm-up records; ProducerPerformance has no warm-up"},
+    )
+
+
+RUNNERS = {"raw": run_raw, "confluent": run_confluent, "java": run_java}

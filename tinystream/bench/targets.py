@@ -1,0 +1,53 @@
+"""The brokers a benchmark runs against: ours, and optional peers, one at a time.
+
+`--bootstrap HOST:PORT` uses a running broker; without it our broker is
+started as a subprocess in a temporary folder (the same way a user runs it).
+Each `--peer` (`kafka`, `tansu`, or a shell command that prints
+`bootstrap=HOST:PORT`) is started after ours has been measured and stopped,
+so the two never share the machine's two cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tinystream.peers import KNOWN_PEERS, RunningBroker, start_peer
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    bootstrap: str
+    version: str = ""
+    process: RunningBroker | None = None
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, port = self.bootstrap.rsplit(":", 1)
+        return host, int(port)
+
+
+def describe_spec(spec: str) -> str:
+    return spec if spec in KNOWN_PEERS else f"peer({spec.split()[0]})"
+
+
+@contextlib.contextmanager
+def open_target(spec: str, *, bootstrap: str | None = None, quiet: bool = False) -> Iterator[Target]:
+    """A running target: external when `bootstrap` is given, else started (and stopped) here."""
+    if bootstrap:
+        yield Target(name=spec if spec in KNOWN_PEERS else "external", bootstrap=bootstrap)
+        return
+    if not quiet:
+        print(f"starting {describe_spec(spec)} ...", file=sys.stderr, flush=True)
+    running = start_peer(spec)
+    try:
+        if not quiet:
+            print(f"  {running.name} {running.version} ready at {running.bootstrap} (log {running.log_path})",
+                  file=sys.stderr, flush=True)
+        yield Target(name=describe_spec(spec), bootstrap=running.bootstrap, version=running.version,
+                     process=running)
+    finally:
+        running.stop()
