@@ -2,13 +2,12 @@
 
 The server's `Dispatcher` protocol: `dispatch` gives framed bytes, None (no
 response) or CLOSE_CONNECTION. An API the table knows but this broker does not
-advertise (the group APIs when no coordinator is wired) closes the connection,
-as an unknown API does.
+advertise (the group APIs when no coordinator is wired) is not `serves`d: the
+server closes the connection, as for an unknown API.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -18,8 +17,6 @@ from tinystream.broker.handlers.api_versions import unsupported_version_response
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, encode_response, schemas
 from tinystream.broker.server import CLOSE_CONNECTION, ClientInfo
-
-log = logging.getLogger(__name__)
 
 _CANCEL_ON_DISCONNECT = frozenset({api_versions.FETCH})
 
@@ -35,11 +32,7 @@ class RequestDispatcher:
     async def dispatch(self, request: Request, client: ClientInfo) -> bytes | None | object:
         header = request.header
         entry = self._handlers.get(header.api_key)
-        if entry is None:
-            log.warning(
-                "closing connection #%d: %s is not served here", client.connection_id,
-                api_versions.api_name(header.api_key),
-            )
+        if entry is None:  # the server checks `serves` first; this is a second line
             return CLOSE_CONNECTION
         handler, api = entry
         started = time.perf_counter()
@@ -56,3 +49,6 @@ class RequestDispatcher:
 
     def cancel_on_disconnect(self, api_key: int) -> bool:
         return api_key in _CANCEL_ON_DISCONNECT
+
+    def serves(self, api_key: int) -> bool:
+        return api_key in self._handlers

@@ -64,6 +64,9 @@ class Dispatcher(Protocol):
     def cancel_on_disconnect(self, api_key: int) -> bool:
         """Whether a pending request of this API may be cancelled when its client goes away."""
 
+    def serves(self, api_key: int) -> bool:
+        """Whether this API is advertised (others close the connection like unknown ones)."""
+
 
 class BadInputLog:
     """Logs bad input at WARNING, at most `burst` lines per `period` seconds.
@@ -181,6 +184,9 @@ class KafkaConnection(asyncio.Protocol):
             raise MalformedRequest(
                 f"{api_versions.api_name(api_key)} v{version} correlation_id={correlation_id}: {exc}"
             ) from exc
+        header = request.header
+        if not self._server.dispatcher.serves(header.api_key):
+            raise UnsupportedRequest(header.api_key, header.api_version, "not served by this broker")
         task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
         self._pending.append((request.header.api_key, task))
         task.add_done_callback(self._on_done)
@@ -193,26 +199,40 @@ class KafkaConnection(asyncio.Protocol):
         self._on_done(fut)
 
     def _on_done(self, _: asyncio.Future) -> None:
+        """Write every finished response at the head of the queue, in request order."""
         transport = self._transport
+        ready: list[bytes | bytearray] = []
         while self._pending and self._pending[0][1].done():
             _, fut = self._pending.popleft()
-            if self._closed or transport is None:
-                continue
             if fut.cancelled():
                 continue
-            exc = fut.exception()
+            exc = fut.exception()  # retrieved even when the answer can no longer be sent
+            if self._closed or transport is None:
+                continue
             if exc is not None:
                 log.error("request failed on connection %s; closing it", self._describe(), exc_info=exc)
+                self._flush(ready)
                 self._close()
                 return
             result = fut.result()
             if result is CLOSE_CONNECTION:
+                self._flush(ready)
                 self._close()
                 return
             if result is not None:
-                transport.write(result)
+                ready.append(result)
+        self._flush(ready)
         self.last_active = time.monotonic()
         self._update_reading()
+
+    def _flush(self, ready: list[bytes | bytearray]) -> None:
+        """One write for several pipelined responses (one syscall instead of many)."""
+        if not ready or self._transport is None:
+            return
+        if len(ready) == 1:
+            self._transport.write(ready[0])
+        else:
+            self._transport.writelines(ready)
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -254,6 +274,9 @@ class KafkaConnection(asyncio.Protocol):
     def close_idle(self) -> None:
         log.info("closing idle connection %s", self._describe())
         self._close()
+
+    def abort(self) -> None:
+        self._close(abort=True)
 
 
 class KafkaServer:
@@ -303,7 +326,7 @@ class KafkaServer:
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
-            conn._close(abort=True)
+            conn.abort()
         if self._server is not None:
             await self._server.wait_closed()
 

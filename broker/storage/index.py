@@ -270,10 +270,28 @@ class OffsetIndex(_SparseIndex):
 
 
 class TimeIndex(_SparseIndex):
-    """.timeindex: max timestamp so far -> relative offset of the batch that holds it."""
+    """.timeindex: max timestamp so far -> relative offset of the batch that holds it.
+
+    ``last_timestamp`` is a plain attribute (the hot path reads it on every
+    indexed append): the last entry's timestamp, -1 when empty or not loaded
+    yet, so it never overstates; ``maybe_append`` makes the real check.
+    """
 
     ENTRY_SIZE = 12
     KEY_TYPECODE = "q"
+    last_timestamp = -1
+
+    def load(self) -> None:
+        super().load()
+        self.last_timestamp = self._keys[-1] if self._keys else -1
+
+    def reset(self) -> None:
+        super().reset()
+        self.last_timestamp = -1
+
+    def _truncate_entries(self, keep: int) -> None:
+        super()._truncate_entries(keep)
+        self.last_timestamp = self._keys[-1] if self._keys else -1
 
     def maybe_append(self, timestamp: int, offset: int) -> bool:
         """Add (timestamp, offset) when the timestamp is above the last entry's; True if added."""
@@ -285,16 +303,8 @@ class TimeIndex(_SparseIndex):
             raise ValueError(f"time index offset {offset} goes backwards")
         self._values.append(relative)
         self._keys.append(timestamp)
+        self.last_timestamp = timestamp
         return True
-
-    @property
-    def last_timestamp(self) -> int:
-        """The last entry's timestamp (-1 when empty)."""
-        keys = self._keys
-        if keys is None:
-            self._ensure()
-            keys = self._keys
-        return keys[-1] if keys else -1
 
     def lookup(self, timestamp: int) -> int | None:
         """Offset of the last entry with timestamp <= ``timestamp`` (None: scan from the start).

@@ -63,14 +63,12 @@ class LeaderEpochCache:
     def __init__(self, entries: list[EpochEntry] | None = None, *, checkpoint: LeaderEpochCheckpoint | None = None):
         self._entries: list[EpochEntry] = list(entries or [])
         self._checkpoint = checkpoint
+        #: The latest epoch (-1 when none); a plain attribute because every append reads it.
+        self.latest_epoch = self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
     # ------------------------------------------------------------------ queries
     def entries(self) -> list[EpochEntry]:
         return list(self._entries)
-
-    @property
-    def latest_epoch(self) -> int:
-        return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
     def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) per Kafka's LeaderEpochFileCache.endOffsetFor.
@@ -138,5 +136,6 @@ class LeaderEpochCache:
             self._save()
 
     def _save(self) -> None:
+        self.latest_epoch = self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
         if self._checkpoint is not None:
             self._checkpoint.write(self._entries)

@@ -347,7 +347,9 @@ class LogSegment:
         """
         size, next_offset = self.tail()
         _, start = self.index.lookup(offset, size)
-        buf = self._pread(min(size - start, self._window + max(max_bytes, 0)), start)
+        # Enough for the walk from the index entry (at most one interval plus a
+        # header past it, unless batches are big) and the bytes to return.
+        buf = self._pread(min(size - start, self._interval + 2 * BATCH_HEADER_SIZE + max(max_bytes, 0)), start)
         buf_len = len(buf)
         unpack = _WALK.unpack_from
         pos = start
@@ -610,10 +612,15 @@ class LogSegment:
         return cut
 
     def truncate_to(self, offset: int) -> bool:
-        """Drop every batch whose last offset is >= ``offset``; True when anything was removed."""
+        """Drop every batch whose last offset is >= ``offset``; True when anything was removed.
+
+        Either way the segment is ready to be the active one afterwards (its
+        tail state is re-derived), since truncation ends at this segment.
+        """
         size = self.size
         found = self.locate(offset, size)
         if found is None:
+            self.prepare_to_append()
             return False
         position, fields = found
         self.version += 1
@@ -624,23 +631,29 @@ class LogSegment:
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(fields[F_BASE_OFFSET])
         self._tail = (position, None)
-        # Re-derive the tail state (next offset, bytes since the last entry, max timestamp).
+        self.prepare_to_append()
+        return True
+
+    def prepare_to_append(self) -> None:
+        """Re-derive what appends track (next offset, bytes since the last index entry,
+        max timestamp) from the indexes and a walk after the last index entry."""
+        size = self.size
         entry = self.index.last_entry()
         start = entry[1] if entry is not None else 0
         time_last = self.time_index.last_entry()
-        self._max_timestamp, self._offset_of_max = time_last if time_last is not None else (-1, self.base_offset)
-        self._bytes_since_index = 0
+        best, best_offset = time_last if time_last is not None else (-1, self.base_offset)
+        since_index = 0
         next_offset = self.base_offset
-        for pos, header in self._headers(start, position):
-            size_here = header[F_LENGTH] + LOG_OVERHEAD
-            if header[F_MAX_TIMESTAMP] > self._max_timestamp:
-                self._max_timestamp, self._offset_of_max = header[F_MAX_TIMESTAMP], header[F_BASE_OFFSET]
-            self._bytes_since_index += size_here
+        for _pos, header in self._headers(start, size):
+            if header[F_MAX_TIMESTAMP] > best:
+                best, best_offset = header[F_MAX_TIMESTAMP], header[F_BASE_OFFSET]
+            since_index += header[F_LENGTH] + LOG_OVERHEAD
             next_offset = header[F_BASE_OFFSET] + header[F_LAST_OFFSET_DELTA] + 1
-        self._tail = (position, next_offset)
-        if position == 0:
+        self._max_timestamp, self._offset_of_max = best, best_offset
+        self._bytes_since_index = since_index
+        self._tail = (size, next_offset)
+        if size == 0:
             self.rolling_base_ms = None
-        return True
 
     # ------------------------------------------------------------ durability and lifecycle
     def flush(self, *, fsync_indexes: bool = False) -> None:

@@ -17,8 +17,9 @@ Opening (``SegmentedLog.open``) recovers: leftovers of an interrupted
 compaction are finished or dropped; closed segments get Kafka's cheap index
 sanity check (and a rebuild when it fails); the active segment is scanned
 from its last index entry and a torn or corrupt tail is cut off. The log
-start offset is the checkpoint's or the first segment's base, whichever is
-larger; the epoch cache drops entries outside [start, end).
+start offset is the checkpoint's (the first segment's base when there is
+none: it may lie below the first segment after compaction removed emptied
+segments); the epoch cache drops entries outside [start, end].
 
 Durability (Kafka's flush.messages / flush.ms): every append is written
 with one ``pwritev`` to the page cache, so it survives a process crash at
@@ -35,6 +36,10 @@ take it exclusively, so a reader never sees a file closed or cut under it.
 Disk errors (ENOSPC, EROFS, EIO) raise LogStorageError; a failed append is
 cut back so the log stays consistent and later appends can succeed once the
 disk has room.
+
+Clock: every method that needs time takes ``now_ms``; the follower path
+(``append_replicated``, which has no clock argument) uses the last reading
+any call passed in.
 """
 
 from __future__ import annotations
@@ -89,7 +94,14 @@ _ONLY_LOG_START = LogConfig(cleanup_policy="compact")  # retention_deletions wit
 
 
 class SegmentedLog(PartitionLog):
-    """The file-backed PartitionLog. Create with ``SegmentedLog.open(directory, config, now_ms=...)``."""
+    """The file-backed PartitionLog. Create with ``SegmentedLog.open(directory, config, now_ms=...)``.
+
+    Beyond PartitionLog: ``roll(now_ms)``, ``maybe_flush(now_ms)`` (flush.ms
+    for a scheduler), ``locate(offset)`` (the index lookup alone),
+    ``batches_from(offset)`` (headers and bytes, for producer-state rebuilds),
+    ``segment_base_offsets()``, and the compaction hooks
+    ``closed_segment_bases`` / ``segment_batches`` / ``replace_segment``.
+    """
 
     def __init__(
         self,
@@ -203,6 +215,7 @@ class SegmentedLog(PartitionLog):
     def _publish(self, segments: list[LogSegment]) -> None:
         """Replace the segment list readers see, in one assignment."""
         self._view = (tuple(s.base_offset for s in segments), tuple(segments))
+        self._active_segment = segments[-1]
 
     @property
     def _active(self) -> LogSegment:
@@ -223,7 +236,7 @@ class SegmentedLog(PartitionLog):
             head, tail, size, base_offset, last_offset, max_timestamp, log_append_time = prepare_leader_append(
                 batch, config, self._end, leader_epoch, now_ms
             )
-            active = self._view[1][-1]
+            active = self._active_segment
             used = active._tail[0]
             if used and (
                 used + size > config.segment_bytes

@@ -32,7 +32,6 @@ from .batch import (
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_LENGTH,
-    F_MAX_TIMESTAMP,
     LOG_OVERHEAD,
     MAGIC,
     check_batch,

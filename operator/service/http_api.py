@@ -187,9 +187,11 @@ async def _run(request: web.Request, event: Event, *, validate_only: bool = Fals
 
 
 def _admin_reply(request: web.Request, decision: Decision, *, validate_only: bool = False, **body: Any) -> dict:
+    # validate_only: the image is unchanged, so report the current version, not the previewed one.
+    version = _service(request).image.version if validate_only else decision.state.image.version
     return {
         **body,
-        "metadata_version": _service(request).image.version,
+        "metadata_version": version,
         "validate_only": validate_only,
         "actions": [action.to_dict() for action in decision.actions],
     }
@@ -354,7 +356,9 @@ def _topic_name(request: web.Request) -> str:
     return request.match_info["name"]
 
 
-def _topic_reply(request: web.Request, decision: Decision, name: str, *, validate_only: bool, status: int = 200):
+def _topic_reply(
+    request: web.Request, decision: Decision, name: str, *, validate_only: bool, status: int = 200
+) -> web.Response:
     topic = decision.state.image.topic(name)
     return reply(
         _admin_reply(request, decision, validate_only=validate_only, topic=to_plain(topic) if topic else None),
@@ -372,7 +376,8 @@ async def create_topic(request: web.Request) -> web.Response:
         replica_assignment=body.replica_assignment,
     )
     decision = await _run(request, event, validate_only=body.validate_only)
-    return _topic_reply(request, decision, body.name, validate_only=body.validate_only, status=200 if body.validate_only else 201)
+    status = 200 if body.validate_only else 201
+    return _topic_reply(request, decision, body.name, validate_only=body.validate_only, status=status)
 
 
 async def describe_topic(request: web.Request) -> web.Response:

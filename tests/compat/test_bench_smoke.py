@@ -31,6 +31,7 @@ def test_raw_produce_then_raw_consume(acks, compression, broker):
                                          in_flight=3, progress=False)
     produced = produce_workloads.run_raw(_target(broker), spec)
     assert produced.records >= 20_000
+    assert produced.verified, produced.problem
     consume = consume_workloads.ConsumeSpec(topic=topic, partitions=3, records=produced.records, record_size=100,
                                             batch_bytes=32_768, compression=compression, fetch_bytes=65_536,
                                             progress=False)
@@ -58,3 +59,30 @@ def test_batch_header_counting_skips_records_before_the_fetch_offset():
     assert consume_workloads.count_records(bytes(batch), 104) == (6, 110)
     assert consume_workloads.count_records(bytes(batch) + bytes(batch[:30]), 100) == (10, 110)  # cut tail ignored
     assert consume_workloads.count_records(bytes(batch[:-1]), 100) == (0, 100)
+
+
+def test_fast_fetch_parser_agrees_with_kio(broker):
+    """The zero-copy Fetch v4 reader of the consume bench sees what kio's decoder sees."""
+    import asyncio
+
+    from tinystream.bench.wire_client import WireConnection
+
+    topic = ch.create_topic(broker.bootstrap, ch.unique_name("bench-parse"), 2)
+    ch.produce("confluent", broker.bootstrap, topic, ch.make_records(300), compression="lz4")
+    spec = consume_workloads.ConsumeSpec(topic=topic, partitions=2, records=300, record_size=10, batch_bytes=1024,
+                                         compression="none", fetch_bytes=4096)
+
+    async def fetch():
+        conn = await WireConnection.open(*_target(broker).host_port)
+        try:
+            return bytes(await conn.send(consume_workloads._fetch_request(topic, {0: 0, 1: 5}, spec)))
+        finally:
+            await conn.close()
+
+    payload = asyncio.run(fetch())
+    fast = [(p, e, bytes(r)) for p, e, r in consume_workloads.fetch_v4_partitions(memoryview(payload))]
+    response, _ = consume_workloads.read_fetch_response(payload, 4)
+    slow = [(int(p.partition_index), int(p.error_code), p.records or b"")
+            for t in response.responses for p in t.partitions]
+    assert fast == slow
+    assert any(records for _, _, records in fast)

@@ -58,6 +58,8 @@ class RunResult:
     requests: int = 0
     extra: dict[str, object] = field(default_factory=dict)
     version: str = ""
+    verified: bool = True  # the broker's end offsets agree with what was acknowledged / read
+    problem: str = ""
 
     @property
     def records_per_s(self) -> float:
@@ -80,7 +82,8 @@ class RunResult:
                     f"p99.9 {lat['p99.9']:.2f}  max {lat['max']:.2f}") if lat else "latency n/a"
         name = f"{self.target}{' ' + self.version if self.version else ''}"
         return (f"{name:<22} {self.client:<10} {self.records:>11,} records in {self.seconds:7.2f} s: "
-                f"{self.records_per_s:>12,.0f} records/s {self.mb_per_s:9.1f} MB/s   {lat_text}")
+                f"{self.records_per_s:>12,.0f} records/s {self.mb_per_s:9.1f} MB/s   {lat_text}"
+                + ("" if self.verified else f"   UNVERIFIED: {self.problem}"))
 
 
 class Progress:

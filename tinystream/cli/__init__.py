@@ -18,6 +18,7 @@ from tinystream import __version__
 _OPTIONAL_COMMANDS = [
     ("tinystream.cli.config_cmd", "config", "config"),
     ("tinystream.cli.server_cmds", "broker", "broker"),
+    ("tinystream.cli.server_cmds", "controller", "controller"),
     ("tinystream.cli.server_cmds", "dev", "dev"),
     ("tinystream.cli.client_cmds", "topics", "topics"),
     ("tinystream.cli.client_cmds", "produce", "produce"),

@@ -35,6 +35,21 @@ def broker(**kwargs: Any) -> None:
 
 
 @click.command()
+@settings_options("controller")
+def controller(**kwargs: Any) -> None:
+    """Run the controller (local driver): the controller API over HTTP/JSON, state in a file."""
+    from tinystream.operator.service import main as run_controller_main
+
+    effective = pop_settings("controller", kwargs)
+
+    def announce(info: Any) -> None:
+        click.echo(f"controller ready url={info.url} cluster_id={info.cluster_id}")
+        sys.stdout.flush()
+
+    run_controller_main(effective.settings, ready=announce)
+
+
+@click.command()
 @click.option("--brokers", type=click.IntRange(1, 9), default=1, show_default=True, help="Number of brokers.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default="./data", show_default=True)
 @click.option("--port", "first_port", type=click.IntRange(0, 65535), default=9092, show_default=True,

@@ -151,6 +151,15 @@ def server_properties(*, port: int, controller_port: int, log_dir: Path,
     return {key: str(value).lower() if isinstance(value, bool) else str(value) for key, value in props.items()}
 
 
+def _cluster_id() -> str:
+    """A random cluster id as Kafka's Uuid prints it; like Uuid.randomUuid(), never one that
+    starts with '-', which the tools' argument parser would take for an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
 def start_apache_kafka(
     *,
     workdir: str | Path | None = None,
@@ -172,7 +181,7 @@ def start_apache_kafka(
     config.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
     log_config = _log4j_config(directory, log_level)
 
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = _cluster_id()
     fmt = subprocess.run(  # noqa: S603
         java_tool_argv(STORAGE_TOOL, ["format", "-t", cluster_id, "-c", str(config)], log_config=log_config),
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,

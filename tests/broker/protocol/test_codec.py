@@ -58,7 +58,7 @@ def test_response_round_trip(api_key, version, data):
     body = data.draw(st.from_type(load_response_schema(api_key, version)))
     frame = encode_response(RequestHeader(api_key, version, 99, None), body)
     assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
-    assert decode_response(api_key, version, frame[4:]) == (99, body)
+    assert decode_response(api_key, version, bytes(frame[4:])) == (99, body)
 
 
 def test_header_versions_follow_flexibility():
@@ -112,3 +112,22 @@ def test_legacy_produce_is_parsed_with_the_v3_layout():
     request = decode_request(legacy)
     assert request.header.api_version == 2
     assert request.body.topic_data[0].partition_data[0].records == b"xyz"
+
+
+@pytest.mark.parametrize(("api_key", "version"), SERVED, ids=[f"{k}v{v}" for k, v in SERVED])
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_fast_encoder_writes_what_kio_writes(api_key, version, data):
+    import io
+
+    from kio.serial import entity_writer
+
+    from tinystream.broker.protocol.encoder import entity_encoder
+
+    response_type = load_response_schema(api_key, version)
+    body = data.draw(st.from_type(response_type))
+    expected = io.BytesIO()
+    entity_writer(response_type)(expected, body)
+    out = bytearray()
+    entity_encoder(response_type)(out, body)
+    assert bytes(out) == expected.getvalue()

@@ -326,4 +326,10 @@ def test_decode_response_helper_is_symmetric():
     s = schemas(3, 12)
     body = s.response("MetadataResponse", throttle_time=millis(0), brokers=(), cluster_id="c", controller_id=1, topics=())
     data = encode_response(RequestHeader(3, 12, 42, None), body)
-    assert decode_response(3, 12, data[4:]) == (42, body)
+    assert decode_response(3, 12, bytes(data[4:])) == (42, body)
+
+
+async def test_internal_topic_cannot_grow(broker, client):
+    broker.topics.ensure_offsets_topic()
+    result = (await client.request(create_partitions("__consumer_offsets", 10))).results[0]
+    assert result.error_code == ErrorCode.invalid_request

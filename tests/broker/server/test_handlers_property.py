@@ -53,6 +53,6 @@ def test_handlers_answer_any_decodable_request(running, api_key, version, data):
     except (asyncio.TimeoutError, concurrent.futures.TimeoutError):
         assert api_key in MAY_WAIT
         return
-    assert result is None or result is CLOSE_CONNECTION or isinstance(result, bytes)
+    assert result is None or result is CLOSE_CONNECTION or isinstance(result, (bytes, bytearray))
     if result is None:
         assert api_key == api_versions.PRODUCE and body.acks == 0

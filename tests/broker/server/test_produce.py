@@ -237,3 +237,36 @@ async def test_metrics_count_bytes_and_requests(broker, client):
     assert f'tinystream_bytes_in_total{{topic="m"}} {float(len(batch))}' in text
     assert 'tinystream_messages_in_total{topic="m"} 3.0' in text
     assert 'tinystream_requests_total{api="Produce"} 1.0' in text
+
+
+async def test_producer_state_is_rebuilt_from_the_log_without_a_snapshot(tmp_path):
+    """Crash-like restart: no snapshot on disk, so the state comes from batch headers."""
+    from tinystream.broker.app import Broker
+    from tinystream.broker.partition import TopicPartition
+    from tinystream.broker.protocol.client import KafkaClient
+    from tinystream.broker.testing import test_settings
+
+    settings = test_settings(tmp_path / "d")
+    b0 = build_batch([(None, b"a")], producer_id=21, producer_epoch=0, base_sequence=0)
+    b1 = build_batch([(None, b"b"), (None, b"c")], producer_id=21, producer_epoch=0, base_sequence=1)
+    broker = Broker(settings)
+    await broker.start()
+    client = await KafkaClient.connect(broker.info.host, broker.info.port)
+    await create_topic(client, "replay")
+    for b in (b0, b1):
+        assert part(await client.request(produce("replay", 0, b))).error_code == ErrorCode.none
+    await client.close()
+    snapshot = broker.logs.snapshot_path(TopicPartition("replay", 0))
+    await broker.stop()
+    snapshot.unlink()
+    broker = Broker(settings)
+    await broker.start()
+    client = await KafkaClient.connect(broker.info.host, broker.info.port)
+    try:
+        dup = part(await client.request(produce("replay", 0, b1)))
+        assert (dup.error_code, dup.base_offset) == (ErrorCode.none, 1)
+        gap = build_batch([(None, b"d")], producer_id=21, producer_epoch=0, base_sequence=9)
+        assert part(await client.request(produce("replay", 0, gap))).error_code == ErrorCode.out_of_order_sequence_number
+    finally:
+        await client.close()
+        await broker.stop()

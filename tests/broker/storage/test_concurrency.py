@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from tinystream.broker.storage.base import LogConfig, OffsetOutOfRangeError
-from tinystream.broker.storage.batch import iter_batches
+from tinystream.broker.storage.batch import Record, build_batch, decode_records, iter_batches
 from tinystream.broker.storage.cleaner import LogCleaner
 from tinystream.broker.storage.segmented import SegmentedLog
 
@@ -68,9 +68,7 @@ def test_readers_see_consistent_batches_while_the_writer_appends_rolls_and_delet
     log.close()
 
 
-def test_cleaner_thread_and_writer_thread(tmp_path, make_batch):
-    from tinystream.broker.storage.batch import Record, build_batch
-
+def test_cleaner_thread_and_writer_thread(tmp_path):
     config = LogConfig(cleanup_policy="compact", segment_bytes=2000)
     log = SegmentedLog.open(tmp_path, config, now_ms=0)
     stop = threading.Event()
@@ -95,9 +93,7 @@ def test_cleaner_thread_and_writer_thread(tmp_path, make_batch):
     LogCleaner().clean(log, now_ms=0)
     # After a final clean, closed segments hold at most one record per key, and the newest values survive.
     latest: dict[bytes, bytes] = {}
-    for header, data in log.batches_from(0):
-        from tinystream.broker.storage.batch import decode_records
-
+    for _header, data in log.batches_from(0):
         for record in decode_records(bytes(data)):
             latest[record.key] = record.value
     assert latest == {b"k%d" % k: b"v%d" % (395 + k) for k in range(5)}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,8 @@ import orjson
 
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_client import ControllerClient, RegisterReply
-from tinystream.operator.service import ControllerInfo, ControllerServer, DriverTiming, StateStore
+from tinystream.operator.service import ControllerInfo, ControllerServer, DriverTiming, StateStore, monotonic_ms
+from tinystream.operator.service.controller_service import Clock
 
 FAST = DriverTiming(tick_interval_s=0.05, preferred_election_interval_s=3600.0, max_wait_ms=5000)
 
@@ -26,6 +29,7 @@ class Controller:
         session_timeout_ms: int = 9000,
         timing: DriverTiming = FAST,
         store: StateStore | None = None,
+        clock: Clock = monotonic_ms,
         **settings: Any,
     ) -> None:
         self.state_file = state_file
@@ -38,6 +42,7 @@ class Controller:
         )
         self.timing = timing
         self.store = store
+        self.clock = clock
         self.server: ControllerServer | None = None
         self.info: ControllerInfo | None = None
         self.client: ControllerClient | None = None
@@ -51,7 +56,7 @@ class Controller:
         return self.info.url
 
     async def start(self) -> ControllerInfo:
-        self.server = ControllerServer(self.settings, store=self.store, timing=self.timing)
+        self.server = ControllerServer(self.settings, store=self.store, timing=self.timing, clock=self.clock)
         self.info = await self.server.start()
         self.client = ControllerClient(self.info.url, timeout_s=5.0)
         self.http = aiohttp.ClientSession()
@@ -71,8 +76,9 @@ class Controller:
     async def request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
                       params: dict[str, str] | None = None) -> tuple[int, Any]:
         assert self.http is not None
-        data = raw if raw is not None else (None if body is None else orjson.dumps(body))
-        async with self.http.request(method, self.url + path, data=data, params=params) as response:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())  # stdlib: big ints too
+        payload_in = io.BytesIO(data) if data is not None and len(data) > 1 << 20 else data  # aiohttp: big bodies as files
+        async with self.http.request(method, self.url + path, data=payload_in, params=params) as response:
             payload = await response.read()
             assert response.content_type == "application/json", (response.status, payload[:200])
             return response.status, orjson.loads(payload)
