@@ -323,6 +323,9 @@ class RecordProducer:
             # delivery.timeout.ms of the Java client: 120 s.
             **{"message.timeout.ms": 120_000},
         )
+        # Python callbacks for failures only: a callback per acknowledged record would
+        # cost more than producing it.
+        settings["delivery.report.only.error"] = True
         try:
             self._producer = Producer(settings)
         except Exception as exc:
@@ -339,14 +342,14 @@ class RecordProducer:
 
     def send(self, topic: str, value: bytes | None, *, key: bytes | None = None, partition: int | None = None,
              headers: list[tuple[str, bytes | None]] | None = None) -> None:
-        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": self._on_delivery}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if headers:
-            kwargs["headers"] = headers
         while True:
             try:
-                self._producer.produce(topic, **kwargs)
+                if headers:
+                    self._producer.produce(topic, value, key, -1 if partition is None else partition,
+                                           on_delivery=self._on_delivery, headers=headers)
+                else:
+                    self._producer.produce(topic, value, key, -1 if partition is None else partition,
+                                           on_delivery=self._on_delivery)
                 break
             except BufferError:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain

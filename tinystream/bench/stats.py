@@ -122,8 +122,9 @@ def ratio_lines(results: list[RunResult]) -> list[str]:
         if peer.records_per_s <= 0:
             continue
         ratio = ours.records_per_s / peer.records_per_s
-        lines.append(f"{ours.target} / {peer.target}: {ratio:.2f}x records/s"
-                     + (f" ({'within' if ratio >= 0.5 else 'NOT within'} 2x of {peer.target})"))
+        verdict = ("faster" if ratio >= 1.0 else f"slower, within 2x of {peer.target}" if ratio >= 0.5
+                   else f"slower, NOT within 2x of {peer.target}")
+        lines.append(f"{ours.target} / {peer.target}: {ratio:.2f}x records/s ({verdict})")
     return lines
 
 
