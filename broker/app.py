@@ -110,7 +110,6 @@ class Broker:
             metrics=self.metrics,
             advertised=advertised(with_groups=self.groups is not None),
             groups=self.groups,
-            clock=clock,
         )
         self.metrics.watch_partitions(self.replicas.partitions)
         self.server = KafkaServer(

@@ -6,8 +6,7 @@ of their own, so each can be tested with a context built from in-memory parts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tinystream.broker.cluster import ClusterView
@@ -30,8 +29,7 @@ class BrokerContext:
     producer_ids: ProducerIdManager
     metrics: BrokerMetrics
     advertised: tuple[ApiRange, ...]
-    groups: Any = None  # GroupsGateway when a group coordinator is wired
-    clock: Callable[[], int] = field(default=lambda: 0)
+    groups: Any = None  # a GroupService when a group coordinator is wired
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,44 +6,24 @@ broker's producer-state snapshot for it (`producer-state.json`, see
 `idempotence`). A new partition goes to the log dir holding the fewest
 partitions; an existing one is found wherever it is.
 
-Storage engines: `SegmentedLog` (files; the default once it exists) or
-`MemoryLog` (`in_memory=True`, tests). Both are behind `PartitionLog`.
-
-The maintenance passes (retention, segment roll by time, flush policy,
-compaction) are plain methods over the open logs; `app` runs them on timers.
+Storage engines: `SegmentedLog` (files, the default) or `MemoryLog`
+(`in_memory=True`, tests). Both are behind `PartitionLog`; compaction is
+`storage.cleaner`, run by `ReplicaManager.compact` on a timer.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 from tinystream.broker.partition import TopicPartition
 from tinystream.broker.storage.base import LogConfig, PartitionLog
+from tinystream.broker.storage.cleaner import clean
 from tinystream.broker.storage.memory import MemoryLog
-
-log = logging.getLogger(__name__)
+from tinystream.broker.storage.segmented import SegmentedLog
 
 PRODUCER_SNAPSHOT = "producer-state.json"
-
-
-def _segmented_log_class() -> type | None:
-    """storage.segmented.SegmentedLog when the storage engine provides it."""
-    try:
-        module = importlib.import_module("tinystream.broker.storage.segmented")
-    except ImportError:
-        return None
-    return getattr(module, "SegmentedLog", None)
-
-
-def _cleaner_module():
-    try:
-        return importlib.import_module("tinystream.broker.storage.cleaner")
-    except ImportError:
-        return None
 
 
 class LogManager:
@@ -53,12 +33,9 @@ class LogManager:
             raise ValueError("log.dirs names no directory")
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        segmented = None if in_memory else _segmented_log_class()
-        self._segmented = segmented
-        self.in_memory = segmented is None
-        if segmented is None and not in_memory:
-            log.warning("storage.segmented is not available: partitions are kept in memory only")
+        self.in_memory = in_memory
         self._dirs: dict[TopicPartition, Path] = {}
+        self._load: dict[Path, int] | None = None  # partition directories per log dir, counted once
 
     @property
     def metadata_dir(self) -> Path:
@@ -76,15 +53,18 @@ class LogManager:
             if (d / name).is_dir():
                 self._dirs[tp] = d / name
                 return d / name
-        least = min(self.log_dirs, key=lambda d: sum(1 for p in d.iterdir() if p.is_dir()))
+        if self._load is None:
+            self._load = {d: sum(1 for p in d.iterdir() if p.is_dir()) for d in self.log_dirs}
+        least = min(self.log_dirs, key=self._load.__getitem__)
+        self._load[least] += 1
         self._dirs[tp] = least / name
         return least / name
 
     def open(self, tp: TopicPartition, config: LogConfig, now_ms: int) -> PartitionLog:
         directory = self.partition_dir(tp)
-        if directory is None or self._segmented is None:
+        if directory is None:
             return MemoryLog(config, now_ms=now_ms)
-        return self._segmented.open(directory, config, now_ms=now_ms)
+        return SegmentedLog.open(directory, config, now_ms=now_ms)
 
     def snapshot_path(self, tp: TopicPartition) -> Path | None:
         directory = self.partition_dir(tp)
@@ -97,15 +77,9 @@ class LogManager:
             shutil.rmtree(directory, ignore_errors=True)
         self._dirs.pop(tp, None)
 
-    # -- maintenance ------------------------------------------------------------------
-
     @staticmethod
     def clean(partition_log: PartitionLog, now_ms: int) -> bool:
-        """One compaction pass when storage.cleaner exists; True if it changed the log."""
-        cleaner = _cleaner_module()
-        if cleaner is None or not partition_log.config.compacted:
+        """One compaction pass over a compacted topic's closed segments; True if it changed the log."""
+        if not partition_log.config.compacted:
             return False
-        clean = getattr(cleaner, "clean", None) or getattr(cleaner, "compact", None)
-        if clean is None:
-            return False
-        return bool(clean(partition_log, now_ms=now_ms))
+        return bool(clean(partition_log, now_ms))

@@ -18,15 +18,15 @@ from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.errors import OffsetsTopicError
 from tinystream.broker.partition import TopicPartition
 from tinystream.broker.replica_manager import ReplicaManager
-from tinystream.broker.storage.base import LogError, OffsetOutOfRangeError
-from tinystream.broker.storage.batch import HEADER, Record, build_batch, decode_records, split_batches
+from tinystream.broker.log_scan import scan_batches
+from tinystream.broker.storage.base import LogError
+from tinystream.broker.storage.batch import HEADER, Record, build_batch, decode_records
 from tinystream.broker.topics import OFFSETS_TOPIC
 
 KeyValue = tuple[bytes, bytes | None]
 
 #: Kafka's offsets.commit.timeout.ms.
 COMMIT_TIMEOUT_MS = 5000
-_READ_CHUNK = 4 * 1024 * 1024
 
 
 class LogOffsetsTopic:
@@ -54,21 +54,11 @@ class LogOffsetsTopic:
         p = self._replicas.get(TopicPartition(OFFSETS_TOPIC, partition))
         if p is None:
             raise OffsetsTopicError(ErrorCode.not_leader_or_follower, f"__consumer_offsets-{partition} is not here")
-        offset = p.log_start_offset
-        end = p.log_end_offset
-        while offset < end:
+        for _, batch in scan_batches(p.log, p.log_start_offset):
             try:
-                result = p.log.read(offset, _READ_CHUNK, min_one=True)
-            except OffsetOutOfRangeError:
-                return
-            if not len(result.data) or result.next_offset <= offset:
-                return
-            for batch in split_batches(result.data):
-                try:
-                    records = decode_records(batch)
-                except LogError as exc:
-                    raise OffsetsTopicError(ErrorCode.corrupt_message, str(exc)) from exc
-                for record in records:
-                    if record.key is not None:
-                        yield record.key, record.value
-            offset = result.next_offset
+                records = decode_records(batch)
+            except LogError as exc:
+                raise OffsetsTopicError(ErrorCode.corrupt_message, str(exc)) from exc
+            for record in records:
+                if record.key is not None:
+                    yield record.key, record.value

@@ -32,14 +32,12 @@ from tinystream.broker.atomic_file import write_atomically
 from tinystream.broker.errors import ErrorCode, code_for_log_error
 from tinystream.broker.idempotence import ProducerStateTable
 from tinystream.broker.log_manager import LogManager
+from tinystream.broker.log_scan import scan_batches
 from tinystream.broker.partition import AppendOutcome, Partition, PartitionState, TopicPartition
 from tinystream.broker.purgatory import Purgatory
 from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRangeError, ReadResult
-from tinystream.broker.storage.batch import iter_header_fields
 
 log = logging.getLogger(__name__)
-
-_REPLAY_CHUNK = 4 * 1024 * 1024
 
 
 def wall_clock_ms() -> int:
@@ -262,20 +260,10 @@ class ReplicaManager:
         if current:  # the snapshot on disk already says all there is
             self._snapshotted[partition.tp] = (table.changes, partition.log_end_offset)
 
-    def _replay(self, partition: Partition, offset: int, now: int) -> int:
+    @staticmethod
+    def _replay(partition: Partition, offset: int, now: int) -> int:
         """Feed batch headers from `offset` to the log end into the producer table."""
-        seen = 0
-        end = partition.log_end_offset
-        while offset < end:
-            try:
-                result = partition.log.read(offset, _REPLAY_CHUNK, min_one=True)
-            except OffsetOutOfRangeError:
-                break
-            if not len(result.data) or result.next_offset <= offset:
-                break
-            seen += partition.producers.replay((f for _, f in iter_header_fields(result.data)), now)
-            offset = result.next_offset
-        return seen
+        return partition.producers.replay((fields for fields, _ in scan_batches(partition.log, offset)), now)
 
     def write_snapshots(self) -> int:
         """Snapshot the producer state of partitions that changed since their last snapshot.

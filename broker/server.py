@@ -250,7 +250,9 @@ class KafkaConnection(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        return not self._pending and not self._decoder.in_frame
+        """Nothing in flight. (A half-sent frame does not count: a peer that stops
+        mid-frame is as idle as one that sends nothing, and is closed the same way.)"""
+        return not self._pending
 
     def _describe(self) -> str:
         return f"#{self._id} {self._client.host}:{self._client.port}"

@@ -21,24 +21,23 @@ from typing import Any
 
 from tinystream.broker.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode, code_for_log_error
+from tinystream.broker.log_scan import scan_batches
 from tinystream.broker.partition import Partition, TopicPartition
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.base import LogError
 from tinystream.broker.storage.batch import (
     F_ATTRIBUTES,
     F_BASE_OFFSET,
+    F_BASE_TIMESTAMP,
     F_LAST_OFFSET_DELTA,
     F_MAX_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
     decode_records,
-    iter_header_fields,
-    parse_header,
 )
 
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
-_SCAN_CHUNK = 4 * 1024 * 1024
 
 
 async def handle_list_offsets(ctx: BrokerContext, call: Call) -> Any:
@@ -112,30 +111,22 @@ def epoch_at(partition: Partition, offset: int) -> int:
 def max_timestamp_offset(partition: Partition) -> tuple[int, int] | None:
     """(timestamp, offset) of the first record carrying the log's largest timestamp, below the HW."""
     best: tuple | None = None
-    offset = partition.log_start_offset
-    end = partition.high_watermark
-    while offset < end:
-        result = partition.read(offset, _SCAN_CHUNK, for_replica=False, min_one=True)
-        if not len(result.data) or result.next_offset <= offset:
-            break
-        for _, fields in iter_header_fields(result.data):
-            if best is None or fields[F_MAX_TIMESTAMP] > best[F_MAX_TIMESTAMP]:
-                best = fields
-        offset = result.next_offset
-    if best is None or best[F_MAX_TIMESTAMP] < 0:
+    best_batch: memoryview | None = None
+    for fields, batch in scan_batches(partition.log, partition.log_start_offset, partition.high_watermark):
+        if best is None or fields[F_MAX_TIMESTAMP] > best[F_MAX_TIMESTAMP]:
+            best, best_batch = fields, batch
+    if best is None or best_batch is None or best[F_MAX_TIMESTAMP] < 0:
         return None
     ts, base = best[F_MAX_TIMESTAMP], best[F_BASE_OFFSET]
     if best[F_ATTRIBUTES] & TIMESTAMP_TYPE_BIT or best[F_LAST_OFFSET_DELTA] == 0:
         return ts, base  # LogAppendTime: every record carries it
-    batch = partition.read(base, 1, for_replica=False, min_one=True)
     try:
-        header = parse_header(batch.data)
-        records = decode_records(batch.data)
+        records = decode_records(best_batch)
     except LogError:
         return ts, base
     for record in records:
-        if header.base_timestamp + record.timestamp_delta == ts:
-            return ts, header.base_offset + (record.offset_delta or 0)
+        if best[F_BASE_TIMESTAMP] + record.timestamp_delta == ts:
+            return ts, base + (record.offset_delta or 0)
     return ts, base
 
 

@@ -36,6 +36,7 @@ from kio.serial._introspect import (
 )
 
 from tinystream.broker.errors import MalformedRequest
+from tinystream.broker.protocol.encoder import uvarint
 
 _FIXED = {
     "int8": 1,
@@ -83,21 +84,12 @@ def strip_unknown_tags(buf: Any, sections: list) -> bytes:
     pos = 0
     for count_start, count_end, known, spans in sorted(sections, key=lambda s: s[0]):
         out += buf[pos:count_start]
-        out += _uvarint(known)
+        out += uvarint(known)
         pos = count_end
         for start, stop in spans:
             out += buf[pos:start]
             pos = stop
     out += buf[pos:]
-    return bytes(out)
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
     return bytes(out)
 
 

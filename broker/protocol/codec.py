@@ -221,10 +221,6 @@ def build(entity_type: type, values: dict[str, Any]) -> Any:
     return entity_type(**{k: v for k, v in values.items() if k in names})
 
 
-def has_field(entity_type: type, name: str) -> bool:
-    return name in _field_names(entity_type)
-
-
 _TIMEDELTA_ZERO = datetime.timedelta(0)
 
 

@@ -4,6 +4,8 @@ Workers run the same Python as the driver (`spark.pyspark.python` =
 sys.executable): the default is whatever `python3` is on PATH, which
 usually lacks the connector. Shuffle partitions are few because the data
 is small, and the UI is off so parallel runs do not fight over port 4040.
+Session time zone UTC: windows and the printed tables do not depend on the
+machine's zone.
 """
 
 from __future__ import annotations
@@ -35,14 +37,12 @@ def local_session(
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app_name)
         .config("spark.pyspark.python", sys.executable)
+        # Few shuffle partitions: the data is small, and each stateful partition is a state store.
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
-        # Windowed state is small; the default 200 partitions would start 200 state stores.
-        .config("spark.sql.streaming.stateStore.providerClass",
-                "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
     )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)

@@ -185,3 +185,10 @@ async def test_stop_is_prompt_and_flushes(tmp_path):
         assert b2.replicas.get(("keep", 0)).log_end_offset == 1
     finally:
         await b2.stop()
+
+
+@pytest.mark.parametrize("settings_overrides", [{"connections.max.idle.ms": 200}])
+async def test_a_peer_that_stops_mid_frame_is_closed_as_idle(broker, settings_overrides):
+    reader, writer = await raw(broker)
+    writer.write(API_VERSIONS_V0[:7])
+    assert await closed_by_peer(reader, timeout=5)

@@ -72,3 +72,18 @@ def test_producer_id_blocks_survive_restart(tmp_path):
     assert ids == list(range(12))
     second = ProducerIdManager(FileBlockSource(tmp_path, block_size=10))
     assert second.next_id() == 20  # the rest of the second block is skipped, never reused
+
+
+def test_partitions_spread_over_log_dirs_and_are_found_again(tmp_path):
+    from tinystream.broker.log_manager import LogManager
+    from tinystream.broker.partition import TopicPartition
+    from tinystream.broker.storage.base import LogConfig
+
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    logs = LogManager(dirs)
+    for p in range(4):
+        logs.open(TopicPartition("t", p), LogConfig(), now_ms=0).close()
+    assert sorted(len(list(d.iterdir())) for d in dirs) == [2, 2]
+    again = LogManager(dirs)
+    assert {again.partition_dir(TopicPartition("t", p)) for p in range(4)} == {
+        logs.partition_dir(TopicPartition("t", p)) for p in range(4)}
