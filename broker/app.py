@@ -123,6 +123,33 @@ class Broker:
         self.admin = AdminHttp(self.ctx)
         self.maintenance = Maintenance(jobs(settings, self.replicas))
         self.info: BrokerInfo | None = None
+        self.control = None
+        if settings.controller_url:
+            self._wire_controller()
+
+    def _wire_controller(self) -> None:
+        """Replicated mode: the controller's image drives topics and roles (see `control_plane`)."""
+        from tinystream.broker.control_plane import ControlPlane
+        from tinystream.broker.hw_checkpoint import HighWatermarkCheckpoint
+        from tinystream.broker.replica_fetcher import ReplicaFetcherManager
+        from tinystream.controller_client import ControllerClient
+
+        s = self.settings
+        self.replicas.use_hw_checkpoint(HighWatermarkCheckpoint(self.logs.metadata_dir))
+        self.fetchers = ReplicaFetcherManager(
+            broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes
+        )
+        self.control = ControlPlane(
+            settings=s,
+            controller=ControllerClient(s.controller_url),
+            cluster=self.cluster,
+            topics=self.topics,
+            replicas=self.replicas,
+            fetchers=self.fetchers,
+            groups=self.groups,
+            clock=self.clock,
+        )
+        self.ctx.control = self.control
 
     def _group_service(self):
         try:
@@ -142,13 +169,19 @@ class Broker:
             raise
 
     async def _start(self) -> BrokerInfo:
-        self.topics.open_all()
+        if self.control is None:
+            self.topics.open_all()  # with a controller, its image says what to open
         if self.groups is not None:
-            await self.groups.start()
+            if self.control is None:
+                await self.groups.start()
+            else:
+                await self.groups.coordinator.start()  # partitions load as this broker gains leadership
         s = self.settings
         bound_host, port = await self.server.start(s.host, s.port)
         host = _advertised_host(s, bound_host)
         self.cluster.set_local(BrokerEndpoint(s.broker_id, host, s.advertised_port or port, s.broker_rack))
+        if self.control is not None:
+            await self.control.start()
         admin_host, admin_port = await self.admin.start(s.host, s.admin_port)
         self.maintenance.start()
         self.info = BrokerInfo(
@@ -165,7 +198,10 @@ class Broker:
         )
         return self.info
 
-    async def stop(self) -> None:
+    async def stop(self, *, fence: bool = True) -> None:
+        """`fence=False` (tests) leaves the controller to notice by session expiry, like a crash."""
+        if self.control is not None:
+            await self.control.stop(fence=fence)
         await self.server.stop()
         await self.maintenance.stop()
         if self.groups is not None:

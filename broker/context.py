@@ -30,6 +30,7 @@ class BrokerContext:
     metrics: BrokerMetrics
     advertised: tuple[ApiRange, ...]
     groups: Any = None  # a GroupService when a group coordinator is wired
+    control: Any = None  # a ControlPlane when controller.url is set: admin requests go there
 
 
 @dataclass(frozen=True, slots=True)

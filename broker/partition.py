@@ -91,7 +91,9 @@ class Partition:
         self.producers = producers if producers is not None else ProducerStateTable()
         self._state = state
         self._follower_leo: dict[int, int] = {}
-        self._follower_seen_ms: dict[int, int] = {}
+        self._follower_seen_ms: dict[int, int] = {}  # last caught-up time (Kafka's lastCaughtUpTimeMs)
+        self._follower_last_fetch: dict[int, tuple[int, int]] = {}  # (time, leader LEO then)
+        self._epoch_start_offset = log.log_end_offset  # our LEO when we became leader of this epoch
         # A sole replica has nothing to wait for. With followers, the HW restarts
         # at the log start and rises as they report their positions.
         self._hw = log.log_end_offset if state.isr == (broker_id,) else log.log_start_offset
@@ -126,14 +128,30 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
-    def update_state(self, state: PartitionState) -> None:
-        """Become leader or follower at `state.leader_epoch` (LeaderAndIsr / metadata image)."""
-        was_leader = self.is_leader
+    def update_state(self, state: PartitionState, *, now_ms: int | None = None) -> None:
+        """Become leader or follower at `state.leader_epoch` (LeaderAndIsr / metadata image).
+
+        A new leadership (or a new epoch of it) forgets what followers reported
+        to the old one and counts every ISR member as caught up now (Kafka's
+        makeLeader), so none is dropped from the ISR before it had a chance
+        to fetch from us.
+        """
+        was_leader, old_epoch = self.is_leader, self._state.leader_epoch
         self._state = state
-        if self.is_leader and not was_leader:
+        if self.is_leader and (not was_leader or state.leader_epoch != old_epoch):
             self._follower_leo.clear()
             self._follower_seen_ms.clear()
+            self._follower_last_fetch.clear()
+            self._epoch_start_offset = self.log.log_end_offset
+            if now_ms is not None:
+                for replica in state.isr:
+                    if replica != self.broker_id:
+                        self._follower_seen_ms[replica] = now_ms
         self._maybe_advance_hw()
+
+    def restore_high_watermark(self, hw: int) -> None:
+        """Start from a checkpointed HW (never past our log end), so a restart does not regress it."""
+        self._hw = max(self._hw, min(hw, self.log.log_end_offset))
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """KIP-320: -1 skips the check."""
@@ -214,11 +232,52 @@ class Partition:
         )
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched from `fetch_offset` (= its log end offset); True if the HW moved."""
+        """A follower fetched from `fetch_offset` (= its log end offset); True if the HW moved.
+
+        Caught-up time as Kafka's Replica.updateFetchState: at our log end now
+        means caught up now; at least at our log end of its previous fetch
+        means caught up as of that fetch (so a steady stream of produces does
+        not make a keeping-up follower look lagging).
+        """
+        leo = self.log.log_end_offset
         self._follower_leo[replica_id] = fetch_offset
-        if fetch_offset >= self.log.log_end_offset:
+        if fetch_offset >= leo:
             self._follower_seen_ms[replica_id] = now_ms
+        else:
+            previous = self._follower_last_fetch.get(replica_id)
+            if previous is not None and fetch_offset >= previous[1]:
+                self._follower_seen_ms[replica_id] = max(self._follower_seen_ms.get(replica_id, 0), previous[0])
+        self._follower_last_fetch[replica_id] = (now_ms, leo)
         return self._maybe_advance_hw()
+
+    def isr_change(self, now_ms: int, lag_time_max_ms: int) -> tuple[int, ...] | None:
+        """The ISR this leader should ask the controller for, or None (KIP-497 AlterPartition).
+
+        Shrink: a follower whose last caught-up time is older than
+        replica.lag.time.max.ms. Expand: a replica outside the ISR whose log
+        end reached the HW and this leader epoch's start offset (Kafka's
+        isFollowerInSync), so it holds everything acknowledged.
+        """
+        if not self.is_leader:
+            return None
+        isr = list(self._state.isr)
+        # A member never heard from starts its lag clock at the first check.
+        out = [
+            r for r in isr
+            if r != self.broker_id and now_ms - self._follower_seen_ms.setdefault(r, now_ms) > lag_time_max_ms
+        ]
+        caught_up = [
+            r for r in self._state.replicas
+            if r not in isr and r != self.broker_id
+            and self._follower_leo.get(r, -1) >= max(self._hw, self._epoch_start_offset)
+            and now_ms - self._follower_seen_ms.get(r, 0) <= lag_time_max_ms
+        ]
+        if not out and not caught_up:
+            return None
+        new = [r for r in isr if r not in out] + caught_up
+        if self.broker_id not in new:
+            new.insert(0, self.broker_id)
+        return tuple(new)
 
     def _maybe_advance_hw(self) -> bool:
         if not self.is_leader:
@@ -239,8 +298,15 @@ class Partition:
     def append_as_follower(self, batches: memoryview, leader_hw: int) -> int:
         """Copy the leader's batches; returns the new log end offset."""
         leo = self.log.append_replicated(batches)
-        self._hw = max(self._hw, min(leader_hw, leo))
+        self.follow_high_watermark(leader_hw)
         return leo
+
+    def follow_high_watermark(self, leader_hw: int) -> bool:
+        """A follower's HW is the leader's, capped at its own log end; True if it moved."""
+        new = max(self._hw, min(leader_hw, self.log.log_end_offset))
+        moved = new != self._hw
+        self._hw = new
+        return moved
 
     # -- reads -------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from tinystream.broker.atomic_file import write_atomically
 from tinystream.broker.errors import ErrorCode, code_for_log_error
+from tinystream.broker.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.idempotence import ProducerStateTable
 from tinystream.broker.log_manager import LogManager
 from tinystream.broker.log_scan import scan_batches
@@ -81,6 +82,9 @@ class ReplicaManager:
         self.purgatory = purgatory or Purgatory()
         self._partitions: dict[TopicPartition, Partition] = {}
         self._snapshotted: dict[TopicPartition, tuple[int, int]] = {}  # (table changes, log end) last written
+        # Replicated mode only (`use_hw_checkpoint`): HWs read at start, applied as partitions open.
+        self._hw_checkpoint: HighWatermarkCheckpoint | None = None
+        self._checkpointed_hws: dict[TopicPartition, int] = {}
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -93,18 +97,66 @@ class ReplicaManager:
     def __len__(self) -> int:
         return len(self._partitions)
 
+    def use_hw_checkpoint(self, checkpoint: HighWatermarkCheckpoint) -> None:
+        """Replicated mode: restore HWs from `checkpoint` as partitions open, write it on close."""
+        self._hw_checkpoint = checkpoint
+        self._checkpointed_hws = checkpoint.read()
+
+    def write_hw_checkpoint(self) -> None:
+        if self._hw_checkpoint is None:
+            return
+        hws = {p.tp: p.high_watermark for p in self._partitions.values()}
+        try:
+            self._hw_checkpoint.write(hws)
+        except OSError:
+            log.exception("writing the high-watermark checkpoint failed")
+
     def open_partition(self, tp: TopicPartition, config: LogConfig, state: PartitionState) -> Partition:
         """Open (or create) the partition's log and restore its producer state."""
         existing = self._partitions.get(tp)
-        if existing is not None:
-            existing.update_state(state)
-            return existing
         now = self.clock()
+        if existing is not None:
+            existing.update_state(state, now_ms=now)
+            self.purgatory.notify(tp)  # acks=all waiters re-check leadership
+            return existing
         partition_log = self.logs.open(tp, config, now)
         partition = Partition(tp, partition_log, broker_id=self.broker_id, state=state)
+        hw = self._checkpointed_hws.pop(tp, None)
+        if hw is not None:
+            partition.restore_high_watermark(hw)
         self._restore_producers(partition, now)
         self._partitions[tp] = partition
         return partition
+
+    # -- follower side ------------------------------------------------------------------
+
+    def append_replicated(self, tp: TopicPartition, records: bytes | memoryview, leader_hw: int) -> int:
+        """A follower copies the leader's batches (offsets and epochs kept) and takes its HW.
+
+        Producer state follows the copied batch headers, so this replica can
+        deduplicate idempotent retries once it leads.
+        """
+        partition = self._partitions[tp]
+        before = partition.log_end_offset
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        if len(view):
+            partition.append_as_follower(view, leader_hw)
+            if partition.log_end_offset > before:
+                self._replay(partition, before, self.clock())
+        else:
+            partition.follow_high_watermark(leader_hw)
+        return partition.log_end_offset
+
+    def truncate(self, tp: TopicPartition, offset: int) -> None:
+        """Drop the log from `offset` (follower divergence, KIP-101) and rebuild producer state."""
+        partition = self._partitions[tp]
+        if offset >= partition.log_end_offset:
+            return
+        log.info("%s: truncating from %d to %d", tp, partition.log_end_offset, offset)
+        partition.log.truncate_to(offset)
+        partition.after_log_truncation()
+        self._snapshotted.pop(tp, None)
+        self._restore_producers(partition, self.clock())
 
     def delete_partition(self, tp: TopicPartition) -> None:
         partition = self._partitions.pop(tp, None)
@@ -119,8 +171,9 @@ class ReplicaManager:
             partition.log.update_config(config)
 
     def close(self) -> None:
-        """Snapshot producer state, flush and close every log."""
+        """Snapshot producer state and HWs, flush and close every log."""
         self.write_snapshots()
+        self.write_hw_checkpoint()
         for partition in self._partitions.values():
             try:
                 partition.log.close()
@@ -154,6 +207,15 @@ class ReplicaManager:
         """acks=all: wait until the HW passes every appended batch, up to timeout_ms."""
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
         while True:
+            lost = [
+                tp for tp, o in outcomes.items()
+                if o.error == ErrorCode.none and ((p := self._partitions.get(tp)) is None or not p.is_leader)
+            ]
+            if lost:  # leadership moved while waiting: the batch may be truncated away (Kafka answers the same)
+                outcomes = {
+                    tp: AppendOutcome(ErrorCode.not_leader_or_follower, message="leadership moved") if tp in lost else o
+                    for tp, o in outcomes.items()
+                }
             waiting = [
                 tp for tp, o in outcomes.items()
                 if o.error == ErrorCode.none and (p := self._partitions.get(tp)) is not None

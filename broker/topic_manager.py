@@ -70,6 +70,9 @@ class TopicManager:
         self.cluster = cluster
         self.on_partitions_opened: list[Callable[[TopicSpec, range], None]] = []
         self.on_topic_deleted: list[Callable[[TopicSpec], None]] = []
+        # With a controller: every partition's state from the applied metadata image
+        # (`control_plane` keeps it), hosted here or not. None in local mode.
+        self.image_states: dict[TopicPartition, PartitionState] | None = None
 
     # -- reading ------------------------------------------------------------------------
 
@@ -83,6 +86,9 @@ class TopicManager:
         return log_config(self.settings, spec.configs)
 
     def partition_state(self, tp: TopicPartition) -> PartitionState:
+        if self.image_states is not None:
+            state = self.image_states.get(tp)
+            return state if state is not None else PartitionState(leader=-1, leader_epoch=-1, replicas=(), isr=())
         partition = self.replicas.get(tp)
         if partition is not None:
             return partition.state

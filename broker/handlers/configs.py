@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from tinystream.broker import topic_admin
 from tinystream.broker.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
@@ -118,12 +119,12 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, call: Call) -> An
     body = call.body
     responses = []
     for resource in body.resources:
-        error, message = _incremental(ctx, resource, body.validate_only)
+        error, message = await _incremental(ctx, resource, body.validate_only)
         responses.append(_alter_entry(call, resource, error, message))
     return call.respond(throttle_time=millis(0), responses=tuple(responses))
 
 
-def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     if resource.resource_type != ResourceType.TOPIC:
         return _not_alterable(resource.resource_type)
     spec = ctx.topics.get(resource.resource_name)
@@ -159,7 +160,7 @@ def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -> tupl
             overrides[change.name] = ",".join(current)
         else:
             return ErrorCode.invalid_request, f"unknown config operation {op}"
-    result = ctx.topics.set_configs(spec.name, overrides, validate_only=validate_only)
+    result = await topic_admin.set_configs(ctx, spec.name, overrides, validate_only=validate_only)
     return result.error, result.message
 
 
@@ -178,7 +179,9 @@ async def handle_alter_configs(ctx: BrokerContext, call: Call) -> Any:
                 if resource.resource_name not in ctx.topics.store:
                     error, message = ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist"
                 else:
-                    result = ctx.topics.set_configs(resource.resource_name, overrides, validate_only=body.validate_only)
+                    result = await topic_admin.set_configs(
+                        ctx, resource.resource_name, overrides, validate_only=body.validate_only
+                    )
                     error, message = result.error, result.message
         responses.append(_alter_entry(call, resource, error, message))
     return call.respond(throttle_time=millis(0), responses=tuple(responses))

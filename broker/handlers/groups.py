@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinystream.broker import topic_admin
 from tinystream.broker.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from tinystream.broker.partition import TopicPartition
 from tinystream.broker.protocol.codec import millis, to_millis
+from tinystream.broker.topics import OFFSETS_TOPIC
 
 GROUP_KEY = 0
 
@@ -41,7 +44,7 @@ async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     key_type = getattr(body, "key_type", GROUP_KEY)
     keys = list(body.coordinator_keys) if hasattr(body, "coordinator_keys") else [body.key]
-    answers = [_find(ctx, key_type, key) for key in keys]
+    answers = [await _find(ctx, key_type, key) for key in keys]
     if hasattr(body, "coordinator_keys"):
         coordinators = tuple(
             call.make("Coordinator", key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
@@ -54,14 +57,24 @@ async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
     )
 
 
-def _find(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _find(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type != GROUP_KEY:
         return ErrorCode.invalid_request, "transactions are not supported by this broker", -1, "", -1
-    error, message = ctx.groups.ensure_offsets_topic()
-    if error != ErrorCode.none:
-        return ErrorCode.coordinator_not_available, message, -1, "", -1
-    me = ctx.cluster.local
-    return ErrorCode.none, None, me.broker_id, me.host, me.port
+    if ctx.control is None:
+        error, message = ctx.groups.ensure_offsets_topic()
+        if error != ErrorCode.none:
+            return ErrorCode.coordinator_not_available, message, -1, "", -1
+        me = ctx.cluster.local
+        return ErrorCode.none, None, me.broker_id, me.host, me.port
+    # Replicated: the coordinator is the leader of the group's __consumer_offsets partition.
+    result = await topic_admin.ensure_offsets_topic(ctx)
+    if result.error != ErrorCode.none:
+        return ErrorCode.coordinator_not_available, result.message, -1, "", -1
+    state = ctx.topics.partition_state(TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(key)))
+    leader = ctx.cluster.broker(state.leader) if state.leader >= 0 else None
+    if leader is None:
+        return ErrorCode.coordinator_not_available, "the coordinator's partition has no live leader", -1, "", -1
+    return ErrorCode.none, None, leader.broker_id, leader.host, leader.port
 
 
 # -- membership ------------------------------------------------------------------------------

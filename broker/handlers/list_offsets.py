@@ -6,8 +6,9 @@ ListOffsets timestamps (Kafka's ListOffsetsRequest):
      transactions here), the log end offset for a follower (replica_id >= 0);
   -3 MAX_TIMESTAMP (v7, KIP-734): the record with the largest timestamp; the
      winning batch is found from batch headers and only it is decoded;
-  >= 0: the first offset whose timestamp is at or after it (the log's time
-     index), or -1/-1 when none is below the high watermark.
+  >= 0: the first RECORD whose timestamp is at or after it: the log's time
+     index finds the batch, and only that batch is decoded (not the produce
+     or fetch path); -1/-1 when none is below the high watermark.
 The answer's leader_epoch (v4+) is the epoch that wrote the offset.
 
 OffsetForLeaderEpoch answers (largest epoch <= the asked one, its end
@@ -92,7 +93,10 @@ def _answer(
         limit = partition.log_end_offset if for_replica else partition.high_watermark
         if found_ts is None or found_ts.offset >= limit:
             return ErrorCode.none, -1, -1, -1
-        return ErrorCode.none, found_ts.timestamp, found_ts.offset, epoch_at(partition, found_ts.offset)
+        ts, offset = first_record_at_or_after(partition, found_ts.offset, timestamp, found_ts.timestamp)
+        if offset >= limit:
+            return ErrorCode.none, -1, -1, -1
+        return ErrorCode.none, ts, offset, epoch_at(partition, offset)
     except LogError as exc:
         return code_for_log_error(exc), -1, -1, -1
 
@@ -106,6 +110,31 @@ def epoch_at(partition: Partition, offset: int) -> int:
         else:
             break
     return epoch if epoch >= 0 else partition.leader_epoch
+
+
+def first_record_at_or_after(partition: Partition, offset: int, target: int, batch_ts: int) -> tuple[int, int]:
+    """(timestamp, offset) of the first record at or after `offset` whose timestamp is >= `target`.
+
+    The log's time index locates the batch (by its max timestamp); only that
+    one batch is decoded here, so the produce and fetch paths never are. A
+    LogAppendTime batch stamps every record with its max timestamp. If the
+    batch cannot be decoded, the located offset stands (Kafka's pre-fix answer).
+    """
+    for fields, batch in scan_batches(partition.log, offset, offset + 1):
+        base = fields[F_BASE_OFFSET]
+        if fields[F_ATTRIBUTES] & TIMESTAMP_TYPE_BIT:
+            return fields[F_MAX_TIMESTAMP], max(base, offset)
+        try:
+            records = decode_records(batch)
+        except LogError:
+            return batch_ts, offset
+        for index, record in enumerate(records):
+            record_offset = base + (record.offset_delta if record.offset_delta is not None else index)
+            record_ts = fields[F_BASE_TIMESTAMP] + record.timestamp_delta
+            if record_offset >= offset and record_ts >= target:
+                return record_ts, record_offset
+        break
+    return batch_ts, offset
 
 
 def max_timestamp_offset(partition: Partition) -> tuple[int, int] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinystream.broker import topic_admin
 from tinystream.broker.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.partition import TopicPartition
@@ -31,7 +32,7 @@ async def handle_metadata(ctx: BrokerContext, call: Call) -> Any:
         entries = [_topic_entry(ctx, call, spec) for spec in ctx.topics.topics()]
     else:
         for item in requested:
-            entries.append(_lookup(ctx, call, item, allow_auto))
+            entries.append(await _lookup(ctx, call, item, allow_auto))
     brokers = tuple(
         call.make("MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
         for b in ctx.cluster.brokers()
@@ -46,7 +47,7 @@ async def handle_metadata(ctx: BrokerContext, call: Call) -> Any:
     )
 
 
-def _lookup(ctx: BrokerContext, call: Call, item: Any, allow_auto: bool) -> Any:
+async def _lookup(ctx: BrokerContext, call: Call, item: Any, allow_auto: bool) -> Any:
     name = item.name
     if name is None:  # v10+: by topic id
         topic_id = getattr(item, "topic_id", None)
@@ -63,7 +64,7 @@ def _lookup(ctx: BrokerContext, call: Call, item: Any, allow_auto: bool) -> Any:
         return _error_entry(call, name, ErrorCode.invalid_topic_exception)
     if not allow_auto:
         return _error_entry(call, name, ErrorCode.unknown_topic_or_partition)
-    result = ctx.topics.auto_create(name)
+    result = await topic_admin.auto_create(ctx, name)
     if result.spec is None or result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
         error = result.error if result.error != ErrorCode.none else ErrorCode.unknown_topic_or_partition
         return _error_entry(call, name, error)
@@ -90,7 +91,7 @@ def _topic_entry(ctx: BrokerContext, call: Call, spec: TopicSpec) -> Any:
         partitions.append(
             call.make(
                 "MetadataResponsePartition",
-                error_code=ErrorCode.none,
+                error_code=ErrorCode.none if state.leader >= 0 else ErrorCode.leader_not_available,
                 partition_index=index,
                 leader_id=state.leader,
                 leader_epoch=state.leader_epoch,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from tinystream.broker import topic_admin
 from tinystream.broker.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
@@ -28,7 +29,8 @@ async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
         configs = {c.name: c.value for c in topic.configs}
-        result = ctx.topics.create(
+        result = await topic_admin.create_topic(
+            ctx,
             topic.name,
             num_partitions=topic.num_partitions,
             replication_factor=topic.replication_factor,
@@ -84,7 +86,7 @@ async def handle_delete_topics(ctx: BrokerContext, call: Call) -> Any:
         elif counts[name] > 1:
             responses.append(_deleted(call, name, None, ErrorCode.invalid_request, "topic named twice in one request"))
             continue
-        result = ctx.topics.delete(name)
+        result = await topic_admin.delete_topic(ctx, name)
         responses.append(
             _deleted(call, name, result.spec.topic_id if result.spec else topic_id, result.error, result.message)
         )
@@ -110,8 +112,8 @@ async def handle_create_partitions(ctx: BrokerContext, call: Call) -> Any:
             error, message = ErrorCode.invalid_request, "topic named twice in one request"
         else:
             assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
-            result = ctx.topics.create_partitions(
-                topic.name, topic.count, assignments=assignments, validate_only=body.validate_only
+            result = await topic_admin.create_partitions(
+                ctx, topic.name, topic.count, assignments=assignments, validate_only=body.validate_only
             )
             error, message = result.error, result.message
         results.append(

@@ -1,14 +1,14 @@
 """`tinystream broker` (one broker, foreground) and `tinystream dev` (a local cluster).
 
-`dev` supervises brokers as child processes: each child's command line and
-environment alone are enough to start it again on its data, so a test (or a
-person) can kill and restart one. `dev` reports a child that dies and keeps
-the rest running; it restarts nothing behind the user's back.
+`dev` supervises a controller and N brokers as child processes
+(tinystream/local_cluster.py): each child's command line and environment
+alone are enough to start it again on its data, so a test (or a person) can
+kill and restart one. `dev` reports a child that dies and keeps the rest
+running; it restarts nothing behind the user's back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import Any
 
@@ -50,18 +50,29 @@ def controller(**kwargs: Any) -> None:
 
 
 @click.command()
-@click.option("--brokers", type=click.IntRange(1, 9), default=1, show_default=True, help="Number of brokers.")
-@click.option("--data-dir", type=click.Path(file_okay=False), default="./data", show_default=True)
+@click.option("--brokers", type=click.IntRange(1, 9), default=3, show_default=True, help="Number of brokers.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default="./data", show_default=True,
+              help="One folder per broker, the controller's state and the logs; reused on the next start.")
 @click.option("--port", "first_port", type=click.IntRange(0, 65535), default=9092, show_default=True,
-              help="Kafka port of the first broker; the others follow (0: pick free ports).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Broker setting for every broker.")
-def dev(brokers: int, data_dir: str, first_port: int, overrides: tuple[str, ...]) -> None:
-    """Start a local cluster in the foreground; Ctrl-C stops it cleanly."""
-    cluster = LocalCluster(brokers=brokers, data_dir=data_dir, first_port=first_port,
-                           overrides=list(overrides), echo=click.echo)
+              help="Kafka port of the first broker; the others follow (0: pick free ports for everything).")
+@click.option("--controller-port", type=click.IntRange(0, 65535), default=None,
+              help="Controller API port.  [default: 9091; 0 with --port 0]")
+@click.option("--dashboard-port", type=click.IntRange(0, 65535), default=None,
+              help="Dashboard port.  [default: 3200; 0 with --port 0]")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="A setting by its Kafka name, for every broker and/or the controller (whichever knows it; "
+                   "e.g. min.insync.replicas=2, broker.session.timeout.ms=3000).")
+def dev(brokers: int, data_dir: str, first_port: int, controller_port: int | None, dashboard_port: int | None,
+        overrides: tuple[str, ...]) -> None:
+    """Start a local cluster (controller + N brokers) in the foreground; Ctrl-C stops it cleanly."""
+    if first_port and first_port + brokers - 1 > 65535:
+        raise click.UsageError(f"--port {first_port} leaves no room for {brokers} brokers")
     try:
-        asyncio.run(cluster.run_until_stopped())
-    except KeyboardInterrupt:
-        pass
+        cluster = LocalCluster(brokers=brokers, data_dir=data_dir, first_port=first_port,
+                               controller_port=controller_port, dashboard_port=dashboard_port,
+                               overrides=list(overrides), echo=lambda line: click.echo(line))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    cluster.run_until_stopped()
     if cluster.failed:
         raise SystemExit(1)

@@ -219,6 +219,27 @@ async def test_list_offsets_max_timestamp_inside_a_batch(broker, client):
     assert (top.offset, top.timestamp) == (1, t0 + 50)
 
 
+async def test_list_offsets_by_time_answers_the_record_not_the_batch(broker, client):
+    """Spark's startingOffsetsByTimestamp needs the first RECORD at or after the time."""
+    from tinystream.broker.storage.batch import Compression, Record
+
+    await create_topic(client, "rt")
+    t0 = int(time.time() * 1000)
+    deltas = [0, 10, 20, 30]
+    for compression in (Compression.NONE, Compression.GZIP):
+        base = t0 if compression is Compression.NONE else t0 + 100
+        batch = now_batch([Record(value=b"%d" % d, timestamp_delta=d) for d in deltas],
+                          base_timestamp=base, compression=compression)
+        await client.request(produce_request("rt", 0, batch))
+    found = lo(await client.request(list_offsets("rt", 0, t0 + 15)))
+    assert (found.offset, found.timestamp) == (2, t0 + 20)
+    found = lo(await client.request(list_offsets("rt", 0, t0 + 30)))
+    assert (found.offset, found.timestamp) == (3, t0 + 30)
+    found = lo(await client.request(list_offsets("rt", 0, t0 + 111)))  # inside the compressed batch
+    assert (found.offset, found.timestamp) == (6, t0 + 120)
+    assert lo(await client.request(list_offsets("rt", 0, t0 + 131))).offset == -1
+
+
 @pytest.mark.parametrize("version", [1, 2, 4, 6, 7])
 async def test_list_offsets_versions_and_unknown_partition(broker, client, version):
     await create_topic(client, "lv")

@@ -1,0 +1,120 @@
+"""A real controller service and brokers on 127.0.0.1, all on the test's event loop.
+
+`cluster.start(broker_id)` starts (or restarts, on the same data dir) a broker
+registered with the controller; `cluster.stop(broker_id, crash=True)` stops it
+without fencing, so the controller only learns of it by session expiry.
+Timeouts are short (session 3 s, replica lag 2 s) so failures show quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tinystream.broker.app import Broker
+from tinystream.broker.partition import TopicPartition
+from tinystream.broker.protocol.client import KafkaClient
+from tinystream.broker.testing import test_settings
+from tinystream.config.settings import ControllerSettings
+from tinystream.controller_client import ControllerClient
+from tinystream.operator.service.app import ControllerServer
+
+SESSION_TIMEOUT_MS = 3000
+LAG_TIME_MS = 2000
+
+
+async def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+class Cluster:
+    def __init__(self, tmp_path, url: str) -> None:
+        self.tmp_path = tmp_path
+        self.url = url
+        self.brokers: dict[int, Broker] = {}
+        self.admin = ControllerClient(url)
+        self._clients: list[KafkaClient] = []
+
+    async def start(self, broker_id: int, **overrides) -> Broker:
+        settings = test_settings(
+            self.tmp_path / f"broker-{broker_id}",
+            **{
+                "broker.id": broker_id,
+                "host": "127.0.0.1",
+                "controller.url": self.url,
+                "replica.lag.time.max.ms": LAG_TIME_MS,
+                "broker.heartbeat.interval.ms": 500,
+                "offsets.topic.replication.factor": 3,
+                **overrides,
+            },
+        )
+        broker = Broker(settings)
+        await broker.start()
+        self.brokers[broker_id] = broker
+        return broker
+
+    async def stop(self, broker_id: int, *, crash: bool = False) -> None:
+        broker = self.brokers.pop(broker_id)
+        await broker.stop(fence=not crash)
+
+    async def client(self, broker_id: int) -> KafkaClient:
+        info = self.brokers[broker_id].info
+        c = await KafkaClient.connect(info.host, info.port)
+        self._clients.append(c)
+        return c
+
+    def bootstrap(self) -> str:
+        return ",".join(b.info.bootstrap for b in self.brokers.values())
+
+    async def partition(self, topic: str, index: int) -> dict:
+        image = (await self.admin.metadata()).image
+        for t in image["topics"]:
+            if t["name"] == topic:
+                return t["partitions"][index]
+        raise KeyError(topic)
+
+    def replica(self, broker_id: int, topic: str, index: int):
+        return self.brokers[broker_id].replicas.get(TopicPartition(topic, index))
+
+    async def close(self) -> None:
+        for c in self._clients:
+            await c.close()
+        for broker_id in list(self.brokers):
+            await self.stop(broker_id)
+        await self.admin.close()
+
+
+@pytest.fixture
+async def controller(tmp_path):
+    settings = ControllerSettings(**{
+        "port": 0,
+        "state.file": str(tmp_path / "controller" / "state.json"),
+        "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
+        "default.replication.factor": 3,
+    })
+    server = ControllerServer(settings)
+    info = await server.start()
+    try:
+        yield info
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def cluster(tmp_path, controller):
+    c = Cluster(tmp_path, controller.url)
+    await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
+    await wait_until(lambda: all(len(b.cluster.brokers()) == 3 for b in c.brokers.values()), what="3 live brokers")
+    try:
+        yield c
+    finally:
+        await c.close()
