@@ -237,6 +237,7 @@ def test_no_acknowledged_record_is_lost_under_faults(chaos_cluster: LocalCluster
     assert not run.ledger.commit_regressions, f"committed offsets lost: {run.ledger.commit_regressions[:20]}"
     assert not run.ledger.read_divergences, f"the group read data that later changed: {run.ledger.read_divergences[:20]}"
     assert committed == {p: end for p, end in ends.items()}, f"committed {committed}, log ends {ends}"
+    assert not run.ledger.fatal_errors, f"idempotent producers hit fatal errors: {run.ledger.fatal_errors[:5]}"
     assert worst < FAILOVER_LIMIT_S, f"failover took {worst:.2f} s (limit {FAILOVER_LIMIT_S:.1f} s)"
     assert verdict.acknowledged > 1000, "too few writes acknowledged to mean anything"
 

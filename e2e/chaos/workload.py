@@ -90,6 +90,12 @@ class ProducerWorker(threading.Thread):
                     break
                 except BufferError:
                     producer.poll(0.1)
+                except KafkaException as exc:  # the producer is in a fatal state: start a new one
+                    if not exc.args[0].fatal():
+                        raise
+                    self.ledger.fatal_errors.append(f"{self.name}: {exc.args[0]}")
+                    producer.flush(10)
+                    producer, self._fatal = self._producer(), threading.Event()
             seq += 1
             next_at += self.interval
             producer.poll(max(0.0, next_at - time.monotonic()))

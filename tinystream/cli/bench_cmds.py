@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import click
 
@@ -22,3 +23,17 @@ for _module, _attribute, _name in [
     except ModuleNotFoundError as exc:  # not built yet: keep --help honest
         if not (exc.name or "").startswith("tinystream"):
             raise
+
+
+@click.command("spark")
+@click.option("--bootstrap", "-b", required=True, help="A running cluster, e.g. from `tinystream dev`.")
+@click.option("--records", type=click.IntRange(1000), default=500_000, show_default=True)
+def spark_bench(bootstrap: str, records: int) -> None:
+    """Connector read rate vs a raw confluent-kafka consumer on the same topic (needs pyspark)."""
+    from tinystream.spark.bench import run_spark_bench
+
+    run_spark_bench(bootstrap, records=records, out=click.echo)
+
+
+if importlib.util.find_spec("pyspark") is not None:
+    bench.add_command(spark_bench)
