@@ -77,28 +77,34 @@ class ProducerWorker(threading.Thread):
         seq = 0
         next_at = time.monotonic()
         while not self.halt.is_set():
-            if self._fatal.is_set():  # a fatal idempotence error: count it, flush, go on with a new producer id
-                producer.flush(10)
-                producer, self._fatal = self._producer(), threading.Event()
-            value = f"{self.name}:{seq}"
-            partition = seq % self.partitions
-            self.ledger.sent(value, producer=self.name, seq=seq, partition=partition)
-            while True:
-                try:
-                    producer.produce(self.topic, value=value.encode(), partition=partition,
-                                     on_delivery=self._on_delivery(value))
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-                except KafkaException as exc:  # the producer is in a fatal state: start a new one
-                    if not exc.args[0].fatal():
-                        raise
+            try:
+                if self._fatal.is_set():
+                    raise KafkaException(KafkaError(KafkaError._FATAL, "fatal error reported", fatal=True))
+                value = f"{self.name}:{seq}"
+                partition = seq % self.partitions
+                self.ledger.sent(value, producer=self.name, seq=seq, partition=partition)
+                while True:
+                    try:
+                        producer.produce(self.topic, value=value.encode(), partition=partition,
+                                         on_delivery=self._on_delivery(value))
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                seq += 1
+                next_at += self.interval
+                producer.poll(max(0.0, next_at - time.monotonic()))
+            except KafkaException as exc:
+                # A fatal idempotence error: counted (the test fails on it), then the load goes on
+                # with a new producer id so the rest of the run still yields figures.
+                if not exc.args[0].fatal():
+                    raise
+                if not self.ledger.fatal_errors or self.name not in self.ledger.fatal_errors[-1]:
                     self.ledger.fatal_errors.append(f"{self.name}: {exc.args[0]}")
+                try:
                     producer.flush(10)
-                    producer, self._fatal = self._producer(), threading.Event()
-            seq += 1
-            next_at += self.interval
-            producer.poll(max(0.0, next_at - time.monotonic()))
+                except KafkaException:
+                    pass
+                producer, self._fatal = self._producer(), threading.Event()
         self.unflushed = producer.flush(120)
 
     def _on_delivery(self, value: str):  # type: ignore[no-untyped-def]

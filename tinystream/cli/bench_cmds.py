@@ -17,6 +17,7 @@ for _module, _attribute, _name in [
     ("tinystream.bench.log_bench", "log_bench_command", "log"),
     ("tinystream.bench.produce_bench", "produce_bench_command", "produce"),
     ("tinystream.bench.consume_bench", "consume_bench_command", "consume"),
+    ("tinystream.bench.replicated_bench", "replicated_bench_command", "replicated"),
 ]:
     try:
         bench.add_command(getattr(importlib.import_module(_module), _attribute), _name)
