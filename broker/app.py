@@ -1,7 +1,8 @@
 """Start and stop one broker: `run_broker` (async) and `main` (sync, with signals).
 
 Start-up order, so a client never meets a half-built broker:
-log dirs and meta.properties (cluster id; refuses a dir of another node) ->
+log dirs and meta.properties (cluster id; refuses a dir of another node;
+under a controller the id is the controller's, adopted at registration) ->
 topic store -> partitions opened (producer state restored) -> group
 coordinator -> Kafka listener -> admin HTTP -> background maintenance ->
 `ready(BrokerInfo)`. Shutdown reverses it: the listener stops accepting and
@@ -32,7 +33,7 @@ from tinystream.broker.dispatcher import RequestDispatcher
 from tinystream.broker.log_manager import LogManager
 from tinystream.broker.maintenance import Maintenance, jobs
 from tinystream.broker.metrics import BrokerMetrics
-from tinystream.broker.producer_ids import FileBlockSource, ProducerIdManager
+from tinystream.broker.producer_ids import ControllerBlockSource, FileBlockSource, ProducerIdManager
 from tinystream.broker.protocol.api_versions import advertised
 from tinystream.broker.replica_manager import ReplicaManager, wall_clock_ms
 from tinystream.broker.server import KafkaServer
@@ -90,7 +91,10 @@ class Broker:
         self.clock = clock
         dirs = log_dirs(settings)
         self.logs = LogManager(dirs, in_memory=in_memory)
-        cluster_id = meta_properties.ensure(self.logs.log_dirs, settings.broker_id)
+        if settings.controller_url:  # the controller's id, once registered (`_adopt_cluster_id`)
+            cluster_id = meta_properties.read(self.logs.log_dirs, settings.broker_id) or ""
+        else:
+            cluster_id = meta_properties.ensure(self.logs.log_dirs, settings.broker_id)
         local = BrokerEndpoint(settings.broker_id, settings.advertised_host or settings.host, settings.port,
                                settings.broker_rack)
         self.cluster = ClusterView(cluster_id=cluster_id, local=local)
@@ -148,8 +152,15 @@ class Broker:
             fetchers=self.fetchers,
             groups=self.groups,
             clock=self.clock,
+            adopt_cluster_id=self._adopt_cluster_id,
         )
         self.ctx.control = self.control
+        # KIP-730: the controller hands out disjoint blocks; a file per broker would not be.
+        self.ctx.producer_ids = ProducerIdManager(ControllerBlockSource(self.control.allocate_producer_ids))
+
+    def _adopt_cluster_id(self, cluster_id: str) -> None:
+        meta_properties.adopt(self.logs.log_dirs, self.settings.broker_id, cluster_id)
+        self.cluster.cluster_id = cluster_id
 
     def _group_service(self):
         try:

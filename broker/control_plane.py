@@ -2,7 +2,8 @@
 
 Flow (operator/service/README.md, "For brokers"; KIP-631):
 
-1. `start`: register with a fresh incarnation id (fenced), pull the full
+1. `start`: register with a fresh incarnation id (fenced), adopt the
+   controller's cluster id (refusing log dirs of another cluster), pull the full
    image (`since=-1`) and apply it, then run three loops:
    - heartbeat every broker.heartbeat.interval.ms with the applied image
      version (the first one unfences us); STALE_BROKER_EPOCH /
@@ -37,6 +38,7 @@ from typing import Any
 from tinystream.broker.cluster import BrokerEndpoint, ClusterView
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.partition import PartitionState, TopicPartition
+from tinystream.broker.producer_ids import ProducerIdsUnavailable
 from tinystream.broker.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replica_manager import ReplicaManager
 from tinystream.broker.topic_manager import OFFSETS_TOPIC_CONFIG, TopicManager, TopicResult
@@ -87,6 +89,7 @@ class ControlPlane:
         fetchers: ReplicaFetcherManager,
         groups: Any,
         clock: Callable[[], int],
+        adopt_cluster_id: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.controller = controller
@@ -96,6 +99,8 @@ class ControlPlane:
         self.fetchers = fetchers
         self.groups = groups
         self.clock = clock
+        self._adopt_cluster_id = adopt_cluster_id
+        self._joined = False  # the controller's cluster id adopted
         self.broker_id = settings.broker_id
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
@@ -112,7 +117,12 @@ class ControlPlane:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self._register()
+        cluster_id = await self._register()
+        if self._adopt_cluster_id is not None:
+            self._adopt_cluster_id(cluster_id)  # raises before any partition is opened
+        else:
+            self.cluster.cluster_id = cluster_id
+        self._joined = True
         while True:
             try:
                 reply = await self.controller.metadata(since=-1)
@@ -146,7 +156,8 @@ class ControlPlane:
                 ), 2.0)
         await self.controller.close()
 
-    async def _register(self) -> None:
+    async def _register(self) -> str:
+        """Register (again); returns the controller's cluster id."""
         local = self.cluster.local
         while True:
             try:
@@ -156,10 +167,25 @@ class ControlPlane:
                 )
                 self.broker_epoch = reply.broker_epoch
                 log.info("broker %d registered with the controller, epoch %d", self.broker_id, self.broker_epoch)
-                return
+                if self._joined and reply.cluster_id != self.cluster.cluster_id:
+                    log.error("the controller now names cluster %s, this broker joined %s",
+                              reply.cluster_id, self.cluster.cluster_id)
+                return reply.cluster_id
             except ControllerUnavailable as exc:
                 log.warning("controller unavailable (%s); retrying registration", exc)
                 await asyncio.sleep(RETRY_S)
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """The next producer-id block from the controller (KIP-730): (start, length).
+
+        A stale epoch is left to the heartbeat loop, which re-registers; the
+        caller gets a retriable ProducerIdsUnavailable meanwhile.
+        """
+        try:
+            block = await self.controller.allocate_producer_ids(self.broker_id, self.broker_epoch)
+        except ControllerClientError as exc:
+            raise ProducerIdsUnavailable(f"the controller gave no producer ids: {exc}") from exc
+        return block.producer_id_start, block.producer_id_len
 
     # -- loops ------------------------------------------------------------------------------
 

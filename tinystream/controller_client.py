@@ -131,6 +131,15 @@ class PartitionState:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdsBlock:
+    """Producer ids [producer_id_start, producer_id_start + producer_id_len), this broker's alone (KIP-730)."""
+
+    broker_id: int
+    producer_id_start: int
+    producer_id_len: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AlterPartitionReply:
     partition: PartitionState  # the partition after the change, epochs bumped
     metadata_version: int
@@ -263,6 +272,11 @@ class ControllerClient:
         if data.get("unchanged"):
             return MetadataReply(version=data["version"], image=None)
         return MetadataReply(version=data["version"], image=data)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        """AllocateProducerIds (KIP-730): the next block of producer ids, saved by the controller."""
+        data = await self._call("POST", "/v1/producer-ids", {"broker_id": broker_id, "broker_epoch": broker_epoch})
+        return ProducerIdsBlock(**data)
 
     async def alter_partition(self, *, broker_id: int, broker_epoch: int, topic: str, partition: int,
                               leader_epoch: int, partition_epoch: int, isr: Sequence[int],

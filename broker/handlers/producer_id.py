@@ -4,6 +4,9 @@ Without a transactional id Kafka hands out a fresh producer id at epoch 0 on
 every call, whatever id and epoch the request carries (TransactionCoordinator:
 "if the transactional id is null, then always blindly accept the request and
 return a new producerId"); ids come from `ProducerIdManager`, never reused.
+When no block of ids can be had (the controller is unreachable) the answer
+is COORDINATOR_LOAD_IN_PROGRESS, retriable, as Kafka's RPCProducerIdManager
+answers while its next block is pending (KAFKA-14694).
 
 Transactions are not implemented: a transactional id is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the fatal error clients report
@@ -16,6 +19,7 @@ from typing import Any
 
 from tinystream.broker.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
+from tinystream.broker.producer_ids import ProducerIdsUnavailable
 from tinystream.broker.protocol.codec import millis
 
 
@@ -27,6 +31,13 @@ async def handle_init_producer_id(ctx: BrokerContext, call: Call) -> Any:
             producer_id=-1,
             producer_epoch=-1,
         )
-    return call.respond(
-        throttle_time=millis(0), error_code=ErrorCode.none, producer_id=ctx.producer_ids.next_id(), producer_epoch=0
-    )
+    try:
+        producer_id = await ctx.producer_ids.next_id()
+    except ProducerIdsUnavailable:
+        return call.respond(
+            throttle_time=millis(0),
+            error_code=ErrorCode.coordinator_load_in_progress,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    return call.respond(throttle_time=millis(0), error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=0)

@@ -28,6 +28,7 @@ from .actions import (
     IsrChanged,
     LeaderChanged,
     PartitionsCreated,
+    ProducerIdsAllocated,
     PartitionsOffline,
     ReassignmentCancelled,
     ReassignmentCompleted,
@@ -43,6 +44,7 @@ from .election import ElectionReason
 from .errors import ControllerError, PlacementError, StateFormatError
 from .events import (
     AdvanceTime,
+    AllocateProducerIds,
     AlterPartition,
     AlterTopicConfig,
     BrokerHeartbeat,
@@ -80,6 +82,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Action",
     "AdvanceTime",
+    "AllocateProducerIds",
     "AlterPartition",
     "AlterTopicConfig",
     "BrokerDrained",
@@ -112,6 +115,7 @@ __all__ = [
     "MetadataImage",
     "PartitionRecord",
     "PartitionsCreated",
+    "ProducerIdsAllocated",
     "PartitionsOffline",
     "PlacementError",
     "PreferredElection",

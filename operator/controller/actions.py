@@ -93,6 +93,16 @@ class BrokerUnregistered(Action):
 
 @_action
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdsAllocated(Action):
+    """Producer ids [start, start + length) now belong to `broker_id` (KIP-730)."""
+
+    broker_id: int
+    producer_id_start: int
+    producer_id_len: int
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TopicCreated(Action):
     topic: str
     topic_id: str

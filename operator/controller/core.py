@@ -33,6 +33,7 @@ from .actions import (
     BrokerUnregistered,
     FenceReason,
     PartitionsCreated,
+    ProducerIdsAllocated,
     ReassignmentCancelled,
     ReassignmentStarted,
     TopicConfigChanged,
@@ -45,6 +46,7 @@ from .election import elect_leader
 from .errors import ControllerError, PlacementError
 from .events import (
     AdvanceTime,
+    AllocateProducerIds,
     AlterPartition,
     AlterTopicConfig,
     BrokerHeartbeat,
@@ -75,6 +77,9 @@ _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Not a Kafka limit: a guard so one request cannot make the controller build
 # millions of partition records.
 MAX_PARTITIONS_PER_TOPIC = 100_000
+# Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: one AllocateProducerIds
+# call per thousand idempotent producers keeps the controller out of the way.
+PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +142,7 @@ class _Step:
         self.sessions = dict(state.sessions)
         self.sessions_changed = False
         self.ids = state.ids
+        self.next_producer_id_start = state.next_producer_id_start
 
     # -- helpers -------------------------------------------------------------
 
@@ -181,13 +187,20 @@ class _Step:
     def decide(self) -> Decision:
         image = self.image.finish()
         actions = tuple(self.image.actions)
-        if image is None and not self.sessions_changed and self.ids == self.state.ids:
+        unchanged = (
+            image is None
+            and not self.sessions_changed
+            and self.ids == self.state.ids
+            and self.next_producer_id_start == self.state.next_producer_id_start
+        )
+        if unchanged:
             return Decision(state=self.state, image_changed=False, actions=actions)
         state = ControllerState(
             image=image if image is not None else self.state.image,
             ids=self.ids,
             config=self.config,
             sessions=self.sessions,
+            next_producer_id_start=self.next_producer_id_start,
         )
         return Decision(state=state, image_changed=image is not None, actions=actions)
 
@@ -269,6 +282,25 @@ def _unregister(step: _Step, e: UnregisterBroker) -> None:
     if step.sessions.pop(e.broker_id, None) is not None:
         step.sessions_changed = True
     step.settle()
+
+
+def _allocate_producer_ids(step: _Step, e: AllocateProducerIds) -> None:
+    """KIP-730 (ProducerIdControlManager.generateNextProducerId): the next block
+    of ids goes to a registered broker of the current epoch, fenced or not (a
+    starting broker may need ids before it is unfenced). The image does not
+    change; the new `next_producer_id_start` must still be saved before the
+    block is handed out, or a restarted controller could hand it out again."""
+    record = step.broker(e.broker_id)
+    if e.broker_epoch != record.epoch:
+        raise _Rejected(
+            ControllerError.STALE_BROKER_EPOCH,
+            f"broker {e.broker_id} has epoch {record.epoch}, the request says {e.broker_epoch}",
+        )
+    start = step.next_producer_id_start  # int64 ids: 2**53 blocks before Kafka's exhaustion check matters
+    step.next_producer_id_start = start + PRODUCER_ID_BLOCK_SIZE
+    step.image.actions.append(
+        ProducerIdsAllocated(broker_id=e.broker_id, producer_id_start=start, producer_id_len=PRODUCER_ID_BLOCK_SIZE)
+    )
 
 
 def _expire(step: _Step, e: ExpireSession) -> None:
@@ -544,6 +576,7 @@ _HANDLERS: dict[type, Callable[[_Step, Event], None]] = {
     RegisterBroker: _register,
     BrokerHeartbeat: _heartbeat,
     UnregisterBroker: _unregister,
+    AllocateProducerIds: _allocate_producer_ids,
     ExpireSession: _expire,
     AdvanceTime: _advance,
     ControllerActivated: _activated,

@@ -7,6 +7,7 @@ controller-internal trigger:
     RegisterBroker        BrokerRegistration (KIP-631)
     BrokerHeartbeat       BrokerHeartbeat (KIP-631)
     UnregisterBroker      UnregisterBroker (KIP-631)
+    AllocateProducerIds   AllocateProducerIds (KIP-730): a block of producer ids
     ExpireSession         a driver-observed death (e.g. the pod is gone)
     AdvanceTime           the controller's periodic session check
     ControllerActivated   a driver (re)loaded the state: restart all sessions
@@ -102,6 +103,15 @@ class BrokerHeartbeat(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnregisterBroker(Event):
     broker_id: int
+
+
+@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocateProducerIds(Event):
+    """A registered broker asks for the next block of producer ids (KIP-730)."""
+
+    broker_id: int
+    broker_epoch: int
 
 
 @_event

@@ -1,4 +1,4 @@
-"""The controller's whole state: image, settings, sessions, id source.
+"""The controller's whole state: image, settings, sessions, id sources.
 
 Everything `apply` needs and nothing else, frozen, and round-tripping
 through plain JSON-able dicts so the local driver can keep it in a file and
@@ -8,11 +8,15 @@ the operator in a CR status. Dict shape::
      "config": {"broker.session.timeout.ms": 9000, ...},
      "ids": {"seed": 42, "counter": 3},
      "sessions": [{"broker_id": 1, "last_contact_ms": ..., "metadata_version": 7}],
+     "next_producer_id_start": 3000,
      "image": <MetadataImage.to_dict()>}
 
 Sessions change on every heartbeat while the image does not; a driver may
-persist only when `Decision.image_changed` and send `ControllerActivated`
-after loading (KRaft keeps heartbeats in memory only, for the same reason).
+persist only when `Decision.image_changed` (or the id sources moved) and
+send `ControllerActivated` after loading (KRaft keeps heartbeats in memory
+only, for the same reason). `next_producer_id_start` is the first producer id
+no broker has been given yet (Kafka's ProducerIdsRecord, KIP-730); a state
+saved before it existed loads with 0.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class ControllerState:
     ids: IdSource
     config: ControllerConfig = field(default_factory=ControllerConfig)
     sessions: Mapping[int, BrokerSession] = field(default_factory=dict)
+    next_producer_id_start: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sessions", frozen_mapping(self.sessions))
@@ -65,6 +70,7 @@ class ControllerState:
                 to_plain(_SessionEntry(broker_id=b, last_contact_ms=s.last_contact_ms, metadata_version=s.metadata_version))
                 for b, s in sorted(self.sessions.items())
             ],
+            "next_producer_id_start": self.next_producer_id_start,
             "image": self.image.to_dict(),
         }
 
@@ -72,7 +78,7 @@ class ControllerState:
     def from_dict(cls, data: Mapping[str, Any], *, check: bool = True) -> "ControllerState":
         """Rebuild a state; with `check`, refuse an image that breaks an invariant."""
         check_schema_version(data, what="controller state")
-        unknown = sorted(set(data) - {"schema_version", "config", "ids", "sessions", "image"})
+        unknown = sorted(set(data) - {"schema_version", "config", "ids", "sessions", "next_producer_id_start", "image"})
         if unknown:
             raise StateFormatError(f"$: unknown field(s) {unknown} for ControllerState")
         image = MetadataImage.from_dict(data.get("image"))  # type: ignore[arg-type]
@@ -86,9 +92,13 @@ class ControllerState:
             sessions[entry.broker_id] = BrokerSession(
                 last_contact_ms=entry.last_contact_ms, metadata_version=entry.metadata_version
             )
+        next_pid = convert(int, data.get("next_producer_id_start", 0), path="$.next_producer_id_start")
+        if next_pid < 0:
+            raise StateFormatError(f"$.next_producer_id_start: {next_pid} is negative")
         return cls(
             image=image,
             ids=from_plain(IdSource, data.get("ids"), path="$.ids"),
             config=ControllerConfig.from_dict(data.get("config", {})),
             sessions=sessions,
+            next_producer_id_start=next_pid,
         )

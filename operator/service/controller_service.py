@@ -15,8 +15,10 @@ read-only) leaves the old state in memory and on disk and answers
 KAFKA_STORAGE_ERROR (503): the caller retries, nothing diverges.
 
 What is persisted, and when: the state is saved whenever the image changed
-(topics, partitions, brokers, fencing: everything brokers act on) or the id
-source moved. Heartbeats that only renew a session are *not* saved: sessions
+(topics, partitions, brokers, fencing: everything brokers act on) or an id
+source moved (the topic-id source, or `next_producer_id_start` after an
+AllocateProducerIds, whose image does not change: a block handed out and
+not saved could be handed out again after a restart). Heartbeats that only renew a session are *not* saved: sessions
 are liveness, not metadata, and a state loaded at start-up gets
 `ControllerActivated`, which restarts every session at "now" anyway (KRaft
 keeps heartbeats in memory for the same reason). Saving them would mean one
@@ -84,7 +86,12 @@ class DriverTiming:
 def must_persist(old: ControllerState, decision: Decision) -> bool:
     """Save when brokers could act on the change or a restart could not rebuild it."""
     new = decision.state
-    return decision.image_changed or new.ids != old.ids or new.config != old.config
+    return (
+        decision.image_changed
+        or new.ids != old.ids
+        or new.config != old.config
+        or new.next_producer_id_start != old.next_producer_id_start
+    )
 
 
 class ControllerService:

@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 
 from tinystream.operator.controller import (
+    AllocateProducerIds,
     AlterPartition,
     AlterTopicConfig,
     BrokerHeartbeat,
@@ -30,6 +31,7 @@ from tinystream.operator.controller import (
     ElectPreferredLeaders,
     Event,
     LeaderChanged,
+    ProducerIdsAllocated,
     ReassignPartitions,
     RegisterBroker,
     UndrainBroker,
@@ -41,6 +43,7 @@ from .controller_service import ControllerService
 from .errors import INVALID_REQUEST, ApiError
 from .openapi import openapi_document
 from .request_bodies import (
+    AllocateProducerIdsRequest,
     AlterConfigRequest,
     AlterPartitionRequest,
     CreatePartitionsRequest,
@@ -78,6 +81,7 @@ def make_app(service: ControllerService) -> web.Application:
             web.post("/v1/brokers/{broker_id}/undrain", undrain_broker),
             web.delete("/v1/brokers/{broker_id}", unregister_broker),
             web.post("/v1/partitions/alter", alter_partition),
+            web.post("/v1/producer-ids", allocate_producer_ids),
             web.post("/v1/topics", create_topic),
             web.get("/v1/topics/{name}", describe_topic),
             web.delete("/v1/topics/{name}", delete_topic),
@@ -303,6 +307,20 @@ async def undrain_broker(request: web.Request) -> web.Response:
 
 async def unregister_broker(request: web.Request) -> web.Response:
     return await _broker_change(request, lambda b: UnregisterBroker(broker_id=b))
+
+
+async def allocate_producer_ids(request: web.Request) -> web.Response:
+    """AllocateProducerIds (KIP-730): the next block, saved before it is answered."""
+    body: AllocateProducerIdsRequest = await _body(request, AllocateProducerIdsRequest)
+    decision = await _run(request, AllocateProducerIds(broker_id=body.broker_id, broker_epoch=body.broker_epoch))
+    block = next(a for a in decision.actions if isinstance(a, ProducerIdsAllocated))
+    return reply(
+        {
+            "broker_id": block.broker_id,
+            "producer_id_start": block.producer_id_start,
+            "producer_id_len": block.producer_id_len,
+        }
+    )
 
 
 # -- partitions ----------------------------------------------------------------

@@ -146,6 +146,11 @@ _REPLIES: dict[str, dict[str, Any]] = {
             "newer_image_available": {"type": "boolean"},
         },
     },
+    "ProducerIdsReply": {
+        "type": "object",
+        "description": "producer ids [producer_id_start, producer_id_start + producer_id_len) (KIP-730)",
+        "properties": _ints("broker_id", "producer_id_start", "producer_id_len"),
+    },
     "PartitionReply": {
         "allOf": [
             {"$ref": "#/components/schemas/Partition"},
@@ -185,6 +190,7 @@ _REQUESTS = {
     "RegisterRequest": rq.RegisterRequest,
     "HeartbeatRequest": rq.HeartbeatRequest,
     "AlterPartitionRequest": rq.AlterPartitionRequest,
+    "AllocateProducerIdsRequest": rq.AllocateProducerIdsRequest,
     "CreateTopicRequest": rq.CreateTopicRequest,
     "CreatePartitionsRequest": rq.CreatePartitionsRequest,
     "AlterConfigRequest": rq.AlterConfigRequest,
@@ -224,6 +230,8 @@ _ENDPOINTS: list[tuple[str, str, str, str | None, tuple[int, str], tuple[int, ..
      (400, 404), [_BROKER_ID]),
     ("post", "/v1/partitions/alter", "AlterPartition (KIP-497) from the partition leader",
      "AlterPartitionRequest", (200, "PartitionReply"), (400, 404, 409, 503), []),
+    ("post", "/v1/producer-ids", "AllocateProducerIds (KIP-730): the next block of producer ids for a broker",
+     "AllocateProducerIdsRequest", (200, "ProducerIdsReply"), (400, 404, 409, 503), []),
     ("post", "/v1/topics", "CreateTopics (201; 200 with validate_only)", "CreateTopicRequest",
      (201, "TopicReply"), (400, 409), []),
     ("get", "/v1/topics/{name}", "One topic", None, (200, "TopicReply"), (404,), [_TOPIC_NAME]),

@@ -44,6 +44,12 @@ class HeartbeatRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AllocateProducerIdsRequest:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AlterPartitionRequest:
     broker_id: int
     broker_epoch: int

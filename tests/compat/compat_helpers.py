@@ -577,6 +577,33 @@ def consume_confluent(bootstrap, topic, count, *, timeout, config):
     return got
 
 
+# --------------------------------------------------------------------------- parametrization
+
+
+def require_client(client: str) -> None:
+    """Skip when a client's tool is not installed on this machine."""
+    import pytest
+
+    if client == "kcat" and kcat_binary() is None:
+        pytest.skip("kcat not installed: run tools/install-clients.sh")
+    if client == "java":
+        from tinystream.peers import PeerUnavailable
+        from tinystream.peers.apache_kafka import jars_dir, java_executable
+
+        try:
+            jars_dir()
+            java_executable()
+        except PeerUnavailable as exc:
+            pytest.skip(str(exc))
+
+
+def client_params(clients=ALL_CLIENTS):
+    """pytest.param per client; the Java tools are slow to start, so they are also marked slow."""
+    import pytest
+
+    return [pytest.param(c, id=c, marks=[pytest.mark.slow] if c == "java" else []) for c in clients]
+
+
 # --------------------------------------------------------------------------- misc
 
 

@@ -20,6 +20,7 @@ sys.path because the suite runs with --import-mode=importlib.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -35,6 +36,48 @@ TARGET_ENV = "TINYSTREAM_COMPAT_TARGET"
 BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0}
 
 _running: RunningBroker | None = None
+
+# What this suite found where a target differs from Apache Kafka (which
+# passes everything). Each entry runs as a non-strict xfail with its reason,
+# so `make test` stays green while the owner fixes it and an XPASS says the
+# entry can go. Patterns match "file.py::test_name[param]"; only * is a wildcard.
+_TANSU_LATEST = "tansu 0.6: ListOffsets LATEST answers less than the records stored (high watermark wrong)"
+_TANSU_KCAT = "tansu 0.6: librdkafka 2.0 (Debian's kcat) fails to read its ApiVersions answer ('Read underflow')"
+KNOWN_DEVIATIONS: dict[str, dict[str, str]] = {
+    "tinystream": {},
+    "tansu": {
+        "test_admin.py::test_topic_lifecycle*": "tansu 0.6: DescribeConfigs lists no defaults "
+                                                "(max.message.bytes missing); CreatePartitions unsupported",
+        "test_admin.py::test_admin_errors*": "tansu 0.6: CreatePartitions to fewer partitions is not INVALID_PARTITIONS",
+        "test_admin.py::test_create_with_bad_config_is_refused": "tansu 0.6: accepts unknown and invalid topic configs",
+        "test_admin.py::test_kcat_metadata": _TANSU_KCAT,
+        "test_bench_smoke.py::test_raw_produce_then_raw_consume*": _TANSU_LATEST,
+        "test_compression.py::test_codec_roundtrip[kcat-*": _TANSU_KCAT,
+        "test_produce_consume.py::*[kcat]": _TANSU_KCAT,
+        "test_offsets.py::test_commit_restart_resume[kcat]": _TANSU_KCAT,
+        "test_offsets.py::test_seek_with_kcat": _TANSU_KCAT,
+        "test_consumer_groups.py::*": _TANSU_LATEST + " (every record was still consumed exactly once)",
+        "test_group_admin.py::*": _TANSU_LATEST + "; DescribeGroups protocol and states differ",
+        "test_idempotent_producer.py::*[aiokafka]": "tansu 0.6: aiokafka's idempotent retry gets UnknownError",
+        "test_large_records.py::test_record_over_limit_is_refused_by_the_broker*": "tansu 0.6: message.max.bytes "
+                                                                                    "is not enforced",
+        "test_offsets.py::test_seek_beginning_end_timestamp*": "tansu 0.6: ListOffsets by timestamp answers the "
+                                                               "batch, not the record; LATEST is wrong",
+    },
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    deviations = KNOWN_DEVIATIONS.get(os.environ.get(TARGET_ENV, "tinystream").strip() or "tinystream", {})
+    here = Path(__file__).parent
+    for item in items:
+        if here not in Path(str(item.fspath)).parents:
+            continue
+        name = f"{Path(str(item.fspath)).name}::{item.name}"
+        for pattern, reason in deviations.items():
+            if re.fullmatch(re.escape(pattern).replace(r"\*", ".*"), name):
+                item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+                break
 
 
 class Target:
@@ -100,25 +143,6 @@ def new_topic(bootstrap: str, request):
         return ch.create_topic(bootstrap, ch.unique_name(base), partitions, config)
 
     return make
-
-
-def require_client(client: str) -> None:
-    """Skip when a client's tool is not installed on this machine."""
-    if client == "kcat" and ch.kcat_binary() is None:
-        pytest.skip("kcat not installed: run tools/install-clients.sh")
-    if client == "java":
-        try:
-            from tinystream.peers.apache_kafka import java_executable, jars_dir
-
-            jars_dir()
-            java_executable()
-        except PeerUnavailable as exc:
-            pytest.skip(str(exc))
-
-
-def client_params(clients=ch.ALL_CLIENTS):
-    """pytest.param per client; the Java tools are slow to start, so they are also marked slow."""
-    return [pytest.param(c, id=c, marks=[pytest.mark.slow] if c == "java" else []) for c in clients]
 
 
 @pytest.fixture

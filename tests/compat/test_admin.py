@@ -13,7 +13,7 @@ import pytest
 
 import compat_helpers as ch
 from admin_clients import AdminError, close_admin, kcat_metadata, open_admin
-from conftest import client_params, require_client
+from compat_helpers import client_params, require_client
 
 pytestmark = pytest.mark.compat
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import compat_helpers as ch
-from conftest import client_params, require_client
+from compat_helpers import client_params, require_client
 
 pytestmark = pytest.mark.compat
 

@@ -17,7 +17,7 @@ import pytest
 
 import compat_helpers as ch
 from admin_clients import JavaAdmin, close_admin, open_admin
-from conftest import client_params, require_client
+from compat_helpers import client_params, require_client
 
 pytestmark = pytest.mark.compat
 

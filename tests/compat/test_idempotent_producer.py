@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 
 import compat_helpers as ch
-from conftest import client_params, require_client
+from compat_helpers import client_params, require_client
 from fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.compat

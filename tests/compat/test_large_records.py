@@ -15,7 +15,7 @@ import re
 import pytest
 
 import compat_helpers as ch
-from conftest import client_params, require_client
+from compat_helpers import client_params, require_client
 
 pytestmark = pytest.mark.compat
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import compat_helpers as ch
-from conftest import client_params, require_client
+from compat_helpers import client_params, require_client
 
 pytestmark = pytest.mark.compat
 
@@ -35,7 +35,7 @@ def _produce_spread(bootstrap: str, topic: str, partitions: int) -> list[ch.Rec]
 
 
 def _group_run_kafka_python(bootstrap, topic, group, count) -> list[bytes]:
-    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+    from kafka import KafkaConsumer, OffsetAndMetadata
 
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest", fetch_max_wait_ms=100)

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,7 +122,6 @@ def start_broker_process(
     timeout: float = 60.0,
     shell: bool = False,
     version: str = "",
-    on_started: Callable[[RunningBroker], None] | None = None,
 ) -> RunningBroker:
     """Spawn, wait for readiness, and return the running broker (or raise PeerStartError)."""
     log_path = workdir / "broker.log"
@@ -167,8 +166,6 @@ def start_broker_process(
             state = f"exited with {process.returncode}" if not broker.alive() else f"not ready in {timeout:.0f}s"
             raise PeerStartError(f"{name} at {broker.bootstrap} {state} ({result.reason})\n{broker.log_tail()}")
         broker.api_ranges = result.api_ranges
-        if on_started is not None:
-            on_started(broker)
         return broker
     except BaseException:
         remove, broker.remove_workdir = broker.remove_workdir, False

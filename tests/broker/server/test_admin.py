@@ -292,7 +292,7 @@ async def test_producer_ids_are_never_reused_after_restart(tmp_path):
     for _ in range(2):
         b = Broker(settings)
         await b.start()
-        seen += [b.ctx.producer_ids.next_id() for _ in range(3)]
+        seen += [await b.ctx.producer_ids.next_id() for _ in range(3)]
         await b.stop()
     assert len(set(seen)) == 6 and seen == sorted(seen)
 

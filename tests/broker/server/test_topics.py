@@ -66,12 +66,12 @@ def test_meta_properties(tmp_path):
         meta_properties.ensure(dirs, 4)
 
 
-def test_producer_id_blocks_survive_restart(tmp_path):
+async def test_producer_id_blocks_survive_restart(tmp_path):
     first = ProducerIdManager(FileBlockSource(tmp_path, block_size=10))
-    ids = [first.next_id() for _ in range(12)]
+    ids = [await first.next_id() for _ in range(12)]
     assert ids == list(range(12))
     second = ProducerIdManager(FileBlockSource(tmp_path, block_size=10))
-    assert second.next_id() == 20  # the rest of the second block is skipped, never reused
+    assert await second.next_id() == 20  # the rest of the second block is skipped, never reused
 
 
 def test_partitions_spread_over_log_dirs_and_are_found_again(tmp_path):

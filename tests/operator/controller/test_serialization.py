@@ -20,6 +20,7 @@ from tinystream.operator.controller import (
     BrokerUndrained,
     BrokerUnfenced,
     BrokerUnregistered,
+    ProducerIdsAllocated,
     ControllerActivated,
     ControllerConfig,
     ControllerState,
@@ -52,6 +53,7 @@ from tinystream.operator.controller import (
     TopicPartition,
     UndrainBroker,
     UnregisterBroker,
+    AllocateProducerIds,
 )
 from controller_helpers import Cluster
 
@@ -59,6 +61,7 @@ EVENTS = [
     RegisterBroker(broker_id=1, incarnation_id="i", host="h", port=1, rack="r"),
     BrokerHeartbeat(broker_id=1, broker_epoch=2, metadata_version=3, want_fence=True),
     UnregisterBroker(broker_id=1),
+    AllocateProducerIds(broker_id=1, broker_epoch=3),
     ExpireSession(broker_id=1),
     AdvanceTime(),
     ControllerActivated(),
@@ -83,6 +86,7 @@ ACTIONS = [
     BrokerDrained(broker_id=1),
     BrokerUndrained(broker_id=1),
     BrokerUnregistered(broker_id=1),
+    ProducerIdsAllocated(broker_id=1, producer_id_start=1000, producer_id_len=1000),
     TopicCreated(topic="t", topic_id="x", partitions=1, replication_factor=1),
     PartitionsCreated(topic="t", partitions=(1, 2)),
     TopicDeleted(topic="t", topic_id="x"),
