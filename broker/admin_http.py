@@ -4,6 +4,8 @@
     GET /metrics      Prometheus text format, from the broker's own registry
     GET /api/broker   id, cluster id, listener, advertised APIs
     GET /api/topics   topics with per-partition offsets and sizes
+    GET /api/partitions every partition this broker hosts: role, offsets, size, segments, retention
+    GET /api/groups   groups this broker coordinates: state, members, assignment, committed offsets, lag
 
 Read-only: it changes nothing, so it needs no authentication beyond who can
 reach the port.
@@ -34,7 +36,10 @@ class AdminHttp:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/broker", self._broker)
         app.router.add_get("/api/topics", self._topics)
+        app.router.add_get("/api/partitions", self._partitions)
+        app.router.add_get("/api/groups", self._groups)
         self._app = app
+        ctx.metrics.watch_broker(ctx)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         self._runner = web.AppRunner(self._app, access_log=None)
@@ -106,3 +111,105 @@ class AdminHttp:
                 }
             )
         return _json({"topics": out})
+
+    async def _partitions(self, _: web.Request) -> web.Response:
+        """Every hosted partition as this broker sees it (a follower's HW trails the leader's)."""
+        ctx = self._ctx
+        settings = ctx.settings
+        out = []
+        for p in ctx.replicas.partitions():
+            spec = ctx.topics.get(p.tp.topic)
+            configs = dict(spec.configs) if spec is not None else {}
+            try:
+                size, segments = p.log.size_bytes(), p.log.segment_count()
+            except Exception:  # a closed or failing log: report it without its sizes
+                size, segments = None, None
+            out.append(
+                {
+                    "topic": p.tp.topic,
+                    "partition": p.tp.partition,
+                    "is_leader": bool(p.is_leader),
+                    "leader": p.state.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replicas": list(p.state.replicas),
+                    "isr": list(p.state.isr),
+                    "log_start_offset": p.log_start_offset,
+                    "log_end_offset": p.log_end_offset,
+                    "high_watermark": p.high_watermark,
+                    "size_bytes": size,
+                    "segments": segments,
+                    "retention_ms": int(configs.get("retention.ms", settings.log_retention_ms)),
+                    "retention_bytes": int(configs.get("retention.bytes", settings.log_retention_bytes)),
+                }
+            )
+        return _json({"broker_id": ctx.cluster.broker_id, "partitions": out})
+
+    async def _groups(self, _: web.Request) -> web.Response:
+        """Groups coordinated here. Lag = this broker's high watermark of the partition - committed,
+        where it hosts the partition (null otherwise: the dashboard takes the leader's)."""
+        return _json({"broker_id": self._ctx.cluster.broker_id, "groups": await group_rows(self._ctx)})
+
+
+async def group_rows(ctx: BrokerContext) -> list[dict[str, Any]]:
+    service = ctx.groups
+    if service is None:
+        return []
+    coordinator = service.coordinator
+    listings = coordinator.list_groups()
+    descriptions = await coordinator.describe_groups([g.group_id for g in listings])
+    rows = []
+    for desc in descriptions:
+        members = []
+        for m in desc.members:
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "assignment": decode_assignment(m.assignment) if desc.protocol_type == "consumer" else [],
+                }
+            )
+        owner = {(t["topic"], p): m["member_id"] for m in members for t in m["assignment"] for p in t["partitions"]}
+        offsets = []
+        for (topic, partition), committed in sorted(coordinator.committed(desc.group_id).items()):
+            p = ctx.replicas.get(TopicPartition(topic, partition))
+            end = p.high_watermark if p is not None else None
+            offsets.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "committed": committed,
+                    "end_offset": end,
+                    "lag": max(end - committed, 0) if end is not None and committed >= 0 else None,
+                    "member_id": owner.get((topic, partition)),
+                }
+            )
+        rows.append(
+            {
+                "group_id": desc.group_id,
+                "state": desc.state,
+                "protocol_type": desc.protocol_type,
+                "protocol": desc.protocol,
+                "coordinator": ctx.cluster.broker_id,
+                "members": members,
+                "offsets": offsets,
+            }
+        )
+    return rows
+
+
+def decode_assignment(raw: bytes) -> list[dict[str, Any]]:
+    """The consumer protocol's MemberAssignment (KIP-429 layout v0-v3: version, [topic, [partition]], ...)."""
+    if not raw:
+        return []
+    try:
+        from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+        by_topic: dict[str, list[int]] = {}
+        for tp in ConsumerProtocolAssignment.decode(raw).partitions():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
+    except Exception:  # an unknown or custom assignor's bytes: show none rather than fail
+        return []
+

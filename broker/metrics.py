@@ -11,9 +11,10 @@ nothing for them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tinystream.broker.partition import Partition
@@ -50,6 +51,85 @@ class _PartitionCollector(Collector):
         yield from (size, end, start, hw, segments)
 
 
+class _BrokerStateCollector(Collector):
+    """Scrape-time views of the broker's state (registered by the admin HTTP, which has the context).
+
+    Purgatory size, under-replicated and offline partitions, consumer-group lag
+    of the groups coordinated here; and ISR shrinks / expands and leader
+    elections counted by comparing each partition's ISR and leader epoch with
+    what the previous scrape saw (Kafka counts them where they happen; here two
+    changes that cancel out between scrapes go uncounted, see METRICS.md).
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._seen: dict[Any, tuple[int, frozenset[int], bool]] = {}
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.leader_elections = 0
+
+    def observe(self) -> tuple[int, int]:
+        """Update the change counters; returns (under-replicated, offline) among partitions led or hosted here."""
+        under = offline = 0
+        seen: dict[Any, tuple[int, frozenset[int], bool]] = {}
+        for p in self._ctx.replicas.partitions():
+            state = p.state
+            isr = frozenset(state.isr)
+            leading = bool(p.is_leader)
+            previous = self._seen.get(p.tp)
+            if previous is not None:
+                epoch, old_isr, was_leading = previous
+                if leading and p.leader_epoch > epoch:
+                    self.leader_elections += 1
+                if leading and was_leading:
+                    self.isr_shrinks += bool(old_isr - isr)
+                    self.isr_expands += bool(isr - old_isr)
+            seen[p.tp] = (p.leader_epoch, isr, leading)
+            if state.leader is None or state.leader < 0:
+                offline += 1
+            elif leading and len(isr) < len(state.replicas):
+                under += 1
+        self._seen = seen
+        return under, offline
+
+    def collect(self):
+        under, offline = self.observe()
+        yield GaugeMetricFamily("tinystream_under_replicated_partitions",
+                                "Partitions led here whose ISR is smaller than their replica set", value=under)
+        yield GaugeMetricFamily("tinystream_offline_partitions",
+                                "Partitions hosted here that have no leader", value=offline)
+        yield CounterMetricFamily("tinystream_isr_shrinks", "ISR shrinks seen on partitions led here",
+                                  value=self.isr_shrinks)
+        yield CounterMetricFamily("tinystream_isr_expands", "ISR expands seen on partitions led here",
+                                  value=self.isr_expands)
+        yield CounterMetricFamily("tinystream_leader_elections",
+                                  "Leader epochs this broker took over as leader", value=self.leader_elections)
+        purgatory = getattr(self._ctx.replicas, "purgatory", None)
+        yield GaugeMetricFamily("tinystream_purgatory_size",
+                                "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
+                                value=purgatory.waiting if purgatory is not None else 0)
+        lag = GaugeMetricFamily("tinystream_consumer_group_lag",
+                                "High watermark minus committed offset, for groups coordinated here",
+                                labels=["group", "topic", "partition"])
+        committed_g = GaugeMetricFamily("tinystream_consumer_group_committed_offset",
+                                        "Committed offset, for groups coordinated here",
+                                        labels=["group", "topic", "partition"])
+        groups = getattr(self._ctx, "groups", None)
+        if groups is not None:
+            from tinystream.broker.partition import TopicPartition
+
+            coordinator = groups.coordinator
+            for listing in coordinator.list_groups():
+                for (topic, index), offset in coordinator.committed(listing.group_id).items():
+                    labels = [listing.group_id, topic, str(index)]
+                    committed_g.add_metric(labels, offset)
+                    p = self._ctx.replicas.get(TopicPartition(topic, index))
+                    if p is not None and offset >= 0:
+                        lag.add_metric(labels, max(p.high_watermark - offset, 0))
+        yield lag
+        yield committed_g
+
+
 class BrokerMetrics:
     def __init__(self, broker_id: int) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -76,6 +156,12 @@ class BrokerMetrics:
 
     def watch_partitions(self, partitions: Callable[[], Iterable[Partition]]) -> None:
         self.registry.register(_PartitionCollector(partitions))
+
+    def watch_broker(self, ctx: Any) -> None:
+        """Scrape-time broker state (purgatory, URP, offline, ISR changes, group lag); once per registry."""
+        if getattr(self, "_state_collector", None) is None:
+            self._state_collector = _BrokerStateCollector(ctx)
+            self.registry.register(self._state_collector)
 
     def observe_request(self, api: str, seconds: float) -> None:
         children = self._api_children.get(api)

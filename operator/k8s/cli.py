@@ -24,6 +24,7 @@ from pathlib import Path
 
 import click
 
+from .controller_host import OperatorController
 from .handlers import Deps, default_connect, make_registry
 from .model import OperatorContext
 
@@ -62,7 +63,10 @@ def operator(log_level: str | None, peering: bool) -> None:
         operator_service=os.environ.get("TINYSTREAM_OPERATOR_SERVICE", OperatorContext.operator_service),
         controller_port=int(getattr(settings, "controller_port", OperatorContext.controller_port)),
     )
-    deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(),
+    # The operator is the controller: brokers reach it at
+    # http://<operator service>:<controller port>/clusters/<namespace>/<name> (resources.controller_url).
+    controller = OperatorController(port=ctx.controller_port)
+    deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,
                 health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)))
     health_port = int(os.environ.get("TINYSTREAM_OPERATOR_HEALTH_PORT", "8081"))
     kopf.run(

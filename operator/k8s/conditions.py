@@ -46,6 +46,25 @@ class TopicReason(str, enum.Enum):
     CONTROLLER_UNAVAILABLE = "ControllerUnavailable"
     UNDER_REPLICATED = "UnderReplicated"
     CONTROLLER_REFUSED = "ControllerRefused"
+    # The controller core's refusals, by Kafka error (the message starts with the Kafka name).
+    INVALID_REPLICATION_FACTOR = "InvalidReplicationFactor"
+    INVALID_PARTITIONS = "InvalidPartitions"
+    INVALID_CONFIG = "InvalidConfig"
+    TOPIC_DELETION_DISABLED = "TopicDeletionDisabled"
+
+
+_REFUSALS = {
+    "INVALID_REPLICATION_FACTOR": TopicReason.INVALID_REPLICATION_FACTOR,
+    "INVALID_PARTITIONS": TopicReason.INVALID_PARTITIONS,
+    "INVALID_CONFIG": TopicReason.INVALID_CONFIG,
+    "INVALID_TOPIC_EXCEPTION": TopicReason.INVALID_TOPIC_NAME,
+    "TOPIC_DELETION_DISABLED": TopicReason.TOPIC_DELETION_DISABLED,
+}
+
+
+def refusal_reason(error: str) -> TopicReason:
+    """The Ready reason for a refusal by the controller core (Kafka error name), else ControllerRefused."""
+    return _REFUSALS.get(error, TopicReason.CONTROLLER_REFUSED)
 
 
 @dataclass(frozen=True, slots=True)

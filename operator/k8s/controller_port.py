@@ -7,7 +7,8 @@ custom resources' status. The handlers do not call the core directly; they
 call this port, so the wiring (state persistence, the HTTP API, heartbeats)
 lives in one adapter and the handlers are tested with a fake.
 
-Until that adapter exists, `UnattachedController` stands in: it has no
+The adapter is controller_host.OperatorController (what `tinystream
+operator` runs). `UnattachedController` stands in where no controller runs: it has no
 partition view (the reconcile plan then rolls by pod readiness only and
 refuses scale-down) and refuses topic changes with ControllerUnavailable,
 which the Topic's Ready condition reports as such.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .reconcile import DrainBrokers, MoveLeadership, PartitionView, Rebalance
 from .topics import TopicAction, TopicView
@@ -49,6 +50,18 @@ BrokerAction = MoveLeadership | DrainBrokers | Rebalance
 
 
 class ControllerPort(Protocol):
+    async def start(self, client: Any) -> None:
+        """Operator start-up (kopf): serve the controller API; `client` is the KubeClient."""
+
+    async def stop(self) -> None:
+        """Operator shutdown: stop serving, close every cluster's controller."""
+
+    async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:
+        """Broker ids the controller knows (registered at least once), or None without a view."""
+
+    async def cluster_id(self, cluster: ClusterKey) -> str | None:
+        """The Kafka cluster id, once the cluster's controller runs."""
+
     async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
         """Every partition of the cluster, or None when there is no controller view."""
 
@@ -75,6 +88,18 @@ class UnattachedController:
     """No controller core attached yet: honest answers, no pretending."""
 
     MESSAGE = "the controller core is not attached to this operator yet (issue 5: wiring pending)"
+
+    async def start(self, client: Any) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:
+        return None
+
+    async def cluster_id(self, cluster: ClusterKey) -> str | None:
+        return None
 
     async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
         return None

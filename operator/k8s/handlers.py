@@ -32,7 +32,7 @@ from typing import Any
 import kopf
 
 from .api import KubeClient
-from .conditions import TopicReason, merge_condition, ready
+from .conditions import TopicReason, merge_condition, ready, refusal_reason
 from .controller_port import ClusterKey, ControllerPort, ControllerRefused, ControllerUnavailable, UnattachedController
 from .crds import bundled_crds, upgrade_crds
 from .model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, TOPIC_PLURAL, VERSION, ClusterSpec, \
@@ -91,9 +91,11 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
         deps.client = KubeClient.from_connection_info(info)
         if deps.crds_dir is not None:
             await upgrade_crds(deps.client, bundled_crds(deps.crds_dir), logger)
+        await deps.controller.start(deps.client)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
+        await deps.controller.stop()
         if deps.client is not None:
             await deps.client.close()
 
@@ -124,9 +126,12 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
                 rack = ((node or {}).get("metadata", {}).get("labels") or {}).get(spec.rack_topology_key)
                 if rack:
                     racks[pod.ordinal] = rack
-        return Observed(objects=objects, pods=broker_pods, partitions=await deps.controller.partitions(key),
+        partitions = await deps.controller.partitions(key)  # opens the cluster's controller on first use
+        return Observed(objects=objects, pods=broker_pods, partitions=partitions,
                         max_replication_factor=max(topic_rfs, default=0),
-                        fenced=await deps.controller.fenced(key), racks=racks)
+                        fenced=await deps.controller.fenced(key), racks=racks,
+                        registered=await deps.controller.registered(key),
+                        cluster_id=await deps.controller.cluster_id(key))
 
     async def execute(spec: ClusterSpec, plan: ClusterPlan, body: Any, logger: logging.Logger) -> None:
         key = ClusterKey(spec.namespace, spec.name)
@@ -147,6 +152,8 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
                 await deps.controller.broker_actions(key, broker_actions)
             except ControllerUnavailable as exc:
                 logger.warning("controller actions postponed: %s", exc)
+            except ControllerRefused as exc:  # e.g. replicas cannot be placed on the remaining brokers
+                kopf.warn(body, reason="BrokerActionRefused", message=str(exc))
 
     async def reconcile_cluster(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
         spec = ClusterSpec.from_resource(body)
@@ -225,7 +232,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
             except ControllerUnavailable as exc:
                 condition = ready(False, TopicReason.CONTROLLER_UNAVAILABLE, str(exc), generation=spec.generation)
             except ControllerRefused as exc:
-                condition = ready(False, TopicReason.CONTROLLER_REFUSED, str(exc), generation=spec.generation)
+                condition = ready(False, refusal_reason(exc.error), str(exc), generation=spec.generation)
         previous = (status or {}).get("conditions") or []
         old = next((c for c in previous if c.get("type") == "Ready"), {})
         if old.get("reason") != condition.reason and condition.status is False:

@@ -100,6 +100,8 @@ class Observed:
     max_replication_factor: int = 0  # the largest RF among the cluster's Topics
     fenced: frozenset[int] = frozenset()
     racks: Mapping[int, str] = field(default_factory=dict)
+    registered: frozenset[int] | None = None  # brokers the controller knows; None: no controller view
+    cluster_id: str | None = None
 
     def statefulset(self, cluster: ClusterSpec) -> Mapping[str, Any] | None:
         return self.objects.get(("StatefulSet", Names.of(cluster).statefulset))
@@ -187,17 +189,22 @@ def _hosted(partitions: Sequence[PartitionView], broker_ids: set[int]) -> list[P
 
 def _status(spec: ClusterSpec, observed: Observed, phase: Phase) -> dict[str, Any]:
     pods = sorted(observed.pods, key=lambda p: p.ordinal)
+    by_id: dict[int, BrokerPod | None] = {p.ordinal: p for p in pods}
+    for broker_id in observed.registered or ():  # known to the controller, pod gone (or not a pod)
+        by_id.setdefault(broker_id, None)
     brokers = []
-    for pod in pods:
-        entry: dict[str, Any] = {"id": pod.ordinal, "pod": pod.name, "ready": pod.ready,
-                                 "fenced": pod.ordinal in observed.fenced}
-        led = _partitions_led(observed.partitions, pod.ordinal)
+    for broker_id, pod in sorted(by_id.items()):
+        entry: dict[str, Any] = {"id": broker_id, "ready": bool(pod and pod.ready),
+                                 "fenced": broker_id in observed.fenced}
+        if pod is not None:
+            entry["pod"] = pod.name
+        led = _partitions_led(observed.partitions, broker_id)
         if led is not None:
             entry["partitionsLed"] = led
-        if pod.ordinal in observed.racks:
-            entry["rack"] = observed.racks[pod.ordinal]
+        if broker_id in observed.racks:
+            entry["rack"] = observed.racks[broker_id]
         brokers.append(entry)
-    return {
+    status: dict[str, Any] = {
         "phase": phase.value,
         "observedGeneration": spec.generation,
         "replicas": len(pods),
@@ -205,6 +212,9 @@ def _status(spec: ClusterSpec, observed: Observed, phase: Phase) -> dict[str, An
         "labelSelector": label_selector_string(spec),
         "brokers": brokers,
     }
+    if observed.cluster_id:
+        status["clusterId"] = observed.cluster_id
+    return status
 
 
 def _plan(spec: ClusterSpec, observed: Observed, actions: list[Action], phase: Phase,

@@ -81,6 +81,8 @@ class ControllerServer:
         self.service: ControllerService | None = None
         self._runner: web.AppRunner | None = None
         self._driver: asyncio.Task[None] | None = None
+        self._dashboard: Any = None  # a DashboardServer on settings.dashboard_port, when it could bind
+        self.dashboard_url: str | None = None
 
     async def start(self) -> ControllerInfo:
         try:
@@ -91,7 +93,9 @@ class ControllerServer:
             await self.store.close()
             raise
         try:
-            runner = web.AppRunner(make_app(self.service), shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
+            app = make_app(self.service)
+            self._mount_dashboard(app)
+            runner = web.AppRunner(app, shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
             await runner.setup()
             self._runner = runner
             site = web.TCPSite(runner, self.settings.host, self.settings.port)
@@ -111,9 +115,37 @@ class ControllerServer:
             state_file=str(self.settings.state_file),
         )
         log.info("controller for cluster %s listening on %s", info.cluster_id, info.url)
+        await self._start_dashboard(info.url)
         return info
 
+    # -- the dashboard (operator/dashboard): at /dashboard/ on the API, and on dashboard.port --------
+
+    def _mount_dashboard(self, app: web.Application) -> None:
+        from tinystream.operator.dashboard import HttpClusterSource, make_dashboard_app
+
+        self._api_url: str | None = None
+        app.add_subapp("/dashboard/", make_dashboard_app(HttpClusterSource(lambda: self._api_url)))
+
+    async def _start_dashboard(self, api_url: str) -> None:
+        """Best effort: a taken dashboard.port is logged, never fatal (the API still serves /dashboard/)."""
+        from tinystream.operator.dashboard import DashboardServer, HttpClusterSource, make_dashboard_app
+
+        self._api_url = api_url
+        server = DashboardServer(make_dashboard_app(HttpClusterSource(api_url)), host=self.settings.host,
+                                 port=self.settings.dashboard_port)
+        try:
+            self.dashboard_url = await server.start()
+        except OSError as exc:
+            log.warning("dashboard not served on port %s (%s); it is at %s/dashboard/",
+                        self.settings.dashboard_port, exc, api_url)
+            return
+        self._dashboard = server
+        log.info("dashboard on %s", self.dashboard_url)
+
     async def stop(self) -> None:
+        if self._dashboard is not None:
+            await self._dashboard.stop()
+            self._dashboard = None
         if self._driver is not None:
             self._driver.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -66,31 +66,56 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # a CreateTopics with a large manual assignmen
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def _routes(prefix: str = "") -> list[web.RouteDef]:
+    return [
+        web.get(prefix + "/healthz", healthz),
+        web.get(prefix + "/v1/openapi.json", openapi),
+        web.get(prefix + "/v1/state", state),
+        web.get(prefix + "/v1/metadata", metadata),
+        web.post(prefix + "/v1/brokers/register", register_broker),
+        web.post(prefix + "/v1/brokers/{broker_id}/heartbeat", heartbeat),
+        web.post(prefix + "/v1/brokers/{broker_id}/drain", drain_broker),
+        web.post(prefix + "/v1/brokers/{broker_id}/undrain", undrain_broker),
+        web.delete(prefix + "/v1/brokers/{broker_id}", unregister_broker),
+        web.post(prefix + "/v1/partitions/alter", alter_partition),
+        web.post(prefix + "/v1/producer-ids", allocate_producer_ids),
+        web.post(prefix + "/v1/topics", create_topic),
+        web.get(prefix + "/v1/topics/{name}", describe_topic),
+        web.delete(prefix + "/v1/topics/{name}", delete_topic),
+        web.post(prefix + "/v1/topics/{name}/partitions", create_partitions),
+        web.patch(prefix + "/v1/topics/{name}/config", alter_topic_config),
+        web.post(prefix + "/v1/elections/preferred", elect_preferred_leaders),
+        web.post(prefix + "/v1/reassignments", reassign_partitions),
+    ]
+
+
 def make_app(service: ControllerService) -> web.Application:
     app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
     app[SERVICE_KEY] = service
-    app.add_routes(
-        [
-            web.get("/healthz", healthz),
-            web.get("/v1/openapi.json", openapi),
-            web.get("/v1/state", state),
-            web.get("/v1/metadata", metadata),
-            web.post("/v1/brokers/register", register_broker),
-            web.post("/v1/brokers/{broker_id}/heartbeat", heartbeat),
-            web.post("/v1/brokers/{broker_id}/drain", drain_broker),
-            web.post("/v1/brokers/{broker_id}/undrain", undrain_broker),
-            web.delete("/v1/brokers/{broker_id}", unregister_broker),
-            web.post("/v1/partitions/alter", alter_partition),
-            web.post("/v1/producer-ids", allocate_producer_ids),
-            web.post("/v1/topics", create_topic),
-            web.get("/v1/topics/{name}", describe_topic),
-            web.delete("/v1/topics/{name}", delete_topic),
-            web.post("/v1/topics/{name}/partitions", create_partitions),
-            web.patch("/v1/topics/{name}/config", alter_topic_config),
-            web.post("/v1/elections/preferred", elect_preferred_leaders),
-            web.post("/v1/reassignments", reassign_partitions),
-        ]
-    )
+    app.add_routes(_routes())
+    return app
+
+
+# The Kubernetes operator serves one controller per TinyStreamCluster from one port:
+# the same API under /clusters/{namespace}/{cluster} (the brokers' controller.url).
+CLUSTER_PREFIX = "/clusters/{namespace}/{cluster}"
+ServiceLookup = Callable[[str, str], "ControllerService | None"]
+LOOKUP_KEY = web.AppKey("controller_lookup", object)
+
+
+async def _root_healthz(request: web.Request) -> web.Response:
+    return reply({"status": "ok"})
+
+
+def make_clusters_app(lookup: ServiceLookup) -> web.Application:
+    """Many controllers behind one server; `lookup(namespace, cluster)` finds each request's.
+
+    A cluster without a running controller (not reconciled yet, deleted)
+    answers NOT_CONTROLLER, which brokers treat as "retry later".
+    """
+    app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
+    app[LOOKUP_KEY] = lookup
+    app.add_routes([web.get("/healthz", _root_healthz), *_routes(CLUSTER_PREFIX)])
     return app
 
 
@@ -126,7 +151,14 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def _service(request: web.Request) -> ControllerService:
-    return request.app[SERVICE_KEY]
+    if SERVICE_KEY in request.app:
+        return request.app[SERVICE_KEY]
+    namespace, cluster = request.match_info["namespace"], request.match_info["cluster"]
+    service = request.app[LOOKUP_KEY](namespace, cluster)  # type: ignore[operator]
+    if service is None:
+        raise ApiError.from_controller(ControllerError.NOT_CONTROLLER,
+                                       f"no controller runs for cluster {namespace}/{cluster} in this operator")
+    return service
 
 
 def _where(request: web.Request) -> str:

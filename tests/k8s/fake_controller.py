@@ -26,6 +26,18 @@ class FakeController:
     deleted: list[tuple[ClusterKey, str]] = field(default_factory=list)
     broker_calls: list[BrokerAction] = field(default_factory=list)
 
+    async def start(self, client: object) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:
+        return None
+
+    async def cluster_id(self, cluster: ClusterKey) -> str | None:
+        return None
+
     def _check(self) -> None:
         if not self.available:
             raise ControllerUnavailable("fake controller switched off")

@@ -8,7 +8,8 @@ in `start_broker_process`, which owns the same steps:
 2. learn the bootstrap address: given up front, or read from the log
    (`bootstrap=HOST:PORT`, our CLI's ready line);
 3. probe it (`probe.wait_ready`) until ready, the process dies, or the
-   timeout passes -- then stop it and raise `PeerStartError` with the log tail.
+   timeout passes -- then stop it and raise `PeerStartError` with the log
+   tail (the folder is kept for a look).
 
 `RunningBroker.stop()` sends SIGTERM to the process group, waits, then
 SIGKILL. It only ever signals the group it started.
@@ -164,7 +165,8 @@ def start_broker_process(
         result = wait_ready(broker.host, broker.port, timeout=max(1.0, deadline - time.monotonic()), alive=broker.alive)
         if not result.ready:
             state = f"exited with {process.returncode}" if not broker.alive() else f"not ready in {timeout:.0f}s"
-            raise PeerStartError(f"{name} at {broker.bootstrap} {state} ({result.reason})\n{broker.log_tail()}")
+            raise PeerStartError(f"{name} at {broker.bootstrap} {state} ({result.reason}); "
+                                 f"log kept in {log_path}:\n{broker.log_tail()}")
         broker.api_ranges = result.api_ranges
         return broker
     except BaseException:

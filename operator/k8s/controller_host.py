@@ -1,0 +1,274 @@
+"""The operator as the controller: one `ControllerService` per TinyStreamCluster, one HTTP server.
+
+`OperatorController` is the `ControllerPort` behind the kopf handlers:
+
+- `start(client)` (kopf start-up) listens on the controller port; each
+  cluster's broker-facing API (the local driver's, unchanged) is served
+  under /clusters/<namespace>/<name>, which is the `controller.url` the
+  broker ConfigMap names (resources.controller_url).
+- A cluster's service is opened on first use (a reconcile of the cluster or
+  of one of its Topics): its state is loaded from the cluster's status
+  (status_store.py), or a new cluster is bootstrapped and saved there, so an
+  operator restart resumes at the same image version with the same topic ids.
+  Loading restarts every broker session (`ControllerActivated`): brokers get
+  a full session timeout to find the new operator. Each service has its own
+  driver loop (session checks, preferred-leader elections).
+- Until a cluster's service is open, its brokers get NOT_CONTROLLER (503)
+  and retry; a cluster whose status cannot be read or written is
+  ControllerUnavailable to the handlers.
+- Topic actions become core events (CreateTopic, CreatePartitions,
+  AlterTopicConfig, DeleteTopic); a refusal comes back as ControllerRefused
+  with the Kafka error name. Broker actions: MoveLeadership -> DrainBroker
+  (KIP-841 controlled shutdown: leaders move to other ISR members), undone
+  by UndrainBroker once the broker registers again with a new epoch;
+  DrainBrokers -> DrainBroker each, then ReassignPartitions planned by
+  `plan_reassignment` onto the remaining brokers; Rebalance ->
+  ReassignPartitions onto every live broker.
+
+`forget` (cluster deleted) stops the cluster's service; its state went with
+the resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from tinystream.operator.controller import (
+    AlterTopicConfig,
+    ControllerError,
+    CreatePartitions,
+    CreateTopic,
+    Decision,
+    DeleteTopic,
+    DrainBroker,
+    Event,
+    PlacementError,
+    ReassignPartitions,
+    UndrainBroker,
+)
+from tinystream.operator.controller.reassignment import plan_reassignment
+from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
+from tinystream.operator.service.errors import ApiError, StateFileError
+from tinystream.operator.service.http_api import make_clusters_app
+
+from .api import KubeClient
+from .controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
+from .reconcile import DrainBrokers, MoveLeadership, PartitionView, Rebalance
+from .status_store import ClusterStatusStore
+from .topics import AlterConfig, CreateTopic as CreateTopicAction, GrowPartitions, TopicAction, TopicView
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT_S = 2.0
+
+
+class OperatorController:
+    """Runs and serves the controller core of every cluster; see the module docstring."""
+
+    def __init__(self, *, host: str = "0.0.0.0", port: int = 9091, timing: DriverTiming = DriverTiming(),
+                 clock: Callable[[], int] = monotonic_ms,
+                 store_factory: Callable[[KubeClient, ClusterKey], Any] = ClusterStatusStore) -> None:
+        self.host = host
+        self.port = port
+        self.timing = timing
+        self.clock = clock
+        self.store_factory = store_factory
+        self._client: KubeClient | None = None
+        self._runner: web.AppRunner | None = None
+        self._services: dict[ClusterKey, ControllerService] = {}
+        self._drivers: dict[ClusterKey, asyncio.Task[None]] = {}
+        self._opening: dict[ClusterKey, asyncio.Lock] = {}
+        self._roll_drained: dict[ClusterKey, dict[int, int]] = {}  # broker id -> its epoch when drained
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    def cluster_url(self, cluster: ClusterKey) -> str:
+        return f"{self.url}/clusters/{cluster.namespace}/{cluster.name}"
+
+    async def start(self, client: KubeClient) -> None:
+        self._client = client
+        runner = web.AppRunner(make_clusters_app(self._lookup), shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+                               access_log=None)
+        await runner.setup()
+        self._runner = runner
+        await web.TCPSite(runner, self.host, self.port).start()
+        for address in runner.addresses:
+            if isinstance(address, tuple) and len(address) >= 2:
+                self.port = int(address[1])
+                break
+        log.info("controller API for every cluster on %s/clusters/<namespace>/<name>", self.url)
+
+    async def stop(self) -> None:
+        for key in list(self._services):
+            await self._close(key, begin_only=True)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        for key in list(self._services):
+            await self._close(key)
+        self._client = None
+
+    async def _close(self, key: ClusterKey, *, begin_only: bool = False) -> None:
+        driver = self._drivers.pop(key, None)
+        if driver is not None:
+            driver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await driver
+        service = self._services.get(key)
+        if service is None:
+            return
+        if begin_only:
+            service.begin_close()
+            return
+        del self._services[key]
+        await service.close()
+
+    def _lookup(self, namespace: str, name: str) -> ControllerService | None:
+        return self._services.get(ClusterKey(namespace, name))
+
+    def service(self, cluster: ClusterKey) -> ControllerService | None:
+        """The running service of `cluster`, if open (tests and status)."""
+        return self._services.get(cluster)
+
+    async def attach(self, cluster: ClusterKey) -> ControllerService:
+        """The cluster's service, opened from its status on first use."""
+        service = self._services.get(cluster)
+        if service is not None:
+            return service
+        if self._client is None:
+            raise ControllerUnavailable("the operator has not started its controller API yet")
+        lock = self._opening.setdefault(cluster, asyncio.Lock())
+        async with lock:
+            service = self._services.get(cluster)
+            if service is not None:
+                return service
+            store = self.store_factory(self._client, cluster)
+            try:
+                service = await ControllerService.open(store, clock=self.clock, timing=self.timing)
+            except (OSError, StateFileError) as exc:
+                raise ControllerUnavailable(f"cannot open the controller state of {cluster}: {exc}") from exc
+            self._services[cluster] = service
+            self._drivers[cluster] = asyncio.create_task(service.run_driver(), name=f"controller-{cluster}")
+            log.info("controller of %s: cluster id %s, metadata version %d", cluster,
+                     service.image.cluster_id, service.image.version)
+            return service
+
+    async def forget(self, cluster: ClusterKey) -> None:
+        await self._close(cluster)
+        self._opening.pop(cluster, None)
+        self._roll_drained.pop(cluster, None)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
+        try:
+            service = await self.attach(cluster)
+        except ControllerUnavailable:
+            return None
+        await self._undrain_restarted(cluster, service)
+        return tuple(
+            PartitionView(topic=name, partition=p.partition, leader=p.leader, replicas=tuple(p.replicas),
+                          isr=tuple(p.isr), leader_epoch=p.leader_epoch)
+            for name, p in service.image.iter_partitions())
+
+    async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
+        service = self._services.get(cluster)
+        if service is None:
+            return frozenset()
+        return frozenset(b for b, record in service.image.brokers.items() if record.fenced)
+
+    async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:
+        service = self._services.get(cluster)
+        return None if service is None else frozenset(service.image.brokers)
+
+    async def cluster_id(self, cluster: ClusterKey) -> str | None:
+        service = self._services.get(cluster)
+        return None if service is None else service.image.cluster_id
+
+    async def topic(self, cluster: ClusterKey, name: str) -> TopicView | None:
+        record = (await self.attach(cluster)).image.topic(name)
+        if record is None:
+            return None
+        rf = len(record.partitions[0].target_replicas) if record.partitions else 0
+        return TopicView(name=name, partitions=len(record.partitions), replication_factor=rf,
+                         config=dict(record.config))
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def _submit(self, service: ControllerService, event: Event, *, ok: frozenset[ControllerError] = frozenset()
+                      ) -> Decision:
+        try:
+            decision = await service.submit(event)
+        except ApiError as exc:  # a failed save, or shutting down: the state is unchanged
+            raise ControllerUnavailable(str(exc)) from exc
+        if decision.error is not None and decision.error not in ok:
+            raise ControllerRefused(decision.error.name, decision.message)
+        return decision
+
+    async def apply_topic(self, cluster: ClusterKey, actions: Sequence[TopicAction]) -> None:
+        service = await self.attach(cluster)
+        for action in actions:
+            event: Event
+            if isinstance(action, CreateTopicAction):
+                event = CreateTopic(topic=action.name, partitions=action.partitions,
+                                    replication_factor=action.replication_factor, config=dict(action.config))
+            elif isinstance(action, GrowPartitions):
+                event = CreatePartitions(topic=action.name, count=action.partitions)
+            elif isinstance(action, AlterConfig):
+                event = AlterTopicConfig(topic=action.name, config=dict(action.config))
+            else:  # pragma: no cover - the union is closed
+                raise TypeError(f"unknown topic action {action!r}")
+            await self._submit(service, event)
+
+    async def delete_topic(self, cluster: ClusterKey, name: str) -> None:
+        service = await self.attach(cluster)
+        await self._submit(service, DeleteTopic(topic=name), ok=frozenset({ControllerError.UNKNOWN_TOPIC_OR_PARTITION}))
+
+    async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
+        service = await self.attach(cluster)
+        for action in actions:
+            if isinstance(action, MoveLeadership):
+                record = service.image.broker(action.broker_id)
+                if record is None:
+                    continue
+                await self._submit(service, DrainBroker(broker_id=action.broker_id))
+                self._roll_drained.setdefault(cluster, {})[action.broker_id] = record.epoch
+            elif isinstance(action, DrainBrokers):
+                for broker_id in action.broker_ids:
+                    if service.image.broker(broker_id) is not None:
+                        await self._submit(service, DrainBroker(broker_id=broker_id))
+                targets = [b for b in service.image.brokers if b not in action.broker_ids]
+                await self._reassign(service, targets)
+            elif isinstance(action, Rebalance):
+                targets = [b for b, r in service.image.brokers.items() if not r.fenced and not r.drained]
+                await self._reassign(service, targets)
+
+    async def _reassign(self, service: ControllerService, targets: Sequence[int]) -> None:
+        try:
+            plan = plan_reassignment(service.state, targets)
+        except PlacementError as exc:
+            raise ControllerRefused(exc.error.name, exc.message) from exc
+        if plan:
+            await self._submit(service, ReassignPartitions(assignments=tuple(plan)))
+
+    async def _undrain_restarted(self, cluster: ClusterKey, service: ControllerService) -> None:
+        """A broker drained for a roll is undrained once it registered again (a new epoch) and is live."""
+        drained = self._roll_drained.get(cluster) or {}
+        for broker_id, epoch in list(drained.items()):
+            record = service.image.broker(broker_id)
+            if record is None or (record.epoch > epoch and not record.fenced):
+                drained.pop(broker_id)
+                if record is not None and record.drained:
+                    with contextlib.suppress(ControllerRefused, ControllerUnavailable):
+                        await self._submit(service, UndrainBroker(broker_id=broker_id))

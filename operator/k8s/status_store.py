@@ -1,0 +1,113 @@
+"""The controller state of one cluster in its TinyStreamCluster's status: `ClusterStatusStore`.
+
+On Kubernetes the truth lives in etcd, so the operator keeps each cluster's
+`ControllerState` (its `to_dict()` form, as the local driver's state file
+holds it) in `status.controller` of the cluster's resource::
+
+    status:
+      clusterId: <the Kafka cluster id>
+      controller:
+        encoding: json | zlib+base64    # how `data` is written
+        data: "<the state>"             # a string: never merged, always replaced whole
+        bytes: 1234                     # the JSON's size before encoding
+        metadataVersion: 17             # the image version saved (for people and tests)
+
+Why a string and not an object: a JSON merge patch (what status updates are)
+merges nested objects, so a topic deleted from the state would linger in an
+object form unless every removed key were nulled; a string is replaced.
+
+Size: the state grows with partitions (about 170 bytes of JSON per
+partition at RF 1, more per extra replica). etcd refuses requests over 1.5 MiB (the API server's
+default), for the whole object. States above `COMPRESS_ABOVE` bytes are
+stored zlib-compressed (this JSON compresses 5-40x: ids and epochs repeat), and a
+state that is still over `MAX_STORED_BYTES` is refused: the save raises
+OSError, which the controller service answers as KAFKA_STORAGE_ERROR and
+keeps the old state everywhere (nothing diverges). That caps a cluster at
+some tens of thousands of partitions; past that, the state needs a ConfigMap or a
+Secret per chunk (not built).
+
+The CRD must let `status.controller` through (see the report of issue 5:
+`x-kubernetes-preserve-unknown-fields` on it); an API server prunes fields a
+structural schema does not declare.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from typing import Any
+
+import orjson
+
+from tinystream.operator.controller import ControllerState, StateFormatError
+from tinystream.operator.service.errors import StateFileError
+
+from .api import KubeClient
+from .controller_port import ClusterKey
+from .errors import KubeApiError
+from .model import API_VERSION, CLUSTER_KIND
+
+JSON = "json"
+ZLIB = "zlib+base64"
+COMPRESS_ABOVE = 64 * 1024
+MAX_STORED_BYTES = 1024 * 1024  # leaves room under etcd's 1.5 MiB for spec, status and metadata
+
+
+def encode_state(state: ControllerState) -> dict[str, Any]:
+    """`status.controller` for `state`; OSError when it would not fit in etcd."""
+    raw = orjson.dumps(state.to_dict())
+    if len(raw) > COMPRESS_ABOVE:
+        encoding, data = ZLIB, base64.b64encode(zlib.compress(raw, 6)).decode()
+    else:
+        encoding, data = JSON, raw.decode()
+    if len(data) > MAX_STORED_BYTES:
+        raise OSError(f"the controller state is {len(raw)} bytes ({len(data)} encoded), over the "
+                      f"{MAX_STORED_BYTES}-byte limit for a resource status")
+    return {"encoding": encoding, "data": data, "bytes": len(raw), "metadataVersion": state.image.version}
+
+
+def decode_state(stored: Any, *, where: str) -> ControllerState:
+    """The state from `status.controller`; StateFileError names what is wrong."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("data"), str):
+        raise StateFileError(f"{where}: status.controller has no data string")
+    try:
+        if stored.get("encoding", JSON) == ZLIB:
+            raw = zlib.decompress(base64.b64decode(stored["data"]))
+        elif stored.get("encoding", JSON) == JSON:
+            raw = stored["data"].encode()
+        else:
+            raise StateFileError(f"{where}: unknown encoding {stored.get('encoding')!r}")
+        return ControllerState.from_dict(orjson.loads(raw))
+    except (zlib.error, ValueError, orjson.JSONDecodeError, StateFormatError) as exc:
+        raise StateFileError(f"{where}: status.controller is not a controller state: {exc}") from exc
+
+
+class ClusterStatusStore:
+    """A `StateStore` (tinystream.operator.service) over one TinyStreamCluster's status."""
+
+    def __init__(self, client: KubeClient, cluster: ClusterKey) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.saves = 0
+
+    async def load(self) -> ControllerState | None:
+        try:
+            obj = await self.client.get(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace)
+        except KubeApiError as exc:
+            raise StateFileError(f"cannot read TinyStreamCluster {self.cluster}: {exc}") from exc
+        stored = ((obj or {}).get("status") or {}).get("controller")
+        if stored is None:
+            return None
+        return decode_state(stored, where=f"TinyStreamCluster {self.cluster}")
+
+    async def save(self, state: ControllerState) -> None:
+        patch = {"status": {"controller": encode_state(state), "clusterId": state.image.cluster_id}}
+        try:
+            await self.client.patch(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace, patch,
+                                    subresource="status")
+        except KubeApiError as exc:  # the service's contract: OSError = not saved, old state kept
+            raise OSError(f"cannot save the controller state to TinyStreamCluster {self.cluster}: {exc}") from exc
+        self.saves += 1
+
+    async def close(self) -> None:
+        return None

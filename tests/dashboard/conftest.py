@@ -1,0 +1,72 @@
+"""A real local cluster (controller + 3 broker processes) with the dashboard, produced to and consumed from.
+
+Module-independent session fixture: N records to partition 0 of a 2-partition
+topic, then a consumer in group GROUP reads and commits COMMITTED of them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tinystream.local_cluster import LocalCluster
+
+TOPIC = "dash-orders"
+GROUP = "dash-readers"
+N = 120
+COMMITTED = 45
+
+
+@dataclass(frozen=True)
+class Cluster:
+    cluster: LocalCluster
+    dashboard: str
+
+
+def get(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+        return json.loads(response.read())
+
+
+def _produce_and_consume(bootstrap: str) -> None:
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import NewTopic
+    from kafka.structs import OffsetAndMetadata
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=3)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(N):
+        producer.send(TOPIC, value=f"order-{i}".encode(), partition=0)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    consumer.subscribe([TOPIC])
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < COMMITTED and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500, max_records=COMMITTED - seen).values():
+            seen += len(records)
+    assert seen == COMMITTED
+    consumer.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(COMMITTED, "", -1)})
+    consumer.close()
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("dashboard-cluster")
+    cluster = LocalCluster(brokers=3, data_dir=root / "data", first_port=0, echo=lambda _: None)
+    cluster.open(dashboard=True)
+    try:
+        assert cluster.dashboard_url
+        _produce_and_consume(cluster.bootstrap)
+        yield Cluster(cluster=cluster, dashboard=cluster.dashboard_url)
+    finally:
+        cluster.close()

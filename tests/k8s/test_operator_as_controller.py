@@ -1,0 +1,173 @@
+"""The operator IS the controller: KMock for the API, a real broker registering with the operator.
+
+The operator runs in-process (kopf, clusterwide) with `OperatorController`
+behind its controller port; a real `tinystream.broker.app.Broker` (in memory,
+in the test's loop) points its controller.url at the operator's
+/clusters/<namespace>/<name> API, as a broker pod would. Topic status and
+cluster status must then come from the controller core's image, and the
+core's state must survive an operator restart through the cluster's status.
+"""
+
+from __future__ import annotations
+
+from k8s_requirements import require
+
+require('yaml', 'kopf', 'kmock')
+
+import asyncio
+import contextlib
+import time
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from kmock_helpers import Api, declare, ready_condition, running_operator
+
+import kmock
+from tinystream.broker.app import Broker
+from tinystream.broker.testing import test_settings
+from tinystream.operator.k8s.controller_host import OperatorController
+from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.status_store import decode_state
+from tinystream.operator.service.controller_service import DriverTiming
+
+pytestmark = pytest.mark.timeout(60)
+
+TS = "tinystream.io/v1alpha1"
+NS = "streaming"
+KEY = ClusterKey(NS, "demo")
+# spec.brokers 3 (so a Topic with RF 2 passes the operator's own check), one real broker running.
+CLUSTER = {"apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "demo", "generation": 1},
+           "spec": {"brokers": 3}}
+TIMING = DriverTiming(tick_interval_s=0.2)
+
+
+def topic(name: str, **spec):
+    return {"apiVersion": TS, "kind": "Topic", "metadata": {"name": name},
+            "spec": {"cluster": "demo", "partitions": 2, "replicationFactor": 1, **spec}}
+
+
+def new_controller() -> OperatorController:
+    return OperatorController(host="127.0.0.1", port=0, timing=TIMING)
+
+
+@contextlib.asynccontextmanager
+async def real_broker(tmp_path, url: str):
+    settings = test_settings(tmp_path / "broker-0", **{
+        "broker.id": 0, "host": "127.0.0.1", "controller.url": url,
+        "broker.heartbeat.interval.ms": 200,
+    })
+    broker = Broker(settings, in_memory=True, with_groups=False)
+    await broker.start()
+    try:
+        yield broker
+    finally:
+        await broker.stop()
+
+
+async def eventually(predicate, what: str, timeout: float = 15.0):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+    return value
+
+
+@pytest_asyncio.fixture
+async def server():
+    async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator):
+        declare(emulator)
+        yield emulator
+
+
+@pytest_asyncio.fixture
+async def api(server):
+    client = Api(str(server.url), NS)
+    yield client
+    await client.close()
+
+
+def placed(obj) -> bool:
+    return ready_condition(obj).get("status") == "True" and bool((obj.get("status") or {}).get("partitions"))
+
+
+async def test_topic_status_and_refusals_come_from_the_core(server, api, tmp_path):
+    controller = new_controller()
+    async with running_operator(str(server.url), controller=controller):
+        await api.create(TS, "tinystreamclusters", CLUSTER)
+        cluster = await api.wait_for(TS, "tinystreamclusters", "demo",
+                                     lambda o: ((o or {}).get("status") or {}).get("controller"))
+        assert cluster["status"]["clusterId"] == controller.service(KEY).image.cluster_id
+        async with aiohttp.ClientSession() as http:  # the broker-facing API, per cluster, on one port
+            async with http.get(controller.cluster_url(KEY) + "/v1/metadata") as r:
+                assert r.status == 200 and (await r.json())["cluster_id"] == cluster["status"]["clusterId"]
+            async with http.get(controller.url + "/clusters/streaming/nope/v1/metadata") as r:
+                assert r.status == 503 and (await r.json())["error"] == "NOT_CONTROLLER"
+
+        async with real_broker(tmp_path, controller.cluster_url(KEY)) as broker:
+            await eventually(lambda: broker.info and 0 in controller.service(KEY).image.brokers
+                             and not controller.service(KEY).image.brokers[0].fenced, "broker 0 registered")
+            assert broker.cluster.cluster_id == cluster["status"]["clusterId"]  # adopted from the operator
+
+            await api.create(TS, "topics", topic("orders"))
+            obj = await api.wait_for(TS, "topics", "orders", placed)
+            record = controller.service(KEY).image.topic("orders")
+            assert obj["status"]["partitions"] == [
+                {"partition": p.partition, "leader": 0, "leaderEpoch": p.leader_epoch, "replicas": [0], "isr": [0]}
+                for p in record.partitions]
+            assert ready_condition(obj)["reason"] == "TopicReady"
+
+            # RF 2 is fine by the spec (3 brokers) but only one broker is registered: the core refuses.
+            await api.create(TS, "topics", topic("wide", replicationFactor=2))
+            bad = await api.wait_for(TS, "topics", "wide", lambda o: ready_condition(o).get("status") == "False"
+                                     and ready_condition(o).get("reason") != "ControllerUnavailable")
+            assert ready_condition(bad)["reason"] == "InvalidReplicationFactor"
+            assert "INVALID_REPLICATION_FACTOR" in ready_condition(bad)["message"]
+            assert controller.service(KEY).image.topic("wide") is None
+
+            # Grow: the core adds a partition, status follows; the bad topic broke nothing.
+            await api.patch(TS, "topics", "orders", {"spec": {"partitions": 3}, "metadata": {"generation": 2}})
+            await api.wait_for(TS, "topics", "orders", lambda o: len(o["status"].get("partitions") or []) == 3)
+
+            # Cluster status: the broker as the controller sees it (no pod in KMock: none is claimed).
+            status = (await api.wait_for(
+                TS, "tinystreamclusters", "demo",
+                lambda o: any(b.get("partitionsLed") == 3 for b in o["status"].get("brokers") or [])))["status"]
+            entry = next(b for b in status["brokers"] if b["id"] == 0)
+            assert entry["fenced"] is False and "pod" not in entry
+
+            # The saved state is the running one.
+            saved = decode_state(status["controller"], where="test")
+            assert saved.image.topic("orders").topic_id == record.topic_id
+
+            # Delete: the controller drops the topic, the finalizer is released.
+            await api.delete(TS, "topics", "orders")
+            await api.wait_for(TS, "topics", "orders", lambda o: o is None)
+            assert controller.service(KEY).image.topic("orders") is None
+
+
+@pytest.mark.slow  # two operator start/stop cycles
+async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_path):
+    first = new_controller()
+    async with running_operator(str(server.url), controller=first):
+        await api.create(TS, "tinystreamclusters", CLUSTER)
+        await api.wait_for(TS, "tinystreamclusters", "demo",
+                           lambda o: ((o or {}).get("status") or {}).get("controller"))
+        async with real_broker(tmp_path, first.cluster_url(KEY)) as broker:
+            await eventually(lambda: 0 in first.service(KEY).image.brokers
+                             and not first.service(KEY).image.brokers[0].fenced, "broker 0 registered")
+            await api.create(TS, "topics", topic("orders"))
+            await api.wait_for(TS, "topics", "orders", placed)
+            before = first.service(KEY).image
+    cluster = await api.get(TS, "tinystreamclusters", "demo")
+    assert cluster["status"]["controller"]["metadataVersion"] >= before.version - 1  # fencing at stop may follow
+
+    second = new_controller()
+    async with running_operator(str(server.url), controller=second):
+        await api.wait_for(TS, "topics", "orders", lambda o: o["metadata"].get("generation", 1) and placed(o))
+        after = await eventually(lambda: second.service(KEY) and second.service(KEY).image, "the resumed controller")
+        assert after.cluster_id == before.cluster_id
+        assert after.topic("orders").topic_id == before.topic("orders").topic_id
+        assert after.version >= before.version
+        assert 0 in after.brokers  # the registration survived the restart
