@@ -259,7 +259,10 @@ def broker_argv(*, broker_id: int, port: int, log_dir: Path, controller_url: str
 
 
 def controller_argv(*, port: int, state_file: Path, overrides: Sequence[str]) -> list[str]:
-    argv = [sys.executable, "-m", "tinystream", "controller", "--port", str(port), "--state-file", str(state_file)]
+    # The supervisor serves the cluster's dashboard itself (it knows every broker's admin URL);
+    # the controller's own dashboard takes any free port so the two never race for 3200.
+    argv = [sys.executable, "-m", "tinystream", "controller", "--port", str(port), "--state-file", str(state_file),
+            "--dashboard-port", "0"]
     return _with_settings(argv, overrides)
 
 

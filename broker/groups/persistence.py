@@ -22,43 +22,8 @@ from typing import Protocol, runtime_checkable
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.groups.errors import OffsetsTopicError
-from tinystream.broker.groups.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadata,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    UnknownKey,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
-    decode_value,
-    encode_group_metadata_value,
-    encode_key,
-    encode_offset_commit_value,
-    encode_value,
-)
-
-__all__ = [
-    "GroupMetadataKey",
-    "GroupMetadataValue",
-    "InMemoryOffsetsTopic",
-    "MemberMetadata",
-    "OffsetCommitKey",
-    "OffsetCommitValue",
-    "OffsetsTopic",
-    "OffsetsTopicError",
-    "Record",
-    "UnknownKey",
-    "decode_group_metadata_value",
-    "decode_key",
-    "decode_offset_commit_value",
-    "decode_value",
-    "encode_group_metadata_value",
-    "encode_key",
-    "encode_offset_commit_value",
-    "encode_value",
-]
+from tinystream.broker.groups.records import decode_key, decode_value
+__all__ = ["InMemoryOffsetsTopic", "OffsetsTopic", "OffsetsTopicError", "Record"]
 
 Record = tuple[bytes, bytes | None]
 

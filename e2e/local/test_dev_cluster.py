@@ -81,7 +81,9 @@ def test_dev_three_brokers(tmp_path: Path) -> None:
             assert _get_json(url + "/healthz")["status"] == "ok"
             with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
                 assert b"# TYPE" in response.read()
-        assert "brokers" in _get_json(dashboard + "/api/cluster")
+        overview = _get_json(dashboard + "/api/overview")
+        assert overview, "the dashboard's overview is empty"
+        assert len(_get_json(dashboard + "/api/brokers")["brokers"]) == 3
 
         deadline = time.monotonic() + 20
         while len([b for b in _get_json(controller + "/v1/metadata")["brokers"] if not b["fenced"]]) < 3:

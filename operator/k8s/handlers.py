@@ -95,9 +95,11 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
-        await deps.controller.stop()
-        if deps.client is not None:
-            await deps.client.close()
+        try:
+            await deps.controller.stop()
+        finally:
+            if deps.client is not None:
+                await deps.client.close()
 
     # --- TinyStreamCluster ---
 

@@ -25,6 +25,7 @@ _OPTIONAL_COMMANDS = [
     ("tinystream.cli.client_cmds", "consume", "consume"),
     ("tinystream.cli.client_cmds", "groups", "groups"),
     ("tinystream.cli.bench_cmds", "bench", "bench"),
+    ("tinystream.cli.status_cmd", "status", "status"),
     ("tinystream.operator.k8s.cli", "operator", "operator"),
     ("tinystream.cli.demo_cmd", "demo", "demo"),
 ]
