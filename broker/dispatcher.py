@@ -8,6 +8,7 @@ server closes the connection, as for an unknown API.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -19,6 +20,8 @@ from tinystream.broker.protocol.codec import Request, encode_response, schemas
 from tinystream.broker.server import CLOSE_CONNECTION, ClientInfo
 
 _CANCEL_ON_DISCONNECT = frozenset({api_versions.FETCH})
+
+log = logging.getLogger(__name__)
 
 
 class RequestDispatcher:
@@ -41,7 +44,14 @@ class RequestDispatcher:
         result: Any = await handler(self.ctx, call)
         if result is not None and result is not CLOSE_CONNECTION and not isinstance(result, bytes):
             result = encode_response(header, result)
-        self.ctx.metrics.observe_request(self._names[header.api_key], time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self.ctx.metrics.observe_request(self._names[header.api_key], elapsed)
+        if log.isEnabledFor(logging.DEBUG):  # off the hot path unless asked for
+            log.debug("%s v%d from %s answered in %.2f ms", self._names[header.api_key], header.api_version,
+                      header.client_id, elapsed * 1000, extra={
+                          "api": self._names[header.api_key], "api_version": header.api_version,
+                          "client_id": header.client_id, "correlation_id": header.correlation_id,
+                          "peer": f"{client.host}:{client.port}", "elapsed_ms": round(elapsed * 1000, 3)})
         return result
 
     def unsupported_api_versions(self, correlation_id: int) -> bytes:

@@ -73,6 +73,7 @@ class AppendOutcome:
     message: str | None = None
     hw_moved: bool = False
     appended_bytes: int = 0
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why): Produce v8+ record_errors
 
 
 class Partition:

@@ -16,6 +16,10 @@ One `KafkaConnection` (an asyncio.Protocol) per client socket:
   do not know gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511 rule) and
   the connection stays open.
 
+Log lines about a request (bad input, a failed handler) carry `client_id`,
+`correlation_id`, `api` and `peer` as record extras, so a JSON log
+(`--log-format json`) can be searched by them.
+
 `KafkaServer` owns the listening socket, the connection limit
 (max.connections: extra connections are closed at once) and the idle sweep
 (connections.max.idle.ms).
@@ -28,6 +32,7 @@ import collections
 import itertools
 import logging
 import socket
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -83,7 +88,7 @@ class BadInputLog:
         self._count = 0
         self._suppressed = 0
 
-    def warning(self, message: str, *args: Any) -> None:
+    def warning(self, message: str, *args: Any, extra: dict[str, object] | None = None) -> None:
         now = self._clock()
         if now - self._window_start >= self._period:
             self._window_start = now
@@ -96,7 +101,31 @@ class BadInputLog:
             message += " (%d similar messages suppressed)"
             args = (*args, self._suppressed)
             self._suppressed = 0
-        log.warning(message, *args)
+        log.warning(message, *args, extra=extra)
+
+
+def request_extras(frame: memoryview | bytes) -> dict[str, object]:
+    """Log extras naming a request from its raw frame; best effort, as the frame may be malformed.
+
+    Request header v1+ (every API we serve but ControlledShutdown v0):
+    api_key int16, api_version int16, correlation_id int32, client_id nullable string.
+    """
+    if len(frame) < _PEEK.size:
+        return {}
+    api_key, version, correlation_id = _PEEK.unpack_from(frame, 0)
+    extras: dict[str, object] = {
+        "api": api_versions.api_name(api_key), "api_version": version, "correlation_id": correlation_id,
+    }
+    if len(frame) >= _PEEK.size + 2:
+        (length,) = _I16.unpack_from(frame, _PEEK.size)
+        start = _PEEK.size + 2
+        if 0 <= length <= len(frame) - start:
+            extras["client_id"] = bytes(frame[start:start + length]).decode("utf-8", "replace")
+    return extras
+
+
+_PEEK = struct.Struct(">hhi")
+_I16 = struct.Struct(">h")
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -106,7 +135,8 @@ class KafkaConnection(asyncio.Protocol):
         self._server = server
         self._id = connection_id
         self._decoder = FrameDecoder(server.max_request_bytes)
-        self._pending: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
+        # (api_key, answer, log extras naming the request)
+        self._pending: collections.deque[tuple[int, asyncio.Future, dict[str, object]]] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._client = ClientInfo(connection_id, "", 0)
         self._reading_paused = False
@@ -138,7 +168,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._server.release(self)
-        for api_key, fut in self._pending:
+        for api_key, fut, _ in self._pending:
             if not fut.done() and self._server.dispatcher.cancel_on_disconnect(api_key):
                 fut.cancel()
         self._pending.clear()
@@ -172,6 +202,12 @@ class KafkaConnection(asyncio.Protocol):
 
     def _on_frame(self, frame: memoryview) -> None:
         try:
+            self._start_request(frame)
+        except ProtocolError as exc:
+            self._fail(str(exc), extra=request_extras(frame))
+
+    def _start_request(self, frame: memoryview) -> None:
+        try:
             request = decode_request(frame)
         except UnsupportedRequest as exc:
             if exc.api_key == api_versions.API_VERSIONS:
@@ -188,14 +224,17 @@ class KafkaConnection(asyncio.Protocol):
         if not self._server.dispatcher.serves(header.api_key):
             raise UnsupportedRequest(header.api_key, header.api_version, "not served by this broker")
         task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
-        self._pending.append((request.header.api_key, task))
+        self._pending.append((header.api_key, task, {
+            "api": api_versions.api_name(header.api_key), "api_version": header.api_version,
+            "correlation_id": header.correlation_id, "client_id": header.client_id,
+        }))
         task.add_done_callback(self._on_done)
         self._update_reading()
 
     def _enqueue_result(self, api_key: int, result: bytes | None) -> None:
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         fut.set_result(result)
-        self._pending.append((api_key, fut))
+        self._pending.append((api_key, fut, {}))
         self._on_done(fut)
 
     def _on_done(self, _: asyncio.Future) -> None:
@@ -203,14 +242,16 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         ready: list[bytes | bytearray] = []
         while self._pending and self._pending[0][1].done():
-            _, fut = self._pending.popleft()
+            _, fut, extras = self._pending.popleft()
             if fut.cancelled():
                 continue
             exc = fut.exception()  # retrieved even when the answer can no longer be sent
             if self._closed or transport is None:
                 continue
             if exc is not None:
-                log.error("request failed on connection %s; closing it", self._describe(), exc_info=exc)
+                log.error("%s (correlation_id=%s) failed on connection %s; closing it", extras.get("api"),
+                          extras.get("correlation_id"), self._describe(), exc_info=exc,
+                          extra={**extras, "peer": self._peer()})
                 self._flush(ready)
                 self._close()
                 return
@@ -257,8 +298,12 @@ class KafkaConnection(asyncio.Protocol):
     def _describe(self) -> str:
         return f"#{self._id} {self._client.host}:{self._client.port}"
 
-    def _fail(self, reason: str) -> None:
-        self._server.bad_input.warning("closing connection %s: %s", self._describe(), reason)
+    def _peer(self) -> str:
+        return f"{self._client.host}:{self._client.port}"
+
+    def _fail(self, reason: str, *, extra: dict[str, object] | None = None) -> None:
+        self._server.bad_input.warning("closing connection %s: %s", self._describe(), reason,
+                                       extra={**(extra or {}), "peer": self._peer()})
         if self._server.on_protocol_error is not None:
             self._server.on_protocol_error()
         self._close(abort=True)

@@ -7,9 +7,10 @@ defaults with the overrides on top. Each key is described once in
 broker setting that gives its default (the "synonym" DescribeConfigs shows),
 and one line of documentation.
 
-Only keys the log actually honours are accepted (those of
-`storage.base.LogConfig`); anything else is INVALID_CONFIG rather than a
-setting silently ignored.
+Only keys the broker actually honours are accepted: those of
+`storage.base.LogConfig`, plus `tinystream.value.schema`, which the produce
+path reads (see `value_schema`) and the log never sees; anything else is
+INVALID_CONFIG rather than a setting silently ignored.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tinystream.broker import value_schema
 from tinystream.broker.storage.base import LogConfig
 from tinystream.config.settings import BrokerSettings
 
@@ -59,8 +61,10 @@ class ConfigKey:
     type: ConfigType
     parse: Callable[[str], object]  # string -> the LogConfig value; raises InvalidConfig
     broker_setting: str  # BrokerSettings attribute holding the default
-    broker_key: str  # its Kafka name (the synonym)
+    broker_key: str  # its Kafka name (the synonym); "" when no broker setting backs it
     doc: str
+    default: object = None  # the default when no broker setting backs it
+    in_log: bool = True  # a LogConfig field; False for keys only the produce path reads
 
 
 def _integer(low: int, high: int, *, none_at: int | None = None) -> Callable[[str], object]:
@@ -90,6 +94,14 @@ def _cleanup_policy(text: str) -> object:
     if not parts or any(p not in ("delete", "compact") for p in parts):
         raise InvalidConfig(f"{text!r}: cleanup.policy is a list of delete and/or compact")
     return ",".join(dict.fromkeys(parts))
+
+
+def _json_schema(text: str) -> object:
+    try:
+        value_schema.check_schema(text)
+    except value_schema.InvalidSchema as exc:
+        raise InvalidConfig(str(exc)) from None
+    return text
 
 
 def _boolean(text: str) -> object:
@@ -129,7 +141,10 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {
         ConfigKey("segment.ms", ConfigType.LONG, _integer(1, _INT64_MAX), "log_roll_ms", "log.roll.ms",
                   "age after which the active segment is rolled"),
         ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, _boolean, "", "unclean.leader.election.enable",
-                  "allow a replica outside the ISR to become leader (may lose data)"),
+                  "allow a replica outside the ISR to become leader (may lose data)", default=False),
+        ConfigKey(value_schema.SCHEMA_CONFIG, ConfigType.STRING, _json_schema, "", "",
+                  "JSON Schema every record value must match (the leader rejects the batch otherwise)",
+                  in_log=False),
     )
 }
 
@@ -153,7 +168,7 @@ def validate(overrides: Mapping[str, str | None]) -> dict[str, str]:
 
 def broker_default(settings: BrokerSettings, key: ConfigKey) -> object:
     if not key.broker_setting:
-        return False  # unclean.leader.election.enable: Kafka's default
+        return key.default  # unclean.leader.election.enable: Kafka's default (false); the schema: none
     return getattr(settings, key.broker_setting)
 
 
@@ -161,6 +176,8 @@ def log_config(settings: BrokerSettings, overrides: Mapping[str, str]) -> LogCon
     """The effective LogConfig: broker defaults, then the topic's overrides."""
     values: dict[str, object] = {}
     for name, key in TOPIC_CONFIGS.items():
+        if not key.in_log:
+            continue
         values[name] = key.parse(overrides[name]) if name in overrides else broker_default(settings, key)
     return LogConfig.from_topic_config(values)
 
@@ -199,6 +216,7 @@ def describe(settings: BrokerSettings, overrides: Mapping[str, str]) -> list[Des
             synonyms.append((name, value, source))
         else:
             value, source = default_value, broker_source
-        synonyms.append((key.broker_key, default_value, broker_source))
+        if key.broker_key:
+            synonyms.append((key.broker_key, default_value, broker_source))
         out.append(DescribedConfig(name, value, source, key.type, key.doc, tuple(synonyms)))
     return out

@@ -5,7 +5,11 @@ exactly one RecordBatch v2 (INVALID_RECORD for none, several, or another
 magic; CORRUPT_MESSAGE for a cut batch), zstd only from v7
 (UNSUPPORTED_COMPRESSION_TYPE), no writes to internal topics
 (INVALID_TOPIC_EXCEPTION). The log then checks size, CRC and counts. Records
-are never decoded: the header tuple is all the broker reads.
+are not decoded: the header tuple is all the broker reads -- unless the topic
+has a `tinystream.value.schema` and this broker leads the partition; then each
+value is checked (`value_schema`) and a bad one rejects the batch with
+INVALID_RECORD, naming the record in `record_errors` (v8+, KIP-467) and the
+record and rule in `error_message`.
 
 acks: 0 gets no response at all (and the connection is closed if something
 failed, Kafka's only way to tell such a client); 1 answers after the local
@@ -22,6 +26,7 @@ import datetime
 import struct
 from typing import Any
 
+from tinystream.broker import value_schema
 from tinystream.broker.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.partition import AppendOutcome, TopicPartition
@@ -42,6 +47,7 @@ from tinystream.broker.storage.compression import Compression
 
 _ZSTD_MIN_VERSION = 7  # KIP-110
 _VALID_ACKS = (0, 1, -1)
+_RECORD_ERRORS_MIN_VERSION = 8  # KIP-467
 
 
 def check_records(records: bytes | None, version: int) -> tuple[ErrorCode, str | None, tuple | None]:
@@ -90,6 +96,10 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
                 error, message, fields = check_records(pdata.records, version)
                 if fields is None:
                     rejected[tp] = AppendOutcome(error, message=message)
+                elif (schema := spec.configs.get(value_schema.SCHEMA_CONFIG)) and (
+                    refused := _schema_check(ctx, tp, pdata.records, schema)
+                ):
+                    rejected[tp] = refused
                 else:
                     batches.append((tp, memoryview(pdata.records), fields))
     outcomes = ctx.replicas.append(batches, required_acks=acks) if batches else {}
@@ -111,6 +121,31 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     return _response(call, order, outcomes)
 
 
+def _schema_check(ctx: BrokerContext, tp: TopicPartition, records: bytes, schema: str) -> AppendOutcome | None:
+    """INVALID_RECORD naming the first record that breaks the topic's schema; None if all pass.
+
+    Only the leader validates: elsewhere the append answers NOT_LEADER_OR_FOLLOWER
+    without anything being decoded.
+    """
+    partition = ctx.replicas.get(tp)
+    if partition is None or not partition.is_leader:
+        return None
+    try:
+        found = value_schema.violation(records, schema)
+    except value_schema.InvalidSchema as exc:  # stored before validation existed, or altered behind our back
+        return AppendOutcome(ErrorCode.invalid_record, message=f"the topic's value schema is unusable: {exc}")
+    if found is None:
+        return None
+    if isinstance(found, value_schema.CorruptBatch):
+        return AppendOutcome(ErrorCode.corrupt_message, message=found.message)
+    detail = found.describe()
+    return AppendOutcome(
+        ErrorCode.invalid_record,
+        message=f"value does not match the topic's schema: {detail}",
+        record_errors=((found.index, detail),),
+    )
+
+
 def _append_time(ms: int) -> datetime.datetime | None:
     return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
@@ -127,7 +162,7 @@ def _response(call: Call, order: list[TopicPartition], outcomes: dict[TopicParti
                 base_offset=o.base_offset,
                 log_append_time=_append_time(o.log_append_time),
                 log_start_offset=o.log_start_offset,
-                record_errors=(),
+                record_errors=_record_errors(call, o),
                 error_message=o.message,
             )
         )
@@ -135,6 +170,15 @@ def _response(call: Call, order: list[TopicPartition], outcomes: dict[TopicParti
         call.make("TopicProduceResponse", name=name, partition_responses=tuple(parts)) for name, parts in by_topic.items()
     )
     return call.respond(responses=responses, throttle_time=millis(0))
+
+
+def _record_errors(call: Call, outcome: AppendOutcome) -> tuple:
+    if not outcome.record_errors or call.version < _RECORD_ERRORS_MIN_VERSION:
+        return ()
+    return tuple(
+        call.make("BatchIndexAndErrorMessage", batch_index=index, batch_index_error_message=message)
+        for index, message in outcome.record_errors
+    )
 
 
 _I16 = struct.Struct(">h")

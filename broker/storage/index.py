@@ -205,8 +205,10 @@ class OffsetIndex(_SparseIndex):
 
         Returns (base offset, 0) when no entry qualifies: scan from the start.
         """
-        self._ensure()
         keys, values = self._keys, self._values
+        if keys is None:  # _ensure(), skipped when loaded: every read comes here
+            self._ensure()
+            keys, values = self._keys, self._values
         index = min(bisect.bisect_right(keys, offset - self.base_offset), len(values)) - 1
         if size_limit is not None and index >= 0 and values[index] >= size_limit:
             index = min(index, bisect.bisect_left(values, size_limit) - 1)

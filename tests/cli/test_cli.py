@@ -46,3 +46,19 @@ def test_config_show_refuses_bad_value_with_one_message(monkeypatch) -> None:
     assert result.exit_code == 1
     assert "'zero'" in result.output and "min.insync.replicas" in result.output
     assert "env TINYSTREAM_MIN_INSYNC_REPLICAS" in result.output
+
+
+def test_topics_create_with_schema(tmp_path) -> None:
+    from tinystream.broker.testing import BrokerThread, test_settings
+
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text('{"type": "object", "required": ["id"]}')
+    bad.write_text('{"type": 7}')
+    with BrokerThread(test_settings(tmp_path / "data")) as broker:
+        runner = CliRunner()
+        ok = runner.invoke(cli, ["topics", "create", "events", "-b", broker.bootstrap, "--schema", str(good)])
+        assert ok.exit_code == 0, ok.output
+        spec = broker.broker.topics.get("events")
+        assert spec.configs["tinystream.value.schema"] == good.read_text()
+        refused = runner.invoke(cli, ["topics", "create", "events2", "-b", broker.bootstrap, "--schema", str(bad)])
+        assert refused.exit_code != 0 and "tinystream.value.schema" in refused.output

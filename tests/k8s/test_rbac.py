@@ -90,7 +90,8 @@ async def test_every_operator_call_is_granted_by_the_chart(kmock, tmp_path):
             await asyncio.wait_for(scenario(api, kmock), 60)
         crd = await api.in_namespace(None).get("apiextensions.k8s.io/v1", "customresourcedefinitions",
                                                "topics.tinystream.io")
-        assert crd["metadata"]["annotations"]["tinystream.io/crd-revision"] == "1"  # upgraded
+        bundled = load_crd("topics")["metadata"]["annotations"]["tinystream.io/crd-revision"]
+        assert crd["metadata"]["annotations"]["tinystream.io/crd-revision"] == bundled  # upgraded
     finally:
         await api.close()
 

@@ -77,3 +77,14 @@ def test_condition_transition_time_changes_only_on_flip():
     assert flipped[0]["lastTransitionTime"] == "2026-01-02T00:00:00Z" and flipped[0]["status"] == "True"
     other = merge_condition(flipped, Condition("Other", None, "Why", "m"), now=t2)
     assert [c["type"] for c in other] == ["Ready", "Other"] and other[1]["status"] == "Unknown"
+
+
+def test_spec_schema_becomes_the_value_schema_config():
+    schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}
+    spec = topic(schema=schema)
+    text = spec.config["tinystream.value.schema"]
+    assert text == '{"properties":{"id":{"type":"integer"}},"required":["id"],"type":"object"}'  # canonical
+    assert validate_topic(spec, cluster_brokers=3) == []
+    assert plan_topic(spec, TopicView("orders", 3, 2, {"tinystream.value.schema": text})) == []  # stable
+    bad = validate_topic(topic(schema={"type": "objekt"}), cluster_brokers=3)
+    assert reasons(bad) == [TopicReason.INVALID_CONFIG_VALUE] and "spec.schema" in bad[0].message

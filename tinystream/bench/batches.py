@@ -8,10 +8,15 @@ do but not everything.
 
 The batch itself comes from the storage layer's `build_batch` (the
 broker's own builder, with the codecs it validates against).
+
+`--schema` runs send JSON values instead (`json_payloads`): objects that
+match `BUILTIN_SCHEMA`, padded to about the record size, so the broker has
+real documents to validate.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 
@@ -37,7 +42,38 @@ def payloads(count: int, record_size: int, seed: int = 1) -> list[bytes]:
     return [pool[(i * 37) % (len(pool) - record_size):][:record_size] for i in range(count)]
 
 
-def make_batch(record_count: int, record_size: int, *, compression: str = "none", seed: int = 1) -> bytes:
-    values = payloads(record_count, record_size, seed)
+# A typical event schema: a few typed, required fields and a closed object.
+BUILTIN_SCHEMA = json.dumps({
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["id", "user", "ts", "kind", "tags", "note"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {"type": "integer", "minimum": 0},
+        "user": {"type": "string", "minLength": 1, "maxLength": 64},
+        "ts": {"type": "integer"},
+        "kind": {"enum": ["click", "view", "buy"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 8},
+        "note": {"type": "string"},
+    },
+})
+
+
+def json_payloads(count: int, record_size: int, seed: int = 1) -> list[bytes]:
+    """JSON objects matching BUILTIN_SCHEMA, each padded (in "note") to about `record_size` bytes."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        doc = {"id": i, "user": f"user-{rng.randrange(10_000)}", "ts": 1_700_000_000_000 + i,
+               "kind": ("click", "view", "buy")[i % 3], "tags": ["a", "b"][: i % 3], "note": ""}
+        base = len(json.dumps(doc, separators=(",", ":")))
+        doc["note"] = "x" * max(0, record_size - base)
+        out.append(json.dumps(doc, separators=(",", ":")).encode())
+    return out
+
+
+def make_batch(record_count: int, record_size: int, *, compression: str = "none", seed: int = 1,
+               json_values: bool = False) -> bytes:
+    values = (json_payloads if json_values else payloads)(record_count, record_size, seed)
     records = [Record(key=None, value=v) for v in values]
     return build_batch(records, base_timestamp=int(time.time() * 1000), compression=CODECS[compression])

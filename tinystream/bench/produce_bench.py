@@ -13,6 +13,10 @@ The default client is a raw pipelined producer that resends pre-built
 RecordBatches (the broker is what is measured; see produce_workloads.py);
 `--client confluent` gives librdkafka's figure and `--client java` Kafka's
 own ProducerPerformance (needs tools/install-kafka-jars.sh).
+
+`--schema FILE|builtin` (raw client) sends JSON values and measures them
+twice on the same broker: into a topic without a schema, then into one with
+`tinystream.value.schema` set, and reports the cost of validation.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import uuid
 
 import click
 
-from tinystream.bench.batches import CODECS, records_per_batch
+from tinystream.bench.batches import BUILTIN_SCHEMA, CODECS, records_per_batch
 from tinystream.bench.produce_workloads import RUNNERS, ProduceSpec
 from tinystream.bench.runs import run_everywhere
 
@@ -46,22 +50,41 @@ from tinystream.bench.runs import run_everywhere
               help="Records sent (unmeasured) before the run. Default: 10%% of --records, at most 200,000.")
 @click.option("--peer", "peers", multiple=True, metavar="NAME|CMD",
               help="Also run against `kafka`, `tansu`, or a shell command that prints bootstrap=HOST:PORT.")
+@click.option("--schema", default=None, metavar="FILE|builtin",
+              help="raw client: JSON values, measured without then with this topic value schema.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def produce_bench_command(bootstrap, records, record_size, batch_size, acks, topic, partitions, compression,
-                          client, connections, in_flight, warmup, peers, as_json, quiet) -> None:
+                          client, connections, in_flight, warmup, peers, schema, as_json, quiet) -> None:
     """Produce benchmark: records/s, MB/s and latency p50/p99/p99.9, ours and peers."""
     warmup = min(records // 10, 200_000) if warmup is None else warmup
+    schema_text = _schema_text(schema, client)
     spec = ProduceSpec(
         topic=topic or f"bench-produce-{uuid.uuid4().hex[:8]}", partitions=partitions, records=records,
         record_size=record_size, batch_bytes=batch_size, acks=acks, compression=compression,
         connections=connections, in_flight=in_flight, warmup_records=warmup, progress=not quiet,
+        schema=schema_text,
     )
     workload = {
         "client": client, "records": records, "record_size": record_size, "batch_size": batch_size,
         "records_per_batch": records_per_batch(batch_size, record_size), "acks": acks, "partitions": partitions,
         "compression": compression, "topic": spec.topic, "warmup": warmup,
         **({"connections": connections, "in_flight": in_flight} if client == "raw" else {}),
+        **({"schema": schema} if schema else {}),
     }
     run_everywhere(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
                    bootstrap=bootstrap, peers=peers, as_json=as_json, quiet=quiet)
+
+
+def _schema_text(schema: str | None, client: str) -> str | None:
+    if schema is None:
+        return None
+    if client != "raw":
+        raise click.UsageError("--schema measures the broker and needs --client raw")
+    if schema == "builtin":
+        return BUILTIN_SCHEMA
+    try:
+        with open(schema, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {schema}: {exc}", param_hint="--schema") from None

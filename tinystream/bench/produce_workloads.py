@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import re
+import sys
 import time
 from dataclasses import dataclass
 
@@ -51,6 +52,7 @@ class ProduceSpec:
     in_flight: int = 4
     warmup_records: int = 0
     progress: bool = True
+    schema: str | None = None  # raw client: JSON values, measured on a topic without then with this schema
 
 
 class ProduceError(RuntimeError):
@@ -60,17 +62,18 @@ class ProduceError(RuntimeError):
 # --------------------------------------------------------------------------- raw
 
 
-async def _raw_produce(target: Target, spec: ProduceSpec, records: int, *, label: str) -> RunResult:
+async def _raw_produce(target: Target, spec: ProduceSpec, records: int, *, label: str,
+                       topic_config: dict[str, str] | None = None) -> RunResult:
     host, port = target.host_port
     control = await WireConnection.open(host, port)
     try:
-        await ensure_topic(control, spec.topic, spec.partitions)
+        await ensure_topic(control, spec.topic, spec.partitions, config=topic_config)
         before = await end_offsets(control, spec.topic, spec.partitions)
     finally:
         await control.close()
 
     per_batch = records_per_batch(spec.batch_bytes, spec.record_size)
-    batch = make_batch(per_batch, spec.record_size, compression=spec.compression)
+    batch = make_batch(per_batch, spec.record_size, compression=spec.compression, json_values=spec.schema is not None)
     connections = max(1, min(spec.connections, spec.partitions))
     owned = [[p for p in range(spec.partitions) if p % connections == c] for c in range(connections)]
     acks = ACKS[spec.acks]
@@ -165,12 +168,54 @@ async def _wait_for_offsets(conn: WireConnection, spec: ProduceSpec, before: dic
 
 
 def run_raw(target: Target, spec: ProduceSpec) -> RunResult:
+    if spec.schema is not None:
+        return run_raw_with_schema(target, spec)
+
     async def run():
         if spec.warmup_records:
             await _raw_produce(target, _quiet(spec), spec.warmup_records, label=f"{target.name} warm-up")
         return await _raw_produce(target, spec, spec.records, label=target.name)
 
     return asyncio.run(run())
+
+
+SCHEMA_CONFIG = "tinystream.value.schema"
+
+
+def run_raw_with_schema(target: Target, spec: ProduceSpec) -> RunResult:
+    """The same JSON batches into a topic without a schema, then into one with it; the cost is the difference.
+
+    Both runs are on the same broker, one after the other, each after its own
+    warm-up. The returned result is the schema run, with the baseline's
+    figures and the relative cost in `extra`.
+    """
+    assert spec.schema is not None
+    plain = ProduceSpec(**{**spec.__dict__, "topic": f"{spec.topic}-noschema"})
+    checked = ProduceSpec(**{**spec.__dict__, "topic": f"{spec.topic}-schema"})
+    config = {SCHEMA_CONFIG: spec.schema}
+
+    async def run():
+        results = []
+        for one, topic_config in ((plain, None), (checked, config)):
+            label = f"{target.name} {'schema' if topic_config else 'no schema'}"
+            if spec.warmup_records:
+                await _raw_produce(target, _quiet(one), spec.warmup_records, label=f"{label} warm-up",
+                                   topic_config=topic_config)
+            results.append(await _raw_produce(target, one, spec.records, label=label, topic_config=topic_config))
+        return results
+
+    baseline, result = asyncio.run(run())
+    cost = 1 - result.records_per_s / baseline.records_per_s if baseline.records_per_s else 0.0
+    result.extra.update({
+        "schema": "validated", "without_schema_records_per_s": round(baseline.records_per_s, 1),
+        "without_schema_latency_ms": baseline.latency_ms, "schema_cost_pct": round(100 * cost, 1),
+    })
+    print(f"{target.name}: without schema {baseline.line()}", file=sys.stderr, flush=True)
+    print(f"{target.name}: schema validation costs {100 * cost:.1f}% of records/s "
+          f"({baseline.records_per_s:,.0f} -> {result.records_per_s:,.0f}), "
+          f"p99 {baseline.latency_ms.get('p99', 0):.2f} -> {result.latency_ms.get('p99', 0):.2f} ms",
+          file=sys.stderr, flush=True)
+    return result
 
 
 def _quiet(spec: ProduceSpec) -> ProduceSpec:

@@ -13,6 +13,7 @@ import logging
 import click
 
 from tinystream import __version__
+from tinystream.log_format import LogFormat, configure
 
 # (module, attribute, name) of commands attached when importable.
 _OPTIONAL_COMMANDS = [
@@ -34,10 +35,13 @@ _OPTIONAL_COMMANDS = [
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="tinystream")
 @click.option("--log-level", default="INFO", show_default=True, help="Python logging level.")
-def cli(log_level: str) -> None:
+@click.option("--log-format", type=click.Choice([f.value for f in LogFormat]), default=LogFormat.TEXT.value,
+              envvar="TINYSTREAM_LOG_FORMAT", show_default=True,
+              help="text, or json: one JSON object per line (env TINYSTREAM_LOG_FORMAT).")
+def cli(log_level: str, log_format: str) -> None:
     """TinyStream: a Kafka-compatible streaming platform in Python."""
     level = logging.getLevelName(log_level.upper())
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure(level, log_format)
     if level != logging.DEBUG:
         # The client library logs every reconnect attempt; the CLI reports failures itself.
         logging.getLogger("kafka").setLevel(logging.CRITICAL)

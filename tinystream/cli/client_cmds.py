@@ -13,6 +13,8 @@ from kafka.admin import NewPartitions, NewTopic
 
 from tinystream.client import ClientError, admin, consumer, group_lag, producer, translated
 
+VALUE_SCHEMA_CONFIG = "tinystream.value.schema"
+
 bootstrap_option = click.option(
     "--bootstrap", "-b", envvar="TINYSTREAM_BOOTSTRAP", default="127.0.0.1:9092", show_default=True,
     help="Broker address(es), comma-separated (env TINYSTREAM_BOOTSTRAP).",
@@ -41,10 +43,20 @@ def topics() -> None:
 @click.option("--partitions", "-p", type=click.IntRange(1, 100_000), default=1, show_default=True)
 @click.option("--replication-factor", "-r", type=click.IntRange(1, 32), default=1, show_default=True)
 @click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config (Kafka names).")
+@click.option("--schema", "schema_file", type=click.File("r"), default=None, metavar="FILE.json",
+              help="JSON Schema every record value must match (sets tinystream.value.schema).")
 @reports_client_errors
-def topics_create(bootstrap: str, name: str, partitions: int, replication_factor: int, configs: tuple[str, ...]) -> None:
+def topics_create(bootstrap: str, name: str, partitions: int, replication_factor: int, configs: tuple[str, ...],
+                  schema_file: Any) -> None:
     """Create topic NAME."""
     topic_configs = dict(_pair(item, "--config") for item in configs)
+    if schema_file is not None:
+        text = schema_file.read()
+        try:
+            orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise click.BadParameter(f"{schema_file.name} is not JSON: {exc}", param_hint="--schema") from None
+        topic_configs[VALUE_SCHEMA_CONFIG] = text
     with admin(bootstrap) as client, translated(bootstrap):
         client.create_topics([NewTopic(name, partitions, replication_factor, topic_configs=topic_configs)])
     click.echo(f"created topic {name} ({partitions} partitions, replication factor {replication_factor})")

@@ -322,3 +322,21 @@ def test_reads_share_buffers_without_copies(tmp_path, make_batch):
     assert isinstance(result.data, (bytes, memoryview))
     assert [h.base_offset for _p, h in iter_batches(bytes(result.data), verify=True)] == [5, 6, 7]
     log.close()
+
+
+def test_results_built_through_slot_setters_equal_constructed_ones(tmp_path, make_batch):
+    """append/read build AppendResult/ReadResult without __init__ (segmented._slot_setters)."""
+    from tinystream.broker.storage.base import AppendResult, ReadResult
+
+    log = SegmentedLog.open(tmp_path / "log", now_ms=0)
+    batch = make_batch(2)
+    result = log.append(batch, leader_epoch=0, now_ms=0)
+    assert result == AppendResult(0, 1, result.max_timestamp, -1, 0)
+    assert hash(result) == hash(AppendResult(0, 1, result.max_timestamp, -1, 0))
+    with pytest.raises(AttributeError):
+        result.base_offset = 5  # still frozen
+    read = log.read(0, 1 << 20)
+    assert type(read) is ReadResult
+    assert read == ReadResult(read.data, 0, 2, 0, 2)
+    assert bytes(read.data)[16:] == bytes(batch)[16:]
+    log.close()

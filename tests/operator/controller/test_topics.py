@@ -177,3 +177,14 @@ def test_image_config_is_read_only(three: Cluster) -> None:
     three.create("t", config={"retention.ms": 1000})
     with pytest.raises(TypeError):
         three.image.topic("t").config["retention.ms"] = 1  # type: ignore[index]
+
+
+def test_value_schema_is_checked_to_be_a_json_schema(three: Cluster) -> None:
+    schema = '{"type": "object", "required": ["id"]}'
+    three.create("t", config={"tinystream.value.schema": schema})
+    assert three.image.topic("t").config["tinystream.value.schema"] == schema
+    bad = three.apply(AlterTopicConfig(topic="t", config={"tinystream.value.schema": '{"type": "objekt"}'}), ok=False)
+    assert bad.error is ControllerError.INVALID_CONFIG
+    assert "tinystream.value.schema" in bad.message and "not a valid JSON Schema at $.type" in bad.message
+    not_json = three.apply(CreateTopic(topic="u", config={"tinystream.value.schema": "{"}), ok=False)
+    assert not_json.error is ControllerError.INVALID_CONFIG and "not a JSON document" in not_json.message

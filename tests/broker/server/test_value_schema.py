@@ -1,0 +1,202 @@
+"""Schema-validated topics (`tinystream.value.schema`): real clients and the raw protocol.
+
+Valid records are accepted; one invalid record rejects the whole batch with
+INVALID_RECORD, and the answer names the record (record_errors, Produce v8+)
+and the rule (error_message); a topic without a schema is untouched; a bad
+schema is INVALID_CONFIG on create and on alter.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tinystream.broker import value_schema
+from tinystream.broker.testing import BrokerThread, create_topic, create_topics_request, test_settings
+from tinystream.broker.testing import now_batch as build_batch
+from tinystream.broker.testing import produce_request as produce
+from tinystream.broker.storage.batch import Compression, Record
+
+SCHEMA = json.dumps({
+    "type": "object",
+    "required": ["id", "name"],
+    "properties": {"id": {"type": "integer", "minimum": 0}, "name": {"type": "string"}},
+})
+KEY = value_schema.SCHEMA_CONFIG
+
+
+def part(response):
+    return response.responses[0].partition_responses[0]
+
+
+def batch(*values: bytes | None, compression: Compression = Compression.NONE) -> bytes:
+    return build_batch([Record(value=v) for v in values], compression=compression)
+
+
+# --------------------------------------------------------------------------- the pure module
+
+
+def test_violation_names_record_path_and_rule():
+    found = value_schema.violation(batch(b'{"id": 1, "name": "a"}', b'{"id": -2, "name": "b"}'), SCHEMA)
+    assert isinstance(found, value_schema.RecordViolation)
+    assert (found.index, found.offset_delta, found.path, found.rule) == (1, 1, "$.id", "minimum")
+    assert "record 1" in found.describe() and "-2 is less than the minimum of 0" in found.describe()
+
+
+def test_non_json_value_and_tombstone():
+    assert value_schema.violation(batch(None, b'{"id": 0, "name": ""}'), SCHEMA) is None  # tombstones pass
+    found = value_schema.violation(batch(b"not json"), SCHEMA)
+    assert found.rule == "json" and found.index == 0
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("{", "not a JSON document"),
+    ("[1]", "object or a boolean"),
+    ('{"type": "strnig"}', "invalid JSON Schema at $.type"),
+    ('{"properties": {"a": {"minimum": "zero"}}}', "$.properties.a.minimum"),
+])
+def test_bad_schemas_are_refused(text, fragment):
+    with pytest.raises(value_schema.InvalidSchema) as info:
+        value_schema.check_schema(text)
+    assert fragment in str(info.value)
+
+
+def test_schema_draft_comes_from_dollar_schema():
+    draft7 = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "integer"}]})
+    value_schema.check_schema(draft7)  # tuple-form items: valid in draft 7, refused by 2020-12
+    with pytest.raises(value_schema.InvalidSchema):
+        value_schema.check_schema(json.dumps({"items": [{"type": "integer"}]}))
+
+
+# --------------------------------------------------------------------------- raw protocol
+
+@pytest.mark.asyncio
+async def test_invalid_record_rejects_the_batch_with_record_errors(broker, client):
+    await create_topic(client, "checked", configs={KEY: SCHEMA})
+    good = b'{"id": 1, "name": "a"}'
+    resp = await client.request(produce("checked", 0, batch(good, good)))
+    assert part(resp).error_code == ErrorCode.none and part(resp).base_offset == 0
+
+    resp = await client.request(produce("checked", 0, batch(good, b'{"id": 2}', good), version=9))
+    p = part(resp)
+    assert p.error_code == ErrorCode.invalid_record
+    assert "record 1" in p.error_message and "'name' is a required property" in p.error_message
+    assert "[required]" in p.error_message
+    assert [(e.batch_index, "record 1" in e.batch_index_error_message) for e in p.record_errors] == [(1, True)]
+
+    resp = await client.request(produce("checked", 0, batch(good)))
+    assert part(resp).base_offset == 2  # nothing of the rejected batch was appended
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+async def test_compressed_batches_are_validated(broker, client, codec):
+    await create_topic(client, "zipped", configs={KEY: SCHEMA})
+    resp = await client.request(produce("zipped", 0, batch(b'{"id": 1, "name": "a"}', compression=codec)))
+    assert part(resp).error_code == ErrorCode.none
+    resp = await client.request(produce("zipped", 0, batch(b'{"id": "x", "name": "a"}', compression=codec)))
+    assert part(resp).error_code == ErrorCode.invalid_record and "$.id" in part(resp).error_message
+
+
+@pytest.mark.asyncio
+async def test_v7_gets_the_message_without_record_errors(broker, client):
+    await create_topic(client, "old", configs={KEY: SCHEMA})
+    resp = await client.request(produce("old", 0, batch(b"[]"), version=7))
+    assert part(resp).error_code == ErrorCode.invalid_record
+
+
+@pytest.mark.asyncio
+async def test_topic_without_schema_decodes_nothing(broker, client, monkeypatch):
+    await create_topic(client, "free")
+
+    def boom(*args, **kwargs):
+        raise AssertionError("decoded a batch of a topic without a schema")
+
+    monkeypatch.setattr(value_schema, "violation", boom)
+    resp = await client.request(produce("free", 0, batch(b"not json at all")))
+    assert part(resp).error_code == ErrorCode.none
+
+
+@pytest.mark.asyncio
+async def test_bad_schema_is_invalid_config_on_create_and_alter(broker, client):
+    resp = await client.request(create_topics_request([("bad", 1, 1, {KEY: '{"type": 12}'})]))
+    t = resp.topics[0]
+    assert t.error_code == ErrorCode.invalid_config
+    assert KEY in t.error_message and "invalid JSON Schema at $.type" in t.error_message
+
+    from tinystream.broker.testing import request
+
+    await create_topic(client, "later")
+    alter = request(44, 1, resources=(request_entity("later", '{"required": "name"}'),), validate_only=False)
+    resp = await client.request(alter)
+    r = resp.responses[0]
+    assert r.error_code == ErrorCode.invalid_config and "$.required" in r.error_message
+
+
+def request_entity(topic: str, schema: str):
+    from tinystream.broker.testing import entity
+
+    return entity(44, 1, "AlterConfigsResource", resource_type=2, resource_name=topic, configs=(
+        entity(44, 1, "AlterableConfig", name=KEY, config_operation=0, value=schema),))
+
+
+# --------------------------------------------------------------------------- real clients
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    with BrokerThread(test_settings(tmp_path_factory.mktemp("schema") / "data")) as b:
+        yield b
+
+
+def test_confluent_kafka_valid_accepted_invalid_rejected(running):
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    checked, free = f"checked-{uuid.uuid4().hex[:6]}", f"free-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": running.bootstrap})
+    for f in admin.create_topics([NewTopic(checked, 1, 1, config={KEY: SCHEMA}), NewTopic(free, 1, 1)]).values():
+        f.result(10)
+    bad = admin.create_topics([NewTopic(f"bad-{uuid.uuid4().hex[:6]}", 1, 1, config={KEY: '{"type": "nope"}'})])
+    with pytest.raises(Exception) as info:
+        next(iter(bad.values())).result(10)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+    outcomes: dict[str, list] = {}
+
+    def report(err, msg):
+        outcomes.setdefault(msg.topic(), []).append(err)
+
+    producer = Producer({"bootstrap.servers": running.bootstrap, "linger.ms": 50, "enable.idempotence": False,
+                         "retries": 0})
+    for i in range(10):
+        producer.produce(checked, json.dumps({"id": i, "name": f"n{i}"}).encode(), on_delivery=report)
+        producer.produce(free, b"anything goes", on_delivery=report)
+    assert producer.flush(10) == 0
+    assert outcomes[checked] == [None] * 10 and outcomes[free] == [None] * 10
+
+    outcomes.clear()
+    for value in (b'{"id": 1, "name": "ok"}', b'{"id": 1.5, "name": "bad"}', b'{"id": 2, "name": "ok"}'):
+        producer.produce(checked, value, on_delivery=report)
+    assert producer.flush(10) == 0
+    errors = outcomes[checked]
+    assert len(errors) == 3 and all(e is not None and e.code() == KafkaError.INVALID_RECORD for e in errors)
+
+
+def test_kafka_python_sees_invalid_record(running):
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import InvalidRecordError
+
+    topic = f"kp-checked-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=running.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1, topic_configs={KEY: SCHEMA})])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=running.bootstrap, retries=0)
+    assert producer.send(topic, b'{"id": 3, "name": "x"}').get(10).offset == 0
+    with pytest.raises(InvalidRecordError):
+        producer.send(topic, b'{"name": "x"}').get(10)
+    producer.close()
