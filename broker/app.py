@@ -16,10 +16,7 @@ is snapshotted, flushed and closed.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +37,7 @@ from tinystream.broker.server import KafkaServer
 from tinystream.broker.topic_manager import TopicManager
 from tinystream.broker.topics import TopicStore
 from tinystream.config.settings import BrokerSettings
+from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -225,26 +223,9 @@ class Broker:
 async def run_broker(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
     """Run a broker until cancelled; shutdown flushes and closes every log."""
     broker = Broker(settings)
-    info = await broker.start()
-    try:
-        if ready is not None:
-            ready(info)
-        await asyncio.Event().wait()
-    finally:
-        await asyncio.shield(broker.stop())
+    await serve_until_cancelled(broker.start, broker.stop, ready)
 
 
 def main(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
     """Run a broker in this thread until SIGINT or SIGTERM."""
-
-    async def runner() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, task.cancel)
-        with contextlib.suppress(asyncio.CancelledError):
-            await run_broker(settings, ready=ready)
-
-    asyncio.run(runner())
+    run_until_signalled(lambda: run_broker(settings, ready=ready))

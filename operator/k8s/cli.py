@@ -27,6 +27,7 @@ from tinystream.log_format import configure, current_format
 
 from .controller_host import OperatorController
 from .handlers import Deps, default_connect, make_registry
+from .metrics import OperatorMetrics
 from .model import OperatorContext
 
 DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
@@ -65,9 +66,11 @@ def operator(log_level: str | None, peering: bool) -> None:
     )
     # The operator is the controller: brokers reach it at
     # http://<operator service>:<controller port>/clusters/<namespace>/<name> (resources.controller_url).
-    controller = OperatorController(port=ctx.controller_port)
+    # ... and serves GET /metrics there: reconcile series and each cluster's controller series (metrics.py).
+    metrics = OperatorMetrics()
+    controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller)
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,
-                health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)))
+                health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)), metrics=metrics)
     health_port = int(os.environ.get("TINYSTREAM_OPERATOR_HEALTH_PORT", "8081"))
     kopf.run(
         registry=make_registry(deps),

@@ -25,6 +25,10 @@
   `plan_reassignment` onto the remaining brokers; Rebalance ->
   ReassignPartitions onto every live broker.
 
+With `metrics` (the operator's registry, operator/k8s/metrics.py), the same
+server answers GET /metrics: the operator's reconcile series, every open
+cluster's controller series and the API's per-request series.
+
 `forget` (cluster deleted) stops the cluster's service; its state went with
 the resource.
 """
@@ -56,6 +60,7 @@ from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
 from tinystream.operator.service.errors import ApiError, StateFileError
 from tinystream.operator.service.http_api import make_clusters_app
+from tinystream.operator.service.metrics import ControllerMetrics
 
 from .api import KubeClient
 from .controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
@@ -73,7 +78,8 @@ class OperatorController:
 
     def __init__(self, *, host: str = "0.0.0.0", port: int = 9091, timing: DriverTiming = DriverTiming(),
                  clock: Callable[[], int] = monotonic_ms,
-                 store_factory: Callable[[KubeClient, ClusterKey], Any] = ClusterStatusStore) -> None:
+                 store_factory: Callable[[KubeClient, ClusterKey], Any] = ClusterStatusStore,
+                 metrics: ControllerMetrics | None = None) -> None:
         self.host = host
         self.port = port
         self.timing = timing
@@ -85,6 +91,11 @@ class OperatorController:
         self._drivers: dict[ClusterKey, asyncio.Task[None]] = {}
         self._opening: dict[ClusterKey, asyncio.Lock] = {}
         self._roll_drained: dict[ClusterKey, dict[int, int]] = {}  # broker id -> its epoch when drained
+        # GET /metrics on the controller port: every open cluster's image series, labelled namespace/cluster.
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.watch(lambda: [((k.namespace, k.name), s) for k, s in list(self._services.items())],
+                          labels=("namespace", "cluster"))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -98,8 +109,8 @@ class OperatorController:
 
     async def start(self, client: KubeClient) -> None:
         self._client = client
-        runner = web.AppRunner(make_clusters_app(self._lookup), shutdown_timeout=SHUTDOWN_TIMEOUT_S,
-                               access_log=None)
+        runner = web.AppRunner(make_clusters_app(self._lookup, metrics=self.metrics),
+                               shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
         await runner.setup()
         self._runner = runner
         await web.TCPSite(runner, self.host, self.port).start()

@@ -16,6 +16,10 @@ the controller port, and writes status and Kubernetes Events.
   removed) but releases it whenever the topic cannot be deleted any more:
   the cluster is gone or the controller is unavailable after a few tries.
 
+Every reconciling handler is wrapped by `deps.metrics.instrument(name)`
+(metrics.py: count, duration, errors by exception class), under the kopf
+decorators, so kopf sees the same name and signature.
+
 Handlers register into a registry made by `make_registry`, so the operator
 and the tests each get their own (no import-time globals). Persistence of
 kopf's own state uses tinystream.io annotations, not status, so the
@@ -35,6 +39,7 @@ from .api import KubeClient
 from .conditions import TopicReason, merge_condition, ready, refusal_reason
 from .controller_port import ClusterKey, ControllerPort, ControllerRefused, ControllerUnavailable, UnattachedController
 from .crds import bundled_crds, upgrade_crds
+from .metrics import OperatorMetrics
 from .model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, TOPIC_PLURAL, VERSION, ClusterSpec, \
     OperatorContext, TopicSpec
 from .reconcile import Apply, BrokerPod, ClusterPlan, Delete, DeletePod, DrainBrokers, MoveLeadership, Observed, \
@@ -57,6 +62,7 @@ class Deps:
     health_interval_s: float = 10.0
     crds_dir: Any = None  # a Path: upgrade installed CRDs from it at start-up; None: leave them
     client: KubeClient | None = None
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)  # reconcile counts, errors, durations
 
 
 def default_connect(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -175,6 +181,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
     @kopf.on.create(*clusters, registry=registry)
     @kopf.on.update(*clusters, registry=registry)
     @kopf.on.resume(*clusters, registry=registry)
+    @deps.metrics.instrument("cluster_changed")
     async def cluster_changed(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
         await reconcile_cluster(body, status, patch, logger)
 
@@ -185,10 +192,12 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
 
     @kopf.timer(*clusters, interval=deps.health_interval_s, initial_delay=deps.health_interval_s,
                 registry=registry)
+    @deps.metrics.instrument("cluster_health")
     async def cluster_health(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
         await reconcile_cluster(body, status, patch, logger)
 
     @kopf.on.delete(*clusters, optional=True, registry=registry)
+    @deps.metrics.instrument("cluster_deleted")
     async def cluster_deleted(name: str, namespace: str, logger: logging.Logger, **_: Any) -> None:
         await deps.controller.forget(ClusterKey(namespace, name))
         logger.info("cluster deleted; its objects go with it (owner references)")
@@ -245,15 +254,18 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
     @kopf.on.create(*topics, registry=registry)
     @kopf.on.update(*topics, registry=registry)
     @kopf.on.resume(*topics, registry=registry)
+    @deps.metrics.instrument("topic_changed")
     async def topic_changed(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
         await reconcile_topic(body, status, patch, logger)
 
     @kopf.timer(*topics, interval=deps.health_interval_s, initial_delay=deps.health_interval_s,
                 registry=registry)
+    @deps.metrics.instrument("topic_health")
     async def topic_health(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
         await reconcile_topic(body, status, patch, logger)
 
     @kopf.on.delete(*topics, registry=registry)
+    @deps.metrics.instrument("topic_deleted")
     async def topic_deleted(body: Any, status: Any, retry: int, logger: logging.Logger, **_: Any) -> None:
         spec = TopicSpec.from_resource(body)
         key = ClusterKey(spec.namespace, spec.cluster)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +25,12 @@ from typing import Any
 from aiohttp import web
 
 from tinystream.config.settings import ControllerSettings
+from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
 from .controller_service import Clock, ControllerService, DriverTiming, monotonic_ms
 from .errors import StateFileError
 from .http_api import make_app
+from .metrics import ControllerMetrics
 from .state_store import FileStateStore, StateStore
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,9 @@ class ControllerServer:
         self._driver: asyncio.Task[None] | None = None
         self._dashboard: Any = None  # a DashboardServer on settings.dashboard_port, when it could bind
         self.dashboard_url: str | None = None
+        # GET /metrics on the API port: this controller's registry (metrics.py).
+        self.metrics = ControllerMetrics()
+        self.metrics.watch(lambda: [] if self.service is None else [((), self.service)])
 
     async def start(self) -> ControllerInfo:
         try:
@@ -93,7 +97,7 @@ class ControllerServer:
             await self.store.close()
             raise
         try:
-            app = make_app(self.service)
+            app = make_app(self.service, metrics=self.metrics)
             self._mount_dashboard(app)
             runner = web.AppRunner(app, shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
             await runner.setup()
@@ -180,13 +184,7 @@ async def run_controller(
 ) -> None:
     """Run the controller until cancelled. StateFileError: the state file is corrupt or in use."""
     server = ControllerServer(settings, store=store, timing=timing)
-    info = await server.start()
-    try:
-        if ready is not None:
-            ready(info)
-        await asyncio.Event().wait()
-    finally:
-        await asyncio.shield(server.stop())
+    await serve_until_cancelled(server.start, server.stop, ready)
 
 
 def main(settings: ControllerSettings, *, ready: Callable[[ControllerInfo], None] | None = None) -> None:
@@ -195,18 +193,7 @@ def main(settings: ControllerSettings, *, ready: Callable[[ControllerInfo], None
     A state file that cannot be used (corrupt, locked by another controller)
     exits with its reason (SystemExit) instead of a traceback.
     """
-
-    async def runner() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, task.cancel)
-        with contextlib.suppress(asyncio.CancelledError):
-            await run_controller(settings, ready=ready)
-
     try:
-        asyncio.run(runner())
+        run_until_signalled(lambda: run_controller(settings, ready=ready))
     except StateFileError as exc:
         raise SystemExit(f"tinystream controller: {exc}") from None

@@ -113,6 +113,9 @@ class ControllerService:
         self._changed = asyncio.Event()
         self._closing = False
         self._image_json: tuple[int, bytes] | None = None
+        # Read by the metrics collector (metrics.py) at scrape time; plain ints keep Prometheus out of here.
+        self.saves = 0
+        self.save_failures = 0
 
     @classmethod
     async def open(
@@ -219,8 +222,10 @@ class ControllerService:
                 try:
                     await self._store.save(decision.state)
                 except OSError as exc:
+                    self.save_failures += 1
                     log.error("cannot save the controller state (%s); %s not applied", exc, type(event).__name__)
                     raise ApiError.storage(f"cannot save the controller state: {exc}") from exc
+                self.saves += 1
             self._state = decision.state
             for action in decision.actions:
                 log.info("%s", _describe(action.to_dict()))

@@ -41,6 +41,7 @@ from tinystream.operator.controller.codec import to_plain
 
 from .controller_service import ControllerService
 from .errors import INVALID_REQUEST, ApiError
+from .metrics import ControllerMetrics, http_middleware, metrics_handler
 from .openapi import openapi_document
 from .request_bodies import (
     AllocateProducerIdsRequest,
@@ -89,11 +90,21 @@ def _routes(prefix: str = "") -> list[web.RouteDef]:
     ]
 
 
-def make_app(service: ControllerService) -> web.Application:
-    app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
+def make_app(service: ControllerService, *, metrics: ControllerMetrics | None = None) -> web.Application:
+    """The API of one controller; with `metrics`, also GET /metrics and per-request counters."""
+    app = web.Application(middlewares=_middlewares(metrics), client_max_size=MAX_BODY_BYTES)
     app[SERVICE_KEY] = service
     app.add_routes(_routes())
+    if metrics is not None:
+        app.router.add_get("/metrics", metrics_handler(metrics))
     return app
+
+
+def _middlewares(metrics: ControllerMetrics | None, *, strip_prefix: str = "") -> list[Any]:
+    # The metrics middleware is outermost: it sees the status _errors turned an exception into.
+    if metrics is None:
+        return [_errors]
+    return [http_middleware(metrics, strip_prefix=strip_prefix), _errors]
 
 
 # The Kubernetes operator serves one controller per TinyStreamCluster from one port:
@@ -107,15 +118,21 @@ async def _root_healthz(request: web.Request) -> web.Response:
     return reply({"status": "ok"})
 
 
-def make_clusters_app(lookup: ServiceLookup) -> web.Application:
+def make_clusters_app(lookup: ServiceLookup, *, metrics: ControllerMetrics | None = None) -> web.Application:
     """Many controllers behind one server; `lookup(namespace, cluster)` finds each request's.
 
     A cluster without a running controller (not reconciled yet, deleted)
-    answers NOT_CONTROLLER, which brokers treat as "retry later".
+    answers NOT_CONTROLLER, which brokers treat as "retry later". With
+    `metrics`, GET /metrics serves that registry (the operator's: its own
+    series and every cluster's controller series) and requests are counted
+    by route template without the cluster prefix.
     """
-    app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=_middlewares(metrics, strip_prefix=CLUSTER_PREFIX),
+                          client_max_size=MAX_BODY_BYTES)
     app[LOOKUP_KEY] = lookup
     app.add_routes([web.get("/healthz", _root_healthz), *_routes(CLUSTER_PREFIX)])
+    if metrics is not None:
+        app.router.add_get("/metrics", metrics_handler(metrics))
     return app
 
 

@@ -60,20 +60,68 @@ def test_validation_catches_a_broken_object():
 
 def test_full_values_render_every_optional_part():
     kinds = {d["kind"] for d in render(HELM, "-f", str(FULL_VALUES), namespace="streaming")}
-    assert {"ServiceMonitor", "TinyStreamCluster", "Topic", "Role", "RoleBinding", "KopfPeering"} <= kinds
+    assert {"ServiceMonitor", "TinyStreamCluster", "Topic", "Role", "RoleBinding", "KopfPeering", "ConfigMap"} <= kinds
     default_kinds = {d["kind"] for d in render(HELM)}
-    assert not default_kinds & {"ServiceMonitor", "TinyStreamCluster", "Topic", "Role"}
+    assert not default_kinds & {"ServiceMonitor", "TinyStreamCluster", "Topic", "Role", "ConfigMap"}
     assert {"ClusterRole", "ClusterKopfPeering"} <= default_kinds
 
 
-def test_service_monitor_scrapes_the_operator_service():
+def _monitors(docs):
+    return {m["metadata"]["name"]: m for m in by_kind(docs, "ServiceMonitor")}
+
+
+def test_service_monitor_scrapes_the_operator_metrics_port():
     docs = render(HELM, "-f", str(FULL_VALUES), namespace="streaming")
-    monitor, = by_kind(docs, "ServiceMonitor")
+    monitor = _monitors(docs)["ts-tinystream"]
     service, = by_kind(docs, "Service")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     port_names = {p["name"] for p in service["spec"]["ports"]}
     assert all(e["port"] in port_names for e in monitor["spec"]["endpoints"])
+    # The operator serves /metrics on its controller API server (operator/k8s/controller_host.py).
+    assert [(e["port"], e["path"]) for e in monitor["spec"]["endpoints"]] == [("controller", "/metrics")]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
+
+
+def test_broker_service_monitor_selects_only_the_headless_service_with_the_admin_port():
+    from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
+    from tinystream.operator.k8s.resources import owned_objects
+
+    docs = render(HELM, "-f", str(FULL_VALUES), namespace="streaming")
+    monitor = _monitors(docs)["ts-tinystream-brokers"]
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    # full-values watches one namespace: brokers live there.
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["streaming"]}
+    endpoint, = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("admin", "/metrics")
+    assert {"sourceLabels": ["__meta_kubernetes_service_label_tinystream_io_cluster"],
+            "targetLabel": "cluster"} in endpoint["relabelings"]
+    # Against the Services the operator creates for a cluster (resources.py):
+    cluster = ClusterSpec.from_resource({"metadata": {"name": "demo", "namespace": "streaming", "uid": "u"},
+                                         "spec": {"brokers": 3}})
+    services = [o for o in owned_objects(cluster, OperatorContext(), replicas=3) if o["kind"] == "Service"]
+    selector = monitor["spec"]["selector"]["matchLabels"].items()
+    scraped = [s["metadata"]["name"] for s in services
+               if selector <= s["metadata"]["labels"].items()
+               and any(p.get("name") == endpoint["port"] for p in s["spec"]["ports"])]
+    assert scraped == ["demo-brokers"]
+    # Watching every namespace: brokers in any namespace.
+    everywhere = _monitors(render(HELM, "--set", "serviceMonitor.enabled=true"))
+    assert everywhere["ts-tinystream-brokers"]["spec"]["namespaceSelector"] == {"any": True}
+    operator_only = _monitors(render(HELM, "--set", "serviceMonitor.enabled=true",
+                                     "--set", "serviceMonitor.brokers.enabled=false"))
+    assert set(operator_only) == {"ts-tinystream"}
+
+
+def test_grafana_dashboards_ship_as_a_labelled_config_map():
+    import json
+
+    docs = render(HELM, "-f", str(FULL_VALUES), namespace="streaming")
+    config_map, = [c for c in by_kind(docs, "ConfigMap") if c["metadata"]["name"] == "ts-tinystream-dashboards"]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "TinyStream"}
+    source = (CHART_DIR / "dashboards" / "tinystream.json").read_text()
+    assert json.loads(config_map["data"]["tinystream.json"]) == json.loads(source)
+    assert not [c for c in by_kind(render(HELM), "ConfigMap") if "grafana_dashboard" in c["metadata"]["labels"]]
 
 
 def test_crds_ship_in_crds_folder_identical_to_source():
@@ -139,6 +187,8 @@ def test_manage_crds_off_drops_the_crd_patch_rule():
     "image.pullPolicy=Sometimes",
     "operator.watchNamespace=Not_A_Namespace",
     "unknownKey=1",
+    "grafana.dashboards.enabled=yes",
+    "serviceMonitor.brokers.unknown=1",
 ])
 def test_values_schema_refuses_bad_values(bad):
     result = helm(HELM, "template", "ts", str(CHART_DIR), "--set", bad, check=False)
