@@ -26,9 +26,10 @@ import click
 from tinystream.log_format import configure, current_format
 
 from .controller_host import OperatorController
+from .dashboard_host import OperatorDashboard
 from .handlers import Deps, default_connect, make_registry
 from .metrics import OperatorMetrics
-from .model import OperatorContext
+from .model import DASHBOARD_PORT, OperatorContext
 
 DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
 
@@ -69,8 +70,12 @@ def operator(log_level: str | None, peering: bool) -> None:
     # ... and serves GET /metrics there: reconcile series and each cluster's controller series (metrics.py).
     metrics = OperatorMetrics()
     controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller)
+    # Every cluster's dashboard on dashboard.port (the chart's Service port "dashboard"); 0: none.
+    dashboard_port = int(getattr(settings, "dashboard_port", DASHBOARD_PORT))
+    dashboard = OperatorDashboard(controller, port=dashboard_port) if dashboard_port else None
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,
-                health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)), metrics=metrics)
+                health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)), metrics=metrics,
+                dashboard=dashboard)
     health_port = int(os.environ.get("TINYSTREAM_OPERATOR_HEALTH_PORT", "8081"))
     kopf.run(
         registry=make_registry(deps),

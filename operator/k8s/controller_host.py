@@ -148,6 +148,10 @@ class OperatorController:
     def _lookup(self, namespace: str, name: str) -> ControllerService | None:
         return self._services.get(ClusterKey(namespace, name))
 
+    def clusters(self) -> list[ClusterKey]:
+        """The clusters whose controller runs here, sorted (the dashboard's index)."""
+        return sorted(self._services)
+
     def service(self, cluster: ClusterKey) -> ControllerService | None:
         """The running service of `cluster`, if open (tests and status)."""
         return self._services.get(cluster)

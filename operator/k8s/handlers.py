@@ -63,6 +63,7 @@ class Deps:
     crds_dir: Any = None  # a Path: upgrade installed CRDs from it at start-up; None: leave them
     client: KubeClient | None = None
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)  # reconcile counts, errors, durations
+    dashboard: Any = None  # an OperatorDashboard (dashboard_host.py): started after the controller API
 
 
 def default_connect(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -78,6 +79,18 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
     def client() -> KubeClient:
         assert deps.client is not None, "startup handler has not run"
         return deps.client
+
+    # The last Ready reason reported per object (uid): a timer may run on a body older than the
+    # status patch just written, which would repeat the Event; status is the fallback after a restart.
+    reported: dict[str, str] = {}
+
+    def reason_changed(body: Any, status: Any, reason: str) -> bool:
+        uid = (body.get("metadata") or {}).get("uid") or ""
+        conditions = (status or {}).get("conditions") or []
+        written = next((c.get("reason") for c in conditions if c.get("type") == "Ready"), None)
+        before = reported.get(uid, written)
+        reported[uid] = reason
+        return before != reason
 
     # --- operator lifecycle ---
 
@@ -98,10 +111,14 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
         if deps.crds_dir is not None:
             await upgrade_crds(deps.client, bundled_crds(deps.crds_dir), logger)
         await deps.controller.start(deps.client)
+        if deps.dashboard is not None:
+            await deps.dashboard.start(deps.client)  # best effort: a taken port is logged, not fatal
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
         try:
+            if deps.dashboard is not None:
+                await deps.dashboard.stop()  # first: its samplers read the controller API
             await deps.controller.stop()
         finally:
             if deps.client is not None:
@@ -168,8 +185,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
         plan = plan_cluster(spec, status, await observe(spec), ctx=deps.ctx)
         await execute(spec, plan, body, logger)
         previous = (status or {}).get("conditions") or []
-        old_reason = next((c.get("reason") for c in previous if c.get("type") == "Ready"), None)
-        if old_reason != plan.condition.reason:
+        if reason_changed(body, status, plan.condition.reason):
             event = kopf.info if plan.condition.status else kopf.warn
             if plan.condition.status is not False or plan.phase.value != "Creating":
                 event(body, reason=plan.condition.reason, message=plan.condition.message)
@@ -198,7 +214,8 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
 
     @kopf.on.delete(*clusters, optional=True, registry=registry)
     @deps.metrics.instrument("cluster_deleted")
-    async def cluster_deleted(name: str, namespace: str, logger: logging.Logger, **_: Any) -> None:
+    async def cluster_deleted(name: str, namespace: str, body: Any, logger: logging.Logger, **_: Any) -> None:
+        reported.pop((body.get("metadata") or {}).get("uid") or "", None)
         await deps.controller.forget(ClusterKey(namespace, name))
         logger.info("cluster deleted; its objects go with it (owner references)")
 
@@ -245,9 +262,9 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
             except ControllerRefused as exc:
                 condition = ready(False, refusal_reason(exc.error), str(exc), generation=spec.generation)
         previous = (status or {}).get("conditions") or []
-        old = next((c for c in previous if c.get("type") == "Ready"), {})
-        if old.get("reason") != condition.reason and condition.status is False:
-            kopf.warn(body, reason=condition.reason, message=condition.message)
+        if reason_changed(body, status, condition.reason):  # an Event per state change: Warning when not ready
+            event = kopf.warn if condition.status is False else kopf.info
+            event(body, reason=condition.reason, message=condition.message)
         patch.status["conditions"] = merge_condition(previous, condition)
         patch.status["observedGeneration"] = spec.generation
 
@@ -267,6 +284,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
     @kopf.on.delete(*topics, registry=registry)
     @deps.metrics.instrument("topic_deleted")
     async def topic_deleted(body: Any, status: Any, retry: int, logger: logging.Logger, **_: Any) -> None:
+        reported.pop((body.get("metadata") or {}).get("uid") or "", None)
         spec = TopicSpec.from_resource(body)
         key = ClusterKey(spec.namespace, spec.cluster)
         if await client().get(API_VERSION, CLUSTER_KIND, spec.cluster, spec.namespace) is None:

@@ -214,6 +214,10 @@ def _status(spec: ClusterSpec, observed: Observed, phase: Phase) -> dict[str, An
     }
     if observed.cluster_id:
         status["clusterId"] = observed.cluster_id
+    if observed.partitions is not None:  # the controller's view (printer columns Partitions, Under-Replicated)
+        status["partitions"] = len(observed.partitions)
+        status["underReplicatedPartitions"] = sum(1 for p in observed.partitions if p.under_replicated)
+        status["offlinePartitions"] = sum(1 for p in observed.partitions if p.leader < 0)
     return status
 
 

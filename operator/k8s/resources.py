@@ -125,6 +125,12 @@ def controller_url(cluster: ClusterSpec, ctx: OperatorContext) -> str:
             f"/clusters/{cluster.namespace}/{cluster.name}")
 
 
+def broker_admin_url(cluster: ClusterSpec, ordinal: int) -> str:
+    """A broker's admin HTTP API through the headless Service (pod DNS; broker id = ordinal)."""
+    names = Names.of(cluster)
+    return f"http://{names.pod(ordinal)}.{names.headless}.{cluster.namespace}.svc:{cluster.admin_port}"
+
+
 def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, ConfigValue]:
     """Settings shared by every broker, by Kafka name (per-pod ones come from the environment)."""
     owned: dict[str, ConfigValue] = {

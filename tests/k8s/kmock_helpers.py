@@ -120,7 +120,7 @@ def ready_condition(obj: dict | None) -> dict:
 @contextlib.asynccontextmanager
 async def running_operator(url: str, *, controller: Any, peering: str | None = None,
                            health_interval_s: float = 0.5, crds_dir: Any = None,
-                           scanning: bool = False) -> AsyncIterator[Deps]:
+                           scanning: bool = False, dashboard: Any = None) -> AsyncIterator[Deps]:
     """The operator as in production (clusterwide) until the block ends.
 
     kopf runs in a thread with its own event loop (as kopf.testing.KopfRunner
@@ -128,7 +128,7 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
     which in a shared loop would include KMock's own request handlers.
     """
     deps = Deps(connect=lambda **_: kopf.ConnectionInfo(server=url), ctx=CTX, controller=controller,
-                health_interval_s=health_interval_s, crds_dir=crds_dir)
+                health_interval_s=health_interval_s, crds_dir=crds_dir, dashboard=dashboard)
     registry = make_registry(deps)
     settings = kopf.OperatorSettings()
     settings.watching.reconnect_backoff = 0.1

@@ -20,6 +20,7 @@ from fake_controller import FakeController
 from kmock_helpers import Api, declare, ready_condition, running_operator
 
 import kmock
+import kopf
 
 pytestmark = pytest.mark.timeout(60)
 _namespaces = itertools.count()
@@ -120,6 +121,24 @@ async def test_fixing_a_bad_topic_clears_the_condition(api, operator, controller
     fixed = await api.wait_for(TS, "topics", "orders", lambda o: ready_condition(o).get("status") == "True")
     assert len(fixed["status"]["partitions"]) == 3
     assert all(len(p["replicas"]) == 3 and p["isr"] == p["replicas"] for p in fixed["status"]["partitions"])
+
+
+async def test_topic_state_changes_are_events(api, operator, monkeypatch):
+    # KMock stores one Event per name (kopf's generateName collides), so the calls are recorded instead.
+    events: list[tuple[str, str, str, str]] = []
+    for kind, fn in (("Normal", "info"), ("Warning", "warn")):
+        monkeypatch.setattr(kopf, fn, lambda body, *, reason, message, kind=kind:
+                            events.append((kind, body["metadata"]["name"], reason, message)))
+    await api.create(TS, "tinystreamclusters", CLUSTER)
+    await api.create(TS, "topics", topic("orders", replicationFactor=5))
+    await api.wait_for(TS, "topics", "orders", lambda o: ready_condition(o).get("reason") == "ReplicationFactorTooLarge")
+    await api.patch(TS, "topics", "orders", {"spec": {"replicationFactor": 3}})
+    await api.wait_for(TS, "topics", "orders", lambda o: ready_condition(o).get("status") == "True")
+    mine = [e for e in events if e[1] == "orders"]
+    assert mine[0][:3] == ("Warning", "orders", "ReplicationFactorTooLarge")
+    assert "replicationFactor 5 exceeds" in mine[0][3]
+    assert mine[-1] == ("Normal", "orders", "TopicReady", "3 partitions, replication factor 3")
+    assert len(mine) == 2, "\n".join(map(repr, mine))  # one per change of state, not one per reconcile
 
 
 async def test_topic_gets_placement_in_status(api, operator, controller):

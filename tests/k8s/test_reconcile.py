@@ -194,6 +194,15 @@ def test_broker_status_counts_leaders():
     assert [b["partitionsLed"] for b in plan.status["brokers"]] == [0, 1, 0]
 
 
+def test_cluster_status_counts_partitions_for_the_printer_columns():
+    s = spec()
+    plan = plan_cluster(s, None, world(s, partitions=parts((1, [1, 0, 2], [1, 0, 2]), (0, [0, 1], [0]),
+                                                           (-1, [2], []))), ctx=CTX)
+    assert (plan.status["partitions"], plan.status["underReplicatedPartitions"],
+            plan.status["offlinePartitions"]) == (3, 2, 1)
+    assert "partitions" not in plan_cluster(s, None, world(s), ctx=CTX).status  # no controller view: no count
+
+
 def test_differs_ignores_server_fields_but_not_changes():
     assert not differs({"a": {"b": 1}}, {"a": {"b": 1, "c": 2}, "status": {}})
     assert differs({"a": [1, 2]}, {"a": [1]})

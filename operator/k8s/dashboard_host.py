@@ -1,0 +1,131 @@
+"""The operator's dashboard: every controlled cluster's dashboard on one port (dashboard.port, 3200).
+
+    GET /                                   clusters whose controller runs in this operator
+    GET /clusters/<namespace>/<name>/...    that cluster's dashboard (operator/dashboard/app.py)
+
+The chart's Service exposes this port. Per cluster, the numbers come from two
+places, as for `tinystream controller`'s dashboard:
+
+- the controller's image, from the cluster's controller API on this same
+  operator (`OperatorController.cluster_url`, GET /v1/metadata): the same
+  JSON the brokers read, so the dashboard shows what they are told;
+- each broker's admin API, at its pod's DNS name under the headless Service
+  (resources.broker_admin_url, with the cluster's spec.listeners.admin).
+  Broker pods are listed through the Kubernetes API at most every
+  `pods_ttl_s`, so a page left open costs the API server little. A broker
+  the controller knows without a pod is shown with its admin URL unknown.
+
+Starting is best effort, as for the local controller's dashboard: a port that
+cannot be bound is logged and the operator runs on without a dashboard.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tinystream.operator.dashboard import ClusterRef, DashboardServer, HttpClusterSource, RawSnapshot, \
+    make_clusters_dashboard_app
+
+from .api import KubeClient
+from .controller_host import OperatorController
+from .controller_port import ClusterKey
+from .errors import KubeApiError
+from .model import API_VERSION, CLUSTER_KIND, DASHBOARD_PORT, ClusterSpec
+from .reconcile import BrokerPod
+from .resources import Names, broker_admin_url, selector_labels
+
+log = logging.getLogger(__name__)
+
+PODS_TTL_S = 10.0
+
+
+async def broker_admin_urls(client: KubeClient, cluster: ClusterKey) -> dict[int, str]:
+    """Broker id -> admin URL for each broker pod of `cluster` (empty when the cluster is gone)."""
+    body = await client.get(API_VERSION, CLUSTER_KIND, cluster.name, cluster.namespace)
+    if body is None:
+        return {}
+    spec = ClusterSpec.from_resource(body)
+    prefix = Names.of(spec).statefulset + "-"
+    pods = await client.list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
+    ordinals = (BrokerPod.from_pod(p).ordinal for p in pods if p["metadata"]["name"].startswith(prefix))
+    return {ordinal: broker_admin_url(spec, ordinal) for ordinal in sorted(ordinals)}
+
+
+class ClusterDashboardSource:
+    """An HttpClusterSource on one cluster's controller API, with admin URLs from its broker pods."""
+
+    def __init__(self, client: KubeClient, cluster: ClusterKey, controller_url: str, *,
+                 pods_ttl_s: float = PODS_TTL_S, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self._cluster = cluster
+        self._pods_ttl_s = pods_ttl_s
+        self._monotonic = monotonic
+        self._urls: dict[int, str] = {}
+        self._read_at: float | None = None
+        self._http = HttpClusterSource(controller_url, admin_urls=self._admin_urls)
+
+    def _admin_urls(self, _: Mapping[str, Any] | None) -> Mapping[int, str]:
+        return self._urls
+
+    async def _refresh(self) -> None:
+        now = self._monotonic()
+        if self._read_at is not None and now - self._read_at < self._pods_ttl_s:
+            return
+        try:
+            self._urls = await broker_admin_urls(self._client, self._cluster)
+        except KubeApiError as exc:  # keep the last URLs; the next round tries again
+            log.warning("dashboard of %s: cannot list broker pods: %s", self._cluster, exc)
+        self._read_at = now
+
+    async def snapshot(self) -> RawSnapshot:
+        await self._refresh()
+        return await self._http.snapshot()
+
+    async def close(self) -> None:
+        await self._http.close()
+
+
+class OperatorDashboard:
+    """Serves the clusters' dashboards while the operator runs: `start(client)` / `stop()`."""
+
+    def __init__(self, controller: OperatorController, *, host: str = "0.0.0.0", port: int = DASHBOARD_PORT,
+                 pods_ttl_s: float = PODS_TTL_S) -> None:
+        self.controller = controller
+        self.host = host
+        self.port = port
+        self.pods_ttl_s = pods_ttl_s
+        self.url: str | None = None
+        self._client: KubeClient | None = None
+        self._server: DashboardServer | None = None
+
+    async def _clusters(self) -> Sequence[ClusterRef]:
+        return [ClusterRef(k.namespace, k.name) for k in self.controller.clusters()]
+
+    def _source(self, ref: ClusterRef) -> ClusterDashboardSource:
+        assert self._client is not None, "the dashboard has not started"
+        key = ClusterKey(ref.namespace, ref.name)
+        return ClusterDashboardSource(self._client, key, self.controller.cluster_url(key), pods_ttl_s=self.pods_ttl_s)
+
+    async def start(self, client: KubeClient) -> str | None:
+        """Listen; the URL, or None when the port cannot be bound (logged, not fatal)."""
+        self._client = client
+        server = DashboardServer(make_clusters_dashboard_app(self._clusters, self._source), host=self.host,
+                                 port=self.port)
+        try:
+            self.url = await server.start()
+        except OSError as exc:
+            log.warning("dashboard not served on port %s: %s", self.port, exc)
+            return None
+        self._server = server
+        log.info("dashboard of every cluster on %s", self.url)
+        return self.url
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop()  # closes every cluster's sampler and source
+            self._server = None
+        self.url = None
+        self._client = None
