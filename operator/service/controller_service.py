@@ -78,7 +78,7 @@ def new_cluster_id() -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DriverTiming:
-    tick_interval_s: float = 1.0  # AdvanceTime cadence (core: "send about once a second")
+    tick_interval_s: float = 0.25  # AdvanceTime cadence: fencing lags the session timeout by at most this
     preferred_election_interval_s: float = 300.0  # Kafka: leader.imbalance.check.interval.seconds
     max_wait_ms: int = 30_000  # longest metadata long-poll; below common HTTP client timeouts
 
