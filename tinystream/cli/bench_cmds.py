@@ -10,7 +10,7 @@ import click
 
 @click.group()
 def bench() -> None:
-    """Benchmarks: storage log, produce, consume."""
+    """Benchmarks: storage log, produce, consume, replicated (acks=all), Spark connector."""
 
 
 for _module, _attribute, _name in [
