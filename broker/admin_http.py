@@ -87,19 +87,7 @@ class AdminHttp:
                 p = ctx.replicas.get(TopicPartition(spec.name, index))
                 if p is None:
                     continue
-                partitions.append(
-                    {
-                        "partition": index,
-                        "leader": p.state.leader,
-                        "leader_epoch": p.leader_epoch,
-                        "replicas": list(p.state.replicas),
-                        "isr": list(p.state.isr),
-                        "log_start_offset": p.log_start_offset,
-                        "log_end_offset": p.log_end_offset,
-                        "high_watermark": p.high_watermark,
-                        "size_bytes": p.log.size_bytes(),
-                    }
-                )
+                partitions.append({"partition": index, **_placement_and_offsets(p), "size_bytes": p.log.size_bytes()})
             out.append(
                 {
                     "name": spec.name,
@@ -129,13 +117,7 @@ class AdminHttp:
                     "topic": p.tp.topic,
                     "partition": p.tp.partition,
                     "is_leader": bool(p.is_leader),
-                    "leader": p.state.leader,
-                    "leader_epoch": p.leader_epoch,
-                    "replicas": list(p.state.replicas),
-                    "isr": list(p.state.isr),
-                    "log_start_offset": p.log_start_offset,
-                    "log_end_offset": p.log_end_offset,
-                    "high_watermark": p.high_watermark,
+                    **_placement_and_offsets(p),
                     "size_bytes": size,
                     "segments": segments,
                     "retention_ms": int(configs.get("retention.ms", settings.log_retention_ms)),
@@ -213,3 +195,15 @@ def decode_assignment(raw: bytes) -> list[dict[str, Any]]:
     except Exception:  # an unknown or custom assignor's bytes: show none rather than fail
         return []
 
+
+def _placement_and_offsets(p: Any) -> dict[str, Any]:
+    """A partition's placement and offsets as this broker sees it (both /api views share them)."""
+    return {
+        "leader": p.state.leader,
+        "leader_epoch": p.leader_epoch,
+        "replicas": list(p.state.replicas),
+        "isr": list(p.state.isr),
+        "log_start_offset": p.log_start_offset,
+        "log_end_offset": p.log_end_offset,
+        "high_watermark": p.high_watermark,
+    }

@@ -218,6 +218,15 @@ def run_raw_with_schema(target: Target, spec: ProduceSpec) -> RunResult:
     return result
 
 
+async def _ensure_topic_at(target: Target, spec: ProduceSpec) -> None:
+    """The topic exists with its partitions led, before a third-party client starts producing."""
+    conn = await WireConnection.open(*target.host_port)
+    try:
+        await ensure_topic(conn, spec.topic, spec.partitions)
+    finally:
+        await conn.close()
+
+
 def _quiet(spec: ProduceSpec) -> ProduceSpec:
     return ProduceSpec(**{**spec.__dict__, "progress": False})
 
@@ -228,14 +237,7 @@ def _quiet(spec: ProduceSpec) -> ProduceSpec:
 def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
     from confluent_kafka import Producer
 
-    async def prepare():
-        conn = await WireConnection.open(*target.host_port)
-        try:
-            await ensure_topic(conn, spec.topic, spec.partitions)
-        finally:
-            await conn.close()
-
-    asyncio.run(prepare())
+    asyncio.run(_ensure_topic_at(target, spec))
     conf = {
         "bootstrap.servers": target.bootstrap, "acks": ACKS[spec.acks], "linger.ms": 5,
         "batch.size": spec.batch_bytes, "compression.type": spec.compression,
@@ -302,14 +304,7 @@ PERF_LINE = re.compile(
 def run_java(target: Target, spec: ProduceSpec) -> RunResult:
     from tinystream.peers.apache_kafka import PRODUCER_PERFORMANCE, run_java_tool
 
-    async def prepare():
-        conn = await WireConnection.open(*target.host_port)
-        try:
-            await ensure_topic(conn, spec.topic, spec.partitions)
-        finally:
-            await conn.close()
-
-    asyncio.run(prepare())
+    asyncio.run(_ensure_topic_at(target, spec))
     props = [f"bootstrap.servers={target.bootstrap}", f"acks={spec.acks}", f"batch.size={spec.batch_bytes}",
              "linger.ms=5", f"compression.type={spec.compression}", "enable.idempotence=false",
              "buffer.memory=268435456", f"max.request.size={max(1048576, spec.batch_bytes * 2)}"]
