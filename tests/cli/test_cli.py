@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import click
 import orjson
 from click.testing import CliRunner
 
 from tinystream.cli import cli
 
 
-def _commands(group, prefix=()):  # every (path, command) under a group
-    for name, command in group.commands.items():
+def _commands(group, prefix=()):  # every (path, command) under a group, as --help lists them
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, f"{name} is listed but cannot be loaded"
         yield prefix + (name,), command
-        if hasattr(command, "commands"):
+        if isinstance(command, click.Group):
             yield from _commands(command, prefix + (name,))
 
 
@@ -26,8 +30,8 @@ def test_every_listed_command_has_working_help() -> None:
 
 def test_listed_groups_are_not_empty() -> None:
     for _, command in _commands(cli):
-        if hasattr(command, "commands"):
-            assert command.commands, f"{command.name} lists no subcommand"
+        if isinstance(command, click.Group):
+            assert command.list_commands(click.Context(command)), f"{command.name} lists no subcommand"
 
 
 def test_config_show_prints_sources(monkeypatch) -> None:
