@@ -22,9 +22,16 @@ def _eventually(fn, timeout_s: float = 20.0) -> Any:
             time.sleep(0.3)
 
 
+def _only(rows: list[dict], **match: Any) -> dict:
+    """The one row matching; an AssertionError (so `_eventually` retries) when a busy controller's
+    image was missing from this round's snapshot."""
+    found = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    assert len(found) == 1, f"expected one row with {match}, found {len(found)}"
+    return found[0]
+
+
 def _topic(live: Cluster) -> dict:
-    topics = get(f"{live.dashboard}/api/topics")["topics"]
-    return next(t for t in topics if t["name"] == TOPIC)
+    return _only(get(f"{live.dashboard}/api/topics")["topics"], name=TOPIC)
 
 
 def test_topics_show_end_offsets(live: Cluster) -> None:
@@ -42,8 +49,8 @@ def test_topics_show_end_offsets(live: Cluster) -> None:
 
 def test_groups_show_lag(live: Cluster) -> None:
     def check() -> dict:
-        group = next(g for g in get(f"{live.dashboard}/api/groups")["groups"] if g["group_id"] == GROUP)
-        row = next(o for o in group["offsets"] if (o["topic"], o["partition"]) == (TOPIC, 0))
+        group = _only(get(f"{live.dashboard}/api/groups")["groups"], group_id=GROUP)
+        row = _only(group["offsets"], topic=TOPIC, partition=0)
         assert (row["committed"], row["end_offset"], row["lag"]) == (COMMITTED, N, N - COMMITTED)
         return group
 
@@ -52,17 +59,20 @@ def test_groups_show_lag(live: Cluster) -> None:
 
 
 def test_overview_and_brokers(live: Cluster) -> None:
-    overview = get(f"{live.dashboard}/api/overview")
-    assert overview["controller"]["up"] and overview["brokers"] == {"total": 3, "registered": 3, "up": 3,
-                                                                     "fenced": 0, "down": []}
-    assert overview["offline_partitions"] == 0 and overview["topics"] >= 1
-    brokers = get(f"{live.dashboard}/api/brokers")["brokers"]
-    assert sum(b["records_in"] for b in brokers) >= N  # leaders count appends (the offsets topic too)
-    assert {b["address"] for b in brokers} == set(live.cluster.bootstrap.split(","))
+    def check() -> None:
+        overview = get(f"{live.dashboard}/api/overview")
+        assert overview["controller"]["up"] and overview["brokers"] == {"total": 3, "registered": 3, "up": 3,
+                                                                         "fenced": 0, "down": []}
+        assert overview["offline_partitions"] == 0 and overview["topics"] >= 1
+        brokers = get(f"{live.dashboard}/api/brokers")["brokers"]
+        assert sum(b["records_in"] for b in brokers) >= N  # leaders count appends (the offsets topic too)
+        assert {b["address"] for b in brokers} == set(live.cluster.bootstrap.split(","))
+
+    _eventually(check)
 
 
 def test_broker_admin_partitions_and_groups(live: Cluster) -> None:
-    leader = _topic(live)["partitions"][0]["leader"]
+    leader = _eventually(lambda: _topic(live))["partitions"][0]["leader"]
     admin = live.cluster.broker(leader).admin_url
     rows = get(f"{admin}/api/partitions")["partitions"]
     p0 = next(r for r in rows if (r["topic"], r["partition"]) == (TOPIC, 0))
