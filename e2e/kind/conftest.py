@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kind_helpers import HERE, IMAGE_REPO, IMAGE_TAGS, KIND_CLUSTER, ROOT, Kube, go_bin, missing_tools, run  # noqa: E402
+from kind_helpers import HERE, IMAGE_REPO, IMAGE_TAGS, KIND_CLUSTER, NODE_IMAGE, ROOT, Kube, go_bin, missing_tools, run  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -39,7 +39,7 @@ def kind_cluster(tmp_path_factory) -> Kube:
     kind = go_bin("kind")
     kubeconfig = tmp_path_factory.mktemp("kind") / "kubeconfig"
     run(kind, "create", "cluster", "--name", KIND_CLUSTER, "--config", str(HERE / "kind-config.yaml"),
-        "--kubeconfig", str(kubeconfig), "--wait", "180s", timeout=900)
+        "--image", NODE_IMAGE, "--kubeconfig", str(kubeconfig), "--wait", "180s", timeout=900)
     try:
         run("docker", "build", "-t", f"{IMAGE_REPO}:{IMAGE_TAGS[0]}", str(ROOT), timeout=1800)
         for tag in IMAGE_TAGS:  # same image, two names: a tag change is an image change for the StatefulSet

@@ -23,6 +23,10 @@ HERE = Path(__file__).parent
 KIND_CLUSTER = "tinystream-e2e"
 IMAGE_REPO = "tinystream"
 IMAGE_TAGS = ("e2e", "e2e-roll")  # the second tag drives the rolling-update test
+#: kind v0.33.0's own default node image, pinned so a probe can ask for exactly it.
+NODE_IMAGE = os.environ.get(
+    "TINYSTREAM_KIND_NODE_IMAGE",
+    "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5")
 
 
 def go_bin(name: str) -> str | None:
@@ -43,6 +47,9 @@ def missing_tools() -> list[str]:
                                text=True, timeout=30)
         if probe.returncode != 0 or not probe.stdout.strip():
             missing.append("a running Docker engine (`docker info` fails: only the client is installed)")
+        elif not node_image_available():
+            missing.append(f"the kind node image {NODE_IMAGE.split('@')[0]} (not present locally and `docker pull` "
+                           "failed: no route to its registry; `docker load` it, or set TINYSTREAM_KIND_NODE_IMAGE)")
     if go_bin("kind") is None:
         missing.append("kind (bash tools/install-kind.sh)")
     if go_bin("helm") is None:
@@ -50,6 +57,16 @@ def missing_tools() -> list[str]:
     if shutil.which("kubectl") is None:
         missing.append("kubectl (apt-get install kubectl, or any kubectl >= 1.30)")
     return missing
+
+
+def node_image_available() -> bool:
+    """The node image is here already, or its registry answers a pull."""
+    if subprocess.run(["docker", "image", "inspect", NODE_IMAGE], capture_output=True, timeout=30).returncode == 0:
+        return True
+    try:
+        return subprocess.run(["docker", "pull", NODE_IMAGE], capture_output=True, timeout=600).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def run(*args: str, check: bool = True, timeout: float = 600, input: str | None = None
