@@ -1,6 +1,7 @@
 """The broker's admin HTTP endpoint (aiohttp): health, Prometheus metrics, a small JSON API.
 
-    GET /healthz      200 {"status": "ok", ...} while the broker serves
+    GET /healthz      200 {"status": "ok", ...} while the broker serves (liveness)
+    GET /readyz       200 when ready for traffic, else 503 with the reason (readiness.py)
     GET /metrics      Prometheus text format, from the broker's own registry
     GET /api/broker   id, cluster id, listener, advertised APIs
     GET /api/topics   topics with per-partition offsets and sizes
@@ -21,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from tinystream.broker.context import BrokerContext
 from tinystream.broker.partition import TopicPartition
+from tinystream.broker.readiness import Readiness, replicated_readiness
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -33,6 +35,7 @@ class AdminHttp:
         self._runner: web.AppRunner | None = None
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/api/broker", self._broker)
         app.router.add_get("/api/topics", self._topics)
@@ -59,6 +62,17 @@ class AdminHttp:
     async def _healthz(self, _: web.Request) -> web.Response:
         ctx = self._ctx
         return _json({"status": "ok", "broker_id": ctx.cluster.broker_id, "cluster_id": ctx.cluster.cluster_id})
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        ctx = self._ctx
+        if ctx.control is None:
+            state = Readiness(True, "standalone broker: serving")
+        else:
+            state = replicated_readiness(ctx.control.image, ctx.cluster.broker_id)
+        body = {"ready": state.ready, "reason": state.reason, "broker_id": ctx.cluster.broker_id}
+        if state.lagging:
+            body["lagging"] = state.lagging
+        return _json(body, status=200 if state.ready else 503)
 
     async def _metrics(self, _: web.Request) -> web.Response:
         body = self._ctx.metrics.exposition()

@@ -310,6 +310,8 @@ async def test_admin_http(broker):
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{broker.info.admin_url}/healthz") as r:
             assert r.status == 200 and (await r.json())["status"] == "ok"
+        async with http.get(f"{broker.info.admin_url}/readyz") as r:  # standalone: ready once serving
+            assert r.status == 200 and (await r.json())["ready"] is True
         broker.topics.create("seen")
         async with http.get(f"{broker.info.admin_url}/metrics") as r:
             text = await r.text()
