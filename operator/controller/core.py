@@ -246,9 +246,12 @@ def _register(step: _Step, e: RegisterBroker) -> None:
         incarnation_id=e.incarnation_id,
         epoch=step.image.next_version,
         fenced=True,
-        drained=existing.drained if existing is not None else False,
+        # A roll's drain ends with the restart; a scale-down's drain outlives it.
+        drained=existing is not None and existing.drained and not existing.drained_until_restart,
     )
     step.image.set_broker(record)
+    if existing is not None and existing.drained and not record.drained:
+        step.image.actions.append(BrokerUndrained(broker_id=e.broker_id))
     step.image.actions.append(
         BrokerRegistered(broker_id=e.broker_id, incarnation_id=e.incarnation_id, epoch=record.epoch)
     )
@@ -327,8 +330,12 @@ def _activated(step: _Step, e: ControllerActivated) -> None:
 
 def _drain(step: _Step, e: DrainBroker) -> None:
     record = step.broker(e.broker_id)
+    # A lasting drain (scale-down) wins over a roll's: a restart must not undrain a broker being removed.
+    until_restart = e.until_restart and (not record.drained or record.drained_until_restart)
+    if record.drained and record.drained_until_restart == until_restart:
+        return
+    step.image.set_broker(dataclasses.replace(record, drained=True, drained_until_restart=until_restart))
     if not record.drained:
-        step.image.set_broker(dataclasses.replace(record, drained=True))
         step.image.actions.append(BrokerDrained(broker_id=e.broker_id))
         step.settle()
 
@@ -336,7 +343,7 @@ def _drain(step: _Step, e: DrainBroker) -> None:
 def _undrain(step: _Step, e: UndrainBroker) -> None:
     record = step.broker(e.broker_id)
     if record.drained:
-        step.image.set_broker(dataclasses.replace(record, drained=False))
+        step.image.set_broker(dataclasses.replace(record, drained=False, drained_until_restart=False))
         step.image.actions.append(BrokerUndrained(broker_id=e.broker_id))
         step.settle()
 

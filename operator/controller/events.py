@@ -135,7 +135,15 @@ class ControllerActivated(Event):
 @_event
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DrainBroker(Event):
+    """Controlled shutdown (KIP-841): leaders move to other ISR members, no new replicas land here.
+
+    `until_restart`: the drain ends when the broker registers again with a new
+    incarnation (a rolling update's restart); otherwise only UndrainBroker ends
+    it (a broker being scaled away). Kept in the image, so a controller restart
+    mid-roll keeps both kinds."""
+
     broker_id: int
+    until_restart: bool = False
 
 
 @_event

@@ -15,7 +15,7 @@ Records are frozen; mappings are read-only copies. Dict shape (see
     {"schema_version": 1, "version": 7, "cluster_id": "...",
      "brokers": [{"broker_id": 1, "host": "...", "port": 9092, "rack": null,
                   "incarnation_id": "...", "epoch": 3, "fenced": false,
-                  "drained": false}, ...],
+                  "drained": false, "drained_until_restart": false}, ...],
      "topics": [{"name": "orders", "topic_id": "uuid", "config": {...},
                  "partitions": [{"partition": 0, "replicas": [1, 2],
                                  "isr": [1, 2], "leader": 1,
@@ -68,6 +68,7 @@ class BrokerRecord:
     epoch: int
     fenced: bool = True
     drained: bool = False
+    drained_until_restart: bool = False  # a roll's drain: ends at the next registration (DrainBroker)
 
     @property
     def live(self) -> bool:

@@ -19,8 +19,9 @@
 - Topic actions become core events (CreateTopic, CreatePartitions,
   AlterTopicConfig, DeleteTopic); a refusal comes back as ControllerRefused
   with the Kafka error name. Broker actions: MoveLeadership -> DrainBroker
-  (KIP-841 controlled shutdown: leaders move to other ISR members), undone
-  by UndrainBroker once the broker registers again with a new epoch;
+  (KIP-841 controlled shutdown: leaders move to other ISR members) until
+  the restart: the core ends it when the broker registers again, and keeps
+  it in the image (status), so an operator restart mid-roll loses nothing;
   DrainBrokers -> DrainBroker each, then ReassignPartitions planned by
   `plan_reassignment` onto the remaining brokers; Rebalance ->
   ReassignPartitions onto every live broker.
@@ -54,7 +55,6 @@ from tinystream.operator.controller import (
     Event,
     PlacementError,
     ReassignPartitions,
-    UndrainBroker,
 )
 from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
@@ -90,7 +90,6 @@ class OperatorController:
         self._services: dict[ClusterKey, ControllerService] = {}
         self._drivers: dict[ClusterKey, asyncio.Task[None]] = {}
         self._opening: dict[ClusterKey, asyncio.Lock] = {}
-        self._roll_drained: dict[ClusterKey, dict[int, int]] = {}  # broker id -> its epoch when drained
         # GET /metrics on the controller port: every open cluster's image series, labelled namespace/cluster.
         self.metrics = metrics
         if metrics is not None:
@@ -182,7 +181,6 @@ class OperatorController:
     async def forget(self, cluster: ClusterKey) -> None:
         await self._close(cluster)
         self._opening.pop(cluster, None)
-        self._roll_drained.pop(cluster, None)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -191,7 +189,6 @@ class OperatorController:
             service = await self.attach(cluster)
         except ControllerUnavailable:
             return None
-        await self._undrain_restarted(cluster, service)
         return tuple(
             PartitionView(topic=name, partition=p.partition, leader=p.leader, replicas=tuple(p.replicas),
                           isr=tuple(p.isr), leader_epoch=p.leader_epoch)
@@ -254,11 +251,9 @@ class OperatorController:
         service = await self.attach(cluster)
         for action in actions:
             if isinstance(action, MoveLeadership):
-                record = service.image.broker(action.broker_id)
-                if record is None:
-                    continue
-                await self._submit(service, DrainBroker(broker_id=action.broker_id))
-                self._roll_drained.setdefault(cluster, {})[action.broker_id] = record.epoch
+                if service.image.broker(action.broker_id) is not None:
+                    # The core ends this drain when the restarted broker registers again.
+                    await self._submit(service, DrainBroker(broker_id=action.broker_id, until_restart=True))
             elif isinstance(action, DrainBrokers):
                 for broker_id in action.broker_ids:
                     if service.image.broker(broker_id) is not None:
@@ -276,14 +271,3 @@ class OperatorController:
             raise ControllerRefused(exc.error.name, exc.message) from exc
         if plan:
             await self._submit(service, ReassignPartitions(assignments=tuple(plan)))
-
-    async def _undrain_restarted(self, cluster: ClusterKey, service: ControllerService) -> None:
-        """A broker drained for a roll is undrained once it registered again (a new epoch) and is live."""
-        drained = self._roll_drained.get(cluster) or {}
-        for broker_id, epoch in list(drained.items()):
-            record = service.image.broker(broker_id)
-            if record is None or (record.epoch > epoch and not record.fenced):
-                drained.pop(broker_id)
-                if record is not None and record.drained:
-                    with contextlib.suppress(ControllerRefused, ControllerUnavailable):
-                        await self._submit(service, UndrainBroker(broker_id=broker_id))

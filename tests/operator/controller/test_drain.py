@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tinystream.operator.controller import (
     BrokerDrained,
+    BrokerUndrained,
     ControllerError,
     DrainBroker,
     ElectionReason,
@@ -62,6 +63,26 @@ def test_drain_survives_a_restart(three: Cluster) -> None:
     three.register(2, incarnation="inc-2-b")
     three.heartbeat(2)
     assert three.image.brokers[2].drained and not three.image.brokers[2].fenced
+
+
+def test_roll_drain_ends_when_the_broker_registers_again(three: Cluster) -> None:
+    three.create("t", partitions=3, rf=3)
+    three.apply(DrainBroker(broker_id=2, until_restart=True))
+    assert three.image.brokers[2].drained and three.image.leaderships(2) == ()
+    three.heartbeat(2)  # the same incarnation: still drained
+    assert three.image.brokers[2].drained
+    decision = three.register(2, incarnation="inc-2-b")  # the restarted pod
+    assert not three.image.brokers[2].drained and BrokerUndrained(broker_id=2) in decision.actions
+
+
+def test_lasting_drain_wins_over_a_roll_drain(three: Cluster) -> None:
+    three.apply(DrainBroker(broker_id=2, until_restart=True))
+    three.apply(DrainBroker(broker_id=2))  # scale-down chose it meanwhile
+    three.register(2, incarnation="inc-2-b")
+    assert three.image.brokers[2].drained
+    three.apply(DrainBroker(broker_id=2, until_restart=True))  # a later roll does not shorten it
+    three.register(2, incarnation="inc-2-c")
+    assert three.image.brokers[2].drained
 
 
 def test_drain_unknown_broker(three: Cluster) -> None:

@@ -147,7 +147,7 @@ def _busy_state() -> ControllerState:
     cluster.create("a", partitions=3, rf=2, config={"unclean.leader.election.enable": True, "retention.ms": 1})
     cluster.create("b", partitions=1, rf=1)
     cluster.apply(ReassignPartitions(assignments=(ReplicaAssignment(topic="a", partition=0, replicas=(3, 1)),)))
-    cluster.apply(DrainBroker(broker_id=2))
+    cluster.apply(DrainBroker(broker_id=2, until_restart=True))
     cluster.apply(ExpireSession(broker_id=1))
     cluster.now = 1234
     cluster.heartbeat(3)
@@ -169,7 +169,7 @@ def test_image_dict_shape_is_the_documented_one() -> None:
     image = _busy_state().image.to_dict()
     assert set(image) == {"schema_version", "version", "cluster_id", "brokers", "topics"}
     assert set(image["brokers"][0]) == {"broker_id", "host", "port", "rack", "incarnation_id", "epoch", "fenced",
-                                        "drained"}
+                                        "drained", "drained_until_restart"}
     assert [t["name"] for t in image["topics"]] == ["a", "b"]
     assert set(image["topics"][0]) == {"name", "topic_id", "config", "partitions"}
     assert set(image["topics"][0]["partitions"][0]) == {
