@@ -237,10 +237,11 @@ class ControlPlane:
             await asyncio.sleep(period)
             ticks += 1
             now = self.clock()
+            ineligible = self._ineligible_for_isr()
             for partition in self.replicas.partitions():
                 if partition.tp in self._altering:
                     continue
-                isr = partition.isr_change(now, lag)
+                isr = partition.isr_change(now, lag, ineligible)
                 if isr is not None:
                     self._altering.add(partition.tp)
                     task = asyncio.ensure_future(self._alter_isr(partition.tp, isr))
@@ -248,6 +249,11 @@ class ControlPlane:
                     task.add_done_callback(self._group_tasks.discard)
             if ticks % max(int(5 / period), 1) == 0:
                 self.replicas.write_hw_checkpoint()
+
+    def _ineligible_for_isr(self) -> frozenset[int]:
+        """Brokers the controller would refuse in an ISR (fenced, drained: KIP-841), from the applied image."""
+        brokers = (self.image or {}).get("brokers", ())
+        return frozenset(b["broker_id"] for b in brokers if b.get("fenced") or b.get("drained"))
 
     async def _alter_isr(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         try:

@@ -200,6 +200,12 @@ class OperatorController:
             return frozenset()
         return frozenset(b for b, record in service.image.brokers.items() if record.fenced)
 
+    async def drained_for_roll(self, cluster: ClusterKey) -> frozenset[int]:
+        service = self._services.get(cluster)
+        if service is None:
+            return frozenset()
+        return frozenset(b for b, record in service.image.brokers.items() if record.drained_until_restart)
+
     async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:
         service = self._services.get(cluster)
         return None if service is None else frozenset(service.image.brokers)

@@ -68,6 +68,9 @@ class ControllerPort(Protocol):
     async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
         """Brokers the controller has fenced (missed heartbeats, shut down)."""
 
+    async def drained_for_roll(self, cluster: ClusterKey) -> frozenset[int]:
+        """Brokers whose leadership moved away for a restart (MoveLeadership), not restarted yet."""
+
     async def topic(self, cluster: ClusterKey, name: str) -> TopicView | None:
         """The topic as the controller has it; raises ControllerUnavailable."""
 
@@ -105,6 +108,9 @@ class UnattachedController:
         return None
 
     async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
+        return frozenset()
+
+    async def drained_for_roll(self, cluster: ClusterKey) -> frozenset[int]:
         return frozenset()
 
     async def topic(self, cluster: ClusterKey, name: str) -> TopicView | None:

@@ -155,6 +155,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
         return Observed(objects=objects, pods=broker_pods, partitions=partitions,
                         max_replication_factor=max(topic_rfs, default=0),
                         fenced=await deps.controller.fenced(key), racks=racks,
+                        drained_for_roll=await deps.controller.drained_for_roll(key),
                         registered=await deps.controller.registered(key),
                         cluster_id=await deps.controller.cluster_id(key))
 

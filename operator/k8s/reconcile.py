@@ -23,7 +23,8 @@ Decisions, in order:
 4. Rolling update (the StatefulSet is OnDelete): one broker at a time, highest
    ordinal first, only when every broker is ready and every ISR is full; a
    broker that leads partitions first hands leadership away (MoveLeadership),
-   then its pod is deleted.
+   then its pod is deleted. The drain takes it out of every ISR and its
+   readiness, so from then on the checks look past that broker alone.
 
 Without a controller view (`observed.partitions is None`, the controller core
 not attached), the ISR checks cannot be made: rolls then wait for pod
@@ -99,6 +100,7 @@ class Observed:
     partitions: tuple[PartitionView, ...] | None = None  # None: no controller view
     max_replication_factor: int = 0  # the largest RF among the cluster's Topics
     fenced: frozenset[int] = frozenset()
+    drained_for_roll: frozenset[int] = frozenset()  # leadership moved off for a restart, not restarted yet
     racks: Mapping[int, str] = field(default_factory=dict)
     registered: frozenset[int] | None = None  # brokers the controller knows; None: no controller view
     cluster_id: str | None = None
@@ -301,21 +303,25 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
         reason, message = waiting or (ClusterReason.ROLLING, "applying the new broker template")
         return _plan(spec, observed, actions, phase if waiting else Phase.ROLLING, reason, message)
     if outdated:
-        not_ready = [p for p in pods if not p.ready or p.terminating]
+        victim = outdated[-1]  # highest ordinal first, as the StatefulSet controller would
+        # Once its leadership moved away, the victim has left every ISR (KIP-841) and reports not
+        # ready: that is the roll's own doing, so the checks below look past it and it restarts next.
+        drained = victim.ordinal in observed.drained_for_roll
+        excused = {victim.ordinal} if drained else set()
+        not_ready = [p for p in pods if (not p.ready or p.terminating) and p.ordinal not in excused]
         if not_ready:
             return _plan(spec, observed, actions, Phase.ROLLING, ClusterReason.ROLL_WAITING_FOR_POD,
                          f"rolling update: waiting for {not_ready[0].name} to be ready "
                          f"({len(outdated)} broker(s) still to restart)")
         if observed.partitions is not None:
-            under = [p for p in observed.partitions if p.under_replicated]
+            under = [p for p in observed.partitions if set(p.replicas) - set(p.isr) - excused]
             if under:
                 p = under[0]
                 return _plan(spec, observed, actions, Phase.ROLLING, ClusterReason.ROLL_WAITING_FOR_ISR,
                              f"rolling update: waiting for full ISRs ({len(under)} under-replicated, e.g. "
                              f"{p.topic}-{p.partition} ISR {list(p.isr)} of replicas {list(p.replicas)})")
-        victim = outdated[-1]  # highest ordinal first, as the StatefulSet controller would
         led = _partitions_led(observed.partitions, victim.ordinal)
-        if led:
+        if led and not drained:
             actions.append(MoveLeadership(victim.ordinal))
             return _plan(spec, observed, actions, Phase.ROLLING, ClusterReason.MOVING_LEADERSHIP,
                          f"rolling update: moving leadership of {led} partition(s) off broker {victim.ordinal} "

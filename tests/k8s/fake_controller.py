@@ -52,6 +52,9 @@ class FakeController:
     async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
         return frozenset()
 
+    async def drained_for_roll(self, cluster: ClusterKey) -> frozenset[int]:
+        return frozenset()
+
     async def topic(self, cluster: ClusterKey, name: str) -> TopicView | None:
         self._check()
         return self.topics.get((cluster, name))

@@ -89,6 +89,11 @@ class Api:
         async with self.session.get(self.url + path_of(api_version, plural, name, self.ns)) as r:
             return None if r.status == 404 else await r.json()
 
+    async def list(self, api_version: str, plural: str) -> list[dict]:
+        async with self.session.get(self.url + path_of(api_version, plural, namespace=self.ns)) as r:
+            assert r.status < 300, await r.text()
+            return list((await r.json()).get("items") or [])
+
     async def patch(self, api_version: str, plural: str, name: str, patch: dict[str, Any]) -> None:
         async with self.session.patch(self.url + path_of(api_version, plural, name, self.ns), json=patch,
                                       headers={"Content-Type": "application/merge-patch+json"}) as r:

@@ -115,6 +115,21 @@ def test_roll_moves_leadership_away_before_restarting_a_leader():
     assert plan.condition.reason == "MovingLeadership"
 
 
+def test_roll_restarts_a_drained_victim_that_left_its_isrs():
+    # After MoveLeadership broker 2 left every ISR (KIP-841) and its readiness probe fails: restart it.
+    import dataclasses
+
+    s, observed = outdated_world(parts((0, [2, 0, 1], [0, 1]), (1, [1, 2, 0], [1, 0])), ready=(True, True, False))
+    observed = dataclasses.replace(observed, drained_for_roll=frozenset({2}))
+    assert plan_cluster(s, None, observed, ctx=CTX).actions == (DeletePod("demo-broker-2", 2),)
+    # ...but not while another broker is missing from an ISR or not ready.
+    short = dataclasses.replace(observed, partitions=parts((0, [2, 0, 1], [0])))
+    assert plan_cluster(s, None, short, ctx=CTX).condition.reason == "RollWaitingForISR"
+    down = dataclasses.replace(observed, pods=(observed.pods[0], dataclasses.replace(observed.pods[1], ready=False),
+                                               observed.pods[2]))
+    assert plan_cluster(s, None, down, ctx=CTX).condition.reason == "RollWaitingForPod"
+
+
 def test_roll_waits_for_full_isrs():
     s, observed = outdated_world(parts((0, [0, 1, 2], [0, 1])))
     plan = plan_cluster(s, None, observed, ctx=CTX)

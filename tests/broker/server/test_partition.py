@@ -77,3 +77,15 @@ async def test_purgatory_wakes_and_times_out():
     assert await waiter is True and purgatory.waiting == 0
     assert await purgatory.wait(["a"], 0.01) is False
     assert await purgatory.wait(["a"], 0) is False
+
+
+def test_isr_expansion_leaves_out_ineligible_followers():
+    # KIP-841: a caught-up follower that is fenced or drained is not proposed (the controller would
+    # refuse the whole AlterPartition, and the eligible one would never join).
+    p = Partition(TP, MemoryLog(), broker_id=0, state=PartitionState(0, 0, (0, 1, 2), (0,)))
+    append(p, 2)
+    p.record_follower_fetch(1, 2, now_ms=5)
+    p.record_follower_fetch(2, 2, now_ms=5)
+    assert p.isr_change(now_ms=6, lag_time_max_ms=30_000) == (0, 1, 2)
+    assert p.isr_change(now_ms=6, lag_time_max_ms=30_000, ineligible=frozenset({2})) == (0, 1)
+    assert p.isr_change(now_ms=6, lag_time_max_ms=30_000, ineligible=frozenset({1, 2})) is None
