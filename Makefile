@@ -26,13 +26,15 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
 
 # Third-party clients for the compatibility suite (kcat from Debian, Kafka's
 # own Java tools from Maven Central) and helm (built through the Go module
-# proxy) for the chart checks, Debian's chromium for the dashboard's browser test. Best effort: tests that need a missing
+# proxy) for the chart checks, Debian's chromium for the dashboard's browser test, a Docker engine
+# (Debian's docker.io, started when none runs) for the image tests. Best effort: tests that need a missing
 # tool skip and say which install step to run.
 $(VENV)/.tools: $(VENV)/.installed
 	-@bash tools/install-clients.sh
 	-@bash tools/install-kafka-jars.sh
 	-@bash tools/install-helm.sh
 	-@bash tools/install-browser.sh
+	-@bash tools/install-docker.sh
 	@touch $@
 
 venv: $(VENV)/.installed

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "image"))
 
+from image_build import build_image  # noqa: E402
 from kind_helpers import HERE, IMAGE_REPO, IMAGE_TAGS, KIND_CLUSTER, NODE_IMAGE, ROOT, Kube, go_bin, missing_tools, run  # noqa: E402
 
 
@@ -41,7 +43,7 @@ def kind_cluster(tmp_path_factory) -> Kube:
     run(kind, "create", "cluster", "--name", KIND_CLUSTER, "--config", str(HERE / "kind-config.yaml"),
         "--image", NODE_IMAGE, "--kubeconfig", str(kubeconfig), "--wait", "180s", timeout=900)
     try:
-        run("docker", "build", "-t", f"{IMAGE_REPO}:{IMAGE_TAGS[0]}", str(ROOT), timeout=1800)
+        build_image(f"{IMAGE_REPO}:{IMAGE_TAGS[0]}")  # the Dockerfile's base, or a local one without Docker Hub
         for tag in IMAGE_TAGS:  # same image, two names: a tag change is an image change for the StatefulSet
             run("docker", "tag", f"{IMAGE_REPO}:{IMAGE_TAGS[0]}", f"{IMAGE_REPO}:{tag}")
             run(kind, "load", "docker-image", f"{IMAGE_REPO}:{tag}", "--name", KIND_CLUSTER, timeout=900)
