@@ -6,7 +6,7 @@ For a cluster `demo` in namespace `ns`:
     Service (headless) demo-brokers      stable DNS per broker: demo-broker-N.demo-brokers.ns.svc
     Service            demo-kafka        client bootstrap (any ready broker)
     Service            demo-controller   ExternalName -> the operator's Service (controller API)
-    Service            demo-dashboard    brokers' admin HTTP on 3200 (when dashboard.enabled)
+    Service            demo-dashboard    ExternalName -> the operator's dashboard on 3200 (when dashboard.enabled)
     PodDisruptionBudget demo-broker      maxUnavailable 1: a drain never takes two brokers
     StatefulSet        demo-broker       the brokers, one PVC each
 
@@ -236,15 +236,17 @@ def controller_service(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, 
     }
 
 
-def dashboard_service(cluster: ClusterSpec) -> dict[str, Any]:
+def dashboard_service(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Any]:
+    """The cluster's dashboard, by a name in its namespace: the operator serves it (dashboard_host.py)
+    at http://<cluster>-dashboard:3200/clusters/<namespace>/<cluster>/."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(cluster, Names.of(cluster).dashboard, "dashboard"),
         "spec": {
-            "type": "ClusterIP",
-            "selector": selector_labels(cluster),
-            "ports": [{"name": "dashboard", "port": DASHBOARD_PORT, "targetPort": "admin", "protocol": "TCP"}],
+            "type": "ExternalName",
+            "externalName": ctx.operator_service,
+            "ports": [{"name": "dashboard", "port": DASHBOARD_PORT, "protocol": "TCP"}],
         },
     }
 
@@ -359,7 +361,7 @@ def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int) 
     cm = config_map(cluster, ctx)
     objects = [cm, headless_service(cluster), client_service(cluster), controller_service(cluster, ctx)]
     if cluster.dashboard:
-        objects.append(dashboard_service(cluster))
+        objects.append(dashboard_service(cluster, ctx))
     objects.append(pod_disruption_budget(cluster))
     objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
     return objects

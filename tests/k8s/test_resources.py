@@ -91,7 +91,9 @@ def test_services_route_to_brokers_and_operator(spec):
     sts = objs[("StatefulSet", "demo-broker")]["spec"]
     assert client["selector"] == sts["selector"]["matchLabels"]
     assert objs[("Service", "demo-controller")]["spec"]["externalName"] == "ts-op.ops.svc"
-    assert objs[("Service", "demo-dashboard")]["spec"]["ports"][0]["port"] == 3200
+    dashboard = objs[("Service", "demo-dashboard")]["spec"]
+    assert dashboard["ports"][0]["port"] == 3200  # the operator serves every cluster's dashboard
+    assert dashboard["type"] == "ExternalName" and dashboard["externalName"] == CTX.operator_service
     no_dashboard = ClusterSpec.from_resource({**BODY, "spec": {**BODY["spec"], "dashboard": {"enabled": False}}})
     assert ("Service", "demo-dashboard") not in by_kind_name(owned_objects(no_dashboard, CTX, replicas=3))
 
