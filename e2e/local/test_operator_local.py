@@ -160,6 +160,26 @@ def assert_none_lost(acked: dict[str, tuple[int, int]], seen: dict[int, list[str
         assert offsets == sorted(offsets), f"partition {p} out of order"
 
 
+async def all_partitions_retention(w: World, retention_ms: int) -> bool:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        for run in w.pods.pods.values():
+            async with http.get(f"http://127.0.0.1:{run.admin_port}/api/partitions") as r:
+                rows = [p for p in (await r.json())["partitions"] if p["topic"] == TOPIC]
+            if len(rows) != PARTITIONS or any(p["retention_ms"] != retention_ms for p in rows):
+                return False
+    return True
+
+
+async def eventually_async(check: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.25)
+
+
 # --- the sequences -----------------------------------------------------------------------------------
 
 async def test_lost_broker_moves_leadership_and_loses_nothing(tmp_path: Path) -> None:
@@ -192,6 +212,12 @@ async def test_lost_broker_moves_leadership_and_loses_nothing(tmp_path: Path) ->
         await w.wait("topics", TOPIC, isrs_full, "the ISRs full again")
         await w.wait("tinystreamclusters", "demo", lambda o: cluster_ready(o, 3), "3 ready brokers again")
         assert_none_lost(acked, await asyncio.to_thread(consume_all, w.pods.bootstrap, len(acked)))
+
+        # A Topic config change is applied live: every broker's partitions take it, no pod restarts.
+        await w.api.patch(TS, "topics", TOPIC, {"metadata": {"generation": 2},
+                                                "spec": {"config": {"min.insync.replicas": 2, "retention.ms": 3_600_000}}})
+        await eventually_async(lambda: all_partitions_retention(w, 3_600_000), "retention.ms on every replica")
+        assert all(run.restarts == 0 for i, run in w.pods.pods.items() if i != victim)
 
 
 @pytest.mark.slow
