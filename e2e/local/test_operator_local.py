@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -52,11 +53,22 @@ class World:
     api: Api
     pods: PodStandIn
     controller: OperatorController
+    operator: contextlib.AbstractAsyncContextManager[Any]  # the running kopf operator
+    start_operator: Callable[[OperatorController], contextlib.AbstractAsyncContextManager[Any]]
 
-    async def cluster(self) -> dict[str, Any]:
+    async def restart_operator(self) -> None:
+        """Stop the operator and start a new one with a fresh controller on the same port (the
+        Service's address): everything it knows must come back from the resources' status."""
+        await self.operator.__aexit__(None, None, None)
+        self.controller = new_controller(port=self.controller.port)
+        self.operator = self.start_operator(self.controller)
+        await self.operator.__aenter__()
+
+    async def controller_image(self) -> dict[str, Any]:
+        """The controller's image as saved in the cluster's status (what a restart resumes from)."""
         obj = await self.api.get(TS, "tinystreamclusters", "demo")
-        assert obj is not None
-        return obj
+        saved = ((obj or {}).get("status") or {}).get("controller") or {}
+        return json.loads(saved["data"])["image"] if saved.get("data") else {}
 
     async def wait(self, plural: str, name: str, predicate: Callable[[dict], bool], what: str,
                    timeout: float = 90.0) -> dict:
@@ -69,6 +81,9 @@ class World:
             await asyncio.sleep(0.25)
         raise AssertionError(f"timed out waiting for {what}; last status: {(last or {}).get('status')}")
 
+
+def new_controller(port: int = 0) -> OperatorController:
+    return OperatorController(host="127.0.0.1", port=port, timing=DriverTiming(tick_interval_s=0.25))
 
 def topic_partitions(obj: dict) -> list[dict]:
     return (obj.get("status") or {}).get("partitions") or []
@@ -86,32 +101,38 @@ def cluster_ready(obj: dict, brokers: int) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def world(tmp_path: Path, *, brokers: int = 3) -> AsyncIterator[World]:
+async def world(tmp_path: Path, *, brokers: int = 3, health_interval_s: float = 1.0) -> AsyncIterator[World]:
     """KMock, the operator (controller port on 127.0.0.1), the pod stand-in; a ready cluster and topic."""
-    controller = OperatorController(host="127.0.0.1", port=0, timing=DriverTiming(tick_interval_s=0.25))
     async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator):
         declare(emulator)
         api = Api(str(emulator.url), NS)
-        try:
-            async with running_operator(str(emulator.url), controller=controller, health_interval_s=1.0):
-                async with PodStandIn(api, "demo-broker", tmp_path, controller.url) as pods:
-                    w = World(api, pods, controller)
-                    await api.create(TS, "tinystreamclusters", {
-                        "apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "demo", "generation": 1},
-                        "spec": {"brokers": brokers, "config": {"min.insync.replicas": 2,
-                                                                 "broker.heartbeat.interval.ms": 500}}})
-                    await w.wait("tinystreamclusters", "demo", lambda o: cluster_ready(o, brokers),
-                                 f"{brokers} ready brokers")
-                    await api.create(TS, "topics", {
-                        "apiVersion": TS, "kind": "Topic", "metadata": {"name": TOPIC, "generation": 1},
-                        "spec": {"cluster": "demo", "partitions": PARTITIONS, "replicationFactor": 3,
-                                 "config": {"min.insync.replicas": 2}}})
-                    await w.wait("topics", TOPIC, lambda o: ready_condition(o).get("status") == "True"
-                                 and isrs_full(o), "the topic placed with full ISRs")
-                    yield w
-        finally:
-            await api.close()
 
+        def start_operator(controller: OperatorController) -> contextlib.AbstractAsyncContextManager[Any]:
+            return running_operator(str(emulator.url), controller=controller, health_interval_s=health_interval_s)
+
+        controller = new_controller()
+        operator = start_operator(controller)
+        await operator.__aenter__()
+        w: World | None = None
+        try:
+            async with PodStandIn(api, "demo-broker", tmp_path, controller.url) as pods:
+                w = World(api, pods, controller, operator, start_operator)
+                await api.create(TS, "tinystreamclusters", {
+                    "apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "demo", "generation": 1},
+                    "spec": {"brokers": brokers, "config": {"min.insync.replicas": 2,
+                                                             "broker.heartbeat.interval.ms": 500}}})
+                await w.wait("tinystreamclusters", "demo", lambda o: cluster_ready(o, brokers),
+                             f"{brokers} ready brokers")
+                await api.create(TS, "topics", {
+                    "apiVersion": TS, "kind": "Topic", "metadata": {"name": TOPIC, "generation": 1},
+                    "spec": {"cluster": "demo", "partitions": PARTITIONS, "replicationFactor": 3,
+                             "config": {"min.insync.replicas": 2}}})
+                await w.wait("topics", TOPIC, lambda o: ready_condition(o).get("status") == "True"
+                             and isrs_full(o), "the topic placed with full ISRs")
+                yield w
+        finally:
+            await (w.operator if w is not None else operator).__aexit__(None, None, None)
+            await api.close()
 
 # --- clients (kafka-python, in threads) -----------------------------------------------------------
 
@@ -284,3 +305,32 @@ async def test_scale_up_rebalances_and_scale_down_drains_first(tmp_path: Path) -
         sts = await w.api.get("apps/v1", "statefulsets", "demo-broker")
         assert sts["spec"]["replicas"] == 3 and not w.pods.run_of(3).running
         assert_none_lost(acked, await asyncio.to_thread(consume_all, w.pods.bootstrap, len(acked)))
+
+
+@pytest.mark.slow
+async def test_operator_restart_mid_roll_resumes_from_status(tmp_path: Path) -> None:
+    # A slow health timer widens the gap between "leadership moved" and "pod deleted" to catch it.
+    async with world(tmp_path, health_interval_s=3.0) as w:
+        first_revision = {run.revision for run in w.pods.pods.values()}
+        await w.api.patch(TS, "tinystreamclusters", "demo", {
+            "metadata": {"generation": 2},
+            "spec": {"config": {"min.insync.replicas": 2, "broker.heartbeat.interval.ms": 500,
+                                "log.retention.ms": 7_200_000}}})
+
+        async def drained_for_roll() -> list[int]:
+            image = await w.controller_image()
+            return [b["broker_id"] for b in image.get("brokers", ()) if b.get("drained_until_restart")]
+
+        deadline = time.monotonic() + 90
+        while not (drained := await drained_for_roll()):
+            assert time.monotonic() < deadline, "no broker was drained for the roll"
+            await asyncio.sleep(0.1)
+        await w.restart_operator()  # mid-roll: a broker drained, its pod not yet restarted
+
+        await w.wait("tinystreamclusters", "demo", lambda o: cluster_ready(o, 3) and {
+            run.revision for run in w.pods.pods.values()}.isdisjoint(first_revision), "the roll to finish",
+            timeout=180)
+        image = await w.controller_image()
+        assert not any(b["drained"] for b in image["brokers"]), f"broker(s) left drained: {image['brokers']}"
+        assert w.pods.run_of(drained[0]).restarts == 0  # replaced by the roll, not crashed
+        await w.wait("topics", TOPIC, isrs_full, "full ISRs after the roll")
