@@ -71,6 +71,70 @@ def test_schema_draft_comes_from_dollar_schema():
         value_schema.check_schema(json.dumps({"items": [{"type": "integer"}]}))
 
 
+def test_fast_path_only_for_the_portable_subset():
+    assert value_schema.compile_schema(SCHEMA).fast is not None
+    from tinystream.bench.batches import BUILTIN_SCHEMA
+
+    assert value_schema.compile_schema(BUILTIN_SCHEMA).fast is not None  # the benchmark measures the fast path
+    for schema in ({"type": "string", "format": "email"},  # format: jsonschema's checker decides
+                   {"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"},
+                   {"prefixItems": [{"type": "integer"}]},
+                   {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"},  # boolean exclusive*
+                   {"type": "object", "properties": {"a": {"dependentRequired": {"a": ["b"]}}}}):
+        compiled = value_schema.compile_schema(json.dumps(schema))
+        assert compiled.fast is None, schema
+
+
+def test_validation_never_fills_defaults_into_the_record():
+    compiled = value_schema.compile_schema(json.dumps({"properties": {"a": {"default": 1}}}))
+    document: dict = {}
+    assert compiled.is_valid(document) and document == {}
+
+
+def test_slow_path_schemas_still_validate():
+    schema = json.dumps({"$defs": {"n": {"type": "integer"}}, "properties": {"n": {"$ref": "#/$defs/n"}}})
+    found = value_schema.violation(batch(b'{"n": 1}', b'{"n": "x"}'), schema)
+    assert isinstance(found, value_schema.RecordViolation) and (found.index, found.rule) == (1, "type")
+
+
+# --------------------------------------------------------------------------- fast and authoritative agree
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 300) | st.floats(-10, 10, allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["id", "name", "tags", "x"]), inner,
+                                                                 max_size=4),
+    max_leaves=10)
+_SUBSET_SCHEMAS = [
+    SCHEMA,
+    json.dumps({"type": "object", "additionalProperties": False, "minProperties": 1,
+                "properties": {"id": {"type": "integer", "exclusiveMinimum": 0, "multipleOf": 3},
+                               "name": {"type": "string", "pattern": "^[a-c]+$", "maxLength": 3},
+                               "tags": {"type": "array", "items": {"enum": ["a", 1, None]}, "uniqueItems": True}}}),
+    json.dumps({"anyOf": [{"type": "integer", "maximum": 10}, {"type": "array", "minItems": 2}],
+                "not": {"const": 5}}),
+    json.dumps({"oneOf": [{"type": "number"}, {"type": "integer"}], "if": {"minimum": 100},
+                "then": {"multipleOf": 2}, "else": {"maximum": 50}}),
+    json.dumps({"type": ["object", "null"], "propertyNames": {"maxLength": 3},
+                "patternProperties": {"^t": {"type": "array"}}, "required": ["x"]}),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(index=st.integers(0, len(_SUBSET_SCHEMAS) - 1), document=_json)
+def test_fast_path_agrees_with_jsonschema(index, document):
+    compiled = value_schema.compile_schema(_SUBSET_SCHEMAS[index])
+    assert compiled.fast is not None
+    try:
+        compiled.fast(document)
+        fast_ok = True
+    except Exception:
+        fast_ok = False
+    assert fast_ok == compiled.validator.is_valid(document), (_SUBSET_SCHEMAS[index], document)
+
+
 # --------------------------------------------------------------------------- raw protocol
 
 @pytest.mark.asyncio
