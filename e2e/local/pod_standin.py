@@ -15,8 +15,9 @@ from the objects the operator wrote, as a cluster would:
   the container's env (fieldRefs and `$(VAR)` expanded), and a data
   directory per ordinal that outlives the process (the PVC). The Ready
   condition comes from the container's readinessProbe path on its admin
-  port. A crashed process is restarted (restartPolicy Always) unless a
-  test holds it down; a deleted pod gets SIGTERM (its grace period).
+  port, the container state (running, terminated, waiting) from the
+  process. A crashed process is restarted (restartPolicy Always) unless a
+  test holds it down (CrashLoopBackOff); a deleted pod gets SIGTERM.
 - the network: every pod is 127.0.0.1 with ports of its own, kept across
   restarts; the cluster DNS name in `controller.url` resolves to the
   operator's controller API.
@@ -100,6 +101,7 @@ class PodRun:
     starting: asyncio.Task[None] | None = None
     held: bool = False  # a test keeps the crashed container down
     ready: bool | None = None  # as last written to the Pod's status
+    state: dict[str, Any] | None = None  # the container state last written
     restarts: int = 0
     revision: str = ""
     died_at: float | None = None
@@ -304,15 +306,30 @@ class PodStandIn:
         except (aiohttp.ClientError, asyncio.TimeoutError):
             return False
 
+    @staticmethod
+    def _container_state(run: PodRun) -> dict[str, Any]:
+        """The container's state as the kubelet reports it."""
+        if run.running:
+            return {"running": {}}
+        if run.child is None:
+            return {"waiting": {"reason": "ContainerCreating"}}
+        if run.held:
+            return {"waiting": {"reason": "CrashLoopBackOff"}}
+        return {"terminated": {"reason": "Error", "exitCode": run.child.returncode}}
+
     async def _report_readiness(self, run: PodRun, template: dict[str, Any]) -> None:
         ready = await self._probe(run, template)
-        if ready == run.ready:
+        state = self._container_state(run)
+        if (ready, state) == (run.ready, run.state):
             return
-        run.ready = ready
+        run.ready, run.state = ready, state
+        container: dict[str, Any] = {"name": "broker", "ready": ready, "restartCount": run.restarts, "state": state}
+        if run.restarts or (run.child is not None and not run.running):
+            container["lastState"] = {"terminated": {"reason": "Error"}}
         await self.api.patch("v1", "pods", run.name, {"status": {
             "phase": "Running" if run.running else "Pending",
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-            "containerStatuses": [{"name": "broker", "ready": ready, "restartCount": run.restarts}]}})
+            "containerStatuses": [container]}})
 
     async def _write_statefulset_status(self, sts: dict[str, Any], replicas: int, revision: str) -> None:
         runs = [self.pods[i] for i in range(replicas) if i in self.pods]

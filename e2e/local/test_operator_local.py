@@ -82,8 +82,10 @@ class World:
         raise AssertionError(f"timed out waiting for {what}; last status: {(last or {}).get('status')}")
 
 
-def new_controller(port: int = 0) -> OperatorController:
-    return OperatorController(host="127.0.0.1", port=port, timing=DriverTiming(tick_interval_s=0.25))
+def new_controller(port: int = 0, session_timeout_ms: int | None = None) -> OperatorController:
+    overrides = {} if session_timeout_ms is None else {"broker_session_timeout_ms": session_timeout_ms}
+    return OperatorController(host="127.0.0.1", port=port, timing=DriverTiming(tick_interval_s=0.25),
+                              config_overrides=overrides)
 
 def topic_partitions(obj: dict) -> list[dict]:
     return (obj.get("status") or {}).get("partitions") or []
@@ -101,7 +103,8 @@ def cluster_ready(obj: dict, brokers: int) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def world(tmp_path: Path, *, brokers: int = 3, health_interval_s: float = 1.0) -> AsyncIterator[World]:
+async def world(tmp_path: Path, *, brokers: int = 3, health_interval_s: float = 1.0,
+                session_timeout_ms: int | None = None) -> AsyncIterator[World]:
     """KMock, the operator (controller port on 127.0.0.1), the pod stand-in; a ready cluster and topic."""
     async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator):
         declare(emulator)
@@ -110,7 +113,7 @@ async def world(tmp_path: Path, *, brokers: int = 3, health_interval_s: float = 
         def start_operator(controller: OperatorController) -> contextlib.AbstractAsyncContextManager[Any]:
             return running_operator(str(emulator.url), controller=controller, health_interval_s=health_interval_s)
 
-        controller = new_controller()
+        controller = new_controller(session_timeout_ms=session_timeout_ms)
         operator = start_operator(controller)
         await operator.__aenter__()
         w: World | None = None
@@ -204,14 +207,15 @@ async def eventually_async(check: Callable[[], Any], what: str, timeout: float =
 # --- the sequences -----------------------------------------------------------------------------------
 
 async def test_lost_broker_moves_leadership_and_loses_nothing(tmp_path: Path) -> None:
-    async with world(tmp_path) as w:
+    # A 10-minute session timeout: only the Pod event (container not running) can fence the broker in time.
+    async with world(tmp_path, session_timeout_ms=600_000) as w:
         acked = await asyncio.to_thread(produce, w.pods.bootstrap, [f"a-{i}" for i in range(300)])
         assert len(acked) == 300
 
         topic = await w.api.get(TS, "topics", TOPIC)
         victim = topic_partitions(topic)[0]["leader"]
         epoch = topic_partitions(topic)[0]["leaderEpoch"]
-        await w.pods.crash(victim, hold=True)  # SIGKILL: no controlled shutdown, only the session timeout tells
+        await w.pods.crash(victim, hold=True)  # SIGKILL, no controlled shutdown; the kubelet says CrashLoopBackOff
 
         # Fencing and election come from the operator's controller core, and show in status.
         moved = await w.wait("topics", TOPIC, lambda o: topic_partitions(o)[0]["leader"] not in (victim, -1)

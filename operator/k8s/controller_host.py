@@ -24,7 +24,8 @@
   it in the image (status), so an operator restart mid-roll loses nothing;
   DrainBrokers -> DrainBroker each, then ReassignPartitions planned by
   `plan_reassignment` onto the remaining brokers; Rebalance ->
-  ReassignPartitions onto every live broker.
+  ReassignPartitions onto every live broker; BrokerDown (a Pod event says
+  the process is not running) -> ExpireSession, unless already fenced.
 
 With `metrics` (the operator's registry, operator/k8s/metrics.py), the same
 server answers GET /metrics: the operator's reconcile series, every open
@@ -39,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -53,6 +54,7 @@ from tinystream.operator.controller import (
     DeleteTopic,
     DrainBroker,
     Event,
+    ExpireSession,
     PlacementError,
     ReassignPartitions,
 )
@@ -64,7 +66,7 @@ from tinystream.operator.service.metrics import ControllerMetrics
 
 from .api import KubeClient
 from .controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
-from .reconcile import DrainBrokers, MoveLeadership, PartitionView, Rebalance
+from .reconcile import BrokerDown, DrainBrokers, MoveLeadership, PartitionView, Rebalance
 from .status_store import ClusterStatusStore
 from .topics import AlterConfig, CreateTopic as CreateTopicAction, GrowPartitions, TopicAction, TopicView
 
@@ -79,12 +81,14 @@ class OperatorController:
     def __init__(self, *, host: str = "0.0.0.0", port: int = 9091, timing: DriverTiming = DriverTiming(),
                  clock: Callable[[], int] = monotonic_ms,
                  store_factory: Callable[[KubeClient, ClusterKey], Any] = ClusterStatusStore,
-                 metrics: ControllerMetrics | None = None) -> None:
+                 metrics: ControllerMetrics | None = None,
+                 config_overrides: Mapping[str, Any] | None = None) -> None:
         self.host = host
         self.port = port
         self.timing = timing
         self.clock = clock
         self.store_factory = store_factory
+        self.config_overrides = dict(config_overrides or {})  # ControllerConfig fields for every cluster
         self._client: KubeClient | None = None
         self._runner: web.AppRunner | None = None
         self._services: dict[ClusterKey, ControllerService] = {}
@@ -169,7 +173,8 @@ class OperatorController:
                 return service
             store = self.store_factory(self._client, cluster)
             try:
-                service = await ControllerService.open(store, clock=self.clock, timing=self.timing)
+                service = await ControllerService.open(store, clock=self.clock, timing=self.timing,
+                                                       config_overrides=self.config_overrides)
             except (OSError, StateFileError) as exc:
                 raise ControllerUnavailable(f"cannot open the controller state of {cluster}: {exc}") from exc
             self._services[cluster] = service
@@ -269,6 +274,11 @@ class OperatorController:
             elif isinstance(action, Rebalance):
                 targets = [b for b, r in service.image.brokers.items() if not r.fenced and not r.drained]
                 await self._reassign(service, targets)
+            elif isinstance(action, BrokerDown):
+                record = service.image.broker(action.broker_id)
+                if record is not None and not record.fenced:
+                    log.info("%s: broker %d down (%s): ending its session", cluster, action.broker_id, action.reason)
+                    await self._submit(service, ExpireSession(broker_id=action.broker_id))
 
     async def _reassign(self, service: ControllerService, targets: Sequence[int]) -> None:
         try:

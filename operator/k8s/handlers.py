@@ -11,6 +11,9 @@ the controller port, and writes status and Kubernetes Events.
   records the scale request as an Event. Delete is optional (no finalizer):
   the owned objects go with the cluster through their owner references, and
   a namespace deletion is never blocked by the operator.
+- Broker pods: an event saying a broker's process is not running (its
+  container terminated or crash-looping, the pod deleted) ends the broker's
+  session at once (pod_health.py), so leadership moves before the timeout.
 - Topic: create/update/resume validate and apply; a timer refreshes the
   partition state in status. Delete has a finalizer (the data must be
   removed) but releases it whenever the topic cannot be deleted any more:
@@ -42,9 +45,10 @@ from .crds import bundled_crds, upgrade_crds
 from .metrics import OperatorMetrics
 from .model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, TOPIC_PLURAL, VERSION, ClusterSpec, \
     OperatorContext, TopicSpec
+from .pod_health import broker_down
 from .reconcile import Apply, BrokerPod, ClusterPlan, Delete, DeletePod, DrainBrokers, MoveLeadership, Observed, \
     Rebalance, plan_cluster
-from .resources import Names, owned_objects, selector_labels
+from .resources import MANAGED_BY, Names, owned_objects, selector_labels
 from .topics import plan_topic, validate_topic
 
 FINALIZER = "tinystream.io/finalizer"
@@ -219,6 +223,28 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
         reported.pop((body.get("metadata") or {}).get("uid") or "", None)
         await deps.controller.forget(ClusterKey(namespace, name))
         logger.info("cluster deleted; its objects go with it (owner references)")
+
+    # --- broker pods ---
+
+    @kopf.on.event("v1", "pods", labels={"app.kubernetes.io/managed-by": MANAGED_BY,
+                                         "app.kubernetes.io/component": "broker"}, registry=registry)
+    @deps.metrics.instrument("broker_pod_event")
+    async def broker_pod_event(event: Any, body: Any, namespace: str, logger: logging.Logger, **_: Any) -> None:
+        """A broker process that is certainly not running ends its session now, not at the timeout."""
+        down = broker_down(body, deleted=event.get("type") == "DELETED")
+        cluster = ((body.get("metadata") or {}).get("labels") or {}).get("tinystream.io/cluster")
+        if down is None or not cluster:
+            return
+        key = ClusterKey(namespace, cluster)
+        if down.broker_id in await deps.controller.fenced(key):
+            return  # already out: nothing to do, nothing to repeat
+        try:
+            await deps.controller.broker_actions(key, [down])
+        except (ControllerUnavailable, ControllerRefused) as exc:
+            logger.info("broker %d down, session not ended early (%s); the session timeout will", down.broker_id, exc)
+            return
+        if event.get("type") != "DELETED":
+            kopf.warn(body, reason="BrokerDown", message=f"{down.reason}: its session ended, leadership moves now")
 
     # --- Topic ---
 

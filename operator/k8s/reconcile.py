@@ -149,6 +149,14 @@ class Rebalance:
     broker_ids: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerDown:
+    """The broker's process is not running (a Pod event, pod_health.py): end its session now."""
+
+    broker_id: int
+    reason: str
+
+
 Action = Apply | Delete | DeletePod | MoveLeadership | DrainBrokers | Rebalance
 
 

@@ -12,7 +12,9 @@ from k8s_requirements import require
 
 require('yaml', 'kopf', 'kmock')
 
+import asyncio
 import itertools
+import time
 
 import pytest
 import pytest_asyncio
@@ -183,3 +185,24 @@ async def test_topic_delete_releases_when_controller_stays_unavailable(api, oper
         await api.wait_for(TS, "topics", "orders", lambda o: o is None, timeout=20)
     finally:
         controller.available = True
+
+
+async def test_crash_looping_broker_pod_ends_its_session_at_once(api, operator, controller):
+    from tinystream.operator.k8s.reconcile import BrokerDown
+
+    await api.create(TS, "tinystreamclusters", CLUSTER)
+    labels = {"tinystream.io/cluster": "demo", "app.kubernetes.io/component": "broker",
+              "app.kubernetes.io/managed-by": "tinystream-operator"}
+    status = {"containerStatuses": [{"name": "broker", "restartCount": 0, "state": {"running": {}}}]}
+    await api.create("v1", "pods", {"apiVersion": "v1", "kind": "Pod",
+                                    "metadata": {"name": "demo-broker-1", "labels": labels},
+                                    "spec": {"containers": [{"name": "broker"}]}, "status": status})
+    await api.patch("v1", "pods", "demo-broker-1", {"status": {"containerStatuses": [{
+        "name": "broker", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]}})
+    deadline = time.monotonic() + 15
+    while not any(isinstance(a, BrokerDown) for a in controller.broker_calls):
+        assert time.monotonic() < deadline, "the Pod event did not reach the controller"
+        await asyncio.sleep(0.1)
+    down = next(a for a in controller.broker_calls if isinstance(a, BrokerDown))
+    assert down.broker_id == 1 and "CrashLoopBackOff" in down.reason
