@@ -48,5 +48,6 @@ def base_image() -> str:
     return LOCAL_BASE
 
 
-def build_image(tag: str) -> None:
-    docker("build", "-q", "--build-arg", f"BASE_IMAGE={base_image()}", "-t", tag, str(ROOT), timeout=1800)
+def build_image(tag: str, dockerfile: str = "Dockerfile") -> None:
+    docker("build", "-q", "-f", str(ROOT / dockerfile), "--build-arg", f"BASE_IMAGE={base_image()}", "-t", tag,
+           str(ROOT), timeout=1800)

@@ -153,6 +153,28 @@ def test_scale_up_then_down(kube):
     assert sorted(consume_all(kube)) == sorted(MESSAGES)
 
 
+def test_spark_pipeline_in_cluster_mode(kube):
+    """spark-on-k8s/k8s/submit.sh runs the tumbling-window pipeline as driver and executor pods."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from image_build import ROOT, build_image
+    from kind_helpers import KIND_CLUSTER, go_bin, run
+
+    image = "tinystream-spark:e2e"
+    build_image(image, "spark-on-k8s/k8s/Dockerfile")
+    run(go_bin("kind"), "load", "docker-image", image, "--name", KIND_CLUSTER, timeout=1200)
+    spark_submit = Path(sys.executable).with_name("spark-submit")
+    result = subprocess.run(
+        ["bash", str(ROOT / "spark-on-k8s" / "k8s" / "submit.sh"), "--cluster", CLUSTER, "--namespace", NAMESPACE,
+         "--pipeline", "tumbling", "--image", image, "--generate", "300", "--wait"],
+        capture_output=True, text=True, timeout=1200,
+        env={**os.environ, "KUBECONFIG": kube.env_kubeconfig, "SPARK_SUBMIT": str(spark_submit)})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "rows in page-views-10s" in result.stdout
+
+
 def test_scale_below_replication_factor_is_refused(kube):
     kube.kubectl("scale", f"tsc/{CLUSTER}", "--replicas=2")
 

@@ -89,5 +89,5 @@ for _ in $(seq 1 120); do
   case "$PHASE" in Succeeded|Failed) break ;; esac
   sleep 5
 done
-kubectl logs -n "$NAMESPACE" -l "$SELECTOR" --tail=40 || true
+kubectl logs -n "$NAMESPACE" -l "$SELECTOR" --tail=80 || true
 [ "${PHASE:-}" = "Succeeded" ] || { echo "driver ended in phase ${PHASE:-unknown}" >&2; exit 1; }
