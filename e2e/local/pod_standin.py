@@ -180,7 +180,7 @@ class PodStandIn:
         pods = {p["metadata"]["name"]: p for p in await self.api.list("v1", "pods")
                 if p["metadata"]["name"].startswith(self.statefulset + "-")}
         # A deleted pod's container gets SIGTERM (kubectl delete pod, the operator's roll).
-        for ordinal, run in list(self.pods.items()):
+        for run in list(self.pods.values()):
             if run.name not in pods and (run.child is not None or run.starting is not None):
                 await self._stop(run, graceful=True)
         if sts is None:
@@ -188,7 +188,7 @@ class PodStandIn:
         replicas = int(sts["spec"].get("replicas") or 0)
         template = sts["spec"]["template"]
         revision = template_revision(self.statefulset, template)
-        for name, pod in pods.items():  # scale-down: surplus ordinals go, highest first
+        for name in list(pods):  # scale-down: pods of ordinals beyond spec.replicas go
             ordinal = int(name.rsplit("-", 1)[1])
             if ordinal >= replicas:
                 await self.api.delete("v1", "pods", name)
