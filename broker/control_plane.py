@@ -237,11 +237,11 @@ class ControlPlane:
             await asyncio.sleep(period)
             ticks += 1
             now = self.clock()
-            ineligible = self._ineligible_for_isr()
+            eligible = self._eligible_for_isr()
             for partition in self.replicas.partitions():
                 if partition.tp in self._altering:
                     continue
-                isr = partition.isr_change(now, lag, ineligible)
+                isr = partition.isr_change(now, lag, eligible)
                 if isr is not None:
                     self._altering.add(partition.tp)
                     task = asyncio.ensure_future(self._alter_isr(partition.tp, isr))
@@ -250,10 +250,13 @@ class ControlPlane:
             if ticks % max(int(5 / period), 1) == 0:
                 self.replicas.write_hw_checkpoint()
 
-    def _ineligible_for_isr(self) -> frozenset[int]:
-        """Brokers the controller would refuse in an ISR (fenced, drained: KIP-841), from the applied image."""
-        brokers = (self.image or {}).get("brokers", ())
-        return frozenset(b["broker_id"] for b in brokers if b.get("fenced") or b.get("drained"))
+    def _eligible_for_isr(self) -> frozenset[int] | None:
+        """Brokers the controller accepts in an ISR (registered, unfenced, not drained: KIP-841), from the
+        applied image; None before the first image."""
+        if self.image is None:
+            return None
+        return frozenset(b["broker_id"] for b in self.image.get("brokers", ())
+                         if not b.get("fenced") and not b.get("drained"))
 
     async def _alter_isr(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         try:

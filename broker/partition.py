@@ -252,15 +252,16 @@ class Partition:
         return self._maybe_advance_hw()
 
     def isr_change(self, now_ms: int, lag_time_max_ms: int,
-                   ineligible: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
+                   eligible: frozenset[int] | None = None) -> tuple[int, ...] | None:
         """The ISR this leader should ask the controller for, or None (KIP-497 AlterPartition).
 
         Shrink: a follower whose last caught-up time is older than
         replica.lag.time.max.ms. Expand: a replica outside the ISR whose log
         end reached the HW and this leader epoch's start offset (Kafka's
         isFollowerInSync), so it holds everything acknowledged, and that the
-        controller would accept: not `ineligible` (fenced or in controlled
-        shutdown, KIP-841), which would make it refuse the whole request.
+        controller would accept: `eligible` (registered, unfenced, not in
+        controlled shutdown, KIP-841; None: any), for one ineligible member
+        makes it refuse the whole request.
         """
         if not self.is_leader:
             return None
@@ -272,7 +273,7 @@ class Partition:
         ]
         caught_up = [
             r for r in self._state.replicas
-            if r not in isr and r != self.broker_id and r not in ineligible
+            if r not in isr and r != self.broker_id and (eligible is None or r in eligible)
             and self._follower_leo.get(r, -1) >= max(self._hw, self._epoch_start_offset)
             and now_ms - self._follower_seen_ms.get(r, 0) <= lag_time_max_ms
         ]

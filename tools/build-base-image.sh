@@ -17,9 +17,13 @@ if docker image inspect "$TAG" >/dev/null 2>&1; then
   echo "base image: $TAG (already built)"
   exit 0
 fi
-command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
-rootfs=$(mktemp -d /tmp/tinystream-rootfs.XXXXXX)
-trap 'rm -rf "$rootfs"' EXIT
+if ! command -v debootstrap >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+fi
+# /var/tmp, not /tmp: debootstrap runs binaries inside the root, and /tmp may be noexec.
+rootfs=$(mktemp -d /var/tmp/tinystream-rootfs.XXXXXX)
+trap 'rm -rf "$rootfs" "$rootfs.log"' EXIT
 echo "base image: debootstrap bookworm into $rootfs (about a minute)"
 debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$rootfs" "$MIRROR" \
   >"$rootfs.log" 2>&1 || { tail -20 "$rootfs.log" >&2; exit 1; }
@@ -29,5 +33,4 @@ if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
 fi
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
 tar -C "$rootfs" -c . | docker import --change 'CMD ["/bin/bash"]' - "$TAG" >/dev/null
-rm -f "$rootfs.log"
 echo "base image: $TAG ($(docker image inspect "$TAG" --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}'))"

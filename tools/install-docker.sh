@@ -17,6 +17,10 @@ if ! command -v dockerd >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null 2>&1 \
     || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null 2>&1; } \
     || { echo "docker: apt-get install docker.io failed" >&2; exit 1; }
+  if docker info >/dev/null 2>&1; then  # systemd hosts start docker.service on install
+    echo "docker: engine $(docker info --format '{{.ServerVersion}}') started by the package"
+    exit 0
+  fi
 fi
 mkdir -p /var/log
 nohup dockerd >/var/log/tinystream-dockerd.log 2>&1 &

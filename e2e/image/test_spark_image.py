@@ -40,14 +40,14 @@ def broker(tmp_path: Path) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "tinystream", "broker", "--port", str(port), "--log-dirs",
-                                str(tmp_path / "data"), "--admin-port", "0"], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
+    log = tmp_path / "broker.log"
+    with open(log, "wb") as out:  # a file, not a pipe: nobody reads a pipe while Spark runs
+        process = subprocess.Popen([sys.executable, "-m", "tinystream", "broker", "--port", str(port), "--log-dirs",
+                                    str(tmp_path / "data"), "--admin-port", "0"], stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
-    for line in process.stdout:
-        if "ready bootstrap=" in line or time.monotonic() > deadline:
-            break
+    while "ready bootstrap=" not in log.read_text(errors="replace"):
+        assert process.poll() is None and time.monotonic() < deadline, f"the broker did not start: {log.read_text()}"
+        time.sleep(0.2)
     try:
         yield f"127.0.0.1:{port}"
     finally:

@@ -311,8 +311,8 @@ class PodStandIn:
         """The container's state as the kubelet reports it."""
         if run.running:
             return {"running": {}}
-        if run.child is None:
-            return {"waiting": {"reason": "ContainerCreating"}}
+        if run.child is None or run.child.process is None:
+            return {"waiting": {"reason": "ContainerCreating"}}  # not started yet: it registered nothing
         if run.held:
             return {"waiting": {"reason": "CrashLoopBackOff"}}
         return {"terminated": {"reason": "Error", "exitCode": run.child.returncode}}

@@ -329,12 +329,15 @@ async def test_operator_restart_mid_roll_resumes_from_status(tmp_path: Path) -> 
         while not (drained := await drained_for_roll()):
             assert time.monotonic() < deadline, "no broker was drained for the roll"
             await asyncio.sleep(0.1)
-        await w.restart_operator()  # mid-roll: a broker drained, its pod not yet restarted
+        victim = w.pods.run_of(drained[0])
+        assert victim.revision in first_revision and victim.running  # drained, its pod not yet deleted
+        old_pid = victim.child.pid if victim.child else None
+        await w.restart_operator()  # mid-roll: the new operator must finish from what status says
 
         await w.wait("tinystreamclusters", "demo", lambda o: cluster_ready(o, 3) and {
             run.revision for run in w.pods.pods.values()}.isdisjoint(first_revision), "the roll to finish",
             timeout=180)
         image = await w.controller_image()
         assert not any(b["drained"] for b in image["brokers"]), f"broker(s) left drained: {image['brokers']}"
-        assert w.pods.run_of(drained[0]).restarts == 0  # replaced by the roll, not crashed
+        assert victim.restarts == 0 and victim.child is not None and victim.child.pid != old_pid  # replaced
         await w.wait("topics", TOPIC, isrs_full, "full ISRs after the roll")

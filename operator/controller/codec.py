@@ -37,10 +37,16 @@ def check_schema_version(data: Any, *, what: str) -> None:
         raise StateFormatError(f"$.schema_version: {what} has schema version {version!r}; this code reads {SCHEMA_VERSION}")
 
 
+#: Field metadata: leave the field out while it has its default, so a state written by this version
+#: stays readable by the previous one (which refuses unknown fields) until the field is used.
+OMIT_DEFAULT = {"omit_default": True}
+
+
 def to_plain(value: Any) -> Any:
     """A JSON-able copy of `value` (dataclasses become dicts keyed by field)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not (f.metadata.get("omit_default") and getattr(value, f.name) == f.default)}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (tuple, list)):

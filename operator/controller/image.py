@@ -15,7 +15,7 @@ Records are frozen; mappings are read-only copies. Dict shape (see
     {"schema_version": 1, "version": 7, "cluster_id": "...",
      "brokers": [{"broker_id": 1, "host": "...", "port": 9092, "rack": null,
                   "incarnation_id": "...", "epoch": 3, "fenced": false,
-                  "drained": false, "drained_until_restart": false}, ...],
+                  "drained": false}, ...],   # + "drained_until_restart": true during a roll
      "topics": [{"name": "orders", "topic_id": "uuid", "config": {...},
                  "partitions": [{"partition": 0, "replicas": [1, 2],
                                  "isr": [1, 2], "leader": 1,
@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codec import SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
+from .codec import OMIT_DEFAULT, SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
 from .errors import StateFormatError
 from .topic_config import ConfigValue
 
@@ -68,7 +68,8 @@ class BrokerRecord:
     epoch: int
     fenced: bool = True
     drained: bool = False
-    drained_until_restart: bool = False  # a roll's drain: ends at the next registration (DrainBroker)
+    # A roll's drain: ends at the next registration (DrainBroker). Written only when true (codec.OMIT_DEFAULT).
+    drained_until_restart: bool = field(default=False, metadata=OMIT_DEFAULT)
 
     @property
     def live(self) -> bool:

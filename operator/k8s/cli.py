@@ -64,6 +64,7 @@ def operator(log_level: str | None, peering: bool) -> None:
         broker_image=os.environ.get("TINYSTREAM_BROKER_IMAGE", OperatorContext.broker_image),
         operator_service=os.environ.get("TINYSTREAM_OPERATOR_SERVICE", OperatorContext.operator_service),
         controller_port=int(getattr(settings, "controller_port", OperatorContext.controller_port)),
+        dashboard_port=int(getattr(settings, "dashboard_port", DASHBOARD_PORT)),
     )
     # The operator is the controller: brokers reach it at
     # http://<operator service>:<controller port>/clusters/<namespace>/<name> (resources.controller_url).
@@ -71,8 +72,7 @@ def operator(log_level: str | None, peering: bool) -> None:
     metrics = OperatorMetrics()
     controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller)
     # Every cluster's dashboard on dashboard.port (the chart's Service port "dashboard"); 0: none.
-    dashboard_port = int(getattr(settings, "dashboard_port", DASHBOARD_PORT))
-    dashboard = OperatorDashboard(controller, port=dashboard_port) if dashboard_port else None
+    dashboard = OperatorDashboard(controller, port=ctx.dashboard_port) if ctx.dashboard_port else None
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,
                 health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)), metrics=metrics,
                 dashboard=dashboard)

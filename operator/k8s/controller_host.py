@@ -57,6 +57,7 @@ from tinystream.operator.controller import (
     ExpireSession,
     PlacementError,
     ReassignPartitions,
+    UndrainBroker,
 )
 from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
@@ -66,7 +67,7 @@ from tinystream.operator.service.metrics import ControllerMetrics
 
 from .api import KubeClient
 from .controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
-from .reconcile import BrokerDown, DrainBrokers, MoveLeadership, PartitionView, Rebalance
+from .reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from .status_store import ClusterStatusStore
 from .topics import AlterConfig, CreateTopic as CreateTopicAction, GrowPartitions, TopicAction, TopicView
 
@@ -274,6 +275,10 @@ class OperatorController:
             elif isinstance(action, Rebalance):
                 targets = [b for b, r in service.image.brokers.items() if not r.fenced and not r.drained]
                 await self._reassign(service, targets)
+            elif isinstance(action, EndRollDrain):
+                record = service.image.broker(action.broker_id)
+                if record is not None and record.drained_until_restart:
+                    await self._submit(service, UndrainBroker(broker_id=action.broker_id))
             elif isinstance(action, BrokerDown):
                 record = service.image.broker(action.broker_id)
                 if record is not None and not record.fenced:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .reconcile import BrokerDown, DrainBrokers, MoveLeadership, PartitionView, Rebalance
+from .reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from .topics import TopicAction, TopicView
 
 
@@ -46,7 +46,7 @@ class ControllerRefused(Exception):
         self.message = message
 
 
-BrokerAction = MoveLeadership | DrainBrokers | Rebalance | BrokerDown
+BrokerAction = MoveLeadership | DrainBrokers | Rebalance | BrokerDown | EndRollDrain
 
 
 class ControllerPort(Protocol):

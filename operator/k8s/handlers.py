@@ -45,13 +45,15 @@ from .crds import bundled_crds, upgrade_crds
 from .metrics import OperatorMetrics
 from .model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, TOPIC_PLURAL, VERSION, ClusterSpec, \
     OperatorContext, TopicSpec
-from .pod_health import broker_down
-from .reconcile import Apply, BrokerPod, ClusterPlan, Delete, DeletePod, DrainBrokers, MoveLeadership, Observed, \
-    Rebalance, plan_cluster
+from .pod_health import broker_down, process_gone
+from .reconcile import Apply, BrokerPod, ClusterPlan, Delete, DeletePod, DrainBrokers, EndRollDrain, MoveLeadership, \
+    Observed, Rebalance, plan_cluster
 from .resources import MANAGED_BY, Names, owned_objects, selector_labels
 from .topics import plan_topic, validate_topic
 
 FINALIZER = "tinystream.io/finalizer"
+BROKER_POD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "broker"}
+BROKER_POD_SELECTOR = ",".join(f"{k}={v}" for k, v in BROKER_POD_LABELS.items())
 ANNOTATION_PREFIX = "tinystream.io"
 TOPIC_DELETE_TRIES = 3
 
@@ -108,6 +110,8 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATION_PREFIX)
         settings.posting.level = logging.INFO
+        # Watch broker pods only (server-side), not every pod of the cluster.
+        settings.watching.label_selectors["v1", "pods"] = BROKER_POD_SELECTOR
         info = deps.connect(settings=settings, logger=logger)
         if info is None:
             raise kopf.PermanentError("no Kubernetes credentials: no service account and no kubeconfig")
@@ -175,7 +179,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
             elif isinstance(action, DeletePod):
                 kopf.info(body, reason="RollingBroker", message=f"restarting {action.name} for the new revision")
                 await client().delete("v1", "Pod", action.name, spec.namespace)
-            elif isinstance(action, (MoveLeadership, DrainBrokers, Rebalance)):
+            elif isinstance(action, (MoveLeadership, DrainBrokers, Rebalance, EndRollDrain)):
                 broker_actions.append(action)
         if broker_actions:
             try:
@@ -226,8 +230,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
 
     # --- broker pods ---
 
-    @kopf.on.event("v1", "pods", labels={"app.kubernetes.io/managed-by": MANAGED_BY,
-                                         "app.kubernetes.io/component": "broker"}, registry=registry)
+    @kopf.on.event("v1", "pods", labels=BROKER_POD_LABELS, registry=registry)
     @deps.metrics.instrument("broker_pod_event")
     async def broker_pod_event(event: Any, body: Any, namespace: str, logger: logging.Logger, **_: Any) -> None:
         """A broker process that is certainly not running ends its session now, not at the timeout."""
@@ -238,6 +241,8 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
         key = ClusterKey(namespace, cluster)
         if down.broker_id in await deps.controller.fenced(key):
             return  # already out: nothing to do, nothing to repeat
+        if not process_gone(await client().get("v1", "Pod", body["metadata"]["name"], namespace)):
+            return  # handled late: a new process runs now and may have registered; leave its session alone
         try:
             await deps.controller.broker_actions(key, [down])
         except (ControllerUnavailable, ControllerRefused) as exc:

@@ -127,3 +127,4 @@ class OperatorContext:
     broker_image: str = "tinystream:0.1.0"
     operator_service: str = "tinystream.tinystream.svc"  # DNS name of the operator's Service
     controller_port: int = CONTROLLER_PORT
+    dashboard_port: int = DASHBOARD_PORT  # the operator's dashboard (and its Service's port)

@@ -9,7 +9,10 @@ session now (ExpireSession): leadership moves without waiting for the timeout.
 
 Only a container that is not running counts: a running one may already be
 a new incarnation that registered (registering ends the old session anyway),
-and a container that never started has registered nothing.
+and a container that never started has registered nothing. An event may be
+handled late, so the handler reads the pod again and acts only if
+`process_gone(current)` still holds: a process that is not running at that
+moment cannot have registered a new incarnation a few milliseconds later.
 """
 
 from __future__ import annotations
@@ -52,3 +55,12 @@ def broker_down(pod: Mapping[str, Any], *, deleted: bool = False) -> BrokerDown 
         why = state["waiting"].get("reason") or "waiting"
         return BrokerDown(ordinal, f"the broker container of {name} is not running ({why})")
     return None
+
+
+def process_gone(current: Mapping[str, Any] | None) -> bool:
+    """The pod as read now (None: gone) runs no broker process that could have registered."""
+    if current is None:
+        return True
+    statuses = (current.get("status") or {}).get("containerStatuses") or []
+    container = next((c for c in statuses if c.get("name") == BROKER_CONTAINER), None)
+    return container is None or "running" not in (container.get("state") or {})

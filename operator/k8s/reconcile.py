@@ -150,6 +150,13 @@ class Rebalance:
 
 
 @dataclass(frozen=True, slots=True)
+class EndRollDrain:
+    """A broker drained for a restart that no roll will restart any more (the template went back)."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerDown:
     """The broker's process is not running (a Pod event, pod_health.py): end its session now."""
 
@@ -157,7 +164,7 @@ class BrokerDown:
     reason: str
 
 
-Action = Apply | Delete | DeletePod | MoveLeadership | DrainBrokers | Rebalance
+Action = Apply | Delete | DeletePod | MoveLeadership | DrainBrokers | Rebalance | EndRollDrain
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +313,9 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
     pods = sorted((p for p in observed.pods if p.ordinal < replicas), key=lambda p: p.ordinal)
     update_revision = (sts.get("status") or {}).get("updateRevision")
     outdated = [p for p in pods if update_revision and p.revision and p.revision != update_revision]
+    if not outdated:  # a roll undone before its victim restarted leaves no broker drained for good
+        actions += [EndRollDrain(p.ordinal) for p in pods
+                    if p.ordinal in observed.drained_for_roll and not p.terminating]
     if sts_changing and not outdated:
         # The new template makes a new revision; the next pass sees which pods are outdated.
         reason, message = waiting or (ClusterReason.ROLLING, "applying the new broker template")
@@ -316,7 +326,8 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
         # ready: that is the roll's own doing, so the checks below look past it and it restarts next.
         drained = victim.ordinal in observed.drained_for_roll
         excused = {victim.ordinal} if drained else set()
-        not_ready = [p for p in pods if (not p.ready or p.terminating) and p.ordinal not in excused]
+        # A terminating victim is not excused: its deletion is under way, wait for the new pod.
+        not_ready = [p for p in pods if (not p.ready and p.ordinal not in excused) or p.terminating]
         if not_ready:
             return _plan(spec, observed, actions, Phase.ROLLING, ClusterReason.ROLL_WAITING_FOR_POD,
                          f"rolling update: waiting for {not_ready[0].name} to be ready "

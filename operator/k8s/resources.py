@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from tinystream.config.settings import BrokerSettings
 
-from .model import API_VERSION, CLUSTER_KIND, DASHBOARD_PORT, ClusterSpec, ConfigValue, OperatorContext
+from .model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
 
 DATA_DIR = "/var/lib/tinystream"
 CONFIG_DIR = "/etc/tinystream"
@@ -238,7 +238,7 @@ def controller_service(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, 
 
 def dashboard_service(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Any]:
     """The cluster's dashboard, by a name in its namespace: the operator serves it (dashboard_host.py)
-    at http://<cluster>-dashboard:3200/clusters/<namespace>/<cluster>/."""
+    at http://<cluster>-dashboard:<dashboard port, 3200>/clusters/<namespace>/<cluster>/."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -246,7 +246,7 @@ def dashboard_service(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, A
         "spec": {
             "type": "ExternalName",
             "externalName": ctx.operator_service,
-            "ports": [{"name": "dashboard", "port": DASHBOARD_PORT, "protocol": "TCP"}],
+            "ports": [{"name": "dashboard", "port": ctx.dashboard_port, "protocol": "TCP"}],
         },
     }
 

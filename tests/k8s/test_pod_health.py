@@ -29,3 +29,12 @@ def test_terminated_or_crash_looping_is_down():
 def test_a_deleted_pod_is_down_and_odd_names_are_ignored():
     assert broker_down(pod({"running": {}}), deleted=True) == BrokerDown(2, "pod demo-broker-2 was deleted")
     assert broker_down(pod({"terminated": {}}, name="not-a-broker")) is None
+
+
+def test_process_gone_reads_the_pod_as_it_is_now():
+    from tinystream.operator.k8s.pod_health import process_gone
+
+    assert process_gone(None)  # deleted and not recreated
+    assert process_gone(pod({"waiting": {"reason": "ContainerCreating"}}))  # a new pod, nothing registered yet
+    assert process_gone(pod({"terminated": {"exitCode": 1}}))
+    assert not process_gone(pod({"running": {}}, restarts=1))  # restarted: may have registered already

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
-from tinystream.operator.k8s.reconcile import (Apply, BrokerPod, Delete, DeletePod, DrainBrokers, MoveLeadership,
+from tinystream.operator.k8s.reconcile import (Apply, BrokerPod, Delete, DeletePod, DrainBrokers, EndRollDrain,
+                                               MoveLeadership,
                                                Observed, PartitionView, Phase, Rebalance, differs, plan_cluster)
 from tinystream.operator.k8s.resources import owned_objects
 
@@ -128,6 +129,25 @@ def test_roll_restarts_a_drained_victim_that_left_its_isrs():
     down = dataclasses.replace(observed, pods=(observed.pods[0], dataclasses.replace(observed.pods[1], ready=False),
                                                observed.pods[2]))
     assert plan_cluster(s, None, down, ctx=CTX).condition.reason == "RollWaitingForPod"
+
+
+def test_roll_waits_while_the_drained_victim_terminates():
+    import dataclasses
+
+    s, observed = outdated_world(parts((0, [2, 0, 1], [0, 1])), ready=(True, True, False))
+    pods = observed.pods[:2] + (dataclasses.replace(observed.pods[2], terminating=True),)
+    observed = dataclasses.replace(observed, drained_for_roll=frozenset({2}), pods=pods)
+    plan = plan_cluster(s, None, observed, ctx=CTX)
+    assert plan.actions == () and plan.condition.reason == "RollWaitingForPod"  # no second DeletePod
+
+
+def test_a_roll_undone_before_its_victim_restarted_ends_the_drain():
+    import dataclasses
+
+    s = spec()
+    observed = dataclasses.replace(world(s, partitions=parts((0, [2, 0, 1], [0, 1]))),
+                                   drained_for_roll=frozenset({2}))
+    assert EndRollDrain(2) in plan_cluster(s, None, observed, ctx=CTX).actions
 
 
 def test_roll_waits_for_full_isrs():

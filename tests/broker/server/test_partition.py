@@ -87,5 +87,5 @@ def test_isr_expansion_leaves_out_ineligible_followers():
     p.record_follower_fetch(1, 2, now_ms=5)
     p.record_follower_fetch(2, 2, now_ms=5)
     assert p.isr_change(now_ms=6, lag_time_max_ms=30_000) == (0, 1, 2)
-    assert p.isr_change(now_ms=6, lag_time_max_ms=30_000, ineligible=frozenset({2})) == (0, 1)
-    assert p.isr_change(now_ms=6, lag_time_max_ms=30_000, ineligible=frozenset({1, 2})) is None
+    assert p.isr_change(now_ms=6, lag_time_max_ms=30_000, eligible=frozenset({0, 1})) == (0, 1)  # 2: drained
+    assert p.isr_change(now_ms=6, lag_time_max_ms=30_000, eligible=frozenset({0})) is None  # 1 unregistered too

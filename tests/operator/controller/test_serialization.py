@@ -165,11 +165,18 @@ def test_state_round_trip_through_json() -> None:
     assert back.to_dict() == plain
 
 
+def test_a_rolls_drain_is_written_only_while_it_lasts() -> None:
+    # The previous version refuses unknown fields: a state without a roll in progress stays readable by it.
+    state = _busy_state()
+    brokers = {b["broker_id"]: b for b in state.image.to_dict()["brokers"]}
+    assert brokers[2]["drained_until_restart"] is True and "drained_until_restart" not in brokers[3]
+
+
 def test_image_dict_shape_is_the_documented_one() -> None:
     image = _busy_state().image.to_dict()
     assert set(image) == {"schema_version", "version", "cluster_id", "brokers", "topics"}
     assert set(image["brokers"][0]) == {"broker_id", "host", "port", "rack", "incarnation_id", "epoch", "fenced",
-                                        "drained", "drained_until_restart"}
+                                        "drained"}  # drained_until_restart only while true
     assert [t["name"] for t in image["topics"]] == ["a", "b"]
     assert set(image["topics"][0]) == {"name", "topic_id", "config", "partitions"}
     assert set(image["topics"][0]["partitions"][0]) == {

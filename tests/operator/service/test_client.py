@@ -25,7 +25,7 @@ async def test_a_brokers_life_through_the_client(controller: Controller) -> None
         assert isinstance(meta, MetadataReply) and meta.changed
         assert meta.image["brokers"][0] == {
             "broker_id": 5, "host": "127.0.0.1", "port": 9092, "rack": "r1", "incarnation_id": "x",
-            "epoch": reg.broker_epoch, "fenced": True, "drained": False, "drained_until_restart": False,
+            "epoch": reg.broker_epoch, "fenced": True, "drained": False,
         }
         hb = await client.heartbeat(5, broker_epoch=reg.broker_epoch, metadata_version=meta.version)
         assert not hb.fenced and hb.newer_image_available
