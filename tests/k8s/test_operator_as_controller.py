@@ -96,8 +96,10 @@ async def test_topic_status_and_refusals_come_from_the_core(server, api, tmp_pat
     controller = new_controller()
     async with running_operator(str(server.url), controller=controller):
         await api.create(TS, "tinystreamclusters", CLUSTER)
+        # The state is saved to status while the service opens; the service is registered just after.
         cluster = await api.wait_for(TS, "tinystreamclusters", "demo",
-                                     lambda o: ((o or {}).get("status") or {}).get("controller"))
+                                     lambda o: ((o or {}).get("status") or {}).get("clusterId")
+                                     and controller.service(KEY) is not None)
         assert cluster["status"]["clusterId"] == controller.service(KEY).image.cluster_id
         async with aiohttp.ClientSession() as http:  # the broker-facing API, per cluster, on one port
             async with http.get(controller.cluster_url(KEY) + "/v1/metadata") as r:
@@ -152,8 +154,8 @@ async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_pa
     first = new_controller()
     async with running_operator(str(server.url), controller=first):
         await api.create(TS, "tinystreamclusters", CLUSTER)
-        await api.wait_for(TS, "tinystreamclusters", "demo",
-                           lambda o: ((o or {}).get("status") or {}).get("controller"))
+        await api.wait_for(TS, "tinystreamclusters", "demo",  # saved while opening; registered just after
+                           lambda o: ((o or {}).get("status") or {}).get("controller") and first.service(KEY))
         async with real_broker(tmp_path, first.cluster_url(KEY)) as broker:
             await eventually(lambda: 0 in first.service(KEY).image.brokers
                              and not first.service(KEY).image.brokers[0].fenced, "broker 0 registered")

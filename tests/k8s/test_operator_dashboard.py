@@ -162,8 +162,9 @@ async def test_operator_startup_serves_the_dashboard_and_cleanup_stops_it():
             async with running_operator(str(emulator.url), controller=controller, dashboard=board):
                 await api.create("tinystream.io/v1alpha1", "tinystreamclusters",
                                  {**CLUSTER, "metadata": {"name": "demo"}})
-                await api.wait_for("tinystream.io/v1alpha1", "tinystreamclusters", "demo",
-                                   lambda o: ((o or {}).get("status") or {}).get("controller"))
+                await api.wait_for("tinystream.io/v1alpha1", "tinystreamclusters", "demo",  # saved, then registered
+                                   lambda o: ((o or {}).get("status") or {}).get("controller")
+                                   and controller.clusters())
                 assert board.url is not None
                 async with api.session.get(board.url + "/api/clusters") as r:
                     assert [c["name"] for c in (await r.json())["clusters"]] == ["demo"]
