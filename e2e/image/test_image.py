@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from image_build import ROOT, build_image, docker, engine_problem  # noqa: E402
 
+from tinystream.peers.ports import free_port  # noqa: E402
+
 TAG = "tinystream:e2e-image"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -45,12 +46,6 @@ def image() -> str:
         pytest.skip(f"image tests need a Docker engine: {problem}")
     build_image(TAG)
     return TAG
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_status(url: str) -> tuple[int, dict]:

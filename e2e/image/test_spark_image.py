@@ -8,7 +8,6 @@ Spark's Kubernetes pod contract (`driver ...` runs spark-submit).
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from image_build import build_image, docker, engine_problem  # noqa: E402
+
+from tinystream.peers.ports import free_port  # noqa: E402
 
 TAG = "tinystream-spark:e2e-image"
 
@@ -37,9 +38,7 @@ def spark_image() -> str:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = tmp_path / "broker.log"
     with open(log, "wb") as out:  # a file, not a pipe: nobody reads a pipe while Spark runs
         process = subprocess.Popen([sys.executable, "-m", "tinystream", "broker", "--port", str(port), "--log-dirs",

@@ -11,12 +11,16 @@ bootstrap Service's metadata instead.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
-from kind_helpers import IMAGE_REPO, IMAGE_TAGS, Kube
+from image_build import ROOT, build_image
+from kind_helpers import IMAGE_REPO, IMAGE_TAGS, KIND_CLUSTER, Kube, go_bin, run
 from manifests import CLUSTER, NAMESPACE, TOPIC, cluster, topic
 
 BOOTSTRAP = f"{CLUSTER}-kafka:9092"
@@ -155,13 +159,6 @@ def test_scale_up_then_down(kube):
 
 def test_spark_pipeline_in_cluster_mode(kube):
     """spark-on-k8s/k8s/submit.sh runs the tumbling-window pipeline as driver and executor pods."""
-    import os
-    import sys
-    from pathlib import Path
-
-    from image_build import ROOT, build_image
-    from kind_helpers import KIND_CLUSTER, go_bin, run
-
     image = "tinystream-spark:e2e"
     build_image(image, "spark-on-k8s/k8s/Dockerfile")
     run(go_bin("kind"), "load", "docker-image", image, "--name", KIND_CLUSTER, timeout=1200)

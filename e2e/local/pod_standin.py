@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import re
-import socket
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from tinystream.local_cluster import Child, ClusterError
+from tinystream.peers.ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,6 @@ SYNC_INTERVAL_S = 0.2
 RESTART_DELAY_S = 1.0
 _VAR = re.compile(r"\$\((\w+)\)")
 _LABEL_REF = re.compile(r"metadata\.labels\['([^']+)'\]")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def template_revision(statefulset: str, template: dict[str, Any]) -> str:

@@ -200,17 +200,18 @@ class OperatorController:
                           isr=tuple(p.isr), leader_epoch=p.leader_epoch)
             for name, p in service.image.iter_partitions())
 
-    async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
+    def _brokers_where(self, cluster: ClusterKey, flag: str) -> frozenset[int]:
+        """Brokers of an open cluster whose BrokerRecord has `flag` set (none while it is not open)."""
         service = self._services.get(cluster)
         if service is None:
             return frozenset()
-        return frozenset(b for b, record in service.image.brokers.items() if record.fenced)
+        return frozenset(b for b, record in service.image.brokers.items() if getattr(record, flag))
+
+    async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
+        return self._brokers_where(cluster, "fenced")
 
     async def drained_for_roll(self, cluster: ClusterKey) -> frozenset[int]:
-        service = self._services.get(cluster)
-        if service is None:
-            return frozenset()
-        return frozenset(b for b, record in service.image.brokers.items() if record.drained_until_restart)
+        return self._brokers_where(cluster, "drained_until_restart")
 
     async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:
         service = self._services.get(cluster)

@@ -25,6 +25,11 @@ from .reconcile import BrokerDown
 BROKER_CONTAINER = "broker"
 
 
+def _broker_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((c for c in statuses if c.get("name") == BROKER_CONTAINER), None)
+
+
 def _ordinal(pod: Mapping[str, Any]) -> int | None:
     name = (pod.get("metadata") or {}).get("name") or ""
     suffix = name.rsplit("-", 1)[-1]
@@ -39,8 +44,7 @@ def broker_down(pod: Mapping[str, Any], *, deleted: bool = False) -> BrokerDown 
     name = pod["metadata"]["name"]
     if deleted:
         return BrokerDown(ordinal, f"pod {name} was deleted")
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    container = next((c for c in statuses if c.get("name") == BROKER_CONTAINER), None)
+    container = _broker_container(pod)
     if container is None:
         return None
     state = container.get("state") or {}
@@ -61,6 +65,5 @@ def process_gone(current: Mapping[str, Any] | None) -> bool:
     """The pod as read now (None: gone) runs no broker process that could have registered."""
     if current is None:
         return True
-    statuses = (current.get("status") or {}).get("containerStatuses") or []
-    container = next((c for c in statuses if c.get("name") == BROKER_CONTAINER), None)
+    container = _broker_container(current)
     return container is None or "running" not in (container.get("state") or {})
