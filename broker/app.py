@@ -22,20 +22,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinystream.broker import meta_properties
-from tinystream.broker.admin_http import AdminHttp
-from tinystream.broker.cluster import BrokerEndpoint, ClusterView
-from tinystream.broker.context import BrokerContext
-from tinystream.broker.dispatcher import RequestDispatcher
-from tinystream.broker.log_manager import LogManager
+from tinystream.broker.storage import meta_properties
+from tinystream.broker.server.admin_http import AdminHttp
+from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
+from tinystream.broker.handlers.context import BrokerContext
+from tinystream.broker.server.dispatcher import RequestDispatcher
+from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.maintenance import Maintenance, jobs
-from tinystream.broker.metrics import BrokerMetrics
-from tinystream.broker.producer_ids import ControllerBlockSource, FileBlockSource, ProducerIdManager
+from tinystream.broker.metrics.broker_metrics import BrokerMetrics
+from tinystream.broker.coordinators.producer_ids import ControllerBlockSource, FileBlockSource, ProducerIdManager
 from tinystream.broker.protocol.api_versions import advertised
-from tinystream.broker.replica_manager import ReplicaManager, wall_clock_ms
-from tinystream.broker.server import KafkaServer
-from tinystream.broker.topic_manager import TopicManager
-from tinystream.broker.topics import TopicStore
+from tinystream.broker.replication.replica_manager import ReplicaManager, wall_clock_ms
+from tinystream.broker.server.connection import KafkaServer
+from tinystream.broker.topics.manager import TopicManager
+from tinystream.broker.metadata.topics import TopicStore
 from tinystream.config.settings import BrokerSettings
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
@@ -131,9 +131,9 @@ class Broker:
 
     def _wire_controller(self) -> None:
         """Replicated mode: the controller's image drives topics and roles (see `control_plane`)."""
-        from tinystream.broker.control_plane import ControlPlane
-        from tinystream.broker.hw_checkpoint import HighWatermarkCheckpoint
-        from tinystream.broker.replica_fetcher import ReplicaFetcherManager
+        from tinystream.broker.control.plane import ControlPlane
+        from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
+        from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
         from tinystream.controller_client import ControllerClient
 
         s = self.settings
@@ -162,7 +162,7 @@ class Broker:
 
     def _group_service(self):
         try:
-            from tinystream.broker.group_service import GroupService
+            from tinystream.broker.coordinators.group_service import GroupService
 
             return GroupService(settings=self.settings, topics=self.topics, replicas=self.replicas, clock=self.clock)
         except (ImportError, NotImplementedError) as exc:  # the coordinator is not there yet

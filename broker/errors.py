@@ -3,35 +3,31 @@
 Two kinds of failure reach a client, and the hierarchy keeps them apart:
 
     BrokerError
-    ├── ProtocolError          the bytes cannot be served: log once, close the connection
-    │   ├── FrameTooLarge      size prefix over socket.request.max.bytes (CVE-2022-34917)
-    │   ├── InvalidFrame       size prefix below the smallest possible request
-    │   ├── UnsupportedRequest unknown API key, or a version we do not serve
-    │   └── MalformedRequest   header or body does not parse for its declared version
     └── KafkaApiError          answered inside the response with an ErrorCode
                                (handlers raise it; the handler turns it into a field)
 
+    ProtocolError              the bytes cannot be served: log once, close the connection
+                               (`tinystream.broker.protocol.errors`, below this module)
+
 Storage errors (`tinystream.broker.storage.base.LogError`) name their Kafka error
 by its upper-case name; `code_for_log_error` translates them at this boundary.
+This module sits at the bottom of the broker's layers, so it takes any error
+that names one (`NamesKafkaError`) rather than importing storage.
 Kafka's own error numbers come from kio (`kio.schema.errors.ErrorCode`), so
 nothing here restates a number.
 """
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
+from typing import Protocol
 
-from tinystream.broker.storage.base import LogError
+from kio.schema.errors import ErrorCode
 
 __all__ = [
     "BrokerError",
     "ErrorCode",
-    "FrameTooLarge",
-    "InvalidFrame",
     "KafkaApiError",
-    "MalformedRequest",
-    "ProtocolError",
-    "UnsupportedRequest",
+    "NamesKafkaError",
     "code_by_name",
     "code_for_log_error",
 ]
@@ -39,32 +35,6 @@ __all__ = [
 
 class BrokerError(Exception):
     """Base of every error the broker raises on purpose."""
-
-
-class ProtocolError(BrokerError):
-    """The connection's byte stream cannot be served any further; close it."""
-
-
-class FrameTooLarge(ProtocolError):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"request size {size} exceeds socket.request.max.bytes={limit}")
-        self.size = size
-        self.limit = limit
-
-
-class InvalidFrame(ProtocolError):
-    pass
-
-
-class UnsupportedRequest(ProtocolError):
-    def __init__(self, api_key: int, api_version: int, reason: str = "not supported") -> None:
-        super().__init__(f"api_key={api_key} api_version={api_version}: {reason}")
-        self.api_key = api_key
-        self.api_version = api_version
-
-
-class MalformedRequest(ProtocolError):
-    pass
 
 
 class KafkaApiError(BrokerError):
@@ -84,5 +54,11 @@ def code_by_name(name: str) -> ErrorCode:
         return ErrorCode.unknown_server_error
 
 
-def code_for_log_error(exc: LogError) -> ErrorCode:
+class NamesKafkaError(Protocol):
+    """An error that carries its Kafka error's upper-case name (storage's LogError)."""
+
+    kafka_error: str
+
+
+def code_for_log_error(exc: NamesKafkaError) -> ErrorCode:
     return code_by_name(exc.kafka_error)

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tinystream.broker.replica_manager import ReplicaManager
+from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.config.settings import BrokerSettings
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers import (
     api_versions,
     cluster,

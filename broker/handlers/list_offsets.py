@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode, code_for_log_error
-from tinystream.broker.log_scan import scan_batches
-from tinystream.broker.partition import Partition, TopicPartition
+from tinystream.broker.storage.log_scan import scan_batches
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.replication.partition import Partition
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.base import LogError
 from tinystream.broker.storage.batch import (

@@ -26,12 +26,13 @@ import datetime
 import struct
 from typing import Any
 
-from tinystream.broker import value_schema
-from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.topics import value_schema
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.partition import AppendOutcome, TopicPartition
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.replication.partition import AppendOutcome
 from tinystream.broker.protocol.codec import encode_with, millis, to_millis
-from tinystream.broker.server import CLOSE_CONNECTION
+from tinystream.broker.server.connection import CLOSE_CONNECTION
 from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,
     CODEC_MASK,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode, code_for_log_error
-from tinystream.broker.partition import TopicPartition
+from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.base import LogError
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tinystream.broker import topic_admin
-from tinystream.broker.context import BrokerContext, Call
+from tinystream.broker.handlers import topic_admin
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
-from tinystream.broker.topic_config import describe
+from tinystream.broker.topics.config import describe
 
 
 async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:

@@ -35,7 +35,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from tinystream.broker.errors import MalformedRequest
+from tinystream.broker.protocol.errors import MalformedRequest
 from tinystream.broker.protocol.encoder import uvarint
 
 _FIXED = {

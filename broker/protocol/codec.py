@@ -35,7 +35,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 
-from tinystream.broker.errors import MalformedRequest, UnsupportedRequest
+from tinystream.broker.protocol.errors import MalformedRequest, UnsupportedRequest
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.bounds import check_entity, strip_unknown_tags
 from tinystream.broker.protocol.encoder import entity_encoder

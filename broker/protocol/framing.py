@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 
-from tinystream.broker.errors import FrameTooLarge, InvalidFrame
+from tinystream.broker.protocol.errors import FrameTooLarge, InvalidFrame
 
 _SIZE = struct.Struct(">i")
 

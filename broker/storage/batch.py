@@ -51,8 +51,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from .base import CorruptRecordError, InvalidRecordError
-from .compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, compress, decompress
+from tinystream.broker.storage.base import CorruptRecordError, InvalidRecordError
+from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, compress, decompress
 
 __all__ = [
     "BATCH_HEADER_SIZE",

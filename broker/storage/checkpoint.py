@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .base import LogStorageError
+from tinystream.broker.storage.base import LogStorageError
 
 CHECKPOINT_VERSION = 0
 

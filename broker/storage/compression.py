@@ -35,7 +35,7 @@ import struct
 
 import cramjam
 
-from .base import CorruptRecordError
+from tinystream.broker.storage.base import CorruptRecordError
 
 #: Default ceiling for one batch's decompressed records. Kafka's default
 #: max.message.bytes is ~1 MiB compressed; 64 MiB leaves room for very

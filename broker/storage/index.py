@@ -39,7 +39,7 @@ import sys
 from array import array
 from pathlib import Path
 
-from .base import LogStorageError
+from tinystream.broker.storage.base import LogStorageError
 
 _log = logging.getLogger(__name__)
 _LITTLE_ENDIAN = sys.byteorder == "little"

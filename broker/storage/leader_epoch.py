@@ -26,8 +26,8 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from .base import EpochEntry
-from .checkpoint import CheckpointFormatError, format_checkpoint, parse_checkpoint, write_atomically
+from tinystream.broker.storage.base import EpochEntry
+from tinystream.broker.storage.checkpoint import CheckpointFormatError, format_checkpoint, parse_checkpoint, write_atomically
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .base import (
+from tinystream.broker.storage.base import (
     AppendResult,
     EpochEntry,
     LogConfig,
@@ -40,7 +40,7 @@ from .base import (
     ReadResult,
     TimestampOffset,
 )
-from .batch import (
+from tinystream.broker.storage.batch import (
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_LEADER_EPOCH,
@@ -50,9 +50,9 @@ from .batch import (
     BatchHeader,
     parse_header,
 )
-from .leader_epoch import LeaderEpochCache
-from .policy import SegmentInfo, retention_deletions, roll_reason, time_to_roll
-from .validation import LeaderAppend, prepare_leader_append, split_replicated
+from tinystream.broker.storage.leader_epoch import LeaderEpochCache
+from tinystream.broker.storage.policy import SegmentInfo, retention_deletions, roll_reason, time_to_roll
+from tinystream.broker.storage.validation import LeaderAppend, prepare_leader_append, split_replicated
 
 
 @dataclass(slots=True)

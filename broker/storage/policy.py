@@ -34,7 +34,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .base import LogConfig
+from tinystream.broker.storage.base import LogConfig
 
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 

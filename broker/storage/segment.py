@@ -44,8 +44,8 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from .base import CorruptRecordError, InvalidRecordError, LogStorageError
-from .batch import (
+from tinystream.broker.storage.base import CorruptRecordError, InvalidRecordError, LogStorageError
+from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
@@ -57,8 +57,8 @@ from .batch import (
     MIN_BATCH_LENGTH,
     check_batch,
 )
-from .index import IndexCorruptError, OffsetIndex, TimeIndex
-from .policy import MAX_RELATIVE_OFFSET
+from tinystream.broker.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from tinystream.broker.storage.policy import MAX_RELATIVE_OFFSET
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

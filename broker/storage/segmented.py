@@ -53,7 +53,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .base import (
+from tinystream.broker.storage.base import (
     AppendResult,
     EpochEntry,
     LogConfig,
@@ -63,7 +63,7 @@ from .base import (
     ReadResult,
     TimestampOffset,
 )
-from .batch import (
+from tinystream.broker.storage.batch import (
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_LEADER_EPOCH,
@@ -72,11 +72,11 @@ from .batch import (
     BatchHeader,
     iter_header_fields,
 )
-from .checkpoint import CheckpointFormatError, OffsetCheckpoint, fsync_directory
-from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpoint
-from .policy import MAX_RELATIVE_OFFSET, SegmentInfo, retention_deletions, time_to_roll
-from .rwlock import SharedExclusiveLock
-from .segment import (
+from tinystream.broker.storage.checkpoint import CheckpointFormatError, OffsetCheckpoint, fsync_directory
+from tinystream.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpoint
+from tinystream.broker.storage.policy import MAX_RELATIVE_OFFSET, SegmentInfo, retention_deletions, time_to_roll
+from tinystream.broker.storage.rwlock import SharedExclusiveLock
+from tinystream.broker.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -86,7 +86,7 @@ from .segment import (
     parse_segment_file_name,
     segment_file_name,
 )
-from .validation import prepare_leader_append, split_replicated
+from tinystream.broker.storage.validation import prepare_leader_append, split_replicated
 
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 _log = logging.getLogger(__name__)

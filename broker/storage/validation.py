@@ -22,10 +22,10 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .base import LogConfig, RecordTooLargeError, UnexpectedAppendOffsetError
+from tinystream.broker.storage.base import LogConfig, RecordTooLargeError, UnexpectedAppendOffsetError
 from crc32c import crc32c
 
-from .batch import (
+from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,
     CODEC_MASK,
     CRC_START,
@@ -38,7 +38,7 @@ from .batch import (
     iter_header_fields,
     rewrite_header,
 )
-from .compression import Compression
+from tinystream.broker.storage.compression import Compression
 
 LOG_APPEND_TIME = "LogAppendTime"
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from chaos_config import BROKERS, CLUSTER_SETTINGS, REGISTER_TIMEOUT_S, SEED  # noqa: E402
 from cluster_state import live_brokers, try_metadata  # noqa: E402
 
-from tinystream.local_cluster import ClusterError, LocalCluster  # noqa: E402
+from tinystream.dev.cluster import ClusterError, LocalCluster  # noqa: E402
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "chaos: fault injection on a local multi-process cluster (e2e/chaos)")

@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ledger import Ledger
 from workload import GroupReader, ProducerWorker, fetch_committed, read_whole_log
 
-from tinystream.local_cluster import LocalCluster
+from tinystream.dev.cluster import LocalCluster
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(420)]
 

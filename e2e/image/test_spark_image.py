@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from image_build import build_image, docker, engine_problem  # noqa: E402
 
-from tinystream.peers.ports import free_port  # noqa: E402
+from tinystream.testing.peers.ports import free_port  # noqa: E402
 
 TAG = "tinystream-spark:e2e-image"
 

@@ -43,8 +43,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
-from tinystream.local_cluster import Child, ClusterError
-from tinystream.peers.ports import free_port
+from tinystream.dev.cluster import Child, ClusterError
+from tinystream.testing.peers.ports import free_port
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ flow, the planner's min-cost flow), settle, builder (epoch bookkeeping),
 invariants, topic_config, config, ids, codec, errors.
 """
 
-from .actions import (
+from tinystream.operator.controller.actions import (
     Action,
     BrokerDrained,
     BrokerFenced,
@@ -37,12 +37,12 @@ from .actions import (
     TopicCreated,
     TopicDeleted,
 )
-from .codec import SCHEMA_VERSION
-from .config import ControllerConfig, PreferredElection
-from .core import Decision, apply
-from .election import ElectionReason
-from .errors import ControllerError, PlacementError, StateFormatError
-from .events import (
+from tinystream.operator.controller.codec import SCHEMA_VERSION
+from tinystream.operator.controller.config import ControllerConfig, PreferredElection
+from tinystream.operator.controller.core import Decision, apply
+from tinystream.operator.controller.election import ElectionReason
+from tinystream.operator.controller.errors import ControllerError, PlacementError, StateFormatError
+from tinystream.operator.controller.events import (
     AdvanceTime,
     AllocateProducerIds,
     AlterPartition,
@@ -62,8 +62,8 @@ from .events import (
     UndrainBroker,
     UnregisterBroker,
 )
-from .ids import IdSource
-from .image import (
+from tinystream.operator.controller.ids import IdSource
+from tinystream.operator.controller.image import (
     NO_LEADER,
     BrokerRecord,
     LeaderRecoveryState,
@@ -72,10 +72,10 @@ from .image import (
     TopicPartition,
     TopicRecord,
 )
-from .invariants import violations
-from .liveness import BrokerSession
-from .reassignment import plan_reassignment
-from .state import ControllerState
+from tinystream.operator.controller.invariants import violations
+from tinystream.operator.controller.liveness import BrokerSession
+from tinystream.operator.controller.reassignment import plan_reassignment
+from tinystream.operator.controller.state import ControllerState
 
 __all__ = [
     "NO_LEADER",

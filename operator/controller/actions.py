@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .codec import from_plain, to_plain
-from .election import ElectionReason
-from .errors import StateFormatError
-from .image import TopicPartition
+from tinystream.operator.controller.codec import from_plain, to_plain
+from tinystream.operator.controller.election import ElectionReason
+from tinystream.operator.controller.errors import StateFormatError
+from tinystream.operator.controller.image import TopicPartition
 
 
 class FenceReason(enum.Enum):

@@ -20,17 +20,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from .actions import (
+from tinystream.operator.controller.actions import (
     Action,
     IsrChanged,
     LeaderChanged,
     PartitionsOffline,
     ReassignmentCompleted,
 )
-from .election import ElectionReason
-from .image import BrokerRecord, MetadataImage, PartitionRecord, TopicPartition, TopicRecord
-from .liveness import ClusterView
-from .topic_config import ConfigValue
+from tinystream.operator.controller.election import ElectionReason
+from tinystream.operator.controller.image import BrokerRecord, MetadataImage, PartitionRecord, TopicPartition, TopicRecord
+from tinystream.operator.controller.liveness import ClusterView
+from tinystream.operator.controller.topic_config import ConfigValue
 
 _Key = tuple[str, int]
 

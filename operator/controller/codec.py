@@ -21,7 +21,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import StateFormatError
+from tinystream.operator.controller.errors import StateFormatError
 
 # Version of every dict shape produced here (state, image, events, actions).
 # Bump it on an incompatible change and teach `ControllerState.from_dict` to

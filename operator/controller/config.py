@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .codec import convert
-from .errors import StateFormatError
+from tinystream.operator.controller.codec import convert
+from tinystream.operator.controller.errors import StateFormatError
 
 
 class PreferredElection(enum.Enum):

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .actions import (
+from tinystream.operator.controller.actions import (
     Action,
     BrokerDrained,
     BrokerFenced,
@@ -40,11 +40,11 @@ from .actions import (
     TopicCreated,
     TopicDeleted,
 )
-from .builder import ImageBuilder
-from .config import PreferredElection
-from .election import elect_leader
-from .errors import ControllerError, PlacementError
-from .events import (
+from tinystream.operator.controller.builder import ImageBuilder
+from tinystream.operator.controller.config import PreferredElection
+from tinystream.operator.controller.election import elect_leader
+from tinystream.operator.controller.errors import ControllerError, PlacementError
+from tinystream.operator.controller.events import (
     AdvanceTime,
     AllocateProducerIds,
     AlterPartition,
@@ -63,14 +63,14 @@ from .events import (
     UndrainBroker,
     UnregisterBroker,
 )
-from .image import BrokerRecord, MetadataImage, PartitionRecord, TopicRecord
-from .isr import check_alter_partition
-from .liveness import BrokerSession, caught_up, expired_brokers
-from .placement import assign_replicas
-from .reassignment import revert_reassignment, start_reassignment
-from .settle import settle_partition
-from .state import ControllerState
-from .topic_config import config_error, unclean_election_enabled
+from tinystream.operator.controller.image import BrokerRecord, MetadataImage, PartitionRecord, TopicRecord
+from tinystream.operator.controller.isr import check_alter_partition
+from tinystream.operator.controller.liveness import BrokerSession, caught_up, expired_brokers
+from tinystream.operator.controller.placement import assign_replicas
+from tinystream.operator.controller.reassignment import revert_reassignment, start_reassignment
+from tinystream.operator.controller.settle import settle_partition
+from tinystream.operator.controller.state import ControllerState
+from tinystream.operator.controller.topic_config import config_error, unclean_election_enabled
 
 # Kafka's topic name rule (Topic.validate): legal characters, at most 249 of them.
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")

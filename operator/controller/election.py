@@ -28,8 +28,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .image import NO_LEADER
-from .liveness import ClusterView
+from tinystream.operator.controller.image import NO_LEADER
+from tinystream.operator.controller.liveness import ClusterView
 
 
 class ElectionReason(enum.Enum):

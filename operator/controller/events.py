@@ -32,10 +32,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .codec import frozen_mapping, from_plain, to_plain
-from .errors import StateFormatError
-from .image import LeaderRecoveryState, TopicPartition
-from .topic_config import ConfigValue
+from tinystream.operator.controller.codec import frozen_mapping, from_plain, to_plain
+from tinystream.operator.controller.errors import StateFormatError
+from tinystream.operator.controller.image import LeaderRecoveryState, TopicPartition
+from tinystream.operator.controller.topic_config import ConfigValue
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codec import OMIT_DEFAULT, SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
-from .errors import StateFormatError
-from .topic_config import ConfigValue
+from tinystream.operator.controller.codec import OMIT_DEFAULT, SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
+from tinystream.operator.controller.errors import StateFormatError
+from tinystream.operator.controller.topic_config import ConfigValue
 
 NO_LEADER = -1
 

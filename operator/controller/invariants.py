@@ -14,7 +14,7 @@ member; a RECOVERING partition (KIP-704) has a single-member ISR.
 
 from __future__ import annotations
 
-from .image import NO_LEADER, LeaderRecoveryState, MetadataImage
+from tinystream.operator.controller.image import NO_LEADER, LeaderRecoveryState, MetadataImage
 
 
 def violations(image: MetadataImage) -> list[str]:

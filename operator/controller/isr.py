@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .errors import ControllerError
-from .image import LeaderRecoveryState, PartitionRecord
-from .liveness import ClusterView
+from tinystream.operator.controller.errors import ControllerError
+from tinystream.operator.controller.image import LeaderRecoveryState, PartitionRecord
+from tinystream.operator.controller.liveness import ClusterView
 
 
 def clean_isr(isr: Sequence[int], *, leader: int, view: ClusterView) -> tuple[int, ...]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .image import BrokerRecord
+from tinystream.operator.controller.image import BrokerRecord
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

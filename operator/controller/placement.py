@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .errors import ControllerError, PlacementError
+from tinystream.operator.controller.errors import ControllerError, PlacementError
 
 
 def rack_alternated(racks: Mapping[int, str]) -> list[int]:

@@ -36,10 +36,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from .errors import ControllerError, PlacementError
-from .events import ReplicaAssignment
-from .flow import MinCostFlow
-from .image import MetadataImage, PartitionRecord
+from tinystream.operator.controller.errors import ControllerError, PlacementError
+from tinystream.operator.controller.events import ReplicaAssignment
+from tinystream.operator.controller.flow import MinCostFlow
+from tinystream.operator.controller.image import MetadataImage, PartitionRecord
 
 
 def start_reassignment(partition: PartitionRecord, target: Sequence[int]) -> PartitionRecord:

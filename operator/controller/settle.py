@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from .election import ElectionReason, elect_leader, preferred_leader
-from .image import NO_LEADER, LeaderRecoveryState, PartitionRecord
-from .isr import clean_isr
-from .liveness import ClusterView
-from .reassignment import complete_reassignment
+from tinystream.operator.controller.election import ElectionReason, elect_leader, preferred_leader
+from tinystream.operator.controller.image import NO_LEADER, LeaderRecoveryState, PartitionRecord
+from tinystream.operator.controller.isr import clean_isr
+from tinystream.operator.controller.liveness import ClusterView
+from tinystream.operator.controller.reassignment import complete_reassignment
 
 _MAX_ROUNDS = 4
 

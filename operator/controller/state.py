@@ -25,13 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codec import SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
-from .config import ControllerConfig
-from .errors import StateFormatError
-from .ids import IdSource
-from .image import MetadataImage
-from .invariants import violations
-from .liveness import BrokerSession
+from tinystream.operator.controller.codec import SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
+from tinystream.operator.controller.config import ControllerConfig
+from tinystream.operator.controller.errors import StateFormatError
+from tinystream.operator.controller.ids import IdSource
+from tinystream.operator.controller.image import MetadataImage
+from tinystream.operator.controller.invariants import violations
+from tinystream.operator.controller.liveness import BrokerSession
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,12 +20,12 @@ import json
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
-from .errors import ControllerError
+from tinystream.operator.controller.errors import ControllerError
 
 ConfigValue = str | int | float | bool
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
-VALUE_SCHEMA = "tinystream.value.schema"  # same name as tinystream.broker.value_schema.SCHEMA_CONFIG
+VALUE_SCHEMA = "tinystream.value.schema"  # same name as tinystream.broker.topics.value_schema.SCHEMA_CONFIG
 
 
 class _Kind:

@@ -6,15 +6,15 @@ functions of one snapshot) -> sources.py (the only module that reads the
 controller and brokers over HTTP). server.py serves an app alone or on a
 thread. The controller (`tinystream controller`) serves it on dashboard.port
 and mounts it at /dashboard/ on its API; `tinystream dev` serves it from the
-supervisor (tinystream/local_dashboard.py). clusters.py serves many clusters'
+supervisor (tinystream/dev/dashboard.py). clusters.py serves many clusters'
 dashboards from one server (the Kubernetes operator: an index, and each
 cluster under /clusters/<namespace>/<name>/).
 """
 
-from .app import DEFAULT_PORT, Dashboard, make_dashboard_app
-from .clusters import ClusterRef, ClustersDashboard, make_clusters_dashboard_app
-from .server import DashboardServer, ThreadedDashboard
-from .sources import ClusterSource, HttpClusterSource, RawSnapshot, admin_urls_from_template
+from tinystream.operator.dashboard.app import DEFAULT_PORT, Dashboard, make_dashboard_app
+from tinystream.operator.dashboard.clusters import ClusterRef, ClustersDashboard, make_clusters_dashboard_app
+from tinystream.operator.dashboard.server import DashboardServer, ThreadedDashboard
+from tinystream.operator.dashboard.sources import ClusterSource, HttpClusterSource, RawSnapshot, admin_urls_from_template
 
 __all__ = [
     "DEFAULT_PORT",

@@ -29,11 +29,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from . import views
-from .openapi import openapi_document
-from .page import DASHBOARD_JS, INDEX_HTML
-from .sources import ClusterSource, RawSnapshot
-from .throughput import Sample, ThroughputRecorder
+from tinystream.operator.dashboard import views
+from tinystream.operator.dashboard.openapi import openapi_document
+from tinystream.operator.dashboard.page import DASHBOARD_JS, INDEX_HTML
+from tinystream.operator.dashboard.sources import ClusterSource, RawSnapshot
+from tinystream.operator.dashboard.throughput import Sample, ThroughputRecorder
 
 log = logging.getLogger(__name__)
 

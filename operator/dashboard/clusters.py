@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import orjson
 from aiohttp import web
 
-from .app import SAMPLE_INTERVAL_S, make_dashboard_app
-from .sources import ClusterSource
+from tinystream.operator.dashboard.app import SAMPLE_INTERVAL_S, make_dashboard_app
+from tinystream.operator.dashboard.sources import ClusterSource
 
 log = logging.getLogger(__name__)
 

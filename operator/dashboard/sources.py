@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 FETCH_TIMEOUT_S = 1.5
 
-#: Counter families summed per broker for the overview and the throughput chart (broker/metrics.py).
+#: Counter families summed per broker for the overview and the throughput chart (broker/metrics/broker_metrics.py).
 TOTALS = {
     "tinystream_bytes_in": "bytes_in",
     "tinystream_bytes_out": "bytes_out",

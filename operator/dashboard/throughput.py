@@ -1,7 +1,7 @@
 """Throughput over time: cluster-wide counter totals sampled periodically into a ring buffer.
 
 Each sample is the sum over brokers of the bytes-in, bytes-out and records-in
-counters (broker/metrics.py). A rate is the difference of two consecutive
+counters (broker/metrics/broker_metrics.py). A rate is the difference of two consecutive
 samples over their time apart; a counter that went down (a broker restarted
 and its counters began at zero again) counts from zero, as Prometheus'
 `rate()` treats a counter reset. Pure: samples come in with their time.

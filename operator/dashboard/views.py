@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .sources import RawSnapshot
+from tinystream.operator.dashboard.sources import RawSnapshot
 
 Row = dict[str, Any]
 

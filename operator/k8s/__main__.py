@@ -1,5 +1,5 @@
 """`python -m tinystream.operator.k8s`: the operator without the CLI group."""
 
-from .cli import operator
+from tinystream.operator.k8s.cli import operator
 
 operator(prog_name="tinystream operator")

@@ -25,8 +25,8 @@ from typing import Any
 
 import aiohttp
 
-from .errors import NotFound, api_error
-from .model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, TOPIC_KIND, TOPIC_PLURAL
+from tinystream.operator.k8s.errors import NotFound, api_error
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, TOPIC_KIND, TOPIC_PLURAL
 
 FIELD_MANAGER = "tinystream-operator"
 USER_AGENT = "tinystream-operator"

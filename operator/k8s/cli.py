@@ -25,11 +25,11 @@ import click
 
 from tinystream.log_format import configure, current_format
 
-from .controller_host import OperatorController
-from .dashboard_host import OperatorDashboard
-from .handlers import Deps, default_connect, make_registry
-from .metrics import OperatorMetrics
-from .model import DASHBOARD_PORT, OperatorContext
+from tinystream.operator.k8s.controller_host import OperatorController
+from tinystream.operator.k8s.dashboard_host import OperatorDashboard
+from tinystream.operator.k8s.handlers import Deps, default_connect, make_registry
+from tinystream.operator.k8s.metrics import OperatorMetrics
+from tinystream.operator.k8s.model import DASHBOARD_PORT, OperatorContext
 
 DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
 

@@ -65,11 +65,11 @@ from tinystream.operator.service.errors import ApiError, StateFileError
 from tinystream.operator.service.http_api import make_clusters_app
 from tinystream.operator.service.metrics import ControllerMetrics
 
-from .api import KubeClient
-from .controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
-from .reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
-from .status_store import ClusterStatusStore
-from .topics import AlterConfig, CreateTopic as CreateTopicAction, GrowPartitions, TopicAction, TopicView
+from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
+from tinystream.operator.k8s.status_store import ClusterStatusStore
+from tinystream.operator.k8s.topics import AlterConfig, CreateTopic as CreateTopicAction, GrowPartitions, TopicAction, TopicView
 
 log = logging.getLogger(__name__)
 

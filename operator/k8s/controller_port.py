@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
-from .topics import TopicAction, TopicView
+from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
+from tinystream.operator.k8s.topics import TopicAction, TopicView
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from .api import KubeClient
+from tinystream.operator.k8s.api import KubeClient
 
 REVISION_ANNOTATION = "tinystream.io/crd-revision"
 CRD_API = "apiextensions.k8s.io/v1"

@@ -29,13 +29,13 @@ from typing import Any
 from tinystream.operator.dashboard import ClusterRef, DashboardServer, HttpClusterSource, RawSnapshot, \
     make_clusters_dashboard_app
 
-from .api import KubeClient
-from .controller_host import OperatorController
-from .controller_port import ClusterKey
-from .errors import KubeApiError
-from .model import API_VERSION, CLUSTER_KIND, DASHBOARD_PORT, ClusterSpec
-from .reconcile import BrokerPod
-from .resources import Names, broker_admin_url, selector_labels
+from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.controller_host import OperatorController
+from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.errors import KubeApiError
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, DASHBOARD_PORT, ClusterSpec
+from tinystream.operator.k8s.reconcile import BrokerPod
+from tinystream.operator.k8s.resources import Names, broker_admin_url, selector_labels
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .reconcile import BrokerDown
+from tinystream.operator.k8s.reconcile import BrokerDown
 
 BROKER_CONTAINER = "broker"
 

@@ -38,9 +38,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .conditions import ClusterReason, Condition, ready
-from .model import ClusterSpec, OperatorContext
-from .resources import Names, broker_config_problems, label_selector_string, owned_objects
+from tinystream.operator.k8s.conditions import ClusterReason, Condition, ready
+from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
+from tinystream.operator.k8s.resources import Names, broker_config_problems, label_selector_string, owned_objects
 
 REVISION_LABEL = "controller-revision-hash"
 WAIT_S = 5.0  # how soon to look again while waiting for pods or ISRs

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from tinystream.config.settings import BrokerSettings
 
-from .model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
 
 DATA_DIR = "/var/lib/tinystream"
 CONFIG_DIR = "/etc/tinystream"

@@ -42,10 +42,10 @@ import orjson
 from tinystream.operator.controller import ControllerState, StateFormatError
 from tinystream.operator.service.errors import StateFileError
 
-from .api import KubeClient
-from .controller_port import ClusterKey
-from .errors import KubeApiError
-from .model import API_VERSION, CLUSTER_KIND
+from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.errors import KubeApiError
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND
 
 JSON = "json"
 ZLIB = "zlib+base64"

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from tinystream.operator.controller.topic_config import schema_error
 
-from .conditions import TopicReason
-from .model import VALUE_SCHEMA_KEY, ConfigValue, TopicSpec
+from tinystream.operator.k8s.conditions import TopicReason
+from tinystream.operator.k8s.model import VALUE_SCHEMA_KEY, ConfigValue, TopicSpec
 
 # Kafka's Topic.validate(): 1..249 legal characters, not "." or "..".
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")

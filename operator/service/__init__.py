@@ -18,12 +18,12 @@ The API is described in README.md beside this file and served at
 /v1/openapi.json.
 """
 
-from .app import ControllerInfo, ControllerServer, config_overrides, main, run_controller
-from .controller_service import ControllerService, DriverTiming, monotonic_ms, must_persist
-from .errors import HTTP_STATUS, ApiError, StateFileError
-from .http_api import make_app
-from .openapi import openapi_document
-from .state_store import FileStateStore, MemoryStateStore, StateStore
+from tinystream.operator.service.app import ControllerInfo, ControllerServer, config_overrides, main, run_controller
+from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms, must_persist
+from tinystream.operator.service.errors import HTTP_STATUS, ApiError, StateFileError
+from tinystream.operator.service.http_api import make_app
+from tinystream.operator.service.openapi import openapi_document
+from tinystream.operator.service.state_store import FileStateStore, MemoryStateStore, StateStore
 
 __all__ = [
     "HTTP_STATUS",

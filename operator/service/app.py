@@ -27,11 +27,11 @@ from aiohttp import web
 from tinystream.config.settings import ControllerSettings
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
-from .controller_service import Clock, ControllerService, DriverTiming, monotonic_ms
-from .errors import StateFileError
-from .http_api import make_app
-from .metrics import ControllerMetrics
-from .state_store import FileStateStore, StateStore
+from tinystream.operator.service.controller_service import Clock, ControllerService, DriverTiming, monotonic_ms
+from tinystream.operator.service.errors import StateFileError
+from tinystream.operator.service.http_api import make_app
+from tinystream.operator.service.metrics import ControllerMetrics
+from tinystream.operator.service.state_store import FileStateStore, StateStore
 
 log = logging.getLogger(__name__)
 

@@ -59,8 +59,8 @@ from tinystream.operator.controller import (
     apply,
 )
 
-from .errors import ApiError
-from .state_store import StateStore
+from tinystream.operator.service.errors import ApiError
+from tinystream.operator.service.state_store import StateStore
 
 log = logging.getLogger(__name__)
 

@@ -39,11 +39,11 @@ from tinystream.operator.controller import (
 )
 from tinystream.operator.controller.codec import to_plain
 
-from .controller_service import ControllerService
-from .errors import INVALID_REQUEST, ApiError
-from .metrics import ControllerMetrics, http_middleware, metrics_handler
-from .openapi import openapi_document
-from .request_bodies import (
+from tinystream.operator.service.controller_service import ControllerService
+from tinystream.operator.service.errors import INVALID_REQUEST, ApiError
+from tinystream.operator.service.metrics import ControllerMetrics, http_middleware, metrics_handler
+from tinystream.operator.service.openapi import openapi_document
+from tinystream.operator.service.request_bodies import (
     AllocateProducerIdsRequest,
     AlterConfigRequest,
     AlterPartitionRequest,

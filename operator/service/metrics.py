@@ -12,7 +12,7 @@ Two kinds of series:
 
 A per-service CollectorRegistry (not prometheus_client's global one) keeps
 several controllers in one process (tests, `tinystream dev`) apart, as
-broker/metrics.py does for brokers. The operator hosts one ControllerService
+broker/metrics/broker_metrics.py does for brokers. The operator hosts one ControllerService
 per TinyStreamCluster: it watches them all with `namespace` and `cluster`
 labels (operator/k8s/metrics.py); the local controller has no extra labels.
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from tinystream.operator.controller import SCHEMA_VERSION
 
-from . import request_bodies as rq
+from tinystream.operator.service import request_bodies as rq
 
 API_VERSION = "1.0.0"
 

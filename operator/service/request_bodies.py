@@ -22,7 +22,7 @@ from tinystream.operator.controller import LeaderRecoveryState, ReplicaAssignmen
 from tinystream.operator.controller.codec import from_plain
 from tinystream.operator.controller.topic_config import ConfigValue
 
-from .errors import ApiError
+from tinystream.operator.service.errors import ApiError
 
 T = TypeVar("T")
 

@@ -29,7 +29,7 @@ import orjson
 
 from tinystream.operator.controller import ControllerState, StateFormatError
 
-from .errors import StateFileError
+from tinystream.operator.service.errors import StateFileError
 
 
 class StateStore(Protocol):

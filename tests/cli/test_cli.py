@@ -53,7 +53,7 @@ def test_config_show_refuses_bad_value_with_one_message(monkeypatch) -> None:
 
 
 def test_topics_create_with_schema(tmp_path) -> None:
-    from tinystream.broker.testing import BrokerThread, test_settings
+    from tinystream.testing.broker import BrokerThread, test_settings
 
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text('{"type": "object", "required": ["id"]}')

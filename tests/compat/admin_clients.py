@@ -326,7 +326,7 @@ class JavaAdmin:
         self.bootstrap = bootstrap
 
     def _tool(self, main_class: str, args: list[str], timeout: float = 60) -> str:
-        from tinystream.peers.apache_kafka import run_java_tool
+        from tinystream.testing.peers.apache_kafka import run_java_tool
 
         out = run_java_tool(main_class, ["--bootstrap-server", self.bootstrap, *args], timeout=timeout)
         text = out.stdout + out.stderr
@@ -335,7 +335,7 @@ class JavaAdmin:
         return out.stdout
 
     def topics(self, args: list[str]) -> str:
-        from tinystream.peers.apache_kafka import TOPIC_COMMAND
+        from tinystream.testing.peers.apache_kafka import TOPIC_COMMAND
 
         return self._tool(TOPIC_COMMAND, args)
 
@@ -373,7 +373,7 @@ class JavaAdmin:
         self.topics(["--delete", "--topic", topic])
 
     def groups(self, args: list[str]) -> str:
-        from tinystream.peers.apache_kafka import CONSUMER_GROUPS
+        from tinystream.testing.peers.apache_kafka import CONSUMER_GROUPS
 
         return self._tool(CONSUMER_GROUPS, args)
 

@@ -400,7 +400,7 @@ JAVA_NULL = "<null>"
 
 def produce_java(bootstrap, topic, records, *, compression, config, timeout):
     """ConsoleProducer, one line per record: `h1:v1,h2:v2<TAB>key<TAB>value`."""
-    from tinystream.peers.apache_kafka import CONSOLE_PRODUCER, run_java_tool
+    from tinystream.testing.peers.apache_kafka import CONSOLE_PRODUCER, run_java_tool
 
     groups: dict[int | None, list[Rec]] = {}
     for r in records:
@@ -434,7 +434,7 @@ def produce_java(bootstrap, topic, records, *, compression, config, timeout):
 def consume_java(bootstrap, topic, count, *, timeout, group=None, config=None, offset="earliest",
                  partition: int | None = None) -> list[Got]:
     """ConsoleConsumer with partition, offset, headers, key and value on each line."""
-    from tinystream.peers.apache_kafka import CONSOLE_CONSUMER, run_java_tool
+    from tinystream.testing.peers.apache_kafka import CONSOLE_CONSUMER, run_java_tool
 
     args = ["--bootstrap-server", bootstrap, "--topic", topic, "--max-messages", str(count),
             "--timeout-ms", str(int(timeout * 1000 * 0.8)),
@@ -587,8 +587,8 @@ def require_client(client: str) -> None:
     if client == "kcat" and kcat_binary() is None:
         pytest.skip("kcat not installed: run tools/install-clients.sh")
     if client == "java":
-        from tinystream.peers import PeerUnavailable
-        from tinystream.peers.apache_kafka import jars_dir, java_executable
+        from tinystream.testing.peers import PeerUnavailable
+        from tinystream.testing.peers.apache_kafka import jars_dir, java_executable
 
         try:
             jars_dir()

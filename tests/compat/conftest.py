@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import compat_helpers as ch  # noqa: E402
 
-from tinystream.peers import PeerError, PeerUnavailable, RunningBroker, start_peer  # noqa: E402
+from tinystream.testing.peers import PeerError, PeerUnavailable, RunningBroker, start_peer  # noqa: E402
 
 TARGET_ENV = "TINYSTREAM_COMPAT_TARGET"
 BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0}

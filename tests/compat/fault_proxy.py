@@ -33,7 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
-from tinystream.peers.wire import response_header_size
+from tinystream.testing.peers.wire import response_header_size
 
 PRODUCE, METADATA, FIND_COORDINATOR = 0, 3, 10
 

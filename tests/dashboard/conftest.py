@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tinystream.local_cluster import LocalCluster
+from tinystream.dev.cluster import LocalCluster
 
 TOPIC = "dash-orders"
 GROUP = "dash-readers"

@@ -25,7 +25,7 @@ from kmock_helpers import Api, declare, ready_condition, running_operator
 
 import kmock
 from tinystream.broker.app import Broker
-from tinystream.broker.testing import test_settings
+from tinystream.testing.broker import test_settings
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.status_store import decode_state

@@ -49,14 +49,14 @@ class Broker:
 
 
 def _start(name: str):
-    from tinystream.peers import start_peer  # noqa: PLC0415
+    from tinystream.testing.peers import start_peer  # noqa: PLC0415
 
     return start_peer(name)
 
 
 @pytest.fixture(scope="session")
 def broker() -> Broker:
-    from tinystream.peers import PeerError, PeerUnavailable  # noqa: PLC0415
+    from tinystream.testing.peers import PeerError, PeerUnavailable  # noqa: PLC0415
 
     choice = os.environ.get(BROKER_ENV, "").strip()
     if ":" in choice and choice.rsplit(":", 1)[1].isdigit():

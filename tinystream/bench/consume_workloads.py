@@ -251,7 +251,7 @@ def run_confluent(target: Target, spec: ConsumeSpec) -> RunResult:
 
 
 def run_java(target: Target, spec: ConsumeSpec) -> RunResult:
-    from tinystream.peers.apache_kafka import CONSUMER_PERFORMANCE, run_java_tool
+    from tinystream.testing.peers.apache_kafka import CONSUMER_PERFORMANCE, run_java_tool
 
     ends = asyncio.run(fill_topic(target, spec, show=spec.progress))
     goal = min(spec.records, sum(ends.values()))

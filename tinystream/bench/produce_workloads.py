@@ -302,7 +302,7 @@ PERF_LINE = re.compile(
 
 
 def run_java(target: Target, spec: ProduceSpec) -> RunResult:
-    from tinystream.peers.apache_kafka import PRODUCER_PERFORMANCE, run_java_tool
+    from tinystream.testing.peers.apache_kafka import PRODUCER_PERFORMANCE, run_java_tool
 
     asyncio.run(_ensure_topic_at(target, spec))
     props = [f"bootstrap.servers={target.bootstrap}", f"acks={spec.acks}", f"batch.size={spec.batch_bytes}",

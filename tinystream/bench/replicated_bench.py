@@ -23,7 +23,7 @@ import click
 from tinystream.bench.produce_workloads import ProduceSpec, run_confluent
 from tinystream.bench.stats import RunResult
 from tinystream.bench.targets import Target
-from tinystream.local_cluster import LocalCluster
+from tinystream.dev.cluster import LocalCluster
 
 
 def _create_topic(bootstrap: str, topic: str, *, partitions: int, replication_factor: int,

@@ -17,7 +17,7 @@ import click
 
 from tinystream.bench.stats import RunResult, ratio_lines, ratios
 from tinystream.bench.targets import describe_spec, open_target
-from tinystream.peers import PeerError, PeerUnavailable
+from tinystream.testing.peers import PeerError, PeerUnavailable
 
 
 def run_everywhere(

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tinystream.peers import KNOWN_PEERS, RunningBroker, start_peer
+from tinystream.testing.peers import KNOWN_PEERS, RunningBroker, start_peer
 
 
 @dataclass(frozen=True)

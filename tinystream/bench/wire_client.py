@@ -2,7 +2,7 @@
 
 A Python client cannot build and send a million records a second one record
 at a time, so the benchmarks speak the protocol directly: requests are
-encoded once (kio via `tinystream.peers.wire`) and resent with only the
+encoded once (kio via `tinystream.testing.peers.wire`) and resent with only the
 correlation id changed, several in flight per connection; responses are
 matched by correlation id (a broker answers in order on one connection).
 
@@ -24,7 +24,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from tinystream.peers.wire import decode_response, encode_request
+from tinystream.testing.peers.wire import decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")

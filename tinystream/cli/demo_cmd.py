@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from tinystream.bench.log_bench import run_log_bench
-from tinystream.local_cluster import LocalCluster
+from tinystream.dev.cluster import LocalCluster
 
 DEMO_TOPIC = "demo-events"
 

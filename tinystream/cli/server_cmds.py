@@ -1,7 +1,7 @@
 """`tinystream broker` (one broker, foreground) and `tinystream dev` (a local cluster).
 
 `dev` supervises a controller and N brokers as child processes
-(tinystream/local_cluster.py): each child's command line and environment
+(tinystream/dev/cluster.py): each child's command line and environment
 alone are enough to start it again on its data, so a test (or a person) can
 kill and restart one. `dev` reports a child that dies and keeps the rest
 running; it restarts nothing behind the user's back.
@@ -17,7 +17,7 @@ import click
 from tinystream.broker.app import BrokerInfo
 from tinystream.broker.app import main as run_broker_main
 from tinystream.cli.settings_options import pop_settings, settings_options
-from tinystream.local_cluster import LocalCluster
+from tinystream.dev.cluster import LocalCluster
 
 
 @click.command()

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from tinystream.broker.errors import FrameTooLarge, InvalidFrame
+from tinystream.broker.protocol.errors import FrameTooLarge, InvalidFrame
 from tinystream.broker.protocol.framing import MIN_REQUEST_SIZE, FrameDecoder, frame
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import pytest
 
 from tinystream.broker.app import Broker
-from tinystream.broker.partition import TopicPartition
+from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.protocol.client import KafkaClient
-from tinystream.broker.testing import test_settings
+from tinystream.testing.broker import test_settings
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_client import ControllerClient
 from tinystream.operator.service.app import ControllerServer

@@ -7,8 +7,8 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tinystream.broker import meta_properties
-from tinystream.broker.testing import create_topics_request, now_batch, produce_request, request
+from tinystream.broker.storage import meta_properties
+from tinystream.testing.broker import create_topics_request, now_batch, produce_request, request
 from tinystream.broker.protocol.codec import millis
 
 

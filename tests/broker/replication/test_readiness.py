@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinystream.broker.readiness import replicated_readiness
+from tinystream.broker.server.readiness import replicated_readiness
 
 
 def image(*, fenced: bool = False, isr=(0, 1), leader: int = 1, brokers=(0, 1)) -> dict:

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tinystream.broker.partition import TopicPartition
+from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.storage.batch import decode_records, split_batches
-from tinystream.broker.testing import create_topics_request, fetch_request, now_batch, produce_request
+from tinystream.testing.broker import create_topics_request, fetch_request, now_batch, produce_request
 
 
 LAG_TIME_MS = 2000  # conftest's replica.lag.time.max.ms
@@ -69,7 +69,7 @@ async def test_rf3_topic_gets_a_leader_and_followers_and_acks_all_reaches_every_
     fetched = await (await cluster.client(follower)).request(fetch_request([("orders", 0, 0)]))
     assert fetched.responses[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
     # Metadata from any broker names the same leader and every broker.
-    from tinystream.broker.testing import request
+    from tinystream.testing.broker import request
     md = await (await cluster.client(follower)).request(request(3, 9, topics=None, allow_auto_topic_creation=False,
                                                                  include_topic_authorized_operations=False,
                                                                  include_cluster_authorized_operations=False))

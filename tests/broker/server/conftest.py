@@ -6,7 +6,7 @@ import pytest
 
 from tinystream.broker.app import Broker
 from tinystream.broker.protocol.client import KafkaClient
-from tinystream.broker.testing import test_settings
+from tinystream.testing.broker import test_settings
 
 
 @pytest.fixture

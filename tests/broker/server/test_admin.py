@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from tinystream.broker.protocol.api_versions import advertised
 from tinystream.broker.protocol.codec import decode_response, millis
-from tinystream.broker.testing import (
+from tinystream.testing.broker import (
     create_topic,
     create_topics_request,
     entity,
@@ -247,7 +247,7 @@ async def test_alter_configs_replaces_all_overrides(broker, client):
 
 async def test_topic_metadata_survives_a_restart(tmp_path):
     from tinystream.broker.app import Broker
-    from tinystream.broker.testing import test_settings
+    from tinystream.testing.broker import test_settings
 
     settings = test_settings(tmp_path / "d")
     b = Broker(settings)
@@ -285,7 +285,7 @@ async def test_init_producer_id_hands_out_unique_ids(broker, client, version):
 
 async def test_producer_ids_are_never_reused_after_restart(tmp_path):
     from tinystream.broker.app import Broker
-    from tinystream.broker.testing import test_settings
+    from tinystream.testing.broker import test_settings
 
     settings = test_settings(tmp_path / "d")
     seen = []

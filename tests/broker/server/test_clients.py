@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from tinystream.broker.testing import BrokerThread, test_settings
+from tinystream.testing.broker import BrokerThread, test_settings
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 N = 200
@@ -161,7 +161,7 @@ def test_confluent_admin_and_offsets(running):
 
 def test_restart_keeps_data_offsets_and_producer_state(tmp_path):
     """Produce (idempotent), stop the broker, start it on the same dir, consume everything."""
-    from tinystream.broker.partition import TopicPartition
+    from tinystream.broker.storage.topic_partition import TopicPartition
 
     broker = BrokerThread(test_settings(tmp_path / "data"))
     broker.start()

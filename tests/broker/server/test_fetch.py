@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.batch import decode_records, split_batches
-from tinystream.broker.testing import (
+from tinystream.testing.broker import (
     create_topic,
     entity,
     fetch_request,
@@ -147,7 +147,7 @@ async def test_leader_epoch_fencing(broker, client):
     ahead = only(await client.request(fetch_request([("ep", 0, 0)], current_leader_epoch=3)))
     assert ahead.error_code == ErrorCode.unknown_leader_epoch
     p = broker.replicas.get(("ep", 0))
-    from tinystream.broker.partition import PartitionState
+    from tinystream.broker.replication.partition import PartitionState
 
     p.update_state(PartitionState(leader=0, leader_epoch=2, replicas=(0,), isr=(0,)))
     fenced = only(await client.request(fetch_request([("ep", 0, 0)], current_leader_epoch=1)))
@@ -166,7 +166,7 @@ async def test_diverging_epoch_v12(broker, client):
     await create_topic(client, "div")
     await produce_values(client, "div", 0, [b"a", b"b"])  # written in epoch 0, offsets 0-1
     p = broker.replicas.get(("div", 0))
-    from tinystream.broker.partition import PartitionState
+    from tinystream.broker.replication.partition import PartitionState
 
     p.update_state(PartitionState(leader=0, leader_epoch=1, replicas=(0,), isr=(0,)))
     # A fetcher claiming epoch 0 data up to offset 5 diverged: epoch 0 ends at 2 here.

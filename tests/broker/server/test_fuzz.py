@@ -25,9 +25,9 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from tinystream.broker.partition import TopicPartition
+from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.protocol.codec import encode_request, millis
-from tinystream.broker.testing import (
+from tinystream.testing.broker import (
     create_topic,
     create_topics_request,
     entity,

@@ -8,7 +8,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.protocol.codec import millis
-from tinystream.broker.testing import create_topic, entity, request
+from tinystream.testing.broker import create_topic, entity, request
 
 
 def find_coordinator(key: str, *, version: int = 3, key_type: int = 0):
@@ -131,7 +131,7 @@ async def test_offset_fetch_old_versions_and_standalone_commit(broker, client, v
 async def test_committed_offsets_survive_a_restart(tmp_path):
     from tinystream.broker.app import Broker
     from tinystream.broker.protocol.client import KafkaClient
-    from tinystream.broker.testing import test_settings
+    from tinystream.testing.broker import test_settings
 
     settings = test_settings(tmp_path / "d")
     for attempt in range(2):

@@ -7,7 +7,7 @@ import json
 import logging
 import struct
 
-from tinystream.broker.server import request_extras
+from tinystream.broker.server.connection import request_extras
 from tinystream.log_format import JsonFormatter
 
 
@@ -24,7 +24,7 @@ def test_request_extras_from_a_raw_frame():
 
 
 async def test_malformed_request_log_names_client_and_correlation_id(broker, caplog):
-    caplog.set_level(logging.WARNING, logger="tinystream.broker.server")
+    caplog.set_level(logging.WARNING, logger="tinystream.broker.server.connection")
     reader, writer = await asyncio.open_connection(broker.info.host, broker.info.port)
     writer.write(framed(struct.pack(">hhih", 3, 1, 99, 3) + b"bob" + b"\x00\x00"))  # Metadata v1, body cut
     assert await asyncio.wait_for(reader.read(100), 5) == b""
@@ -32,6 +32,6 @@ async def test_malformed_request_log_names_client_and_correlation_id(broker, cap
     (record,) = [r for r in caplog.records if "closing connection" in r.getMessage()]
     assert (record.client_id, record.correlation_id, record.api) == ("bob", 99, "Metadata")
     line = json.loads(JsonFormatter().format(record))
-    assert line["level"] == "WARNING" and line["logger"] == "tinystream.broker.server"
+    assert line["level"] == "WARNING" and line["logger"] == "tinystream.broker.server.connection"
     assert line["client_id"] == "bob" and line["correlation_id"] == 99 and "peer" in line
     assert "closing connection" in line["message"] and line["ts"].endswith("+00:00")

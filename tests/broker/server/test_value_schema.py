@@ -14,10 +14,10 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tinystream.broker import value_schema
-from tinystream.broker.testing import BrokerThread, create_topic, create_topics_request, test_settings
-from tinystream.broker.testing import now_batch as build_batch
-from tinystream.broker.testing import produce_request as produce
+from tinystream.broker.topics import value_schema
+from tinystream.testing.broker import BrokerThread, create_topic, create_topics_request, test_settings
+from tinystream.testing.broker import now_batch as build_batch
+from tinystream.testing.broker import produce_request as produce
 from tinystream.broker.storage.batch import Compression, Record
 
 SCHEMA = json.dumps({
@@ -217,7 +217,7 @@ async def test_bad_schema_is_invalid_config_on_create_and_alter(broker, client):
     assert t.error_code == ErrorCode.invalid_config
     assert KEY in t.error_message and "invalid JSON Schema at $.type" in t.error_message
 
-    from tinystream.broker.testing import request
+    from tinystream.testing.broker import request
 
     await create_topic(client, "later")
     alter = request(44, 1, resources=(request_entity("later", '{"required": "name"}'),), validate_only=False)
@@ -227,7 +227,7 @@ async def test_bad_schema_is_invalid_config_on_create_and_alter(broker, client):
 
 
 def request_entity(topic: str, schema: str):
-    from tinystream.broker.testing import entity
+    from tinystream.testing.broker import entity
 
     return entity(44, 1, "AlterConfigsResource", resource_type=2, resource_name=topic, configs=(
         entity(44, 1, "AlterableConfig", name=KEY, config_operation=0, value=schema),))

@@ -1,0 +1,55 @@
+"""What every request handler can reach: the broker's parts, wired once by `app`.
+
+Handlers are functions `(BrokerContext, Call) -> response`; they hold no state
+of their own, so each can be tested with a context built from in-memory parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tinystream.broker.metadata.cluster import ClusterView
+from tinystream.broker.metrics.broker_metrics import BrokerMetrics
+from tinystream.broker.coordinators.producer_ids import ProducerIdManager
+from tinystream.broker.protocol.api_versions import ApiRange
+from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
+from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.server.connection import ClientInfo
+from tinystream.broker.topics.manager import TopicManager
+from tinystream.config.settings import BrokerSettings
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    settings: BrokerSettings
+    cluster: ClusterView
+    topics: TopicManager
+    replicas: ReplicaManager
+    producer_ids: ProducerIdManager
+    metrics: BrokerMetrics
+    advertised: tuple[ApiRange, ...]
+    groups: Any = None  # a GroupService when a group coordinator is wired
+    control: Any = None  # a ControlPlane when controller.url is set: admin requests go there
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One decoded request as a handler sees it."""
+
+    header: RequestHeader
+    body: Any
+    api: ApiSchemas  # schemas of the version answered (Produce v0-2: v3's)
+    client: ClientInfo
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    def respond(self, **fields: Any) -> Any:
+        """The top-level response entity; fields this version lacks are dropped."""
+        return build(self.api.response_type, fields)
+
+    def make(self, name: str, /, **fields: Any) -> Any:
+        """A nested response entity by its kio class name."""
+        return self.api.response(name, **fields)

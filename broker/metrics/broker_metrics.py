@@ -1,0 +1,198 @@
+"""Prometheus metrics of one broker, in a registry of its own.
+
+A per-broker CollectorRegistry (not prometheus_client's global one) lets
+several brokers run in one process (tests, `tinystream dev`) without their
+series colliding. Counters are updated on the request path through cached
+label children (one dict lookup per update); partition gauges (log size, log
+end offset, high watermark) are computed when scraped, so appends pay
+nothing for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from tinystream.broker.replication.partition import Partition
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class _PartitionCollector(Collector):
+    def __init__(self, partitions: Callable[[], Iterable[Partition]]) -> None:
+        self._partitions = partitions
+
+    def collect(self):
+        size = GaugeMetricFamily("tinystream_log_size_bytes", "Bytes held by a partition's log", labels=["topic", "partition"])
+        end = GaugeMetricFamily("tinystream_log_end_offset", "Log end offset", labels=["topic", "partition"])
+        start = GaugeMetricFamily("tinystream_log_start_offset", "Log start offset", labels=["topic", "partition"])
+        hw = GaugeMetricFamily("tinystream_high_watermark", "High watermark", labels=["topic", "partition"])
+        segments = GaugeMetricFamily("tinystream_log_segments", "Segments in a partition's log", labels=["topic", "partition"])
+        count = 0
+        leaders = 0
+        for p in self._partitions():
+            labels = [p.tp.topic, str(p.tp.partition)]
+            count += 1
+            leaders += p.is_leader
+            try:
+                size.add_metric(labels, p.log.size_bytes())
+                segments.add_metric(labels, p.log.segment_count())
+            except Exception:  # a closed or failing log: skip it rather than fail the scrape
+                continue
+            end.add_metric(labels, p.log_end_offset)
+            start.add_metric(labels, p.log_start_offset)
+            hw.add_metric(labels, p.high_watermark)
+        yield GaugeMetricFamily("tinystream_partitions", "Partitions hosted by this broker", value=count)
+        yield GaugeMetricFamily("tinystream_leader_partitions", "Partitions this broker leads", value=leaders)
+        yield from (size, end, start, hw, segments)
+
+
+class _BrokerStateCollector(Collector):
+    """Scrape-time views of the broker's state (registered by the admin HTTP, which has the context).
+
+    Purgatory size, under-replicated and offline partitions, consumer-group lag
+    of the groups coordinated here; and ISR shrinks / expands and leader
+    elections counted by comparing each partition's ISR and leader epoch with
+    what the previous scrape saw (Kafka counts them where they happen; here two
+    changes that cancel out between scrapes go uncounted, see METRICS.md).
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._seen: dict[Any, tuple[int, frozenset[int], bool]] = {}
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.leader_elections = 0
+
+    def observe(self) -> tuple[int, int]:
+        """Update the change counters; returns (under-replicated, offline) among partitions led or hosted here."""
+        under = offline = 0
+        seen: dict[Any, tuple[int, frozenset[int], bool]] = {}
+        for p in self._ctx.replicas.partitions():
+            state = p.state
+            isr = frozenset(state.isr)
+            leading = bool(p.is_leader)
+            previous = self._seen.get(p.tp)
+            if previous is not None:
+                epoch, old_isr, was_leading = previous
+                if leading and p.leader_epoch > epoch:
+                    self.leader_elections += 1
+                if leading and was_leading:
+                    self.isr_shrinks += bool(old_isr - isr)
+                    self.isr_expands += bool(isr - old_isr)
+            seen[p.tp] = (p.leader_epoch, isr, leading)
+            if state.leader is None or state.leader < 0:
+                offline += 1
+            elif leading and len(isr) < len(state.replicas):
+                under += 1
+        self._seen = seen
+        return under, offline
+
+    def collect(self):
+        under, offline = self.observe()
+        yield GaugeMetricFamily("tinystream_under_replicated_partitions",
+                                "Partitions led here whose ISR is smaller than their replica set", value=under)
+        yield GaugeMetricFamily("tinystream_offline_partitions",
+                                "Partitions hosted here that have no leader", value=offline)
+        yield CounterMetricFamily("tinystream_isr_shrinks", "ISR shrinks seen on partitions led here",
+                                  value=self.isr_shrinks)
+        yield CounterMetricFamily("tinystream_isr_expands", "ISR expands seen on partitions led here",
+                                  value=self.isr_expands)
+        yield CounterMetricFamily("tinystream_leader_elections",
+                                  "Leader epochs this broker took over as leader", value=self.leader_elections)
+        purgatory = getattr(self._ctx.replicas, "purgatory", None)
+        yield GaugeMetricFamily("tinystream_purgatory_size",
+                                "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
+                                value=purgatory.waiting if purgatory is not None else 0)
+        lag = GaugeMetricFamily("tinystream_consumer_group_lag",
+                                "High watermark minus committed offset, for groups coordinated here",
+                                labels=["group", "topic", "partition"])
+        committed_g = GaugeMetricFamily("tinystream_consumer_group_committed_offset",
+                                        "Committed offset, for groups coordinated here",
+                                        labels=["group", "topic", "partition"])
+        groups = getattr(self._ctx, "groups", None)
+        if groups is not None:
+            from tinystream.broker.storage.topic_partition import TopicPartition
+
+            coordinator = groups.coordinator
+            for listing in coordinator.list_groups():
+                for (topic, index), offset in coordinator.committed(listing.group_id).items():
+                    labels = [listing.group_id, topic, str(index)]
+                    committed_g.add_metric(labels, offset)
+                    p = self._ctx.replicas.get(TopicPartition(topic, index))
+                    if p is not None and offset >= 0:
+                        lag.add_metric(labels, max(p.high_watermark - offset, 0))
+        yield lag
+        yield committed_g
+
+
+class BrokerMetrics:
+    def __init__(self, broker_id: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.broker_id = broker_id
+        self.requests = Counter(
+            "tinystream_requests", "Requests served, by API", ["api"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "tinystream_request_latency_seconds", "Time from decode to response, by API", ["api"],
+            buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.bytes_in = Counter("tinystream_bytes_in", "Record batch bytes appended, by topic", ["topic"], registry=self.registry)
+        self.bytes_out = Counter("tinystream_bytes_out", "Record batch bytes fetched, by topic", ["topic"], registry=self.registry)
+        self.messages_in = Counter("tinystream_messages_in", "Records appended, by topic", ["topic"], registry=self.registry)
+        self.produce_errors = Counter(
+            "tinystream_produce_errors", "Partition-level produce errors, by error", ["error"], registry=self.registry
+        )
+        self.protocol_errors = Counter(
+            "tinystream_protocol_errors", "Connections closed for bad input", registry=self.registry
+        )
+        self.connections = Gauge("tinystream_connections", "Open client connections", registry=self.registry)
+        self._api_children: dict[str, tuple] = {}
+        self._topic_children: dict[str, tuple] = {}
+
+    def watch_partitions(self, partitions: Callable[[], Iterable[Partition]]) -> None:
+        self.registry.register(_PartitionCollector(partitions))
+
+    def watch_broker(self, ctx: Any) -> None:
+        """Scrape-time broker state (purgatory, URP, offline, ISR changes, group lag); once per registry."""
+        if getattr(self, "_state_collector", None) is None:
+            self._state_collector = _BrokerStateCollector(ctx)
+            self.registry.register(self._state_collector)
+
+    def observe_request(self, api: str, seconds: float) -> None:
+        children = self._api_children.get(api)
+        if children is None:
+            children = self._api_children[api] = (self.requests.labels(api), self.latency.labels(api))
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def _topic(self, topic: str) -> tuple:
+        children = self._topic_children.get(topic)
+        if children is None:
+            children = self._topic_children[topic] = (
+                self.bytes_in.labels(topic), self.bytes_out.labels(topic), self.messages_in.labels(topic)
+            )
+        return children
+
+    def record_in(self, topic: str, size: int, records: int) -> None:
+        children = self._topic(topic)
+        children[0].inc(size)
+        children[2].inc(records)
+
+    def record_out(self, topic: str, size: int) -> None:
+        self._topic(topic)[1].inc(size)
+
+    def forget_topic(self, topic: str) -> None:
+        if self._topic_children.pop(topic, None) is not None:
+            for metric in (self.bytes_in, self.bytes_out, self.messages_in):
+                try:
+                    metric.remove(topic)
+                except KeyError:
+                    pass
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

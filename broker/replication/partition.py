@@ -1,0 +1,317 @@
+"""One partition replica on this broker: its log, role, leader epoch and high watermark.
+
+A Partition is a leader or a follower (Kafka's Partition.scala, reduced):
+
+- The leader appends client batches (`append_as_leader`): it checks the
+  producer's sequence first (`idempotence`), lets the log validate and assign
+  offsets, and moves the high watermark (HW) to the smallest log end offset
+  among the in-sync replicas it knows. With itself the only ISR member the HW
+  is its log end offset right after the append.
+- Followers' fetch offsets (`record_follower_fetch`) are their log end offsets;
+  each one may move the HW.
+- A follower refuses client produce and fetch with NOT_LEADER_OR_FOLLOWER and
+  copies the leader's batches with `append_as_follower`, taking the leader's HW.
+- Requests that name a leader epoch are checked against ours
+  (`check_leader_epoch`, KIP-320): older is FENCED_LEADER_EPOCH, newer
+  UNKNOWN_LEADER_EPOCH.
+
+No asyncio here: callers get a result that says whether the HW moved, and
+wake whoever waits (the purgatory) themselves. Time comes in as `now_ms`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from tinystream.broker.errors import ErrorCode, code_for_log_error
+from tinystream.broker.replication.idempotence import SEQUENCE_MODULUS, ProducerStateTable, Verdict
+from tinystream.broker.storage.base import LogError, PartitionLog, ReadResult
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.storage.batch import (
+    CONTROL_BIT,
+    F_ATTRIBUTES,
+    F_BASE_SEQUENCE,
+    F_LAST_OFFSET_DELTA,
+    F_PRODUCER_EPOCH,
+    F_PRODUCER_ID,
+    TRANSACTIONAL_BIT,
+    check_batch,
+)
+
+
+class Role(enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """What the controller (or the local topic store) says about a partition."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    error: ErrorCode
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    hw_moved: bool = False
+    appended_bytes: int = 0
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why): Produce v8+ record_errors
+
+
+class Partition:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        log: PartitionLog,
+        *,
+        broker_id: int,
+        state: PartitionState,
+        producers: ProducerStateTable | None = None,
+    ) -> None:
+        self.tp = tp
+        self.log = log
+        self.broker_id = broker_id
+        self.producers = producers if producers is not None else ProducerStateTable()
+        self._state = state
+        self._follower_leo: dict[int, int] = {}
+        self._follower_seen_ms: dict[int, int] = {}  # last caught-up time (Kafka's lastCaughtUpTimeMs)
+        self._follower_last_fetch: dict[int, tuple[int, int]] = {}  # (time, leader LEO then)
+        self._epoch_start_offset = log.log_end_offset  # our LEO when we became leader of this epoch
+        # A sole replica has nothing to wait for. With followers, the HW restarts
+        # at the log start and rises as they report their positions.
+        self._hw = log.log_end_offset if state.isr == (broker_id,) else log.log_start_offset
+
+    # -- state ----------------------------------------------------------------------
+
+    @property
+    def state(self) -> PartitionState:
+        return self._state
+
+    @property
+    def role(self) -> Role:
+        return Role.LEADER if self._state.leader == self.broker_id else Role.FOLLOWER
+
+    @property
+    def is_leader(self) -> bool:
+        return self._state.leader == self.broker_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._state.leader_epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def update_state(self, state: PartitionState, *, now_ms: int | None = None) -> None:
+        """Become leader or follower at `state.leader_epoch` (LeaderAndIsr / metadata image).
+
+        A new leadership (or a new epoch of it) forgets what followers reported
+        to the old one and counts every ISR member as caught up now (Kafka's
+        makeLeader), so none is dropped from the ISR before it had a chance
+        to fetch from us.
+        """
+        was_leader, old_epoch = self.is_leader, self._state.leader_epoch
+        self._state = state
+        if self.is_leader and (not was_leader or state.leader_epoch != old_epoch):
+            self._follower_leo.clear()
+            self._follower_seen_ms.clear()
+            self._follower_last_fetch.clear()
+            self._epoch_start_offset = self.log.log_end_offset
+            if now_ms is not None:
+                for replica in state.isr:
+                    if replica != self.broker_id:
+                        self._follower_seen_ms[replica] = now_ms
+        self._maybe_advance_hw()
+
+    def restore_high_watermark(self, hw: int) -> None:
+        """Start from a checkpointed HW (never past our log end), so a restart does not regress it."""
+        self._hw = max(self._hw, min(hw, self.log.log_end_offset))
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """KIP-320: -1 skips the check."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.none
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch's answer: (largest epoch <= `epoch`, its end offset).
+
+        As a leader, the current epoch ends at the log end offset even before
+        anything was written in it (Kafka's leader starts the epoch in its
+        cache on election; the log only learns epochs from appended batches).
+        """
+        if self.is_leader and epoch == self.leader_epoch:
+            return epoch, self.log.log_end_offset
+        return self.log.end_offset_for_epoch(epoch)
+
+    # -- leader path ----------------------------------------------------------------
+
+    def append_as_leader(self, batch: memoryview, fields: tuple, *, required_acks: int, now_ms: int) -> AppendOutcome:
+        """Append one client batch. `fields` is its header tuple (storage.batch.HEADER)."""
+        if not self.is_leader:
+            return AppendOutcome(ErrorCode.not_leader_or_follower)
+        attributes = fields[F_ATTRIBUTES]
+        if attributes & CONTROL_BIT:
+            return AppendOutcome(ErrorCode.invalid_record, message="clients may not write control batches")
+        if attributes & TRANSACTIONAL_BIT:
+            return AppendOutcome(ErrorCode.invalid_record, message="transactions are not supported by this broker")
+        if required_acks == -1 and len(self._state.isr) < self.log.config.min_insync_replicas:
+            return AppendOutcome(
+                ErrorCode.not_enough_replicas,
+                message=f"{len(self._state.isr)} in-sync replicas, min.insync.replicas="
+                f"{self.log.config.min_insync_replicas}",
+            )
+        producer_id = fields[F_PRODUCER_ID]
+        if producer_id >= 0:
+            epoch = fields[F_PRODUCER_EPOCH]
+            first_seq = fields[F_BASE_SEQUENCE]
+            last_seq = (first_seq + fields[F_LAST_OFFSET_DELTA]) % SEQUENCE_MODULUS if first_seq >= 0 else -1
+            check = self.producers.check(producer_id, epoch, first_seq, last_seq)
+            if check.verdict is Verdict.DUPLICATE:
+                # Kafka validates a batch before looking for duplicates: a corrupt
+                # retry is still CORRUPT_MESSAGE.
+                try:
+                    check_batch(batch)
+                except LogError as exc:
+                    return AppendOutcome(code_for_log_error(exc), message=str(exc))
+                dup = check.duplicate
+                assert dup is not None
+                log_append_time = dup.timestamp if self.log.config.message_timestamp_type == "LogAppendTime" else -1
+                return AppendOutcome(
+                    ErrorCode.none, dup.first_offset, dup.last_offset, log_append_time, self.log.log_start_offset
+                )
+            if check.verdict is Verdict.REJECT:
+                return AppendOutcome(check.error, message=check.message)
+        try:
+            result = self.log.append(batch, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        except LogError as exc:
+            return AppendOutcome(code_for_log_error(exc), message=str(exc))
+        except OSError as exc:
+            return AppendOutcome(ErrorCode.kafka_storage_error, message=str(exc))
+        if producer_id >= 0:
+            self.producers.record(
+                producer_id, epoch, first_seq, last_seq, result.base_offset, result.last_offset,
+                result.max_timestamp, now_ms,
+            )
+        return AppendOutcome(
+            ErrorCode.none,
+            result.base_offset,
+            result.last_offset,
+            result.log_append_time,
+            self.log.log_start_offset,
+            hw_moved=self._maybe_advance_hw(),
+            appended_bytes=len(batch),
+        )
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from `fetch_offset` (= its log end offset); True if the HW moved.
+
+        Caught-up time as Kafka's Replica.updateFetchState: at our log end now
+        means caught up now; at least at our log end of its previous fetch
+        means caught up as of that fetch (so a steady stream of produces does
+        not make a keeping-up follower look lagging).
+        """
+        leo = self.log.log_end_offset
+        self._follower_leo[replica_id] = fetch_offset
+        if fetch_offset >= leo:
+            self._follower_seen_ms[replica_id] = now_ms
+        else:
+            previous = self._follower_last_fetch.get(replica_id)
+            if previous is not None and fetch_offset >= previous[1]:
+                self._follower_seen_ms[replica_id] = max(self._follower_seen_ms.get(replica_id, 0), previous[0])
+        self._follower_last_fetch[replica_id] = (now_ms, leo)
+        return self._maybe_advance_hw()
+
+    def isr_change(self, now_ms: int, lag_time_max_ms: int,
+                   eligible: frozenset[int] | None = None) -> tuple[int, ...] | None:
+        """The ISR this leader should ask the controller for, or None (KIP-497 AlterPartition).
+
+        Shrink: a follower whose last caught-up time is older than
+        replica.lag.time.max.ms. Expand: a replica outside the ISR whose log
+        end reached the HW and this leader epoch's start offset (Kafka's
+        isFollowerInSync), so it holds everything acknowledged, and that the
+        controller would accept: `eligible` (registered, unfenced, not in
+        controlled shutdown, KIP-841; None: any), for one ineligible member
+        makes it refuse the whole request.
+        """
+        if not self.is_leader:
+            return None
+        isr = list(self._state.isr)
+        # A member never heard from starts its lag clock at the first check.
+        out = [
+            r for r in isr
+            if r != self.broker_id and now_ms - self._follower_seen_ms.setdefault(r, now_ms) > lag_time_max_ms
+        ]
+        caught_up = [
+            r for r in self._state.replicas
+            if r not in isr and r != self.broker_id and (eligible is None or r in eligible)
+            and self._follower_leo.get(r, -1) >= max(self._hw, self._epoch_start_offset)
+            and now_ms - self._follower_seen_ms.get(r, 0) <= lag_time_max_ms
+        ]
+        if not out and not caught_up:
+            return None
+        new = [r for r in isr if r not in out] + caught_up
+        if self.broker_id not in new:
+            new.insert(0, self.broker_id)
+        return tuple(new)
+
+    def _maybe_advance_hw(self) -> bool:
+        if not self.is_leader:
+            return False
+        leo = self.log.log_end_offset
+        candidates = [leo]
+        for replica in self._state.isr:
+            if replica != self.broker_id:
+                candidates.append(self._follower_leo.get(replica, self._hw))
+        new_hw = min(candidates)
+        if new_hw > self._hw:
+            self._hw = new_hw
+            return True
+        return False
+
+    # -- follower path ----------------------------------------------------------------
+
+    def append_as_follower(self, batches: memoryview, leader_hw: int) -> int:
+        """Copy the leader's batches; returns the new log end offset."""
+        leo = self.log.append_replicated(batches)
+        self.follow_high_watermark(leader_hw)
+        return leo
+
+    def follow_high_watermark(self, leader_hw: int) -> bool:
+        """A follower's HW is the leader's, capped at its own log end; True if it moved."""
+        new = max(self._hw, min(leader_hw, self.log.log_end_offset))
+        moved = new != self._hw
+        self._hw = new
+        return moved
+
+    # -- reads -------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, for_replica: bool, min_one: bool) -> ReadResult:
+        """Batches from `offset`; clients see only what is below the HW."""
+        return self.log.read(offset, max_bytes, max_offset=None if for_replica else self._hw, min_one=min_one)
+
+    def after_log_truncation(self) -> None:
+        """The log lost its tail (follower divergence): producer state and HW follow it."""
+        self._hw = min(self._hw, self.log.log_end_offset)

@@ -1,0 +1,273 @@
+"""Followers copy their leaders: one fetcher task per leader broker (Kafka's ReplicaFetcherThread).
+
+    fetchers = ReplicaFetcherManager(broker_id=2, replicas=rm, cluster=view, max_bytes=1 << 20)
+    fetchers.follow(tp, leader=1, leader_epoch=4)    # from each applied metadata image
+    fetchers.unfollow(tp)                           # became leader, offline, or deleted
+    await fetchers.stop()
+
+Each task owns one connection to its leader (the broker's own protocol
+client, `protocol.client.KafkaClient`) and loops:
+
+1. Partitions that follow a new leader epoch truncate first (KIP-101 /
+   KIP-279): OffsetForLeaderEpoch names our latest epoch; the leader answers
+   the largest epoch it has at or below it and where that epoch ends; we cut
+   our log at min(that end, our own end of that epoch). A leader without an
+   answer (-1) makes us fall back to our HW.
+2. A Fetch with `replica_id` = our id and `current_leader_epoch` (KIP-320)
+   for every partition ready, long-polling `max_wait_ms`; records are
+   appended with `append_replicated` (offsets and epochs as the leader wrote
+   them) and the leader's HW becomes ours (capped at our log end). The fetch
+   offset tells the leader our log end offset, which moves its HW and ISR.
+3. FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER: our metadata is behind;
+   the partition waits for the next image (which calls `follow` again).
+   Connection errors back off and reconnect; nothing here raises out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from tinystream.broker.metadata.cluster import ClusterView
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.protocol.client import KafkaClient
+from tinystream.broker.protocol.codec import build, millis, schemas
+from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.storage.base import LogError
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11  # current_leader_epoch (KIP-320) without KIP-595's diverging-epoch flow
+EPOCH_VERSION = 4   # OffsetForLeaderEpoch with replica_id
+#: Kafka's replica.fetch.wait.max.ms and replica.fetch.backoff.ms defaults, shortened for quick failover.
+FETCH_WAIT_MS = 500
+BACKOFF_S = 0.2
+
+
+def _request(api_key: int, version: int, **fields):
+    return build(schemas(api_key, version).request_type, fields)
+
+
+def _entity(api_key: int, version: int, name: str, **fields):
+    return build(schemas(api_key, version).request_class(name), fields)
+
+
+@dataclass(slots=True)
+class FollowState:
+    leader_epoch: int
+    truncated: bool = False  # OffsetForLeaderEpoch done for this epoch
+    paused: bool = False  # the leader said our metadata is stale: wait for a new image
+
+
+class LeaderFetcher:
+    """Fetches every partition this broker follows from one leader broker."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[TopicPartition, FollowState] = {}
+        self.wakeup = asyncio.Event()
+        self.task = asyncio.ensure_future(self._run())
+        self._client: KafkaClient | None = None
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task
+        await self._close()
+
+    async def _close(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+            self._client = None
+
+    async def _connect(self) -> KafkaClient:
+        if self._client is None or self._client.closed.is_set():
+            endpoint = self.manager.cluster.broker(self.leader_id)
+            if endpoint is None:
+                raise ConnectionError(f"leader {self.leader_id} is not in the cluster view")
+            self._client = await KafkaClient.connect(
+                endpoint.host, endpoint.port, client_id=f"replica-fetcher-{self.manager.broker_id}"
+            )
+        return self._client
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                active = {tp: s for tp, s in self.partitions.items() if not s.paused}
+                if not active:
+                    self.wakeup.clear()
+                    await self.wakeup.wait()
+                    continue
+                client = await self._connect()
+                pending = {tp: s for tp, s in active.items() if not s.truncated}
+                if pending:
+                    await self._truncate(client, pending)
+                ready = {tp: s for tp, s in self.partitions.items() if s.truncated and not s.paused}
+                if ready:
+                    await self._fetch(client, ready)
+            except asyncio.CancelledError:
+                raise
+            except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+                log.debug("fetcher for leader %d: %s; reconnecting", self.leader_id, exc)
+                await self._close()
+                await asyncio.sleep(BACKOFF_S)
+            except Exception:
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                await self._close()
+                await asyncio.sleep(BACKOFF_S)
+
+    async def _truncate(self, client: KafkaClient, pending: dict[TopicPartition, FollowState]) -> None:
+        replicas = self.manager.replicas
+        by_topic: dict[str, list] = {}
+        for tp, state in pending.items():
+            partition = replicas.get(tp)
+            if partition is None:
+                continue
+            entries = partition.log.epoch_entries()
+            if not entries and partition.log_end_offset == partition.log_start_offset:
+                state.truncated = True  # nothing to cut
+                continue
+            latest = entries[-1].epoch if entries else -1
+            by_topic.setdefault(tp.topic, []).append(
+                _entity(23, EPOCH_VERSION, "OffsetForLeaderPartition", partition=tp.partition,
+                        current_leader_epoch=state.leader_epoch, leader_epoch=latest)
+            )
+        if not by_topic:
+            return
+        response = await client.request(_request(
+            23, EPOCH_VERSION, replica_id=self.manager.broker_id,
+            topics=tuple(_entity(23, EPOCH_VERSION, "OffsetForLeaderTopic", topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()),
+        ))
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                state = pending.get(tp)
+                partition = replicas.get(tp)
+                if state is None or partition is None or self.partitions.get(tp) is not state:
+                    continue
+                if p.error_code != ErrorCode.none:
+                    self._on_error(tp, state, p.error_code)
+                    continue
+                if p.leader_epoch < 0 or p.end_offset < 0:
+                    offset = partition.high_watermark  # no epoch answer: Kafka's pre-KIP-101 rule
+                else:
+                    _, own_end = partition.log.end_offset_for_epoch(p.leader_epoch)
+                    offset = min(p.end_offset, own_end if own_end >= 0 else p.end_offset)
+                try:
+                    replicas.truncate(tp, offset)
+                except (LogError, ValueError, OSError):
+                    log.exception("%s: truncation to %d failed", tp, offset)
+                    continue
+                state.truncated = True
+
+    async def _fetch(self, client: KafkaClient, ready: dict[TopicPartition, FollowState]) -> None:
+        replicas = self.manager.replicas
+        by_topic: dict[str, list] = {}
+        offsets: dict[TopicPartition, int] = {}
+        for tp, state in ready.items():
+            partition = replicas.get(tp)
+            if partition is None:
+                continue
+            offsets[tp] = partition.log_end_offset
+            by_topic.setdefault(tp.topic, []).append(
+                _entity(1, FETCH_VERSION, "FetchPartition", partition=tp.partition, fetch_offset=offsets[tp],
+                        partition_max_bytes=self.manager.max_bytes, log_start_offset=partition.log_start_offset,
+                        current_leader_epoch=state.leader_epoch)
+            )
+        if not by_topic:
+            return
+        response = await client.request(_request(
+            1, FETCH_VERSION, replica_id=self.manager.broker_id, max_wait=millis(self.manager.max_wait_ms),
+            min_bytes=1, max_bytes=self.manager.max_bytes * 8, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=tuple(_entity(1, FETCH_VERSION, "FetchTopic", topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()),
+            forgotten_topics_data=(), rack_id="",
+        ), timeout=self.manager.max_wait_ms / 1000 + 30)
+        if response.error_code != ErrorCode.none:
+            raise ConnectionError(f"fetch answered {response.error_code!r}")
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition_index)
+                state = ready.get(tp)
+                partition = replicas.get(tp)
+                # The image may have moved the partition while the fetch was out.
+                if state is None or partition is None or self.partitions.get(tp) is not state or partition.is_leader:
+                    continue
+                if p.error_code != ErrorCode.none:
+                    self._on_error(tp, state, p.error_code)
+                    continue
+                if partition.log_end_offset != offsets[tp]:
+                    continue  # truncated meanwhile; the next fetch starts from the new end
+                try:
+                    replicas.append_replicated(tp, p.records or b"", p.high_watermark)
+                except (LogError, OSError):
+                    log.exception("%s: appending the leader's batches failed; truncating to the HW", tp)
+                    state.truncated = False
+
+    def _on_error(self, tp: TopicPartition, state: FollowState, error: ErrorCode) -> None:
+        if error in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower,
+                     ErrorCode.unknown_topic_or_partition):
+            state.paused = True  # wait for the image that tells us who leads now
+            log.info("%s: leader %d answered %s; waiting for new metadata", tp, self.leader_id, error.name)
+        elif error == ErrorCode.offset_out_of_range:
+            state.truncated = False  # find the divergence point again
+        else:
+            log.debug("%s: leader %d answered %s", tp, self.leader_id, error.name)
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        replicas: ReplicaManager,
+        cluster: ClusterView,
+        max_bytes: int,
+        max_wait_ms: int = FETCH_WAIT_MS,
+    ) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self.cluster = cluster
+        self.max_bytes = max_bytes
+        self.max_wait_ms = max_wait_ms
+        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._leader_of: dict[TopicPartition, int] = {}
+
+    def follow(self, tp: TopicPartition, *, leader: int, leader_epoch: int) -> None:
+        """Fetch `tp` from `leader` at `leader_epoch`; a new epoch (or leader) truncates first."""
+        current = self._leader_of.get(tp)
+        if current is not None and current != leader:
+            self.unfollow(tp)
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self._fetchers[leader] = LeaderFetcher(self, leader)
+        state = fetcher.partitions.get(tp)
+        if state is None or state.leader_epoch != leader_epoch:
+            fetcher.partitions[tp] = FollowState(leader_epoch)
+        else:
+            state.paused = False
+        self._leader_of[tp] = leader
+        fetcher.wakeup.set()
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        leader = self._leader_of.pop(tp, None)
+        if leader is None:
+            return
+        fetcher = self._fetchers.get(leader)
+        if fetcher is not None:
+            fetcher.partitions.pop(tp, None)
+
+    def following(self) -> dict[TopicPartition, int]:
+        return dict(self._leader_of)
+
+    async def stop(self) -> None:
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        self._leader_of.clear()
+        await asyncio.gather(*(f.stop() for f in fetchers), return_exceptions=True)

@@ -1,0 +1,402 @@
+"""The partitions this broker hosts, and the produce and fetch paths over them.
+
+- `append`: one batch per partition from a Produce request, appended in
+  request order with no await in between (so requests pipelined on one
+  connection land in order); acks=all then waits in the purgatory until the
+  high watermark passes each batch or the request's timeout ends
+  (REQUEST_TIMED_OUT).
+- `fetch`: reads whole stored batches (never decoded) partition by partition
+  under the response's and each partition's byte limits, at least one whole
+  batch for the first partition with data even past the limits (KIP-74). If
+  fewer than min_bytes are ready the request waits in the purgatory, woken by
+  appends, until min_bytes or max_wait (Kafka's DelayedFetch). A fetch from a
+  follower records the follower's position, which may move the high
+  watermark and release waiting acks=all produces.
+- Producer state (`idempotence`) is restored when a partition opens, from the
+  snapshot next to its log plus a replay of batch headers after it, and
+  snapshotted again by `write_snapshots` (periodically and at shutdown).
+- Maintenance passes: retention (never past the high watermark), time-based
+  roll, flush.ms (the log applies flush.messages itself on append), producer
+  expiry, compaction. The file-backed log serialises its writers, so these
+  may run in a worker thread (see `maintenance`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from tinystream.broker.storage.atomic_file import write_atomically
+from tinystream.broker.errors import ErrorCode, code_for_log_error
+from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
+from tinystream.broker.replication.idempotence import ProducerStateTable
+from tinystream.broker.storage.log_manager import LogManager
+from tinystream.broker.storage.log_scan import scan_batches
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.replication.partition import AppendOutcome, Partition, PartitionState
+from tinystream.broker.replication.purgatory import Purgatory
+from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRangeError, ReadResult
+
+log = logging.getLogger(__name__)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    tp: TopicPartition
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes | memoryview | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.records) if self.records is not None else 0
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        log_manager: LogManager,
+        clock: Callable[[], int] = wall_clock_ms,
+        purgatory: Purgatory | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.logs = log_manager
+        self.clock = clock
+        self.purgatory = purgatory or Purgatory()
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._snapshotted: dict[TopicPartition, tuple[int, int]] = {}  # (table changes, log end) last written
+        # Replicated mode only (`use_hw_checkpoint`): HWs read at start, applied as partitions open.
+        self._hw_checkpoint: HighWatermarkCheckpoint | None = None
+        self._checkpointed_hws: dict[TopicPartition, int] = {}
+
+    # -- partitions ---------------------------------------------------------------------
+
+    def get(self, tp: TopicPartition) -> Partition | None:
+        return self._partitions.get(tp)
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def __len__(self) -> int:
+        return len(self._partitions)
+
+    def use_hw_checkpoint(self, checkpoint: HighWatermarkCheckpoint) -> None:
+        """Replicated mode: restore HWs from `checkpoint` as partitions open, write it on close."""
+        self._hw_checkpoint = checkpoint
+        self._checkpointed_hws = checkpoint.read()
+
+    def write_hw_checkpoint(self) -> None:
+        if self._hw_checkpoint is None:
+            return
+        hws = {p.tp: p.high_watermark for p in self._partitions.values()}
+        try:
+            self._hw_checkpoint.write(hws)
+        except OSError:
+            log.exception("writing the high-watermark checkpoint failed")
+
+    def open_partition(self, tp: TopicPartition, config: LogConfig, state: PartitionState) -> Partition:
+        """Open (or create) the partition's log and restore its producer state."""
+        existing = self._partitions.get(tp)
+        now = self.clock()
+        if existing is not None:
+            existing.update_state(state, now_ms=now)
+            self.purgatory.notify(tp)  # acks=all waiters re-check leadership
+            return existing
+        partition_log = self.logs.open(tp, config, now)
+        partition = Partition(tp, partition_log, broker_id=self.broker_id, state=state)
+        hw = self._checkpointed_hws.pop(tp, None)
+        if hw is not None:
+            partition.restore_high_watermark(hw)
+        self._restore_producers(partition, now)
+        self._partitions[tp] = partition
+        return partition
+
+    # -- follower side ------------------------------------------------------------------
+
+    def append_replicated(self, tp: TopicPartition, records: bytes | memoryview, leader_hw: int) -> int:
+        """A follower copies the leader's batches (offsets and epochs kept) and takes its HW.
+
+        Producer state follows the copied batch headers, so this replica can
+        deduplicate idempotent retries once it leads.
+        """
+        partition = self._partitions[tp]
+        before = partition.log_end_offset
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        if len(view):
+            partition.append_as_follower(view, leader_hw)
+            if partition.log_end_offset > before:
+                self._replay(partition, before, self.clock())
+        else:
+            partition.follow_high_watermark(leader_hw)
+        return partition.log_end_offset
+
+    def truncate(self, tp: TopicPartition, offset: int) -> None:
+        """Drop the log from `offset` (follower divergence, KIP-101) and rebuild producer state."""
+        partition = self._partitions[tp]
+        if offset >= partition.log_end_offset:
+            return
+        log.info("%s: truncating from %d to %d", tp, partition.log_end_offset, offset)
+        partition.log.truncate_to(offset)
+        partition.after_log_truncation()
+        self._snapshotted.pop(tp, None)
+        self._restore_producers(partition, self.clock())
+
+    def delete_partition(self, tp: TopicPartition) -> None:
+        partition = self._partitions.pop(tp, None)
+        self._snapshotted.pop(tp, None)
+        if partition is not None:
+            self.logs.delete(tp, partition.log)
+            self.purgatory.notify(tp)
+
+    def update_config(self, tp: TopicPartition, config: LogConfig) -> None:
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            partition.log.update_config(config)
+
+    def close(self) -> None:
+        """Snapshot producer state and HWs, flush and close every log."""
+        self.write_snapshots()
+        self.write_hw_checkpoint()
+        for partition in self._partitions.values():
+            try:
+                partition.log.close()
+            except Exception:  # one bad disk must not stop the others from closing
+                log.exception("closing the log of %s failed", partition.tp)
+        self._partitions.clear()
+        self.purgatory.notify_all()
+
+    # -- produce ------------------------------------------------------------------------
+
+    def append(
+        self, batches: Iterable[tuple[TopicPartition, memoryview, tuple]], *, required_acks: int
+    ) -> dict[TopicPartition, AppendOutcome]:
+        """Append each (tp, batch, header fields); synchronous, so pipelined requests keep their order."""
+        now = self.clock()
+        out: dict[TopicPartition, AppendOutcome] = {}
+        for tp, batch, fields in batches:
+            partition = self._partitions.get(tp)
+            if partition is None:
+                out[tp] = AppendOutcome(ErrorCode.unknown_topic_or_partition)
+                continue
+            outcome = partition.append_as_leader(batch, fields, required_acks=required_acks, now_ms=now)
+            out[tp] = outcome
+            if outcome.appended_bytes:
+                self.purgatory.notify(tp)
+        return out
+
+    async def wait_replicated(self, outcomes: dict[TopicPartition, AppendOutcome], timeout_ms: int) -> dict[
+        TopicPartition, AppendOutcome
+    ]:
+        """acks=all: wait until the HW passes every appended batch, up to timeout_ms."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
+        while True:
+            lost = [
+                tp for tp, o in outcomes.items()
+                if o.error == ErrorCode.none and ((p := self._partitions.get(tp)) is None or not p.is_leader)
+            ]
+            if lost:  # leadership moved while waiting: the batch may be truncated away (Kafka answers the same)
+                outcomes = {
+                    tp: AppendOutcome(ErrorCode.not_leader_or_follower, message="leadership moved") if tp in lost else o
+                    for tp, o in outcomes.items()
+                }
+            waiting = [
+                tp for tp, o in outcomes.items()
+                if o.error == ErrorCode.none and (p := self._partitions.get(tp)) is not None
+                and p.high_watermark <= o.last_offset
+            ]
+            if not waiting:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {
+                    tp: AppendOutcome(ErrorCode.request_timed_out, message="acks=all timed out") if tp in waiting else o
+                    for tp, o in outcomes.items()
+                }
+            await self.purgatory.wait(waiting, remaining)
+        return outcomes
+
+    # -- fetch --------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        requests: list[FetchPartition],
+        *,
+        replica_id: int,
+        min_bytes: int,
+        max_bytes: int,
+        max_wait_ms: int,
+    ) -> list[FetchedPartition]:
+        """Read; wait for min_bytes up to max_wait_ms (replica_id >= 0: an authorised follower)."""
+        deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
+        for_replica = replica_id >= 0
+        if for_replica:
+            self._record_follower(requests, replica_id)
+        keys = [r.tp for r in requests]
+        while True:
+            results = self._read_all(requests, for_replica=for_replica, max_bytes=max_bytes)
+            ready = sum(r.size for r in results)
+            errors = any(r.error != ErrorCode.none for r in results)
+            remaining = deadline - time.monotonic()
+            if max_wait_ms <= 0 or not requests or ready >= min_bytes or errors or remaining <= 0:
+                return results
+            await self.purgatory.wait(keys, remaining)
+
+    def _record_follower(self, requests: list[FetchPartition], replica_id: int) -> None:
+        now = self.clock()
+        for r in requests:
+            partition = self._partitions.get(r.tp)
+            if partition is not None and partition.is_leader and replica_id in partition.state.replicas:
+                if partition.record_follower_fetch(replica_id, r.fetch_offset, now):
+                    self.purgatory.notify(r.tp)
+
+    def _read_all(self, requests: list[FetchPartition], *, for_replica: bool, max_bytes: int) -> list[FetchedPartition]:
+        remaining = max(max_bytes, 0)
+        min_one = True  # KIP-74: the first partition with data returns a whole batch regardless
+        out = []
+        for r in requests:
+            fetched = self._read_one(r, for_replica=for_replica, limit=min(r.max_bytes, remaining), min_one=min_one)
+            if fetched.size:
+                min_one = False
+                remaining = max(remaining - fetched.size, 0)
+            out.append(fetched)
+        return out
+
+    def _read_one(self, r: FetchPartition, *, for_replica: bool, limit: int, min_one: bool) -> FetchedPartition:
+        partition = self._partitions.get(r.tp)
+        if partition is None:
+            return FetchedPartition(r.tp, ErrorCode.unknown_topic_or_partition)
+        if not partition.is_leader:
+            return FetchedPartition(r.tp, ErrorCode.not_leader_or_follower)
+        epoch_error = partition.check_leader_epoch(r.current_leader_epoch)
+        hw = partition.high_watermark
+        if epoch_error != ErrorCode.none:
+            return FetchedPartition(r.tp, epoch_error, hw, hw, partition.log_start_offset)
+        if limit <= 0 and not min_one:
+            return FetchedPartition(r.tp, ErrorCode.none, hw, hw, partition.log_start_offset, b"")
+        try:
+            result: ReadResult = partition.read(r.fetch_offset, max(limit, 0), for_replica=for_replica, min_one=min_one)
+        except OffsetOutOfRangeError:
+            return FetchedPartition(r.tp, ErrorCode.offset_out_of_range, hw, hw, partition.log_start_offset)
+        except LogError as exc:
+            return FetchedPartition(r.tp, code_for_log_error(exc), hw, hw, partition.log_start_offset)
+        except OSError:
+            log.exception("reading %s failed", r.tp)
+            return FetchedPartition(r.tp, ErrorCode.kafka_storage_error, hw, hw, partition.log_start_offset)
+        return FetchedPartition(r.tp, ErrorCode.none, hw, hw, result.log_start_offset, result.data)
+
+    # -- producer state -------------------------------------------------------------------
+
+    def _restore_producers(self, partition: Partition, now: int) -> None:
+        path = self.logs.snapshot_path(partition.tp)
+        start = partition.log_start_offset
+        table = ProducerStateTable()
+        if path is not None and path.exists():
+            try:
+                restored, end = ProducerStateTable.restore(path.read_bytes())
+                if start <= end <= partition.log_end_offset:
+                    table, start = restored, end
+            except (OSError, ValueError) as exc:
+                log.warning("ignoring producer snapshot of %s: %s", partition.tp, exc)
+        partition.producers = table
+        current = start == partition.log_end_offset and path is not None and path.exists()
+        replayed = self._replay(partition, start, now)
+        if replayed:
+            log.info("%s: rebuilt producer state from %d batches after offset %d", partition.tp, replayed, start)
+        if current:  # the snapshot on disk already says all there is
+            self._snapshotted[partition.tp] = (table.changes, partition.log_end_offset)
+
+    @staticmethod
+    def _replay(partition: Partition, offset: int, now: int) -> int:
+        """Feed batch headers from `offset` to the log end into the producer table."""
+        return partition.producers.replay((fields for fields, _ in scan_batches(partition.log, offset)), now)
+
+    def write_snapshots(self) -> int:
+        """Snapshot the producer state of partitions that changed since their last snapshot.
+
+        Not fsynced: a snapshot lost in a crash only makes the next start
+        replay more batch headers (see `idempotence`).
+        """
+        written = 0
+        for partition in list(self._partitions.values()):
+            mark = (partition.producers.changes, partition.log_end_offset)
+            if self._snapshotted.get(partition.tp) == mark:
+                continue
+            path = self.logs.snapshot_path(partition.tp)
+            if path is None or not path.parent.exists():
+                continue
+            try:
+                write_atomically(path, partition.producers.snapshot(partition.log_end_offset), durable=False)
+            except OSError:
+                log.exception("writing the producer snapshot of %s failed", partition.tp)
+                continue
+            self._snapshotted[partition.tp] = mark
+            written += 1
+        return written
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def enforce_retention(self) -> int:
+        now = self.clock()
+        deleted = 0
+        for partition in self.partitions():
+            try:
+                deleted += partition.log.enforce_retention(now, high_watermark=partition.high_watermark)
+            except (LogError, OSError):
+                log.exception("retention on %s failed", partition.tp)
+        return deleted
+
+    def roll_segments(self) -> int:
+        now = self.clock()
+        rolled = 0
+        for partition in self.partitions():
+            try:
+                rolled += bool(partition.log.maybe_roll(now))
+            except (LogError, OSError):
+                log.exception("rolling %s failed", partition.tp)
+        return rolled
+
+    def flush_due(self) -> int:
+        """flush.ms: fsync logs whose last flush is older than it (flush.messages is the log's own)."""
+        now = self.clock()
+        flushed = 0
+        for partition in self.partitions():
+            maybe_flush = getattr(partition.log, "maybe_flush", None)
+            if maybe_flush is None:
+                continue
+            try:
+                flushed += bool(maybe_flush(now))
+            except (LogError, OSError):
+                log.exception("flushing %s failed", partition.tp)
+        return flushed
+
+    def expire_producers(self) -> int:
+        now = self.clock()
+        return sum(p.producers.expire(now) for p in self.partitions())
+
+    def compact(self) -> int:
+        now = self.clock()
+        cleaned = 0
+        for partition in self.partitions():
+            try:
+                cleaned += self.logs.clean(partition.log, now)
+            except (LogError, OSError):
+                log.exception("compacting %s failed", partition.tp)
+        return cleaned

@@ -1,0 +1,223 @@
+"""The broker's admin HTTP endpoint (aiohttp): health, Prometheus metrics, a small JSON API.
+
+    GET /healthz      200 {"status": "ok", ...} while the broker serves (liveness)
+    GET /readyz       200 when ready for traffic, else 503 with the reason (readiness.py)
+    GET /metrics      Prometheus text format, from the broker's own registry
+    GET /api/broker   id, cluster id, listener, advertised APIs
+    GET /api/topics   topics with per-partition offsets and sizes
+    GET /api/partitions every partition this broker hosts: role, offsets, size, segments, retention
+    GET /api/groups   groups this broker coordinates: state, members, assignment, committed offsets, lag
+
+Read-only: it changes nothing, so it needs no authentication beyond who can
+reach the port.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from tinystream.broker.handlers.context import BrokerContext
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.server.readiness import Readiness, replicated_readiness
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+class AdminHttp:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+        self._runner: web.AppRunner | None = None
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/api/broker", self._broker)
+        app.router.add_get("/api/topics", self._topics)
+        app.router.add_get("/api/partitions", self._partitions)
+        app.router.add_get("/api/groups", self._groups)
+        self._app = app
+        ctx.metrics.watch_broker(ctx)
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        server = site._server  # aiohttp exposes no public accessor for the bound port
+        assert server is not None
+        bound = server.sockets[0].getsockname()
+        return str(bound[0]), int(bound[1])
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        ctx = self._ctx
+        return _json({"status": "ok", "broker_id": ctx.cluster.broker_id, "cluster_id": ctx.cluster.cluster_id})
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        ctx = self._ctx
+        if ctx.control is None:
+            state = Readiness(True, "standalone broker: serving")
+        else:
+            state = replicated_readiness(ctx.control.image, ctx.cluster.broker_id)
+        body = {"ready": state.ready, "reason": state.reason, "broker_id": ctx.cluster.broker_id}
+        if state.lagging:
+            body["lagging"] = state.lagging
+        return _json(body, status=200 if state.ready else 503)
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        body = self._ctx.metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _broker(self, _: web.Request) -> web.Response:
+        ctx = self._ctx
+        local = ctx.cluster.local
+        return _json(
+            {
+                "broker_id": local.broker_id,
+                "cluster_id": ctx.cluster.cluster_id,
+                "listener": f"{local.host}:{local.port}",
+                "rack": local.rack,
+                "partitions": len(ctx.replicas),
+                "apis": [{"key": a.key, "name": a.name, "min": a.min_version, "max": a.max_version} for a in ctx.advertised],
+            }
+        )
+
+    async def _topics(self, _: web.Request) -> web.Response:
+        ctx = self._ctx
+        out = []
+        for spec in ctx.topics.topics():
+            partitions = []
+            for index in range(spec.partitions):
+                p = ctx.replicas.get(TopicPartition(spec.name, index))
+                if p is None:
+                    continue
+                partitions.append({"partition": index, **_placement_and_offsets(p), "size_bytes": p.log.size_bytes()})
+            out.append(
+                {
+                    "name": spec.name,
+                    "id": str(spec.topic_id),
+                    "internal": spec.internal,
+                    "replication_factor": spec.replication_factor,
+                    "configs": dict(spec.configs),
+                    "partitions": partitions,
+                }
+            )
+        return _json({"topics": out})
+
+    async def _partitions(self, _: web.Request) -> web.Response:
+        """Every hosted partition as this broker sees it (a follower's HW trails the leader's)."""
+        ctx = self._ctx
+        settings = ctx.settings
+        out = []
+        for p in ctx.replicas.partitions():
+            spec = ctx.topics.get(p.tp.topic)
+            configs = dict(spec.configs) if spec is not None else {}
+            try:
+                size, segments = p.log.size_bytes(), p.log.segment_count()
+            except Exception:  # a closed or failing log: report it without its sizes
+                size, segments = None, None
+            out.append(
+                {
+                    "topic": p.tp.topic,
+                    "partition": p.tp.partition,
+                    "is_leader": bool(p.is_leader),
+                    **_placement_and_offsets(p),
+                    "size_bytes": size,
+                    "segments": segments,
+                    "retention_ms": int(configs.get("retention.ms", settings.log_retention_ms)),
+                    "retention_bytes": int(configs.get("retention.bytes", settings.log_retention_bytes)),
+                }
+            )
+        return _json({"broker_id": ctx.cluster.broker_id, "partitions": out})
+
+    async def _groups(self, _: web.Request) -> web.Response:
+        """Groups coordinated here. Lag = this broker's high watermark of the partition - committed,
+        where it hosts the partition (null otherwise: the dashboard takes the leader's)."""
+        return _json({"broker_id": self._ctx.cluster.broker_id, "groups": await group_rows(self._ctx)})
+
+
+async def group_rows(ctx: BrokerContext) -> list[dict[str, Any]]:
+    service = ctx.groups
+    if service is None:
+        return []
+    coordinator = service.coordinator
+    listings = coordinator.list_groups()
+    descriptions = await coordinator.describe_groups([g.group_id for g in listings])
+    rows = []
+    for desc in descriptions:
+        members = []
+        for m in desc.members:
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "assignment": decode_assignment(m.assignment) if desc.protocol_type == "consumer" else [],
+                }
+            )
+        owner = {(t["topic"], p): m["member_id"] for m in members for t in m["assignment"] for p in t["partitions"]}
+        offsets = []
+        for (topic, partition), committed in sorted(coordinator.committed(desc.group_id).items()):
+            p = ctx.replicas.get(TopicPartition(topic, partition))
+            end = p.high_watermark if p is not None else None
+            offsets.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "committed": committed,
+                    "end_offset": end,
+                    "lag": max(end - committed, 0) if end is not None and committed >= 0 else None,
+                    "member_id": owner.get((topic, partition)),
+                }
+            )
+        rows.append(
+            {
+                "group_id": desc.group_id,
+                "state": desc.state,
+                "protocol_type": desc.protocol_type,
+                "protocol": desc.protocol,
+                "coordinator": ctx.cluster.broker_id,
+                "members": members,
+                "offsets": offsets,
+            }
+        )
+    return rows
+
+
+def decode_assignment(raw: bytes) -> list[dict[str, Any]]:
+    """The consumer protocol's MemberAssignment (KIP-429 layout v0-v3: version, [topic, [partition]], ...)."""
+    if not raw:
+        return []
+    try:
+        from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+        by_topic: dict[str, list[int]] = {}
+        for tp in ConsumerProtocolAssignment.decode(raw).partitions():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
+    except Exception:  # an unknown or custom assignor's bytes: show none rather than fail
+        return []
+
+
+def _placement_and_offsets(p: Any) -> dict[str, Any]:
+    """A partition's placement and offsets as this broker sees it (both /api views share them)."""
+    return {
+        "leader": p.state.leader,
+        "leader_epoch": p.leader_epoch,
+        "replicas": list(p.state.replicas),
+        "isr": list(p.state.isr),
+        "log_start_offset": p.log_start_offset,
+        "log_end_offset": p.log_end_offset,
+        "high_watermark": p.high_watermark,
+    }

@@ -1,0 +1,404 @@
+"""The asyncio TCP server: a thin loop around `framing` and a request dispatcher.
+
+One `KafkaConnection` (an asyncio.Protocol) per client socket:
+
+- bytes go into a `FrameDecoder`; each whole frame is decoded (`codec`) and
+  handed to the dispatcher as its own task, so a long-polling Fetch or a parked
+  JoinGroup does not stop the next request from being read and started;
+- responses are written strictly in request order (Kafka's rule): a finished
+  task waits until every earlier one on the connection has been written;
+- a request that wants no answer (Produce acks=0) yields None and is skipped;
+- backpressure: reading pauses while `max_in_flight` requests are pending or
+  the transport's write buffer is full (the client is not reading), so a slow
+  or hostile peer costs bounded memory;
+- bad input (oversized or malformed frame, unknown API or version) is logged
+  once and closes only that connection; an ApiVersions request at a version we
+  do not know gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511 rule) and
+  the connection stays open.
+
+Log lines about a request (bad input, a failed handler) carry `client_id`,
+`correlation_id`, `api` and `peer` as record extras, so a JSON log
+(`--log-format json`) can be searched by them.
+
+`KafkaServer` owns the listening socket, the connection limit
+(max.connections: extra connections are closed at once) and the idle sweep
+(connections.max.idle.ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import socket
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
+from tinystream.broker.protocol import api_versions
+from tinystream.broker.protocol.codec import Request, decode_request, peek
+from tinystream.broker.protocol.framing import FrameDecoder
+
+log = logging.getLogger(__name__)
+
+#: A dispatcher result that closes the connection instead of answering (Kafka
+#: does this for a failed acks=0 produce, whose client reads no response).
+CLOSE_CONNECTION = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Who sent a request (for groups' client_host and for logs)."""
+
+    connection_id: int
+    host: str
+    port: int
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, request: Request, client: ClientInfo) -> Awaitable[bytes | None | object]:
+        """The framed response bytes, None for no response, or CLOSE_CONNECTION."""
+
+    def unsupported_api_versions(self, correlation_id: int) -> bytes:
+        """ApiVersions at a version we do not know: v0 layout, UNSUPPORTED_VERSION, full list."""
+
+    def cancel_on_disconnect(self, api_key: int) -> bool:
+        """Whether a pending request of this API may be cancelled when its client goes away."""
+
+    def serves(self, api_key: int) -> bool:
+        """Whether this API is advertised (others close the connection like unknown ones)."""
+
+
+class BadInputLog:
+    """Logs bad input at WARNING, at most `burst` lines per `period` seconds.
+
+    A flood of garbage (a fuzzer, a port scanner) must not flood the log; what
+    was held back is counted in the next line that gets through.
+    """
+
+    def __init__(self, burst: int = 20, period: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._burst = burst
+        self._period = period
+        self._clock = clock
+        self._window_start = clock()
+        self._count = 0
+        self._suppressed = 0
+
+    def warning(self, message: str, *args: Any, extra: dict[str, object] | None = None) -> None:
+        now = self._clock()
+        if now - self._window_start >= self._period:
+            self._window_start = now
+            self._count = 0
+        if self._count >= self._burst:
+            self._suppressed += 1
+            return
+        self._count += 1
+        if self._suppressed:
+            message += " (%d similar messages suppressed)"
+            args = (*args, self._suppressed)
+            self._suppressed = 0
+        log.warning(message, *args, extra=extra)
+
+
+def request_extras(frame: memoryview | bytes) -> dict[str, object]:
+    """Log extras naming a request from its raw frame; best effort, as the frame may be malformed.
+
+    Request header v1+ (every API we serve but ControlledShutdown v0):
+    api_key int16, api_version int16, correlation_id int32, client_id nullable string.
+    """
+    if len(frame) < _PEEK.size:
+        return {}
+    api_key, version, correlation_id = _PEEK.unpack_from(frame, 0)
+    extras: dict[str, object] = {
+        "api": api_versions.api_name(api_key), "api_version": version, "correlation_id": correlation_id,
+    }
+    if len(frame) >= _PEEK.size + 2:
+        (length,) = _I16.unpack_from(frame, _PEEK.size)
+        start = _PEEK.size + 2
+        if 0 <= length <= len(frame) - start:
+            extras["client_id"] = bytes(frame[start:start + length]).decode("utf-8", "replace")
+    return extras
+
+
+_PEEK = struct.Struct(">hhi")
+_I16 = struct.Struct(">h")
+
+
+class KafkaConnection(asyncio.Protocol):
+    """One client connection; see the module docstring."""
+
+    def __init__(self, server: KafkaServer, connection_id: int) -> None:
+        self._server = server
+        self._id = connection_id
+        self._decoder = FrameDecoder(server.max_request_bytes)
+        # (api_key, answer, log extras naming the request)
+        self._pending: collections.deque[tuple[int, asyncio.Future, dict[str, object]]] = collections.deque()
+        self._transport: asyncio.Transport | None = None
+        self._client = ClientInfo(connection_id, "", 0)
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closed = False
+        self.last_active = time.monotonic()
+
+    # -- asyncio.Protocol -------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Responses are written as whole frames; a large buffer before pausing keeps
+        # big Fetch responses from pausing the reader after every write.
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        if not self._server.admit(self):
+            self._server.bad_input.warning(
+                "refusing connection from %s:%s: max.connections=%d reached",
+                self._client.host, self._client.port, self._server.max_connections,
+            )
+            self._closed = True
+            transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._server.release(self)
+        for api_key, fut, _ in self._pending:
+            if not fut.done() and self._server.dispatcher.cancel_on_disconnect(api_key):
+                fut.cancel()
+        self._pending.clear()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self.last_active = time.monotonic()
+        try:
+            self._decoder.receive_data(data)
+            while not self._closed and (frame := self._decoder.next_frame()) is not None:
+                self._on_frame(frame)
+        except ProtocolError as exc:
+            self._fail(str(exc))
+
+    def eof_received(self) -> bool | None:
+        # Kafka closes the channel when a read hits end of stream; so do we (a
+        # client that stopped sending cannot be told apart from one that left,
+        # and a long poll must not outlive its client).
+        return None
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    # -- requests ---------------------------------------------------------------
+
+    def _on_frame(self, frame: memoryview) -> None:
+        try:
+            self._start_request(frame)
+        except ProtocolError as exc:
+            self._fail(str(exc), extra=request_extras(frame))
+
+    def _start_request(self, frame: memoryview) -> None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedRequest as exc:
+            if exc.api_key == api_versions.API_VERSIONS:
+                _, _, correlation_id = peek(frame)
+                self._enqueue_result(exc.api_key, self._server.dispatcher.unsupported_api_versions(correlation_id))
+                return
+            raise
+        except MalformedRequest as exc:
+            api_key, version, correlation_id = peek(frame)
+            raise MalformedRequest(
+                f"{api_versions.api_name(api_key)} v{version} correlation_id={correlation_id}: {exc}"
+            ) from exc
+        header = request.header
+        if not self._server.dispatcher.serves(header.api_key):
+            raise UnsupportedRequest(header.api_key, header.api_version, "not served by this broker")
+        task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
+        self._pending.append((header.api_key, task, {
+            "api": api_versions.api_name(header.api_key), "api_version": header.api_version,
+            "correlation_id": header.correlation_id, "client_id": header.client_id,
+        }))
+        task.add_done_callback(self._on_done)
+        self._update_reading()
+
+    def _enqueue_result(self, api_key: int, result: bytes | None) -> None:
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        fut.set_result(result)
+        self._pending.append((api_key, fut, {}))
+        self._on_done(fut)
+
+    def _on_done(self, _: asyncio.Future) -> None:
+        """Write every finished response at the head of the queue, in request order."""
+        transport = self._transport
+        ready: list[bytes | bytearray] = []
+        while self._pending and self._pending[0][1].done():
+            _, fut, extras = self._pending.popleft()
+            if fut.cancelled():
+                continue
+            exc = fut.exception()  # retrieved even when the answer can no longer be sent
+            if self._closed or transport is None:
+                continue
+            if exc is not None:
+                log.error("%s (correlation_id=%s) failed on connection %s; closing it", extras.get("api"),
+                          extras.get("correlation_id"), self._describe(), exc_info=exc,
+                          extra={**extras, "peer": self._peer()})
+                self._flush(ready)
+                self._close()
+                return
+            result = fut.result()
+            if result is CLOSE_CONNECTION:
+                self._flush(ready)
+                self._close()
+                return
+            if result is not None:
+                ready.append(result)
+        self._flush(ready)
+        self.last_active = time.monotonic()
+        self._update_reading()
+
+    def _flush(self, ready: list[bytes | bytearray]) -> None:
+        """One write for several pipelined responses (one syscall instead of many)."""
+        if not ready or self._transport is None:
+            return
+        if len(ready) == 1:
+            # A memoryview: on a partial send asyncio (3.11) slices `data[n:]`
+            # before buffering it, a full copy of a bytearray (~45 MiB for a
+            # Java consumer's fetch) and a zero-copy view of a memoryview.
+            self._transport.write(memoryview(ready[0]))
+        else:
+            self._transport.writelines(ready)
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self._closed:
+            return
+        should_pause = self._writing_paused or len(self._pending) >= self._server.max_in_flight
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    # -- closing ----------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight. (A half-sent frame does not count: a peer that stops
+        mid-frame is as idle as one that sends nothing, and is closed the same way.)"""
+        return not self._pending
+
+    def _describe(self) -> str:
+        return f"#{self._id} {self._client.host}:{self._client.port}"
+
+    def _peer(self) -> str:
+        return f"{self._client.host}:{self._client.port}"
+
+    def _fail(self, reason: str, *, extra: dict[str, object] | None = None) -> None:
+        self._server.bad_input.warning("closing connection %s: %s", self._describe(), reason,
+                                       extra={**(extra or {}), "peer": self._peer()})
+        if self._server.on_protocol_error is not None:
+            self._server.on_protocol_error()
+        self._close(abort=True)
+
+    def _close(self, *, abort: bool = False) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._transport is not None:
+            if abort:
+                self._transport.abort()
+            else:
+                self._transport.close()
+
+    def close_idle(self) -> None:
+        log.info("closing idle connection %s", self._describe())
+        self._close()
+
+    def abort(self) -> None:
+        self._close(abort=True)
+
+
+class KafkaServer:
+    """The client listener."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        max_request_bytes: int,
+        max_connections: int,
+        idle_timeout_ms: int,
+        max_in_flight: int = 100,
+        on_connections_changed: Callable[[int], None] | None = None,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.max_in_flight = max_in_flight
+        self.bad_input = BadInputLog()
+        self._idle_timeout = idle_timeout_ms / 1000.0
+        self._connections: set[KafkaConnection] = set()
+        self._ids = itertools.count(1)
+        self._server: asyncio.base_events.Server | None = None
+        self._sweeper: asyncio.Task | None = None
+        self._on_connections_changed = on_connections_changed
+        self.on_protocol_error: Callable[[], None] | None = None
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen; returns the bound (host, port) (port 0 picks a free one)."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self, next(self._ids)), host=host, port=port, reuse_address=True, backlog=1024
+        )
+        self._sweeper = asyncio.create_task(self._sweep_idle(), name="kafka-idle-sweep")
+        bound = self._server.sockets[0].getsockname()
+        return str(bound[0]), int(bound[1])
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            conn.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def admit(self, conn: KafkaConnection) -> bool:
+        if len(self._connections) >= self.max_connections:
+            return False
+        self._connections.add(conn)
+        if self._on_connections_changed:
+            self._on_connections_changed(len(self._connections))
+        return True
+
+    def release(self, conn: KafkaConnection) -> None:
+        if conn in self._connections:
+            self._connections.discard(conn)
+            if self._on_connections_changed:
+                self._on_connections_changed(len(self._connections))
+
+    async def _sweep_idle(self) -> None:
+        interval = min(max(self._idle_timeout / 4, 0.05), 10.0)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self._connections):
+                if conn.idle and now - conn.last_active > self._idle_timeout:
+                    conn.close_idle()

@@ -1,0 +1,301 @@
+"""Topic lifecycle on this broker: create, grow, reconfigure, delete, auto-create.
+
+Each operation checks its request the way Kafka's controller does (error
+codes named inline), changes the persisted `TopicStore` first and then opens,
+reconfigures or deletes the partition logs through the `ReplicaManager`, so a
+crash halfway leaves metadata that the next start completes (partitions are
+opened from the store on start).
+
+Local mode (no controller yet): this broker leads every partition at leader
+epoch 0 with itself as the only replica, so the replication factor cannot
+exceed one broker. With a controller, placement and partition state come from
+its metadata image instead and these methods become its callers' fallbacks.
+
+Listeners (`on_partitions_opened`, `on_topic_deleted`) let the group
+coordinator learn about __consumer_offsets partitions and metrics forget
+deleted topics without this module knowing either.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tinystream.broker.metadata.cluster import ClusterView
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.replication.partition import PartitionState
+from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.storage.base import LogConfig
+from tinystream.broker.topics.config import InvalidConfig, log_config, validate
+from tinystream.broker.metadata.topics import (
+    OFFSETS_TOPIC,
+    InvalidTopicName,
+    TopicSpec,
+    TopicStore,
+    validate_topic_name,
+)
+from tinystream.config.settings import BrokerSettings
+
+log = logging.getLogger(__name__)
+
+#: Largest partition count one request may ask for. Kafka has no hard limit;
+#: every partition costs open files and memory here, and num.partitions is
+#: capped at the same value in BrokerSettings.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+#: Kafka's offsets.topic.segment.bytes default; the offsets topic is compacted.
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    error: ErrorCode
+    message: str | None = None
+    spec: TopicSpec | None = None
+
+
+class TopicManager:
+    def __init__(
+        self,
+        *,
+        settings: BrokerSettings,
+        store: TopicStore,
+        replicas: ReplicaManager,
+        cluster: ClusterView,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.replicas = replicas
+        self.cluster = cluster
+        self.on_partitions_opened: list[Callable[[TopicSpec, range], None]] = []
+        self.on_topic_deleted: list[Callable[[TopicSpec], None]] = []
+        # With a controller: every partition's state from the applied metadata image
+        # (`control_plane` keeps it), hosted here or not. None in local mode.
+        self.image_states: dict[TopicPartition, PartitionState] | None = None
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get(self, name: str) -> TopicSpec | None:
+        return self.store.get(name)
+
+    def topics(self) -> list[TopicSpec]:
+        return sorted(self.store, key=lambda s: s.name)
+
+    def log_config(self, spec: TopicSpec) -> LogConfig:
+        return log_config(self.settings, spec.configs)
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState:
+        if self.image_states is not None:
+            state = self.image_states.get(tp)
+            return state if state is not None else PartitionState(leader=-1, leader_epoch=-1, replicas=(), isr=())
+        partition = self.replicas.get(tp)
+        if partition is not None:
+            return partition.state
+        me = self.cluster.broker_id
+        return PartitionState(leader=me, leader_epoch=0, replicas=(me,), isr=(me,))
+
+    # -- start ------------------------------------------------------------------------------
+
+    def open_all(self) -> None:
+        """Open every partition of every stored topic (broker start)."""
+        for spec in self.topics():
+            self._open_partitions(spec, range(spec.partitions))
+
+    def _open_partitions(self, spec: TopicSpec, indexes: range) -> None:
+        config = self.log_config(spec)
+        me = self.cluster.broker_id
+        for index in indexes:
+            state = PartitionState(leader=me, leader_epoch=0, replicas=(me,), isr=(me,))
+            self.replicas.open_partition(TopicPartition(spec.name, index), config, state)
+        for listener in self.on_partitions_opened:
+            listener(spec, indexes)
+
+    # -- create -----------------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        *,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        assignments: Mapping[int, list[int]] | None = None,
+        validate_only: bool = False,
+        internal_allowed: bool = False,
+    ) -> TopicResult:
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName as exc:
+            return TopicResult(ErrorCode.invalid_topic_exception, str(exc))
+        if name in self.store:
+            return TopicResult(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        if name.startswith("__") and not internal_allowed:
+            return TopicResult(ErrorCode.invalid_request, f"{name!r}: names starting with '__' are reserved")
+        other = self.store.colliding(name)
+        if other is not None:
+            return TopicResult(
+                ErrorCode.invalid_topic_exception, f"topic {name!r} collides with existing topic {other!r} ('.' vs '_')"
+            )
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                return TopicResult(
+                    ErrorCode.invalid_request, "set either num_partitions/replication_factor or assignments, not both"
+                )
+            error = self._check_assignments(assignments, first_partition=0)
+            if error is not None:
+                return error
+            num_partitions = len(assignments)
+            replication_factor = len(next(iter(assignments.values())))
+        if num_partitions == -1:
+            num_partitions = self.settings.num_partitions
+        if replication_factor == -1:
+            replication_factor = self.settings.default_replication_factor
+        if num_partitions <= 0:
+            return TopicResult(ErrorCode.invalid_partitions, f"number of partitions must be positive, got {num_partitions}")
+        if num_partitions > MAX_PARTITIONS_PER_TOPIC:
+            return TopicResult(
+                ErrorCode.invalid_partitions,
+                f"{num_partitions} partitions is more than this broker allows per topic ({MAX_PARTITIONS_PER_TOPIC})",
+            )
+        if replication_factor <= 0:
+            return TopicResult(
+                ErrorCode.invalid_replication_factor, f"replication factor must be positive, got {replication_factor}"
+            )
+        available = len(self.cluster.brokers())
+        if replication_factor > available:
+            return TopicResult(
+                ErrorCode.invalid_replication_factor,
+                f"replication factor {replication_factor} is larger than the {available} available broker(s)",
+            )
+        try:
+            overrides = validate(configs or {})
+        except InvalidConfig as exc:
+            return TopicResult(ErrorCode.invalid_config, str(exc))
+        spec = TopicSpec(
+            name=name,
+            topic_id=uuid.uuid4(),
+            partitions=num_partitions,
+            replication_factor=replication_factor,
+            configs=overrides,
+        )
+        if validate_only:
+            return TopicResult(ErrorCode.none, spec=spec)
+        self.store.add(spec)
+        self._open_partitions(spec, range(num_partitions))
+        log.info("created topic %s (%d partitions, id %s)", name, num_partitions, spec.topic_id)
+        return TopicResult(ErrorCode.none, spec=spec)
+
+    def auto_create(self, name: str) -> TopicResult:
+        """Metadata-triggered creation with the broker defaults (auto.create.topics.enable)."""
+        if name == OFFSETS_TOPIC:
+            return self.ensure_offsets_topic()
+        return self.create(name)
+
+    def ensure_offsets_topic(self) -> TopicResult:
+        spec = self.store.get(OFFSETS_TOPIC)
+        if spec is not None:
+            return TopicResult(ErrorCode.none, spec=spec)
+        return self.create(
+            OFFSETS_TOPIC,
+            num_partitions=self.settings.offsets_topic_num_partitions,
+            replication_factor=min(self.settings.offsets_topic_replication_factor, len(self.cluster.brokers())),
+            configs=OFFSETS_TOPIC_CONFIG,
+            internal_allowed=True,
+        )
+
+    def _check_assignments(self, assignments: Mapping[int, list[int]], *, first_partition: int) -> TopicResult | None:
+        expected = list(range(first_partition, first_partition + len(assignments)))
+        if sorted(assignments) != expected:
+            return TopicResult(ErrorCode.invalid_replica_assignment, f"partitions must be numbered {expected}")
+        sizes = {len(r) for r in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            return TopicResult(ErrorCode.invalid_replica_assignment, "every partition needs the same number of replicas")
+        for index, replicas in assignments.items():
+            if len(set(replicas)) != len(replicas):
+                return TopicResult(ErrorCode.invalid_replica_assignment, f"partition {index} repeats a replica")
+            unknown = [b for b in replicas if self.cluster.broker(b) is None]
+            if unknown:
+                return TopicResult(ErrorCode.invalid_replica_assignment, f"partition {index}: unknown broker(s) {unknown}")
+            if self.cluster.broker_id not in replicas:
+                return TopicResult(
+                    ErrorCode.invalid_replica_assignment, f"partition {index}: only broker {self.cluster.broker_id} exists"
+                )
+        return None
+
+    # -- grow ---------------------------------------------------------------------------------
+
+    def create_partitions(
+        self, name: str, count: int, *, assignments: list[list[int]] | None = None, validate_only: bool = False
+    ) -> TopicResult:
+        spec = self.store.get(name)
+        if spec is None:
+            return TopicResult(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        if spec.internal:
+            # Group ids map to __consumer_offsets partitions by hash modulo the count.
+            return TopicResult(ErrorCode.invalid_request, f"{name!r} is internal; its partition count is fixed")
+        if count < spec.partitions:
+            return TopicResult(
+                ErrorCode.invalid_partitions, f"topic {name!r} has {spec.partitions} partitions; cannot shrink to {count}"
+            )
+        if count == spec.partitions:
+            return TopicResult(ErrorCode.invalid_partitions, f"topic {name!r} already has {count} partitions")
+        if count > MAX_PARTITIONS_PER_TOPIC:
+            return TopicResult(ErrorCode.invalid_partitions, f"{count} partitions is more than {MAX_PARTITIONS_PER_TOPIC}")
+        if assignments is not None:
+            if len(assignments) != count - spec.partitions:
+                return TopicResult(
+                    ErrorCode.invalid_replica_assignment,
+                    f"{len(assignments)} assignments for {count - spec.partitions} new partitions",
+                )
+            error = self._check_assignments(
+                {spec.partitions + i: list(r) for i, r in enumerate(assignments)}, first_partition=spec.partitions
+            )
+            if error is not None:
+                return error
+        if validate_only:
+            return TopicResult(ErrorCode.none, spec=spec)
+        old = spec.partitions
+        spec = self.store.update(name, partitions=count)
+        self._open_partitions(spec, range(old, count))
+        log.info("topic %s grew from %d to %d partitions", name, old, count)
+        return TopicResult(ErrorCode.none, spec=spec)
+
+    # -- configure ----------------------------------------------------------------------------
+
+    def set_configs(self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> TopicResult:
+        """Replace the topic's overrides with `overrides` and apply them to its open logs."""
+        spec = self.store.get(name)
+        if spec is None:
+            return TopicResult(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        try:
+            clean = validate(overrides)
+        except InvalidConfig as exc:
+            return TopicResult(ErrorCode.invalid_config, str(exc))
+        if validate_only:
+            return TopicResult(ErrorCode.none, spec=spec)
+        spec = self.store.update(name, configs=clean)
+        config = self.log_config(spec)
+        for index in range(spec.partitions):
+            self.replicas.update_config(TopicPartition(name, index), config)
+        log.info("topic %s configs now %s", name, dict(clean))
+        return TopicResult(ErrorCode.none, spec=spec)
+
+    # -- delete -------------------------------------------------------------------------------
+
+    def delete(self, name: str) -> TopicResult:
+        spec = self.store.get(name)
+        if spec is None:
+            return TopicResult(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        if not self.settings.delete_topic_enable:
+            return TopicResult(ErrorCode.topic_deletion_disabled, "delete.topic.enable is false")
+        if spec.internal:
+            return TopicResult(ErrorCode.invalid_topic_exception, f"{name!r} is an internal topic")
+        self.store.remove(name)
+        for index in range(spec.partitions):
+            self.replicas.delete_partition(TopicPartition(name, index))
+        for listener in self.on_topic_deleted:
+            listener(spec)
+        log.info("deleted topic %s", name)
+        return TopicResult(ErrorCode.none, spec=spec)
