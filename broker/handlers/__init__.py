@@ -3,7 +3,7 @@
 A handler is `async def handle(ctx: BrokerContext, call: Call) -> entity | bytes | None`:
 a kio response entity (the dispatcher encodes it), already framed bytes (a
 layout kio does not have, e.g. legacy Produce), None for no response
-(acks=0), or `server.CLOSE_CONNECTION`.
+(acks=0), or `context.CLOSE_CONNECTION`.
 """
 
 from __future__ import annotations

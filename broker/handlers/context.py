@@ -15,9 +15,22 @@ from tinystream.broker.coordinators.producer_ids import ProducerIdManager
 from tinystream.broker.protocol.api_versions import ApiRange
 from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
 from tinystream.broker.replication.replica_manager import ReplicaManager
-from tinystream.broker.server.connection import ClientInfo
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
+
+
+#: A dispatcher result that closes the connection instead of answering (Kafka
+#: does this for a failed acks=0 produce, whose client reads no response).
+CLOSE_CONNECTION = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Who sent a request (for groups' client_host and for logs)."""
+
+    connection_id: int
+    host: str
+    port: int
 
 
 @dataclass(slots=True)

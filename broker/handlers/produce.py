@@ -32,7 +32,7 @@ from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.replication.partition import AppendOutcome
 from tinystream.broker.protocol.codec import encode_with, millis, to_millis
-from tinystream.broker.server.connection import CLOSE_CONNECTION
+from tinystream.broker.handlers.context import CLOSE_CONNECTION
 from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,
     CODEC_MASK,

@@ -42,22 +42,9 @@ from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, U
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.framing import FrameDecoder
+from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo
 
 log = logging.getLogger(__name__)
-
-#: A dispatcher result that closes the connection instead of answering (Kafka
-#: does this for a failed acks=0 produce, whose client reads no response).
-CLOSE_CONNECTION = object()
-
-
-@dataclass(frozen=True, slots=True)
-class ClientInfo:
-    """Who sent a request (for groups' client_host and for logs)."""
-
-    connection_id: int
-    host: str
-    port: int
-
 
 class Dispatcher(Protocol):
     def dispatch(self, request: Request, client: ClientInfo) -> Awaitable[bytes | None | object]:

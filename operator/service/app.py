@@ -26,7 +26,7 @@ from aiohttp import web
 
 from tinystream.config.settings import ControllerSettings
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
-
+from tinystream.operator.dashboard import DashboardServer, HttpClusterSource, make_dashboard_app
 from tinystream.operator.service.controller_service import Clock, ControllerService, DriverTiming, monotonic_ms
 from tinystream.operator.service.errors import StateFileError
 from tinystream.operator.service.http_api import make_app
@@ -82,7 +82,7 @@ class ControllerServer:
         self.service: ControllerService | None = None
         self._runner: web.AppRunner | None = None
         self._driver: asyncio.Task[None] | None = None
-        self._dashboard: Any = None  # a DashboardServer on settings.dashboard_port, when it could bind
+        self._dashboard: DashboardServer | None = None  # on settings.dashboard_port, when enabled and bound
         self.dashboard_url: str | None = None
         # GET /metrics on the API port: this controller's registry (metrics.py).
         self.metrics = ControllerMetrics()
@@ -98,7 +98,6 @@ class ControllerServer:
             raise
         try:
             app = make_app(self.service, metrics=self.metrics)
-            self._mount_dashboard(app)
             runner = web.AppRunner(app, shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
             await runner.setup()
             self._runner = runner
@@ -122,26 +121,23 @@ class ControllerServer:
         await self._start_dashboard(info.url)
         return info
 
-    # -- the dashboard (operator/dashboard): at /dashboard/ on the API, and on dashboard.port --------
-
-    def _mount_dashboard(self, app: web.Application) -> None:
-        from tinystream.operator.dashboard import HttpClusterSource, make_dashboard_app
-
-        self._api_url: str | None = None
-        app.add_subapp("/dashboard/", make_dashboard_app(HttpClusterSource(lambda: self._api_url)))
+    # -- the dashboard (operator/dashboard): one host, on dashboard.port -------------------------------
 
     async def _start_dashboard(self, api_url: str) -> None:
-        """Best effort: a taken dashboard.port is logged, never fatal (the API still serves /dashboard/)."""
-        from tinystream.operator.dashboard import DashboardServer, HttpClusterSource, make_dashboard_app
+        """Best effort: a taken dashboard.port is logged, never fatal (the API does not need it).
 
-        self._api_url = api_url
+        One dashboard host per process: this one, unless `dashboard.enabled` is
+        false (`tinystream dev` turns it off because its supervisor hosts the
+        cluster's dashboard). The API port serves the API only.
+        """
+        if not self.settings.dashboard_enabled:
+            return
         server = DashboardServer(make_dashboard_app(HttpClusterSource(api_url)), host=self.settings.host,
                                  port=self.settings.dashboard_port)
         try:
             self.dashboard_url = await server.start()
         except OSError as exc:
-            log.warning("dashboard not served on port %s (%s); it is at %s/dashboard/",
-                        self.settings.dashboard_port, exc, api_url)
+            log.warning("dashboard not served on port %s (%s)", self.settings.dashboard_port, exc)
             return
         self._dashboard = server
         log.info("dashboard on %s", self.dashboard_url)

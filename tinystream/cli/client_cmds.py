@@ -1,4 +1,4 @@
-"""Client commands: topics, produce, consume, groups. Thin over tinystream.client."""
+"""Client commands: topics, produce, consume, groups. Thin over tinystream.cli.kafka_client."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 import orjson
 from kafka.admin import NewPartitions, NewTopic
 
-from tinystream.client import ClientError, admin, consumer, group_lag, producer, translated
+from tinystream.cli.kafka_client import ClientError, admin, consumer, group_lag, producer, translated
 
 VALUE_SCHEMA_CONFIG = "tinystream.value.schema"
 

@@ -58,7 +58,7 @@ async def _cluster_round_trip(data_dir: Path, records: int, skip_spark: bool) ->
 def _produce_and_consume(bootstrap: str, records: int) -> None:
     from kafka.admin import NewTopic
 
-    from tinystream.client import admin, consumer, group_lag, producer
+    from tinystream.cli.kafka_client import admin, consumer, group_lag, producer
 
     with admin(bootstrap) as client:
         client.create_topics([NewTopic(DEMO_TOPIC, 3, 1)])

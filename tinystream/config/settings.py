@@ -99,6 +99,7 @@ class ControllerSettings(ComponentSettings):
 
     host: str = kafka_field("127.0.0.1", "host")
     port: int = kafka_field(9091, "port", ge=0, le=65535)
+    dashboard_enabled: bool = kafka_field(True, "dashboard.enabled")
     dashboard_port: int = kafka_field(3200, "dashboard.port", ge=0, le=65535)
     state_file: str = kafka_field("./data/controller/state.json", "state.file", min_length=1)
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)

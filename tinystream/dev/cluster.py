@@ -26,6 +26,7 @@ directly: `kill` (SIGKILL), `stop` (SIGTERM), `start`, `restart`, `pause`
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinystream.config import COMPONENTS
+from tinystream.dev.dashboard import Dashboard
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -259,10 +261,10 @@ def broker_argv(*, broker_id: int, port: int, log_dir: Path, controller_url: str
 
 
 def controller_argv(*, port: int, state_file: Path, overrides: Sequence[str]) -> list[str]:
-    # The supervisor serves the cluster's dashboard itself (it knows every broker's admin URL);
-    # the controller's own dashboard takes any free port so the two never race for 3200.
+    # The supervisor hosts the cluster's dashboard itself (it knows every broker's admin URL, and
+    # keeps answering while the controller is down), so the controller child hosts none.
     argv = [sys.executable, "-m", "tinystream", "controller", "--port", str(port), "--state-file", str(state_file),
-            "--dashboard-port", "0"]
+            "--set", "dashboard.enabled=false"]
     return _with_settings(argv, overrides)
 
 
@@ -287,7 +289,7 @@ class LocalCluster:
         self.failed = False
         self.dashboard_port = (DASHBOARD_PORT if first_port else 0) if dashboard_port is None else dashboard_port
         self.dashboard_url: str | None = None
-        self._dashboard = None
+        self._dashboard: Dashboard | None = None
         to_broker, to_controller = split_settings([*replicated_defaults(brokers), *overrides])
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         port = (CONTROLLER_PORT if first_port else 0) if controller_port is None else controller_port
@@ -346,9 +348,12 @@ class LocalCluster:
                 raise ClusterError(", ".join(f"{b.name} did not become ready (log: {b.log_path})"
                                              for b in not_ready))
             if dashboard:
-                from tinystream.dev.dashboard import Dashboard
-
-                self._dashboard = Dashboard(self, port=self.dashboard_port)
+                self._dashboard = Dashboard(
+                    controller_url=lambda: self.controller.url,
+                    admin_urls=lambda: {b.broker_id: b.admin_url for b in self.brokers
+                                        if b.admin_url and b.broker_id is not None},
+                    port=self.dashboard_port,
+                )
                 self.dashboard_url = self._dashboard.start()
         except BaseException:
             self.failed = True
@@ -430,13 +435,9 @@ class LocalCluster:
     # -- async wrappers (tinystream demo) ------------------------------------------
 
     async def start(self) -> str:
-        import asyncio
-
         bootstrap = await asyncio.to_thread(self.open)
         self.announce()
         return bootstrap
 
     async def stop(self) -> None:
-        import asyncio
-
         await asyncio.to_thread(self.close)
