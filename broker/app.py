@@ -22,21 +22,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinystream.broker.storage import meta_properties
-from tinystream.broker.server.admin_http import AdminHttp
-from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
+from tinystream.broker.control.forwarding import ForwardedTopicAdmin
+from tinystream.broker.control.image import ImageApplier
+from tinystream.broker.control.session import ControllerSession
+from tinystream.broker.coordinators.group_service import GroupService
+from tinystream.broker.coordinators.producer_ids import (
+    ControllerBlockSource,
+    FileBlockSource,
+    ProducerIdManager,
+)
 from tinystream.broker.handlers.context import BrokerContext
-from tinystream.broker.server.dispatcher import RequestDispatcher
-from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.maintenance import Maintenance, jobs
-from tinystream.broker.metrics.broker_metrics import BrokerMetrics
-from tinystream.broker.coordinators.producer_ids import ControllerBlockSource, FileBlockSource, ProducerIdManager
-from tinystream.broker.protocol.api_versions import advertised
-from tinystream.broker.replication.replica_manager import ReplicaManager, wall_clock_ms
-from tinystream.broker.server.connection import KafkaServer
-from tinystream.broker.topics.manager import TopicManager
+from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
 from tinystream.broker.metadata.topics import TopicStore
+from tinystream.broker.metrics.broker_metrics import BrokerMetrics
+from tinystream.broker.protocol.api_versions import advertised
+from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
+from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
+from tinystream.broker.replication.replica_manager import ReplicaManager, wall_clock_ms
+from tinystream.broker.server.admin_http import AdminHttp
+from tinystream.broker.server.connection import KafkaServer
+from tinystream.broker.server.dispatcher import RequestDispatcher
+from tinystream.broker.storage import meta_properties
+from tinystream.broker.storage.log_manager import LogManager
+from tinystream.broker.topics.manager import TopicManager
+
 from tinystream.config.settings import BrokerSettings
+from tinystream.controller_client import ControllerClient
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
 log = logging.getLogger(__name__)
@@ -125,34 +137,34 @@ class Broker:
         self.admin = AdminHttp(self.ctx)
         self.maintenance = Maintenance(jobs(settings, self.replicas))
         self.info: BrokerInfo | None = None
-        self.control = None
+        self.control: ControllerSession | None = None
         if settings.controller_url:
-            self._wire_controller()
+            self._wire_controller(settings.controller_url)
 
-    def _wire_controller(self) -> None:
-        """Replicated mode: the controller's image drives topics and roles (see `control_plane`)."""
-        from tinystream.broker.control.plane import ControlPlane
-        from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
-        from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
-        from tinystream.controller_client import ControllerClient
-
+    def _wire_controller(self, controller_url: str) -> None:
+        """Replicated mode: the controller's image drives topics and roles (see `control/`)."""
         s = self.settings
         self.replicas.use_hw_checkpoint(HighWatermarkCheckpoint(self.logs.metadata_dir))
         self.fetchers = ReplicaFetcherManager(
             broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes
         )
-        self.control = ControlPlane(
+        controller = ControllerClient(controller_url)
+        applier = ImageApplier(broker_id=s.broker_id, cluster=self.cluster, topics=self.topics,
+                               replicas=self.replicas, fetchers=self.fetchers, groups=self.groups, clock=self.clock)
+        self.control = ControllerSession(
             settings=s,
-            controller=ControllerClient(s.controller_url),
+            controller=controller,
             cluster=self.cluster,
             topics=self.topics,
             replicas=self.replicas,
             fetchers=self.fetchers,
-            groups=self.groups,
+            applier=applier,
             clock=self.clock,
             adopt_cluster_id=self._adopt_cluster_id,
         )
         self.ctx.control = self.control
+        self.ctx.forwarding = ForwardedTopicAdmin(settings=s, controller=controller, session=self.control,
+                                                  cluster=self.cluster, topics=self.topics)
         # KIP-730: the controller hands out disjoint blocks; a file per broker would not be.
         self.ctx.producer_ids = ProducerIdManager(ControllerBlockSource(self.control.allocate_producer_ids))
 
@@ -160,14 +172,8 @@ class Broker:
         meta_properties.adopt(self.logs.log_dirs, self.settings.broker_id, cluster_id)
         self.cluster.cluster_id = cluster_id
 
-    def _group_service(self):
-        try:
-            from tinystream.broker.coordinators.group_service import GroupService
-
-            return GroupService(settings=self.settings, topics=self.topics, replicas=self.replicas, clock=self.clock)
-        except (ImportError, NotImplementedError) as exc:  # the coordinator is not there yet
-            log.warning("consumer groups disabled: %s", exc)
-            return None
+    def _group_service(self) -> GroupService:
+        return GroupService(settings=self.settings, topics=self.topics, replicas=self.replicas, clock=self.clock)
 
     async def start(self) -> BrokerInfo:
         """Open everything and listen; on failure whatever was started is stopped again."""

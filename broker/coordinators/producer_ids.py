@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Protocol
 
 import orjson
-
 from tinystream.broker.storage.atomic_file import write_atomically
 
 BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
@@ -62,7 +61,7 @@ class FileBlockSource:
 class ControllerBlockSource:
     """Blocks from the controller (KIP-730). `allocate` returns (start, length)
     or raises `ProducerIdsUnavailable`; the control plane supplies it, with the
-    broker id and the current broker epoch (see ControlPlane.allocate_producer_ids)."""
+    broker id and the current broker epoch (see ControllerSession.allocate_producer_ids)."""
 
     def __init__(self, allocate: Callable[[], Awaitable[tuple[int, int]]]) -> None:
         self._allocate = allocate

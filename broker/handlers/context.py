@@ -9,15 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tinystream.broker.control.forwarding import ForwardedTopicAdmin
+from tinystream.broker.control.session import ControllerSession
+from tinystream.broker.coordinators.group_service import GroupService
+from tinystream.broker.coordinators.producer_ids import ProducerIdManager
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metrics.broker_metrics import BrokerMetrics
-from tinystream.broker.coordinators.producer_ids import ProducerIdManager
 from tinystream.broker.protocol.api_versions import ApiRange
 from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.topics.manager import TopicManager
-from tinystream.config.settings import BrokerSettings
 
+from tinystream.config.settings import BrokerSettings
 
 #: A dispatcher result that closes the connection instead of answering (Kafka
 #: does this for a failed acks=0 produce, whose client reads no response).
@@ -42,8 +45,9 @@ class BrokerContext:
     producer_ids: ProducerIdManager
     metrics: BrokerMetrics
     advertised: tuple[ApiRange, ...]
-    groups: Any = None  # a GroupService when a group coordinator is wired
-    control: Any = None  # a ControlPlane when controller.url is set: admin requests go there
+    groups: GroupService | None = None  # None when the broker runs without a group coordinator
+    control: ControllerSession | None = None  # set with controller.url: the session and its applied image
+    forwarding: ForwardedTopicAdmin | None = None  # set with controller.url: topic admin goes to the controller
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """Topic admin as request handlers see it: local, or forwarded to the controller.
 
 Without `controller.url` the broker owns its topics and `TopicManager`
-answers at once (synchronously). With a controller, the `ControlPlane`
-forwards the change and answers once this broker applied the image that
+answers at once (synchronously). With a controller, `ForwardedTopicAdmin`
+(control/forwarding.py) forwards the change and answers once this broker applied the image that
 holds it (or with the controller's error). Handlers await these functions
 and do not care which one answered.
 """
@@ -17,38 +17,38 @@ from tinystream.broker.topics.manager import TopicResult
 
 
 async def create_topic(ctx: BrokerContext, name: str, **kwargs: Any) -> TopicResult:
-    if ctx.control is not None:
-        return await ctx.control.create_topic(name, **kwargs)
+    if ctx.forwarding is not None:
+        return await ctx.forwarding.create_topic(name, **kwargs)
     return ctx.topics.create(name, **kwargs)
 
 
 async def auto_create(ctx: BrokerContext, name: str) -> TopicResult:
-    if ctx.control is not None:
-        return await ctx.control.auto_create(name)
+    if ctx.forwarding is not None:
+        return await ctx.forwarding.auto_create(name)
     return ctx.topics.auto_create(name)
 
 
 async def ensure_offsets_topic(ctx: BrokerContext) -> TopicResult:
-    if ctx.control is not None:
-        return await ctx.control.ensure_offsets_topic()
+    if ctx.forwarding is not None:
+        return await ctx.forwarding.ensure_offsets_topic()
     return ctx.topics.ensure_offsets_topic()
 
 
 async def delete_topic(ctx: BrokerContext, name: str) -> TopicResult:
-    if ctx.control is not None:
-        return await ctx.control.delete_topic(name)
+    if ctx.forwarding is not None:
+        return await ctx.forwarding.delete_topic(name)
     return ctx.topics.delete(name)
 
 
 async def create_partitions(
     ctx: BrokerContext, name: str, count: int, *, assignments: list[list[int]] | None, validate_only: bool
 ) -> TopicResult:
-    if ctx.control is not None:
-        return await ctx.control.create_partitions(name, count, assignments=assignments, validate_only=validate_only)
+    if ctx.forwarding is not None:
+        return await ctx.forwarding.create_partitions(name, count, assignments=assignments, validate_only=validate_only)
     return ctx.topics.create_partitions(name, count, assignments=assignments, validate_only=validate_only)
 
 
 async def set_configs(ctx: BrokerContext, name: str, overrides: Mapping[str, str], *, validate_only: bool) -> TopicResult:
-    if ctx.control is not None:
-        return await ctx.control.set_configs(name, overrides, validate_only=validate_only)
+    if ctx.forwarding is not None:
+        return await ctx.forwarding.set_configs(name, overrides, validate_only=validate_only)
     return ctx.topics.set_configs(name, overrides, validate_only=validate_only)

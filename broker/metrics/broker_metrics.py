@@ -13,11 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-
 from tinystream.broker.replication.partition import Partition
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -60,7 +66,6 @@ class _BrokerStateCollector(Collector):
     what the previous scrape saw (Kafka counts them where they happen; here two
     changes that cancel out between scrapes go uncounted, see METRICS.md).
     """
-
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
         self._seen: dict[Any, tuple[int, frozenset[int], bool]] = {}
@@ -116,8 +121,6 @@ class _BrokerStateCollector(Collector):
                                         labels=["group", "topic", "partition"])
         groups = getattr(self._ctx, "groups", None)
         if groups is not None:
-            from tinystream.broker.storage.topic_partition import TopicPartition
-
             coordinator = groups.coordinator
             for listing in coordinator.list_groups():
                 for (topic, index), offset in coordinator.committed(listing.group_id).items():

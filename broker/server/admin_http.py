@@ -18,11 +18,11 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from prometheus_client import CONTENT_TYPE_LATEST
-
 from tinystream.broker.handlers.context import BrokerContext
-from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.server.readiness import Readiness, replicated_readiness
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -200,8 +200,6 @@ def decode_assignment(raw: bytes) -> list[dict[str, Any]]:
     if not raw:
         return []
     try:
-        from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-
         by_topic: dict[str, list[int]] = {}
         for tp in ConsumerProtocolAssignment.decode(raw).partitions():
             by_topic.setdefault(tp.topic, []).append(tp.partition)

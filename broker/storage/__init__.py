@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 
 from tinystream.broker.storage.base import LogConfig, PartitionLog
+from tinystream.broker.storage.memory import MemoryLog
+from tinystream.broker.storage.segmented import SegmentedLog
 
 
 def open_log(directory: str | os.PathLike | None, config: LogConfig | None = None, *, now_ms: int) -> PartitionLog:
     """A SegmentedLog in ``directory`` (recovered if it exists), or a MemoryLog when directory is None."""
     if directory is None:
-        from tinystream.broker.storage.memory import MemoryLog
-
         return MemoryLog(config, now_ms=now_ms)
-    from tinystream.broker.storage.segmented import SegmentedLog
 
     return SegmentedLog.open(directory, config, now_ms=now_ms)

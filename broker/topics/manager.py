@@ -23,13 +23,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.broker.replication.partition import PartitionState
-from tinystream.broker.replication.replica_manager import ReplicaManager
-from tinystream.broker.storage.base import LogConfig
-from tinystream.broker.topics.config import InvalidConfig, log_config, validate
+from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metadata.topics import (
     OFFSETS_TOPIC,
     InvalidTopicName,
@@ -37,6 +32,12 @@ from tinystream.broker.metadata.topics import (
     TopicStore,
     validate_topic_name,
 )
+from tinystream.broker.replication.partition import PartitionState
+from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.storage.base import LogConfig
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.topics.config import InvalidConfig, log_config, validate
+
 from tinystream.config.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class TopicManager:
         self.on_partitions_opened: list[Callable[[TopicSpec, range], None]] = []
         self.on_topic_deleted: list[Callable[[TopicSpec], None]] = []
         # With a controller: every partition's state from the applied metadata image
-        # (`control_plane` keeps it), hosted here or not. None in local mode.
+        # (`control/image.py` keeps it), hosted here or not. None in local mode.
         self.image_states: dict[TopicPartition, PartitionState] | None = None
 
     # -- reading ------------------------------------------------------------------------

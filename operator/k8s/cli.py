@@ -4,7 +4,6 @@ Settings: the operator component's (tinystream.config: namespace,
 controller.port, dashboard.port, ... from flags, TINYSTREAM_* env, --config)
 plus a few facts about its deployment that the Helm chart passes as
 environment variables:
-
     TINYSTREAM_OPERATOR_SERVICE   DNS name of the operator's Service (brokers' controller URL)
     TINYSTREAM_BROKER_IMAGE       image of brokers whose cluster names none
     TINYSTREAM_MANAGE_CRDS        "true": upgrade installed CRDs from TINYSTREAM_CRDS_DIR at start-up
@@ -22,14 +21,15 @@ import os
 from pathlib import Path
 
 import click
-
-from tinystream.log_format import configure, current_format
-
+import kopf
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.dashboard_host import OperatorDashboard
 from tinystream.operator.k8s.handlers import Deps, default_connect, make_registry
 from tinystream.operator.k8s.metrics import OperatorMetrics
 from tinystream.operator.k8s.model import DASHBOARD_PORT, OperatorContext
+
+from tinystream.config import load_settings
+from tinystream.log_format import configure, current_format
 
 DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
 
@@ -52,9 +52,6 @@ def _crds_dir() -> Path | None:
               help="kopf peering (one active operator) or run alone.")
 def operator(log_level: str | None, peering: bool) -> None:
     """Run the TinyStream Kubernetes operator in the foreground."""
-    import kopf
-
-    from tinystream.config import load_settings
 
     if log_level:
         configure(log_level.upper(), current_format(), force=True)  # keeps the root's --log-format

@@ -20,12 +20,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from tinystream.spark.events import create_topic
+from tinystream.spark.local import local_session
 
 
 def _raw_read(bootstrap: str, topic: str, partitions: int, expected: int) -> float:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: PLC0415
-
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3})
     started = time.perf_counter()
@@ -56,8 +56,6 @@ def run_spark_bench(
     spark: Any = None,
 ) -> dict[str, float]:
     """Measure write, raw read and connector read rates; returns rows/s figures and the ratio."""
-    from tinystream.spark.local import local_session  # noqa: PLC0415
-
     topic = f"bench-spark-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions=partitions)
     own = spark is None

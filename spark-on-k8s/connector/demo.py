@@ -25,15 +25,20 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from tinystream.spark.events import Lateness, create_topic, generate_rounds, produce_events
+from tinystream.spark.events import (
+    Lateness,
+    create_topic,
+    generate_rounds,
+    produce_events,
+)
+from tinystream.spark.local import local_session
+from tinystream.spark.windows import parse_events, to_records, tumbling_page_counts
 
 WINDOW = "10 seconds"
 WATERMARK = "5 seconds"
 
 
 def _run_round(spark: Any, *, bootstrap: str, source: str, sink: str, checkpoint: str) -> dict[str, int]:
-    from tinystream.spark.windows import parse_events, to_records, tumbling_page_counts  # noqa: PLC0415
-
     raw = (spark.readStream.format("tinystream")
            .option("bootstrap.servers", bootstrap).option("subscribe", source)
            .option("startingOffsets", "earliest").load())
@@ -75,8 +80,6 @@ def run_windowed_demo(
     spark: Any = None,
 ) -> dict[str, Any]:
     """Produce events, window them on local Spark (AvailableNow), write, read back, print, return figures."""
-    from tinystream.spark.local import local_session  # noqa: PLC0415
-
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
     source, sink = f"demo-events-{run_id}", f"demo-windows-{run_id}"

@@ -1,7 +1,6 @@
 """A small, deterministic event generator for the example pipelines and the demo.
 
 Events are page views with an amount, keyed by user, as JSON values:
-
     {"seq": 17, "user": "u3", "page": "/cart", "amount_cents": 1250, "ts": 1700000004250}
 
 `ts` is the event time in epoch milliseconds; the record's Kafka timestamp
@@ -23,6 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 USERS = ("u0", "u1", "u2", "u3", "u4", "u5")
 PAGES = ("/", "/search", "/product", "/cart", "/checkout")
@@ -133,8 +135,6 @@ def produce_events(
     bootstrap: str, topic: str, events: Iterable[Event], *, producer_conf: Mapping[str, Any] | None = None
 ) -> int:
     """Produce events keyed by user with CreateTime = event time; returns how many were acknowledged."""
-    from confluent_kafka import Producer  # noqa: PLC0415
-
     producer = Producer(producer_config(bootstrap, producer_conf))
     errors: list[str] = []
     count = 0
@@ -160,8 +160,6 @@ def produce_events(
 
 def create_topic(bootstrap: str, topic: str, *, partitions: int = 3, timeout_s: float = 30.0) -> None:
     """Create a topic; an existing one is fine."""
-    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
-
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     futures = admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=timeout_s)
     for future in futures.values():

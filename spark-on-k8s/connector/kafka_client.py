@@ -10,7 +10,6 @@ would cap a Spark task at a fraction of the rate; the Java client would need
 a JVM jar, which a Python data source must not need (Spark Connect).
 
 Three roles, each created where it is used:
-
     OffsetsClient   on the driver (the Python planner process): topic metadata,
                     earliest / latest / by-timestamp offsets, with retries
     read_range      on an executor, inside DataSourceReader.read(): a consumer
@@ -30,6 +29,15 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
+from confluent_kafka import TopicPartition as KafkaTP
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from tinystream.spark.errors import DataLossError, KafkaClientError, ProduceError
 from tinystream.spark.offsets import OffsetRange, TopicPartition
 from tinystream.spark.planning import DataLoss, LossReason, check_read_range
@@ -61,8 +69,6 @@ def translate(exc: BaseException, what: str) -> KafkaClientError:
 
 def with_retries(call: Callable[[], Any], *, what: str, retries: int, interval_ms: int) -> Any:
     """Run `call`; retry retriable Kafka errors `retries` times, `interval_ms` apart."""
-    from confluent_kafka import KafkaException  # noqa: PLC0415
-
     attempt = 0
     while True:
         try:
@@ -91,7 +97,6 @@ def client_config(bootstrap: str, conf: Mapping[str, str], **defaults: Any) -> d
 
 class OffsetsClient:
     """Metadata and ListOffsets through one AdminClient, created on first use."""
-
     def __init__(self, bootstrap: str, conf: Mapping[str, str], *, retries: int = 3, retry_interval_ms: int = 1000):
         self._bootstrap = bootstrap
         self._conf = dict(conf)
@@ -102,8 +107,6 @@ class OffsetsClient:
     @property
     def admin(self) -> Any:
         if self._admin is None:
-            from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
             admin_conf = {k: v for k, v in self._conf.items() if k not in CONSUMER_ONLY_CONF}
             try:
                 self._admin = AdminClient(client_config(self._bootstrap, admin_conf))
@@ -112,14 +115,11 @@ class OffsetsClient:
         return self._admin
 
     def _isolation(self) -> Any:
-        from confluent_kafka import IsolationLevel  # noqa: PLC0415
-
         level = self._conf.get("isolation.level", "read_uncommitted")
         return IsolationLevel.READ_COMMITTED if level == "read_committed" else IsolationLevel.READ_UNCOMMITTED
 
     def partitions_by_topic(self, topics: tuple[str, ...] | None = None) -> dict[str, int]:
         """{topic: partition count} for all topics (or just `topics`, when they exist)."""
-
         def call() -> dict[str, int]:
             out: dict[str, int] = {}
             names = topics or (None,)
@@ -142,7 +142,6 @@ class OffsetsClient:
     def _list_offsets(self, specs: Mapping[TopicPartition, Any], what: str) -> dict[TopicPartition, int]:
         if not specs:
             return {}
-        from confluent_kafka import TopicPartition as KafkaTP  # noqa: PLC0415
 
         def call() -> dict[TopicPartition, int]:
             request = {KafkaTP(tp.topic, tp.partition): spec for tp, spec in specs.items()}
@@ -157,19 +156,13 @@ class OffsetsClient:
         return with_retries(call, what=what, retries=self._retries, interval_ms=self._interval)
 
     def earliest(self, tps: list[TopicPartition] | tuple[TopicPartition, ...]) -> dict[TopicPartition, int]:
-        from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
-
         return self._list_offsets({tp: OffsetSpec.earliest() for tp in tps}, "listing earliest offsets")
 
     def latest(self, tps: list[TopicPartition] | tuple[TopicPartition, ...]) -> dict[TopicPartition, int]:
-        from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
-
         return self._list_offsets({tp: OffsetSpec.latest() for tp in tps}, "listing latest offsets")
 
     def for_timestamps(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         """First offset whose timestamp >= the given one (KIP-79); None when there is none."""
-        from confluent_kafka.admin import OffsetSpec  # noqa: PLC0415
-
         found = self._list_offsets(
             {tp: OffsetSpec.for_timestamp(ts) for tp, ts in timestamps.items()}, "listing offsets by timestamp"
         )
@@ -193,8 +186,6 @@ CONSUMER_ONLY_CONF = {
 
 
 def _consumer(bootstrap: str, conf: Mapping[str, str]) -> Any:
-    from confluent_kafka import Consumer  # noqa: PLC0415
-
     settings = client_config(
         bootstrap, conf,
         # Never joins the group (manual assign) and never commits; librdkafka still wants an id.
@@ -237,9 +228,6 @@ def read_range(
     Gaps inside the range (compaction, transaction markers) are not data loss; a range
     start below the log start offset, or an end past the log end, is (see planning).
     """
-    from confluent_kafka import KafkaError  # noqa: PLC0415
-    from confluent_kafka import TopicPartition as KafkaTP  # noqa: PLC0415
-
     consumer = _consumer(bootstrap, conf)
     ktp = KafkaTP(r.tp.topic, r.tp.partition)
 
@@ -310,10 +298,7 @@ def read_range(
 
 class RecordProducer:
     """An idempotent producer that collects delivery failures and raises them together."""
-
     def __init__(self, bootstrap: str, conf: Mapping[str, str]):
-        from confluent_kafka import Producer  # noqa: PLC0415
-
         settings = client_config(
             bootstrap, conf,
             # KIP-98 idempotence, and acks=all with it, as the Java client (and so Spark's sink) defaults to.

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession
+from tinystream.spark import register
 
 
 def local_session(
@@ -27,9 +26,6 @@ def local_session(
     extra_conf: dict[str, str] | None = None,
 ) -> SparkSession:
     """local[cores] Spark with format("tinystream") registered."""
-    from pyspark.sql import SparkSession  # noqa: PLC0415
-
-    from tinystream.spark import register  # noqa: PLC0415
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -1,7 +1,6 @@
 """The source's schema, and Kafka records -> Arrow record batches.
 
 Columns are those of Spark's built-in Kafka source, in the same order:
-
     key binary, value binary, topic string, partition int, offset bigint,
     timestamp timestamp, timestampType int [, headers array<struct<key string, value binary>>]
 
@@ -20,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql.types import StructType
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 BASE_COLUMNS = (
     "key binary, value binary, topic string, partition int, offset bigint, "
@@ -42,8 +42,6 @@ def source_schema_ddl(include_headers: bool) -> str:
 
 def spark_schema(include_headers: bool) -> StructType:
     """The same schema as a StructType, built without a JVM (executors have none to parse DDL)."""
-    from pyspark.sql import types as T  # noqa: PLC0415, N812 - pyspark is optional at import
-
     fields = [
         T.StructField("key", T.BinaryType()),
         T.StructField("value", T.BinaryType()),
@@ -62,8 +60,6 @@ def spark_schema(include_headers: bool) -> StructType:
 @lru_cache(maxsize=4)
 def arrow_schema(include_headers: bool) -> pa.Schema:
     """The Arrow schema PySpark expects for the source schema (what its check compares with)."""
-    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
-
     return to_arrow_schema(spark_schema(include_headers), timezone="UTC")
 
 
@@ -73,8 +69,6 @@ def timestamp_type(librdkafka_type: int) -> int:
 
 def records_to_batch(messages: Sequence[Any], *, include_headers: bool) -> pa.RecordBatch:
     """confluent_kafka Messages (all without error) -> one RecordBatch of the source schema."""
-    import pyarrow as pa  # noqa: PLC0415
-
     schema = arrow_schema(include_headers)
     keys = []
     values = []

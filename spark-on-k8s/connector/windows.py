@@ -13,18 +13,14 @@ mode a window is written once, when the watermark passes its end.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 EVENT_SCHEMA = "seq long, user string, page string, amount_cents long, ts long"
 
 
 def parse_events(raw: DataFrame) -> DataFrame:
     """JSON values -> seq, user, page, amount_cents, event_time (timestamp)."""
-    from pyspark.sql import functions as F  # noqa: PLC0415, N812
-
     parsed = raw.select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("e.*")
     return parsed.withColumn("event_time", F.timestamp_millis("ts")).drop("ts")
 
@@ -39,8 +35,6 @@ def _watermarked(events: DataFrame, watermark: str) -> DataFrame:
 
 def tumbling_page_counts(events: DataFrame, *, window: str = "10 seconds", watermark: str = "5 seconds") -> DataFrame:
     """Views and revenue per page per fixed window."""
-    from pyspark.sql import functions as F  # noqa: PLC0415, N812
-
     return (
         _watermarked(events, watermark)
         .groupBy(F.window("event_time", window).alias("window"), "page")
@@ -54,8 +48,6 @@ def sliding_user_counts(
     events: DataFrame, *, window: str = "20 seconds", slide: str = "10 seconds", watermark: str = "5 seconds"
 ) -> DataFrame:
     """Events per user over overlapping windows (each event counts in window/slide windows)."""
-    from pyspark.sql import functions as F  # noqa: PLC0415, N812
-
     return (
         _watermarked(events, watermark)
         .groupBy(F.window("event_time", window, slide).alias("window"), "user")
@@ -67,8 +59,6 @@ def sliding_user_counts(
 
 def user_sessions(events: DataFrame, *, gap: str = "5 seconds", watermark: str = "5 seconds") -> DataFrame:
     """Sessions per user: activity separated by more than `gap` starts a new session."""
-    from pyspark.sql import functions as F  # noqa: PLC0415, N812
-
     return (
         _watermarked(events, watermark)
         .groupBy(F.session_window("event_time", gap).alias("session"), "user")
@@ -81,8 +71,6 @@ def user_sessions(events: DataFrame, *, gap: str = "5 seconds", watermark: str =
 def revenue_by_country(events: DataFrame, users: DataFrame, *, window: str = "10 seconds",
                        watermark: str = "5 seconds") -> DataFrame:
     """Stream-static join: events enriched with a user table, then revenue per country per window."""
-    from pyspark.sql import functions as F  # noqa: PLC0415, N812
-
     joined = _watermarked(events, watermark).join(F.broadcast(users), on="user", how="left")
     return (
         joined.withColumn("country", F.coalesce(F.col("country"), F.lit("unknown")))
@@ -95,8 +83,6 @@ def revenue_by_country(events: DataFrame, users: DataFrame, *, window: str = "10
 
 def to_records(result: DataFrame, key_column: str) -> DataFrame:
     """(key, value) for the sink: the key column as text, the whole row as JSON."""
-    from pyspark.sql import functions as F  # noqa: PLC0415, N812
-
     return result.select(
         F.col(key_column).cast("string").alias("key"),
         F.to_json(F.struct(*[F.col(c) for c in result.columns])).alias("value"),

@@ -1,7 +1,6 @@
 """Batch and streaming write: DataFrame rows -> records, through an idempotent producer.
 
 Columns, as Spark's Kafka sink takes them:
-
     value    binary or string, required (null writes a tombstone)
     key      binary or string, optional
     topic    string, optional; the "topic" option overrides it; one of the two is required
@@ -22,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -34,7 +34,6 @@ from pyspark.sql.types import (
     StringType,
     StructType,
 )
-
 from tinystream.spark.errors import InvalidOptionError, ProduceError
 from tinystream.spark.kafka_client import RecordProducer
 from tinystream.spark.options import WriteOptions
@@ -115,8 +114,6 @@ def write_batches(batches: Iterator[Any], opts: WriteOptions) -> int:
 
 
 def _partition_id() -> int:
-    from pyspark import TaskContext  # noqa: PLC0415
-
     context = TaskContext.get()
     return context.partitionId() if context is not None else 0
 
@@ -131,10 +128,8 @@ class TinyStreamBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Records are acknowledged by the broker when write() returns; nothing left to do."""
-
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Acknowledged records cannot be taken back (Spark's Kafka sink has the same limit)."""
-
 
 class TinyStreamStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType):
@@ -146,6 +141,5 @@ class TinyStreamStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
         """Acknowledged in write(); the micro-batch is complete."""
-
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """At least once: a re-run micro-batch writes its records again."""

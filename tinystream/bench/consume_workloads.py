@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import datetime
 import io
 import struct
 import time
 from dataclasses import dataclass
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.fetch.v4.response import FetchResponse
 from kio.schema.types import BrokerId, TopicName
@@ -35,6 +37,7 @@ from tinystream.bench.produce_workloads import ProduceSpec, _raw_produce
 from tinystream.bench.stats import Latencies, Progress, RunResult
 from tinystream.bench.targets import Target
 from tinystream.bench.wire_client import PreparedRequest, WireConnection
+from tinystream.testing.peers.apache_kafka import CONSUMER_PERFORMANCE, run_java_tool
 
 read_fetch_response = entity_reader(FetchResponse)  # the reference decoder (tests compare against it)
 _BATCH_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
@@ -139,8 +142,6 @@ async def fill_topic(target: Target, spec: ConsumeSpec, *, show: bool) -> dict[i
 
 
 def _fetch_request(topic: str, offsets: dict[int, int], spec: ConsumeSpec) -> PreparedRequest:
-    import datetime
-
     return PreparedRequest.from_request(FetchRequest(
         replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)),
         min_bytes=i32(1), max_bytes=i32(spec.max_bytes), isolation_level=i8(0),
@@ -209,8 +210,6 @@ def run_raw(target: Target, spec: ConsumeSpec) -> RunResult:
 
 
 def run_confluent(target: Target, spec: ConsumeSpec) -> RunResult:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     ends = asyncio.run(fill_topic(target, spec, show=spec.progress))
     goal = min(spec.records, sum(ends.values()))
     consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "tinystream-bench",
@@ -251,8 +250,6 @@ def run_confluent(target: Target, spec: ConsumeSpec) -> RunResult:
 
 
 def run_java(target: Target, spec: ConsumeSpec) -> RunResult:
-    from tinystream.testing.peers.apache_kafka import CONSUMER_PERFORMANCE, run_java_tool
-
     ends = asyncio.run(fill_topic(target, spec, show=spec.progress))
     goal = min(spec.records, sum(ends.values()))
     args = ["--bootstrap-server", target.bootstrap, "--topic", spec.topic, "--messages", str(goal),

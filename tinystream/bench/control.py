@@ -11,9 +11,17 @@ import asyncio
 import datetime
 import time
 
-from kio.schema.create_topics.v4.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from kio.schema.create_topics.v4.request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 from kio.schema.create_topics.v4.response import CreateTopicsResponse
-from kio.schema.list_offsets.v1.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.list_offsets.v1.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
 from kio.schema.list_offsets.v1.response import ListOffsetsResponse
 from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v1.response import MetadataResponse

@@ -23,7 +23,11 @@ import sys
 import time
 from dataclasses import dataclass
 
-from kio.schema.produce.v7.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v7.request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from kio.schema.produce.v7.response import ProduceResponse
 from kio.schema.types import TopicName
 from kio.serial import entity_reader
@@ -34,6 +38,7 @@ from tinystream.bench.control import end_offsets, ensure_topic
 from tinystream.bench.stats import Latencies, Progress, RunResult
 from tinystream.bench.targets import Target
 from tinystream.bench.wire_client import PreparedRequest, WireConnection
+from tinystream.testing.peers.apache_kafka import PRODUCER_PERFORMANCE, run_java_tool
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 _read_produce_response = entity_reader(ProduceResponse)
@@ -235,7 +240,9 @@ def _quiet(spec: ProduceSpec) -> ProduceSpec:
 
 
 def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
-    from confluent_kafka import Producer
+    from confluent_kafka import (
+        Producer,  # optional: the [test] and [spark] extras install it
+    )
 
     asyncio.run(_ensure_topic_at(target, spec))
     conf = {
@@ -302,7 +309,6 @@ PERF_LINE = re.compile(
 
 
 def run_java(target: Target, spec: ProduceSpec) -> RunResult:
-    from tinystream.testing.peers.apache_kafka import PRODUCER_PERFORMANCE, run_java_tool
 
     asyncio.run(_ensure_topic_at(target, spec))
     props = [f"bootstrap.servers={target.bootstrap}", f"acks={spec.acks}", f"batch.size={spec.batch_bytes}",

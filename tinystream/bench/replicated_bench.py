@@ -28,7 +28,10 @@ from tinystream.dev.cluster import LocalCluster
 
 def _create_topic(bootstrap: str, topic: str, *, partitions: int, replication_factor: int,
                   config: dict[str, str]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import (  # optional: the [test] and [spark] extras
+        AdminClient,
+        NewTopic,
+    )
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,

@@ -19,6 +19,7 @@ CreateTopics, ListOffsets): encode, send, decode with kio.
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import time
 from collections import deque
@@ -34,11 +35,9 @@ CORRELATION_OFFSET = 8  # size:int32 | api_key:int16 | api_version:int16 | corre
 class WireError(RuntimeError):
     """The connection failed or a response did not match its request."""
 
-
 @dataclass(frozen=True)
 class PreparedRequest:
     """A framed request split around its correlation id, so resending copies nothing."""
-
     head: bytes  # size, api key, api version
     tail: bytes  # client id and body
     api_key: int
@@ -56,7 +55,6 @@ class PreparedRequest:
 
 class WireConnection:
     """One TCP connection with pipelined requests; responses resolve futures in order."""
-
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self._reader = reader
         self._writer = writer
@@ -70,8 +68,6 @@ class WireConnection:
         reader, writer = await asyncio.open_connection(host, port, limit=buffer_bytes)
         sock = writer.get_extra_info("socket")
         if sock is not None:
-            import socket
-
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)

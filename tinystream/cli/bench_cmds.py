@@ -31,7 +31,9 @@ for _module, _attribute, _name in [
 @click.option("--records", type=click.IntRange(1000), default=500_000, show_default=True)
 def spark_bench(bootstrap: str, records: int) -> None:
     """Connector read rate vs a raw confluent-kafka consumer on the same topic (needs pyspark)."""
-    from tinystream.spark.bench import run_spark_bench
+    from tinystream.spark.bench import (
+        run_spark_bench,  # optional: needs the [spark] extra
+    )
 
     run_spark_bench(bootstrap, records=records, out=click.echo)
 

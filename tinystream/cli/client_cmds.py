@@ -11,7 +11,14 @@ import click
 import orjson
 from kafka.admin import NewPartitions, NewTopic
 
-from tinystream.cli.kafka_client import ClientError, admin, consumer, group_lag, producer, translated
+from tinystream.cli.kafka_client import (
+    ClientError,
+    admin,
+    consumer,
+    group_lag,
+    producer,
+    translated,
+)
 
 VALUE_SCHEMA_CONFIG = "tinystream.value.schema"
 

@@ -7,8 +7,8 @@ from typing import Any
 import click
 import orjson
 
-from tinystream.config import COMPONENTS
 from tinystream.cli.settings_options import pop_settings
+from tinystream.config import COMPONENTS
 
 
 @click.group()

@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import click
+from kafka.admin import NewTopic
 
 from tinystream.bench.log_bench import run_log_bench
+from tinystream.cli.kafka_client import admin, consumer, group_lag, producer
 from tinystream.dev.cluster import LocalCluster
 
 DEMO_TOPIC = "demo-events"
@@ -46,7 +48,9 @@ async def _cluster_round_trip(data_dir: Path, records: int, skip_spark: bool) ->
         await asyncio.to_thread(_produce_and_consume, bootstrap, records)
         if not skip_spark and importlib.util.find_spec("pyspark") is not None:
             click.secho("\n== 3. Spark: a windowed pipeline on local Spark ==", bold=True)
-            from tinystream.spark.demo import run_windowed_demo
+            from tinystream.spark.demo import (
+                run_windowed_demo,  # optional: needs the [spark] extra
+            )
 
             await asyncio.to_thread(run_windowed_demo, bootstrap, out=click.echo)
         elif not skip_spark:
@@ -56,10 +60,6 @@ async def _cluster_round_trip(data_dir: Path, records: int, skip_spark: bool) ->
 
 
 def _produce_and_consume(bootstrap: str, records: int) -> None:
-    from kafka.admin import NewTopic
-
-    from tinystream.cli.kafka_client import admin, consumer, group_lag, producer
-
     with admin(bootstrap) as client:
         client.create_topics([NewTopic(DEMO_TOPIC, 3, 1)])
     started = time.perf_counter()

@@ -38,6 +38,7 @@ def broker(**kwargs: Any) -> None:
 @settings_options("controller")
 def controller(**kwargs: Any) -> None:
     """Run the controller (local driver): the controller API over HTTP/JSON, state in a file."""
+    # Imported when the command runs: `tinystream broker` and `dev` need no controller (aiohttp app, dashboard).
     from tinystream.operator.service import main as run_controller_main
 
     effective = pop_settings("controller", kwargs)

@@ -17,7 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tinystream.operator.dashboard import HttpClusterSource, ThreadedDashboard, make_dashboard_app
+from tinystream.operator.dashboard import (
+    HttpClusterSource,
+    ThreadedDashboard,
+    make_dashboard_app,
+)
 
 
 class Dashboard:

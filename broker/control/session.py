@@ -1,0 +1,288 @@
+"""This broker's session with the controller (`controller.url` set): register, heartbeat, follow the image.
+
+Flow (operator/service/README.md, "For brokers"; KIP-631):
+
+1. `start`: register with a fresh incarnation id (fenced), adopt the
+   controller's cluster id (refusing log dirs of another cluster), pull the
+   full image (`since=-1`) and apply it (`image.py`), then run three loops:
+   - heartbeat every broker.heartbeat.interval.ms with the applied image
+     version (the first one unfences us); STALE_BROKER_EPOCH /
+     BROKER_ID_NOT_REGISTERED re-register with the same incarnation id;
+   - metadata long-poll (`since=<applied>`), applying each newer image;
+   - replication tick: ISR shrink / expand via AlterPartition (KIP-497) for
+     partitions we lead, and the HW checkpoint.
+2. Client admin requests are forwarded by `forwarding.py`, which waits here
+   (`wait_for_version`) until the image holding the change is applied.
+
+`stop(fence=True)` sends a last heartbeat with want_fence so the controller
+moves leadership away at once (Kafka's controlled shutdown); `fence=False`
+behaves like a crash (tests use it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from tinystream.broker.control.image import ImageApplier
+from tinystream.broker.coordinators.producer_ids import ProducerIdsUnavailable
+from tinystream.broker.metadata.cluster import ClusterView
+from tinystream.broker.replication.partition import PartitionState
+from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
+from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.topics.manager import TopicManager
+from tinystream.config.settings import BrokerSettings
+from tinystream.controller_client import (
+    REREGISTER_ERRORS,
+    ControllerClient,
+    ControllerClientError,
+    ControllerRefused,
+    ControllerUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+METADATA_WAIT_MS = 5000
+RETRY_S = 0.2
+#: How long an admin request waits for its change to reach this broker's image.
+ADMIN_WAIT_S = 10.0
+
+
+class ControllerSession:
+    """Registration, heartbeats, the metadata long-poll and ISR reports of one broker."""
+
+    def __init__(
+        self,
+        *,
+        settings: BrokerSettings,
+        controller: ControllerClient,
+        cluster: ClusterView,
+        topics: TopicManager,
+        replicas: ReplicaManager,
+        fetchers: ReplicaFetcherManager,
+        applier: ImageApplier,
+        clock: Callable[[], int],
+        adopt_cluster_id: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.controller = controller
+        self.cluster = cluster
+        self.topics = topics
+        self.replicas = replicas
+        self.fetchers = fetchers
+        self.applier = applier
+        self.clock = clock
+        self._adopt_cluster_id = adopt_cluster_id
+        self._joined = False  # the controller's cluster id adopted
+        self.broker_id = settings.broker_id
+        self.incarnation_id = uuid.uuid4().hex
+        self.broker_epoch = -1
+        self._applied = asyncio.Condition()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._altering: set[TopicPartition] = set()
+        self._alter_tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def version(self) -> int:
+        """The applied image's version (-1 before the first)."""
+        return self.applier.version
+
+    @property
+    def image(self) -> dict[str, Any] | None:
+        return self.applier.image
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cluster_id = await self._register()
+        if self._adopt_cluster_id is not None:
+            self._adopt_cluster_id(cluster_id)  # raises before any partition is opened
+        else:
+            self.cluster.cluster_id = cluster_id
+        self._joined = True
+        while True:
+            try:
+                reply = await self.controller.metadata(since=-1)
+                break
+            except ControllerUnavailable as exc:
+                log.warning("controller unavailable (%s); retrying", exc)
+                await asyncio.sleep(RETRY_S)
+        assert reply.image is not None
+        await self._apply(reply.image)
+        self._tasks = [
+            asyncio.ensure_future(self._heartbeat_loop()),
+            asyncio.ensure_future(self._metadata_loop()),
+            asyncio.ensure_future(self._replication_loop()),
+        ]
+        # One heartbeat now so we are unfenced before clients are told we are ready.
+        with contextlib.suppress(ControllerClientError):
+            await self._heartbeat()
+
+    async def stop(self, *, fence: bool = True) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        for task in list(self._alter_tasks):
+            task.cancel()
+        self.applier.cancel()
+        await self.fetchers.stop()
+        if fence and self.broker_epoch >= 0:
+            with contextlib.suppress(ControllerClientError, asyncio.TimeoutError):
+                await asyncio.wait_for(self.controller.heartbeat(
+                    self.broker_id, broker_epoch=self.broker_epoch, metadata_version=self.version, want_fence=True,
+                ), 2.0)
+        await self.controller.close()
+
+    async def _register(self) -> str:
+        """Register (again); returns the controller's cluster id."""
+        local = self.cluster.local
+        while True:
+            try:
+                reply = await self.controller.register_broker(
+                    broker_id=self.broker_id, incarnation_id=self.incarnation_id,
+                    host=local.host, port=local.port, rack=local.rack,
+                )
+                self.broker_epoch = reply.broker_epoch
+                log.info("broker %d registered with the controller, epoch %d", self.broker_id, self.broker_epoch)
+                if self._joined and reply.cluster_id != self.cluster.cluster_id:
+                    log.error("the controller now names cluster %s, this broker joined %s",
+                              reply.cluster_id, self.cluster.cluster_id)
+                return reply.cluster_id
+            except ControllerUnavailable as exc:
+                log.warning("controller unavailable (%s); retrying registration", exc)
+                await asyncio.sleep(RETRY_S)
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """The next producer-id block from the controller (KIP-730): (start, length).
+
+        A stale epoch is left to the heartbeat loop, which re-registers; the
+        caller gets a retriable ProducerIdsUnavailable meanwhile.
+        """
+        try:
+            block = await self.controller.allocate_producer_ids(self.broker_id, self.broker_epoch)
+        except ControllerClientError as exc:
+            raise ProducerIdsUnavailable(f"the controller gave no producer ids: {exc}") from exc
+        return block.producer_id_start, block.producer_id_len
+
+    # -- loops ------------------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        try:
+            reply = await self.controller.heartbeat(
+                self.broker_id, broker_epoch=self.broker_epoch, metadata_version=self.version
+            )
+        except ControllerRefused as exc:
+            if exc.error in REREGISTER_ERRORS:
+                await self._register()
+                return
+            raise
+        if reply.newer_image_available:
+            await self.pull(wait_ms=0)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.settings.broker_heartbeat_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._heartbeat()
+            except ControllerClientError as exc:
+                log.debug("heartbeat failed: %s", exc)
+
+    async def pull(self, *, wait_ms: int) -> None:
+        """Fetch and apply a newer image, waiting up to `wait_ms` for one."""
+        reply = await self.controller.metadata(since=self.version, wait_ms=wait_ms)
+        if reply.image is not None and reply.version > self.version:
+            await self._apply(reply.image)
+
+    async def _metadata_loop(self) -> None:
+        while True:
+            try:
+                await self.pull(wait_ms=METADATA_WAIT_MS)
+            except asyncio.CancelledError:
+                raise
+            except ControllerClientError as exc:
+                log.debug("metadata pull failed: %s", exc)
+                await asyncio.sleep(RETRY_S)
+            except Exception:
+                log.exception("applying a metadata image failed")
+                await asyncio.sleep(RETRY_S)
+
+    async def _replication_loop(self) -> None:
+        lag = self.settings.replica_lag_time_max_ms
+        period = min(max(lag / 4000, 0.1), 1.0)
+        ticks = 0
+        while True:
+            await asyncio.sleep(period)
+            ticks += 1
+            now = self.clock()
+            eligible = self.applier.eligible_for_isr()
+            for partition in self.replicas.partitions():
+                if partition.tp in self._altering:
+                    continue
+                isr = partition.isr_change(now, lag, eligible)
+                if isr is not None:
+                    self._altering.add(partition.tp)
+                    task = asyncio.ensure_future(self._alter_isr(partition.tp, isr))
+                    self._alter_tasks.add(task)
+                    task.add_done_callback(self._alter_tasks.discard)
+            if ticks % max(int(5 / period), 1) == 0:
+                self.replicas.write_hw_checkpoint()
+
+    async def _alter_isr(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
+        try:
+            partition = self.replicas.get(tp)
+            epoch = self.applier.partition_epochs.get(tp)
+            if partition is None or epoch is None or not partition.is_leader:
+                return
+            log.info("%s: asking the controller for ISR %s (was %s)", tp, list(isr), list(partition.state.isr))
+            try:
+                reply = await self.controller.alter_partition(
+                    broker_id=self.broker_id, broker_epoch=self.broker_epoch, topic=tp.topic,
+                    partition=tp.partition, leader_epoch=partition.leader_epoch, partition_epoch=epoch, isr=isr,
+                )
+            except ControllerClientError as exc:
+                log.info("%s: AlterPartition refused (%s); waiting for newer metadata", tp, exc)
+                await asyncio.sleep(RETRY_S)
+                return
+            new = reply.partition
+            current = self.replicas.get(tp)
+            if current is None or current.leader_epoch != new.leader_epoch or new.leader != self.broker_id:
+                return
+            state = PartitionState(new.leader, new.leader_epoch, tuple(new.replicas), tuple(new.isr))
+            self.applier.partition_epochs[tp] = new.partition_epoch
+            self.topics.image_states[tp] = state
+            current.update_state(state, now_ms=self.clock())
+            self.replicas.purgatory.notify(tp)
+        finally:
+            self._altering.discard(tp)
+
+    # -- the applied image ------------------------------------------------------------------
+
+    async def _apply(self, image: dict[str, Any]) -> None:
+        if int(image["version"]) <= self.version:
+            return
+        self.applier.apply(image)
+        async with self._applied:
+            self._applied.notify_all()
+
+    async def wait_for_version(self, version: int, timeout_s: float = ADMIN_WAIT_S) -> bool:
+        """Whether this broker applied an image at least `version` within `timeout_s`."""
+        async def reached() -> None:
+            async with self._applied:
+                await self._applied.wait_for(lambda: self.version >= version)
+
+        if self.version >= version:
+            return True
+        with contextlib.suppress(ControllerClientError):
+            await self.pull(wait_ms=0)
+        try:
+            await asyncio.wait_for(reached(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
