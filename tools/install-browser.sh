@@ -1,5 +1,5 @@
 #!/bin/sh
-# Debian's chromium + chromedriver for the dashboard's browser test (tests/dashboard/test_browser.py).
+# Debian's chromium + chromedriver for the dashboard's browser test (tests/operator/dashboard/test_browser.py).
 # Idempotent: does nothing when /usr/bin/chromium is already there. The Python driver is the
 # `playwright` package, used with executable_path=/usr/bin/chromium (its own browser download
 # is not used).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Helm for the chart tests (tests/k8s) and the kind suite (e2e/kind).
+# Helm for the chart tests (tests/operator/k8s) and the kind suite (e2e/kind).
 # Built from source through the Go module proxy: this workplace reaches
 # package registries only, so the usual get-helm script (a binary download)
 # cannot run. Idempotent: does nothing when the pinned version is installed.

@@ -11,5 +11,5 @@ Layers, top to bottom (an arrow means "may import"):
         -> crds.py                   keeps the installed CRDs current at start-up
 
 Everything below handlers.py is plain Python without kopf, so the decisions
-are tested without an API server (tests/k8s/).
+are tested without an API server (tests/operator/k8s/).
 """

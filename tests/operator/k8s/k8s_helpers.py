@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = ROOT / "crds"
 CHART_DIR = ROOT / "charts" / "tinystream"
 

@@ -17,7 +17,7 @@ import pytest
 from .conftest import COMMITTED, GROUP, N, TOPIC, Cluster, get
 
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / ".cache" / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[3] / ".cache" / "artifacts"
 # Without these, chromium phones home at start and the closed network refuses it, many times over.
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -1,9 +1,13 @@
-"""A real controller service and brokers on 127.0.0.1, all on the test's event loop.
+"""Fixtures for the broker's tests, on the test's event loop.
 
-`cluster.start(broker_id)` starts (or restarts, on the same data dir) a broker
-registered with the controller; `cluster.stop(broker_id, crash=True)` stops it
-without fencing, so the controller only learns of it by session expiry.
-Timeouts are short (session 3 s, replica lag 2 s) so failures show quickly.
+- One in-process broker (`broker`), and raw protocol clients to it
+  (`connect`, `client`): handlers, server and topics tests.
+- A real controller service and three brokers on 127.0.0.1 (`controller`,
+  `cluster`): replication and control tests. `cluster.start(broker_id)`
+  starts (or restarts, on the same data dir) a broker registered with the
+  controller; `cluster.stop(broker_id, crash=True)` stops it without fencing,
+  so the controller only learns of it by session expiry. Timeouts are short
+  (session 3 s, replica lag 2 s) so failures show quickly.
 """
 
 from __future__ import annotations
@@ -15,12 +19,52 @@ from collections.abc import Callable
 import pytest
 
 from tinystream.broker.app import Broker
-from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.protocol.client import KafkaClient
-from tinystream.testing.broker import test_settings
+from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_client import ControllerClient
 from tinystream.operator.service.app import ControllerServer
+from tinystream.testing.broker import test_settings
+
+# -- one broker ------------------------------------------------------------------------------
+
+@pytest.fixture
+def settings_overrides() -> dict:
+    """Override in a module to change broker settings (Kafka names)."""
+    return {}
+
+
+@pytest.fixture
+async def broker(tmp_path, settings_overrides):
+    b = Broker(test_settings(tmp_path / "data", **settings_overrides))
+    await b.start()
+    try:
+        yield b
+    finally:
+        await b.stop()
+
+
+@pytest.fixture
+async def connect(broker):
+    """connect() -> a new KafkaClient to the broker (closed at teardown)."""
+    clients: list[KafkaClient] = []
+
+    async def make(client_id: str | None = "test") -> KafkaClient:
+        c = await KafkaClient.connect(broker.info.host, broker.info.port, client_id=client_id)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        await c.close()
+
+
+@pytest.fixture
+async def client(connect):
+    return await connect()
+
+
+# -- a controller and three brokers ---------------------------------------------------------
 
 SESSION_TIMEOUT_MS = 3000
 LAG_TIME_MS = 2000
