@@ -1,4 +1,17 @@
-"""TinyStream: a Kafka-compatible streaming platform in Python that runs on Kubernetes."""
+"""TinyStream: a Kafka-compatible streaming platform in Python that runs on Kubernetes.
+
+Layers, top down (pyproject.toml's import-linter contracts check them; `make lint`):
+
+    apps        cli/ (the `tinystream` command), bench/ (benchmarks), dev/ (local cluster),
+                testing/ (test and benchmark tooling)
+    components  broker (broker/), operator (operator/: controller core, service, k8s driver,
+                dashboard), spark (spark-on-k8s/connector/)
+    common      config/ (settings in four layers), controller_client (the control API's client),
+                log_format and foreground (logging, running a server until a signal)
+
+setup.py maps the component folders to tinystream.broker, tinystream.operator
+and tinystream.spark.
+"""
 
 from __future__ import annotations
 

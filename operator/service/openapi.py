@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 description of the controller API, served at /v1/openapi.json.
 
-Request schemas are generated from the request dataclasses (requests.py),
+Request schemas are generated from the request dataclasses (request_bodies.py),
 the very types the handlers decode with, so the document cannot drift from
 what the service accepts; replies are described by hand, once, below.
 """

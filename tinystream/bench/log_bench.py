@@ -258,8 +258,12 @@ def run_log_bench(
     *,
     lookup_batches: int = LOOKUP_BATCHES,
     lookup_samples: int = LOOKUP_SAMPLES,
+    show_aims: bool = True,
 ) -> dict:
-    """Run the benchmark, print its figures (a table, or one JSON object with ``json_output``), return them."""
+    """Run the benchmark, print its figures (a table, or one JSON object with ``json_output``), return them.
+
+    ``show_aims=False`` leaves out the development aims (`tinystream demo` speaks to users).
+    """
     if total_bytes is None:
         total_bytes = DEFAULT_FSYNC_TOTAL_BYTES if fsync else DEFAULT_TOTAL_BYTES
     stderr = Console(stderr=True)
@@ -293,7 +297,7 @@ def run_log_bench(
     if json_output:
         click.echo(json.dumps(results))
     else:
-        _print_table(results)
+        _print_table(results, show_aims=show_aims)
     return results
 
 
@@ -307,7 +311,7 @@ def _aims(results: dict) -> dict:
     return aims
 
 
-def _print_table(results: dict) -> None:
+def _print_table(results: dict, *, show_aims: bool = True) -> None:
     console = Console()
     policy = "fdatasync every append / write" if results["fsync"] else "page cache, no fsync"
     table = Table(title=f"SegmentedLog vs plain file ({policy}; best ~4 MiB block of {results['rounds']} rounds)")
@@ -337,8 +341,9 @@ def _print_table(results: dict) -> None:
             f"{lookup['segments']} segment(s)): median {lookup['locate_us_median']} µs, "
             f"p99 {lookup['locate_us_p99']} µs; read of one batch: median {lookup['read_us_median']} µs"
         )
-    for name, met in results["aims"].items():
-        console.print(f"aim {name}: {'met' if met else 'NOT met'}")
+    if show_aims:
+        for name, met in results["aims"].items():
+            console.print(f"aim {name}: {'met' if met else 'NOT met'}")
 
 
 def _parse_sizes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:

@@ -7,12 +7,18 @@
    headers, consumed by a group, and the group's lag shown;
 3. when PySpark is installed (`pip install tinystream[spark]`), a windowed
    pipeline on local Spark over events it produced.
+
+It ends by saying what ran and what to try next (a cluster that stays up,
+its dashboard, the CLI): it speaks to a new user, not to TinyStream's
+developers (no development aims; `tinystream bench log` shows those).
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,14 +39,46 @@ DEMO_TOPIC = "demo-events"
 def demo(records: int, skip_spark: bool) -> None:
     """Storage benchmark, a local cluster round trip, and a Spark pipeline."""
     with tempfile.TemporaryDirectory(prefix="tinystream-demo-") as workdir:
-        click.secho("== 1. storage engine: append and read back ==", bold=True)
+        click.secho("== 1. storage engine: a partition log appended and read back, beside plain file I/O ==",
+                    bold=True)
         run_log_bench(sizes=(1024, 16384, 1048576), total_bytes=64 * 1024 * 1024, directory=workdir,
-                      progress=True)
+                      progress=True, show_aims=False)
         click.secho("\n== 2. local cluster: produce, consume with a group ==", bold=True)
-        asyncio.run(_cluster_round_trip(Path(workdir) / "cluster", records, skip_spark))
+        spark_ran = asyncio.run(_cluster_round_trip(Path(workdir) / "cluster", records, skip_spark))
+    _what_next(records, spark_ran)
 
 
-async def _cluster_round_trip(data_dir: Path, records: int, skip_spark: bool) -> None:
+def _what_next(records: int, spark_ran: bool) -> None:
+    """What ran, and where to look next: a cluster that stays up, its dashboard, the CLI."""
+    cli = _cli_path()
+    click.secho("\n== done ==", bold=True)
+    click.echo(f"Ran: the storage engine on 64 MiB per batch size; a 1-broker cluster where {records:,} records "
+               f"were produced (acks=all) and read by a consumer group"
+               + ("; a windowed Spark pipeline over the same cluster." if spark_ran else "."))
+    click.echo("Everything it made lived in a temporary directory, now removed.\n")
+    click.echo("Next, a cluster that stays up (Ctrl-C stops it; data in ./data):")
+    click.echo(f"  {cli} dev --brokers 3            # prints its bootstrap list and the dashboard URL "
+               f"(http://127.0.0.1:3200)")
+    click.echo(f"  {cli} topics create events -p 6 -r 3")
+    click.echo(f"  printf 'k1:hello\\n' | {cli} produce events -K :")
+    click.echo(f"  {cli} consume events -g readers --from-beginning -n 1")
+    click.echo(f"  {cli} groups describe readers    # committed offsets and lag")
+    click.echo("Any Kafka client works against it (kcat -b 127.0.0.1:9092 -L). README.md has the rest.")
+
+
+def _cli_path() -> str:
+    """How to call `tinystream` from here: the venv's script, relative when it is below the current dir."""
+    script = Path(sys.executable).with_name("tinystream")
+    if not script.exists():
+        return "tinystream"
+    try:
+        return os.path.relpath(script) if not os.path.relpath(script).startswith("..") else str(script)
+    except ValueError:
+        return str(script)
+
+
+async def _cluster_round_trip(data_dir: Path, records: int, skip_spark: bool) -> bool:
+    """The cluster step; returns whether the Spark step ran."""
     cluster = LocalCluster(brokers=1, data_dir=data_dir, first_port=0, overrides=[
         "group.initial.rebalance.delay.ms=0"], echo=click.echo)
     bootstrap = await cluster.start()
@@ -48,13 +86,14 @@ async def _cluster_round_trip(data_dir: Path, records: int, skip_spark: bool) ->
         await asyncio.to_thread(_produce_and_consume, bootstrap, records)
         if not skip_spark and importlib.util.find_spec("pyspark") is not None:
             click.secho("\n== 3. Spark: a windowed pipeline on local Spark ==", bold=True)
-            from tinystream.spark.demo import (
-                run_windowed_demo,  # optional: needs the [spark] extra
-            )
+            # Imported only here: the [spark] extra is optional.
+            from tinystream.spark.demo import run_windowed_demo
 
             await asyncio.to_thread(run_windowed_demo, bootstrap, out=click.echo)
-        elif not skip_spark:
+            return True
+        if not skip_spark:
             click.echo("\n(PySpark not installed: `pip install tinystream[spark]` adds the Spark pipeline step)")
+        return False
     finally:
         await cluster.stop()
 

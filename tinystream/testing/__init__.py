@@ -1,1 +1,5 @@
-"""testing."""
+"""Tooling for tests and benchmarks, not for production use: it ships so `tinystream bench` can run.
+
+    broker.py  a throwaway broker's settings and hand-made requests for tests
+    peers/     other Kafka brokers to compare against (Apache Kafka from Maven, tansu) and their processes
+"""
