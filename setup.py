@@ -7,7 +7,6 @@ top so that, run from the repository root, `import operator` still finds the
 standard library's module (a namespace portion never shadows a real module).
 """
 
-from pathlib import Path
 
 from setuptools import find_namespace_packages, setup
 

@@ -30,7 +30,6 @@ MetadataImage.from_dict` turns one into typed records if wanted.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -115,7 +114,7 @@ class PartitionState:
     leader_recovery_state: str = "RECOVERED"
 
     @classmethod
-    def from_json(cls, topic: str, data: Mapping[str, Any]) -> "PartitionState":
+    def from_json(cls, topic: str, data: Mapping[str, Any]) -> PartitionState:
         return cls(
             topic=topic,
             partition=data["partition"],
@@ -153,7 +152,7 @@ class TopicState:
     partitions: tuple[PartitionState, ...]
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "TopicState":
+    def from_json(cls, data: Mapping[str, Any]) -> TopicState:
         name = data["name"]
         return cls(
             name=name,
@@ -214,7 +213,7 @@ class ControllerClient:
         self._session = session
         self._owns_session = session is None
 
-    async def __aenter__(self) -> "ControllerClient":
+    async def __aenter__(self) -> ControllerClient:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -379,7 +378,7 @@ class ControllerClient:
                                               timeout=timeout) as response:
                 raw = await response.read()
                 status = response.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise ControllerUnavailable(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
         try:
             payload = orjson.loads(raw) if raw else None

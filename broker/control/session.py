@@ -36,6 +36,7 @@ from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics.manager import TopicManager
+
 from tinystream.config.settings import BrokerSettings
 from tinystream.controller_client import (
     REREGISTER_ERRORS,
@@ -284,5 +285,5 @@ class ControllerSession:
         try:
             await asyncio.wait_for(reached(), timeout_s)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False

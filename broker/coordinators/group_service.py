@@ -14,13 +14,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from tinystream.broker.coordinators.offsets_topic import LogOffsetsTopic
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.coordinator import GroupCoordinator, partition_for_group
-from tinystream.broker.coordinators.offsets_topic import LogOffsetsTopic
-from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.broker.replication.replica_manager import ReplicaManager
-from tinystream.broker.topics.manager import TopicManager
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TopicSpec
+from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.topics.manager import TopicManager
+
 from tinystream.config.settings import BrokerSettings
 
 log = logging.getLogger(__name__)

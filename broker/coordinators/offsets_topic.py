@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.errors import OffsetsTopicError
-from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.metadata.topics import OFFSETS_TOPIC
 from tinystream.broker.replication.replica_manager import ReplicaManager
-from tinystream.broker.storage.log_scan import scan_batches
 from tinystream.broker.storage.base import LogError
 from tinystream.broker.storage.batch import HEADER, Record, build_batch, decode_records
-from tinystream.broker.metadata.topics import OFFSETS_TOPIC
+from tinystream.broker.storage.log_scan import scan_batches
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 KeyValue = tuple[bytes, bytes | None]
 

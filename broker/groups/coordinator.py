@@ -34,7 +34,6 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-
 from tinystream.broker.groups.errors import (
     RecordDecodeError,
     append_failure_code,
@@ -236,7 +235,8 @@ class GroupCoordinator:
             self._groups[group_id] = group
             self._reschedule(group)
         self._partitions[partition] = _Loading.LOADED
-        log.info("__consumer_offsets-%d loaded: %d groups", partition, sum(1 for g in self._groups if self._partition(g) == partition))
+        loaded = sum(1 for g in self._groups if self._partition(g) == partition)
+        log.info("__consumer_offsets-%d loaded: %d groups", partition, loaded)
 
     async def unload_partition(self, partition: int) -> None:
         """Stop coordinating `partition`: its groups go Dead, parked requests get NOT_COORDINATOR."""
@@ -299,7 +299,8 @@ class GroupCoordinator:
             self._discard_if_pristine(group)
             return outcome.reply
         key = (group_id, outcome.member_id)
-        future = self._park(self._join_waiters, key, JoinGroupResult(error=ErrorCode.rebalance_in_progress, member_id=outcome.member_id))
+        superseded = JoinGroupResult(error=ErrorCode.rebalance_in_progress, member_id=outcome.member_id)
+        future = self._park(self._join_waiters, key, superseded)
         self._apply(group, outcome.effects)
         return await self._wait(self._join_waiters, key, future)
 
@@ -587,7 +588,9 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- parking
 
-    def _park(self, waiters: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], superseded: Any) -> asyncio.Future[Any]:
+    def _park(
+        self, waiters: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], superseded: Any
+    ) -> asyncio.Future[Any]:
         """A future for the caller; an older request of the same member parked
         under the same key is answered with `superseded` (its client retried)."""
         old = waiters.get(key)
@@ -597,7 +600,9 @@ class GroupCoordinator:
         waiters[key] = future
         return future
 
-    async def _wait(self, waiters: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], future: asyncio.Future[Any]) -> Any:
+    async def _wait(
+        self, waiters: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], future: asyncio.Future[Any]
+    ) -> Any:
         try:
             return await future
         finally:

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from kio.schema.errors import ErrorCode
-
 from tinystream.broker.groups.errors import OffsetsTopicError
 from tinystream.broker.groups.records import decode_key, decode_value
+
 __all__ = ["InMemoryOffsetsTopic", "OffsetsTopic", "OffsetsTopicError", "Record"]
 
 Record = tuple[bytes, bytes | None]

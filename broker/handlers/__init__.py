@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers import (
     api_versions,
     cluster,
@@ -25,6 +24,7 @@ from tinystream.broker.handlers import (
     records_admin,
     topics_admin,
 )
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol import api_versions as keys
 
 Handler = Callable[[BrokerContext, Call], Awaitable[Any]]

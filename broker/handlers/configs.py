@@ -15,9 +15,9 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
-from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.topics.config import (
     TOPIC_CONFIGS,

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 READ_COMMITTED = 1
 

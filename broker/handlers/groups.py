@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
-from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
-from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC
+from tinystream.broker.protocol.codec import millis, to_millis
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 GROUP_KEY = 0
 

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode, code_for_log_error
-from tinystream.broker.storage.log_scan import scan_batches
-from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.broker.replication.partition import Partition
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
+from tinystream.broker.replication.partition import Partition
 from tinystream.broker.storage.base import LogError
 from tinystream.broker.storage.batch import (
     F_ATTRIBUTES,
@@ -36,6 +34,8 @@ from tinystream.broker.storage.batch import (
     TIMESTAMP_TYPE_BIT,
     decode_records,
 )
+from tinystream.broker.storage.log_scan import scan_batches
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 EARLIEST = -2
 LATEST = -1

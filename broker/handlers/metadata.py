@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
-from tinystream.broker.errors import ErrorCode
-from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.broker.protocol.codec import millis
 from tinystream.broker.metadata.topics import InvalidTopicName, TopicSpec, validate_topic_name
+from tinystream.broker.protocol.codec import millis
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 #: Kafka's "authorized operations not requested / unknown" marker.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)

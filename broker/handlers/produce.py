@@ -26,13 +26,10 @@ import datetime
 import struct
 from typing import Any
 
-from tinystream.broker.topics import value_schema
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.broker.replication.partition import AppendOutcome
+from tinystream.broker.handlers.context import CLOSE_CONNECTION, BrokerContext, Call
 from tinystream.broker.protocol.codec import encode_with, millis, to_millis
-from tinystream.broker.handlers.context import CLOSE_CONNECTION
+from tinystream.broker.replication.partition import AppendOutcome
 from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,
     CODEC_MASK,
@@ -45,6 +42,8 @@ from tinystream.broker.storage.batch import (
     MAGIC,
 )
 from tinystream.broker.storage.compression import Compression
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.topics import value_schema
 
 _ZSTD_MIN_VERSION = 7  # KIP-110
 _VALID_ACKS = (0, 1, -1)
@@ -105,7 +104,7 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
                     batches.append((tp, memoryview(pdata.records), fields))
     outcomes = ctx.replicas.append(batches, required_acks=acks) if batches else {}
     metrics = ctx.metrics
-    for tp, batch, fields in batches:
+    for tp, _batch, fields in batches:
         outcome = outcomes[tp]
         if outcome.appended_bytes:
             metrics.record_in(tp.topic, outcome.appended_bytes, fields[F_RECORD_COUNT])

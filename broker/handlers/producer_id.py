@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinystream.broker.handlers.context import BrokerContext, Call
-from tinystream.broker.errors import ErrorCode
 from tinystream.broker.coordinators.producer_ids import ProducerIdsUnavailable
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.errors import ErrorCode, code_for_log_error
-from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.base import LogError
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 HIGH_WATERMARK = -1
 

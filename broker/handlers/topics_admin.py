@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
-from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.topics.config import describe
 

@@ -145,7 +145,8 @@ class BrokerMetrics:
             buckets=_LATENCY_BUCKETS, registry=self.registry,
         )
         self.bytes_in = Counter("tinystream_bytes_in", "Record batch bytes appended, by topic", ["topic"], registry=self.registry)
-        self.bytes_out = Counter("tinystream_bytes_out", "Record batch bytes fetched, by topic", ["topic"], registry=self.registry)
+        self.bytes_out = Counter("tinystream_bytes_out", "Record batch bytes fetched, by topic", ["topic"],
+                                 registry=self.registry)
         self.messages_in = Counter("tinystream_messages_in", "Records appended, by topic", ["topic"], registry=self.registry)
         self.produce_errors = Counter(
             "tinystream_produce_errors", "Partition-level produce errors, by error", ["error"], registry=self.registry

@@ -34,9 +34,8 @@ from kio.serial._introspect import (
     get_schema_field_type,
     is_optional,
 )
-
-from tinystream.broker.protocol.errors import MalformedRequest
 from tinystream.broker.protocol.encoder import uvarint
+from tinystream.broker.protocol.errors import MalformedRequest
 
 _FIXED = {
     "int8": 1,

@@ -34,11 +34,10 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
-
-from tinystream.broker.protocol.errors import MalformedRequest, UnsupportedRequest
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.bounds import check_entity, strip_unknown_tags
 from tinystream.broker.protocol.encoder import entity_encoder
+from tinystream.broker.protocol.errors import MalformedRequest, UnsupportedRequest
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _I32 = struct.Struct(">i")

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from tinystream.broker.errors import ErrorCode, code_for_log_error
 from tinystream.broker.replication.idempotence import SEQUENCE_MODULUS, ProducerStateTable, Verdict
 from tinystream.broker.storage.base import LogError, PartitionLog, ReadResult
-from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.storage.batch import (
     CONTROL_BIT,
     F_ATTRIBUTES,
@@ -39,6 +37,7 @@ from tinystream.broker.storage.batch import (
     TRANSACTIONAL_BIT,
     check_batch,
 )
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 
 class Role(enum.Enum):

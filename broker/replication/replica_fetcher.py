@@ -31,13 +31,12 @@ import logging
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
-
 from tinystream.broker.metadata.cluster import ClusterView
-from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.protocol.codec import build, millis, schemas
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.storage.base import LogError
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +112,7 @@ class LeaderFetcher:
                     await self._fetch(client, ready)
             except asyncio.CancelledError:
                 raise
-            except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError, ConnectionError) as exc:
                 log.debug("fetcher for leader %d: %s; reconnecting", self.leader_id, exc)
                 await self._close()
                 await asyncio.sleep(BACKOFF_S)

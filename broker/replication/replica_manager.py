@@ -28,16 +28,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from tinystream.broker.storage.atomic_file import write_atomically
 from tinystream.broker.errors import ErrorCode, code_for_log_error
 from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.replication.idempotence import ProducerStateTable
+from tinystream.broker.replication.partition import AppendOutcome, Partition, PartitionState
+from tinystream.broker.replication.purgatory import Purgatory
+from tinystream.broker.storage.atomic_file import write_atomically
+from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRangeError, ReadResult
 from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.storage.log_scan import scan_batches
 from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.broker.replication.partition import AppendOutcome, Partition, PartitionState
-from tinystream.broker.replication.purgatory import Purgatory
-from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRangeError, ReadResult
 
 log = logging.getLogger(__name__)
 

@@ -35,14 +35,13 @@ import socket
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
+from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, decode_request, peek
+from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
 from tinystream.broker.protocol.framing import FrameDecoder
-from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo
 
 log = logging.getLogger(__name__)
 

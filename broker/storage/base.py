@@ -14,7 +14,7 @@ writers: one writer, many readers.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +56,7 @@ class LogConfig:
     }
 
     @classmethod
-    def from_topic_config(cls, values: dict[str, object]) -> "LogConfig":
+    def from_topic_config(cls, values: dict[str, object]) -> LogConfig:
         """Build from Kafka-named keys; unknown keys raise KeyError naming the key."""
         kwargs = {}
         for key, value in values.items():

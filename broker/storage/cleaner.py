@@ -45,7 +45,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tinystream.broker.storage.base import CorruptRecordError, LogConfig, LogError
-from tinystream.broker.storage.batch import BatchHeader, Record, TimestampType, decode_records, encode_batch, encode_records, parse_header
+from tinystream.broker.storage.batch import (
+    BatchHeader,
+    Record,
+    TimestampType,
+    decode_records,
+    encode_batch,
+    encode_records,
+    parse_header,
+)
 from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, compress
 
 _log = logging.getLogger(__name__)

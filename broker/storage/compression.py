@@ -34,7 +34,6 @@ import enum
 import struct
 
 import cramjam
-
 from tinystream.broker.storage.base import CorruptRecordError
 
 #: Default ceiling for one batch's decompressed records. Kafka's default
@@ -93,7 +92,9 @@ def compress(codec: Compression, data: bytes | bytearray | memoryview, *, snappy
     return bytes(cramjam.zstd.compress(data))
 
 
-def decompress(codec: Compression, data: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes:
+def decompress(
+    codec: Compression, data: bytes | bytearray | memoryview, *, max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> bytes:
     """Decompress a records section; never produces more than ``max_bytes``.
 
     Raises DecompressionLimitError past the bound and CorruptRecordError on

@@ -17,11 +17,11 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.storage.base import LogConfig, PartitionLog
 from tinystream.broker.storage.cleaner import clean
 from tinystream.broker.storage.memory import MemoryLog
 from tinystream.broker.storage.segmented import SegmentedLog
+from tinystream.broker.storage.topic_partition import TopicPartition
 
 PRODUCER_SNAPSHOT = "producer-state.json"
 

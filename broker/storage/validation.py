@@ -22,9 +22,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from tinystream.broker.storage.base import LogConfig, RecordTooLargeError, UnexpectedAppendOffsetError
 from crc32c import crc32c
-
+from tinystream.broker.storage.base import LogConfig, RecordTooLargeError, UnexpectedAppendOffsetError
 from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,
     CODEC_MASK,

@@ -19,8 +19,9 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tinystream.broker.topics import value_schema
 from tinystream.broker.storage.base import LogConfig
+from tinystream.broker.topics import value_schema
+
 from tinystream.config.settings import BrokerSettings
 
 _INT32_MAX = 2**31 - 1

@@ -27,6 +27,7 @@ from cluster_state import live_brokers, try_metadata  # noqa: E402
 
 from tinystream.dev.cluster import ClusterError, LocalCluster  # noqa: E402
 
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "chaos: fault injection on a local multi-process cluster (e2e/chaos)")
 

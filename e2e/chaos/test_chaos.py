@@ -214,7 +214,7 @@ def test_no_acknowledged_record_is_lost_under_faults(chaos_cluster: LocalCluster
     verdict = run.ledger.verify(log)
     epochs_after = sum(leader_epochs(metadata(run.url), TOPIC).values())
     worst = max((t for _, t in run.failovers), default=0.0)
-    print("\n=== chaos figures (seed %d) ===" % SEED)
+    print(f"\n=== chaos figures (seed {SEED}) ===")
     print(f"records acknowledged      {verdict.acknowledged}")
     print(f"records not acknowledged  {verdict.unacknowledged} (unflushed {sum(p.unflushed for p in run.producers)})")
     print(f"records in the log        {verdict.in_log}")

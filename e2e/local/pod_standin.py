@@ -124,7 +124,7 @@ class PodStandIn:
 
     # -- life ---------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> "PodStandIn":
+    async def __aenter__(self) -> PodStandIn:
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2))
         self._task = asyncio.create_task(self._run(), name="pod-standin")
         return self
@@ -297,7 +297,7 @@ class PodStandIn:
         try:
             async with self._http.get(f"http://127.0.0.1:{run.admin_port}{probe['path']}") as r:
                 return r.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             return False
 
     @staticmethod

@@ -32,13 +32,13 @@ class FenceReason(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    registry: ClassVar[dict[str, type["Action"]]] = {}
+    registry: ClassVar[dict[str, type[Action]]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": type(self).__name__, **to_plain(self)}
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any]) -> "Action":
+    def from_dict(data: Mapping[str, Any]) -> Action:
         if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
             raise StateFormatError("$: an action needs a string 'type'")
         cls = Action.registry.get(data["type"])

@@ -53,7 +53,7 @@ class ControllerConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ControllerConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> ControllerConfig:
         if not isinstance(data, Mapping):
             raise StateFormatError("$.config: expected an object")
         by_key = {key: attr for attr, key in _NAMES.items()}

@@ -55,7 +55,7 @@ class ControllerError(enum.Enum):
         return self.value
 
     @classmethod
-    def from_code(cls, code: int) -> "ControllerError":
+    def from_code(cls, code: int) -> ControllerError:
         """The error for a Kafka code; ValueError names an unknown one."""
         try:
             return cls(code)
@@ -63,7 +63,7 @@ class ControllerError(enum.Enum):
             raise ValueError(f"no controller error has Kafka code {code}") from None
 
     @classmethod
-    def from_name(cls, name: str) -> "ControllerError":
+    def from_name(cls, name: str) -> ControllerError:
         try:
             return cls[name]
         except KeyError:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tinystream.operator.controller.codec import frozen_mapping, from_plain, to_plain
+from tinystream.operator.controller.codec import from_plain, frozen_mapping, to_plain
 from tinystream.operator.controller.errors import StateFormatError
 from tinystream.operator.controller.image import LeaderRecoveryState, TopicPartition
 from tinystream.operator.controller.topic_config import ConfigValue
@@ -42,13 +42,13 @@ from tinystream.operator.controller.topic_config import ConfigValue
 class Event:
     """Base of all events."""
 
-    registry: ClassVar[dict[str, type["Event"]]] = {}
+    registry: ClassVar[dict[str, type[Event]]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": type(self).__name__, **to_plain(self)}
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any]) -> "Event":
+    def from_dict(data: Mapping[str, Any]) -> Event:
         if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
             raise StateFormatError("$: an event needs a string 'type'")
         cls = Event.registry.get(data["type"])

@@ -26,14 +26,14 @@ class IdSource:
     def _digest(self) -> bytes:
         return hashlib.sha256(f"tinystream:{self.seed}:{self.counter}".encode()).digest()
 
-    def next_below(self, bound: int) -> tuple[int, "IdSource"]:
+    def next_below(self, bound: int) -> tuple[int, IdSource]:
         """A number in [0, bound) and the source to draw the next one from."""
         if bound <= 0:
             raise ValueError(f"bound must be positive, got {bound}")
         value = int.from_bytes(self._digest()[:8], "big") % bound
         return value, IdSource(seed=self.seed, counter=self.counter + 1)
 
-    def next_uuid(self) -> tuple[str, "IdSource"]:
+    def next_uuid(self) -> tuple[str, IdSource]:
         """A version-4-shaped UUID string (never Kafka's reserved zero id)."""
         raw = bytearray(self._digest()[:16])
         raw[6] = (raw[6] & 0x0F) | 0x40

@@ -31,7 +31,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinystream.operator.controller.codec import OMIT_DEFAULT, SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
+from tinystream.operator.controller.codec import (
+    OMIT_DEFAULT,
+    SCHEMA_VERSION,
+    check_schema_version,
+    convert,
+    from_plain,
+    frozen_mapping,
+    to_plain,
+)
 from tinystream.operator.controller.errors import StateFormatError
 from tinystream.operator.controller.topic_config import ConfigValue
 
@@ -146,7 +154,7 @@ class MetadataImage:
         object.__setattr__(self, "topics", frozen_mapping(self.topics))
 
     @classmethod
-    def empty(cls, *, cluster_id: str) -> "MetadataImage":
+    def empty(cls, *, cluster_id: str) -> MetadataImage:
         return cls(version=0, cluster_id=cluster_id)
 
     # -- queries -----------------------------------------------------------
@@ -188,7 +196,7 @@ class MetadataImage:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "MetadataImage":
+    def from_dict(cls, data: Mapping[str, Any]) -> MetadataImage:
         check_schema_version(data, what="metadata image")
         unknown = sorted(set(data) - {"schema_version", "version", "cluster_id", "brokers", "topics"})
         if unknown:

@@ -72,7 +72,7 @@ class ClusterView:
     drained: frozenset[int]  # registered and drained (live or not)
 
     @classmethod
-    def of(cls, brokers: Mapping[int, BrokerRecord]) -> "ClusterView":
+    def of(cls, brokers: Mapping[int, BrokerRecord]) -> ClusterView:
         return cls(
             live=frozenset(b for b, r in brokers.items() if not r.fenced),
             drained=frozenset(b for b, r in brokers.items() if r.drained),

@@ -25,7 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinystream.operator.controller.codec import SCHEMA_VERSION, check_schema_version, convert, frozen_mapping, from_plain, to_plain
+from tinystream.operator.controller.codec import (
+    SCHEMA_VERSION,
+    check_schema_version,
+    convert,
+    from_plain,
+    frozen_mapping,
+    to_plain,
+)
 from tinystream.operator.controller.config import ControllerConfig
 from tinystream.operator.controller.errors import StateFormatError
 from tinystream.operator.controller.ids import IdSource
@@ -53,7 +60,7 @@ class ControllerState:
         object.__setattr__(self, "sessions", frozen_mapping(self.sessions))
 
     @classmethod
-    def bootstrap(cls, *, cluster_id: str, seed: int, config: ControllerConfig | None = None) -> "ControllerState":
+    def bootstrap(cls, *, cluster_id: str, seed: int, config: ControllerConfig | None = None) -> ControllerState:
         """An empty cluster. `seed` fixes topic ids and placement (see ids.py)."""
         return cls(
             image=MetadataImage.empty(cluster_id=cluster_id),
@@ -75,7 +82,7 @@ class ControllerState:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, check: bool = True) -> "ControllerState":
+    def from_dict(cls, data: Mapping[str, Any], *, check: bool = True) -> ControllerState:
         """Rebuild a state; with `check`, refuse an image that breaks an invariant."""
         check_schema_version(data, what="controller state")
         unknown = sorted(set(data) - {"schema_version", "config", "ids", "sessions", "next_producer_id_start", "image"})

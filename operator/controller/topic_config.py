@@ -13,13 +13,11 @@ is refused at the controller rather than on every produce.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import json
+from collections.abc import Mapping
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
-
 from tinystream.operator.controller.errors import ControllerError
 
 ConfigValue = str | int | float | bool

@@ -104,7 +104,7 @@ class HttpClusterSource:
         self,
         controller_url: Callable[[], str | None] | str | None,
         *,
-        admin_urls: AdminUrls = admin_urls_from_template(None),
+        admin_urls: AdminUrls = admin_urls_from_template(None),  # noqa: B008 - a pure function, built once
         timeout_s: float = FETCH_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -141,7 +141,7 @@ class HttpClusterSource:
         if url:
             try:
                 metadata = await self._json(f"{url.rstrip('/')}/v1/metadata")
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
                 error = _describe(exc)
         else:
             error = "no controller URL"
@@ -159,7 +159,7 @@ class HttpClusterSource:
                                        self._json(f"{base}/api/groups"), self._text(f"{base}/metrics")]
         try:
             info, partitions, groups, metrics = await asyncio.gather(*calls)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             return BrokerReading(broker_id=broker_id, admin_url=admin_url, up=False, error=_describe(exc))
         totals, per_topic = parse_totals(metrics)
         return BrokerReading(broker_id=broker_id, admin_url=admin_url, up=True, info=info,

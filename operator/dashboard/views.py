@@ -114,7 +114,8 @@ def brokers(raw: RawSnapshot) -> list[Row]:
                 "epoch": meta.get("epoch"),
                 "admin_url": reading.admin_url if reading else None,
                 # Reachable admin API; without an admin URL, registered and unfenced is the best we know.
-                "up": bool(reading.up) if reading is not None and reading.admin_url else bool(meta) and not meta.get("fenced", True),
+                "up": (bool(reading.up) if reading is not None and reading.admin_url
+                       else bool(meta) and not meta.get("fenced", True)),
                 "error": reading.error if reading else None,
                 "partitions": hosted.get(broker_id, 0),
                 "partitions_led": led.get(broker_id, 0),

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-
 from tinystream.operator.k8s.errors import NotFound, api_error
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, TOPIC_KIND, TOPIC_PLURAL
 
@@ -111,7 +110,7 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
-    def from_connection_info(cls, info: Any) -> "KubeClient":
+    def from_connection_info(cls, info: Any) -> KubeClient:
         """From a kopf ConnectionInfo (what kopf's login functions return)."""
         return cls(info.server, headers=info.as_http_headers(), ssl_context=_ssl_context(info))
 

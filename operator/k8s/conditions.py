@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -88,7 +88,7 @@ def ready(status: bool | None, reason: ClusterReason | TopicReason, message: str
 def merge_condition(existing: Sequence[Mapping[str, Any]] | None, new: Condition, *,
                     now: datetime | None = None) -> list[dict[str, Any]]:
     """The conditions list with `new` in place; its transition time kept unless the status flips."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     out: list[dict[str, Any]] = []
     previous = None
     for cond in existing or ():

@@ -44,7 +44,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
-
 from tinystream.operator.controller import (
     AlterTopicConfig,
     ControllerError,
@@ -60,16 +59,16 @@ from tinystream.operator.controller import (
     UndrainBroker,
 )
 from tinystream.operator.controller.reassignment import plan_reassignment
-from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
-from tinystream.operator.service.errors import ApiError, StateFileError
-from tinystream.operator.service.http_api import make_clusters_app
-from tinystream.operator.service.metrics import ControllerMetrics
-
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.status_store import ClusterStatusStore
-from tinystream.operator.k8s.topics import AlterConfig, CreateTopic as CreateTopicAction, GrowPartitions, TopicAction, TopicView
+from tinystream.operator.k8s.topics import AlterConfig, GrowPartitions, TopicAction, TopicView
+from tinystream.operator.k8s.topics import CreateTopic as CreateTopicAction
+from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
+from tinystream.operator.service.errors import ApiError, StateFileError
+from tinystream.operator.service.http_api import make_clusters_app
+from tinystream.operator.service.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
 

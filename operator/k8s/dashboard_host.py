@@ -26,9 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tinystream.operator.dashboard import ClusterRef, DashboardServer, HttpClusterSource, RawSnapshot, \
-    make_clusters_dashboard_app
-
+from tinystream.operator.dashboard import ClusterRef, DashboardServer, HttpClusterSource, RawSnapshot, make_clusters_dashboard_app
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey

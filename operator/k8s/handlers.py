@@ -37,17 +37,42 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
-
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.conditions import TopicReason, merge_condition, ready, refusal_reason
-from tinystream.operator.k8s.controller_port import ClusterKey, ControllerPort, ControllerRefused, ControllerUnavailable, UnattachedController
+from tinystream.operator.k8s.controller_port import (
+    ClusterKey,
+    ControllerPort,
+    ControllerRefused,
+    ControllerUnavailable,
+    UnattachedController,
+)
 from tinystream.operator.k8s.crds import bundled_crds, upgrade_crds
 from tinystream.operator.k8s.metrics import OperatorMetrics
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, TOPIC_PLURAL, VERSION, ClusterSpec, \
-    OperatorContext, TopicSpec
+from tinystream.operator.k8s.model import (
+    API_VERSION,
+    CLUSTER_KIND,
+    CLUSTER_PLURAL,
+    GROUP,
+    TOPIC_PLURAL,
+    VERSION,
+    ClusterSpec,
+    OperatorContext,
+    TopicSpec,
+)
 from tinystream.operator.k8s.pod_health import broker_down, process_gone
-from tinystream.operator.k8s.reconcile import Apply, BrokerPod, ClusterPlan, Delete, DeletePod, DrainBrokers, EndRollDrain, MoveLeadership, \
-    Observed, Rebalance, plan_cluster
+from tinystream.operator.k8s.reconcile import (
+    Apply,
+    BrokerPod,
+    ClusterPlan,
+    Delete,
+    DeletePod,
+    DrainBrokers,
+    EndRollDrain,
+    MoveLeadership,
+    Observed,
+    Rebalance,
+    plan_cluster,
+)
 from tinystream.operator.k8s.resources import MANAGED_BY, Names, owned_objects, selector_labels
 from tinystream.operator.k8s.topics import plan_topic, validate_topic
 

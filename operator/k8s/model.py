@@ -9,7 +9,6 @@ again, from the same numbers as the CRD.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +49,7 @@ class ClusterSpec:
     dashboard: bool = True
 
     @classmethod
-    def from_resource(cls, body: Mapping[str, Any]) -> "ClusterSpec":
+    def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
         meta = body.get("metadata") or {}
         spec = body.get("spec") or {}
         storage = spec.get("storage") or {}
@@ -88,7 +87,7 @@ class TopicSpec:
     generation: int = 1
 
     @classmethod
-    def from_resource(cls, body: Mapping[str, Any]) -> "TopicSpec":
+    def from_resource(cls, body: Mapping[str, Any]) -> TopicSpec:
         meta = body.get("metadata") or {}
         spec = body.get("spec") or {}
         return cls(

@@ -68,7 +68,7 @@ class BrokerPod:
     node: str | None = None
 
     @classmethod
-    def from_pod(cls, pod: Mapping[str, Any]) -> "BrokerPod":
+    def from_pod(cls, pod: Mapping[str, Any]) -> BrokerPod:
         meta = pod.get("metadata") or {}
         name = meta["name"]
         conditions = (pod.get("status") or {}).get("conditions") or []

@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
 
 from tinystream.config.settings import BrokerSettings
-
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
 
 DATA_DIR = "/var/lib/tinystream"
 CONFIG_DIR = "/etc/tinystream"
@@ -64,7 +63,7 @@ class Names:
     pdb: str
 
     @classmethod
-    def of(cls, cluster: ClusterSpec) -> "Names":
+    def of(cls, cluster: ClusterSpec) -> Names:
         n = cluster.name
         return cls(statefulset=f"{n}-broker", headless=f"{n}-brokers", client=f"{n}-kafka",
                    controller=f"{n}-controller", dashboard=f"{n}-dashboard", config=f"{n}-config",

@@ -38,14 +38,12 @@ import zlib
 from typing import Any
 
 import orjson
-
 from tinystream.operator.controller import ControllerState, StateFormatError
-from tinystream.operator.service.errors import StateFileError
-
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.errors import KubeApiError
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND
+from tinystream.operator.service.errors import StateFileError
 
 JSON = "json"
 ZLIB = "zlib+base64"

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tinystream.operator.controller.topic_config import schema_error
-
 from tinystream.operator.k8s.conditions import TopicReason
 from tinystream.operator.k8s.model import VALUE_SCHEMA_KEY, ConfigValue, TopicSpec
 

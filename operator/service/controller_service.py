@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-
 from tinystream.operator.controller import (
     AdvanceTime,
     ControllerActivated,
@@ -58,7 +57,6 @@ from tinystream.operator.controller import (
     MetadataImage,
     apply,
 )
-
 from tinystream.operator.service.errors import ApiError
 from tinystream.operator.service.state_store import StateStore
 
@@ -127,7 +125,7 @@ class ControllerService:
         timing: DriverTiming = DriverTiming(),
         cluster_id: str | None = None,
         seed: int | None = None,
-    ) -> "ControllerService":
+    ) -> ControllerService:
         """Load the saved state (restarting every session) or bootstrap a new cluster.
 
         `config_overrides` are ControllerConfig fields the driver's settings

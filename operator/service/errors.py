@@ -65,19 +65,19 @@ class ApiError(Exception):
         self.message = message
 
     @classmethod
-    def from_controller(cls, error: ControllerError, message: str) -> "ApiError":
+    def from_controller(cls, error: ControllerError, message: str) -> ApiError:
         return cls(error.name, error.code, HTTP_STATUS[error], message)
 
     @classmethod
-    def bad_request(cls, message: str, *, status: int = 400) -> "ApiError":
+    def bad_request(cls, message: str, *, status: int = 400) -> ApiError:
         return cls(*INVALID_REQUEST, status, message)
 
     @classmethod
-    def storage(cls, message: str) -> "ApiError":
+    def storage(cls, message: str) -> ApiError:
         return cls(*KAFKA_STORAGE_ERROR, 503, message)
 
     @classmethod
-    def internal(cls, message: str) -> "ApiError":
+    def internal(cls, message: str) -> ApiError:
         return cls(*UNKNOWN_SERVER_ERROR, 500, message)
 
     def body(self) -> dict[str, object]:

@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 from aiohttp import web
-
 from tinystream.operator.controller import (
     AllocateProducerIds,
     AlterPartition,
@@ -38,7 +37,6 @@ from tinystream.operator.controller import (
     UnregisterBroker,
 )
 from tinystream.operator.controller.codec import to_plain
-
 from tinystream.operator.service.controller_service import ControllerService
 from tinystream.operator.service.errors import INVALID_REQUEST, ApiError
 from tinystream.operator.service.metrics import ControllerMetrics, http_middleware, metrics_handler

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from tinystream.operator.controller import SCHEMA_VERSION
-
 from tinystream.operator.service import request_bodies as rq
 
 API_VERSION = "1.0.0"

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 from tinystream.operator.controller import LeaderRecoveryState, ReplicaAssignment, StateFormatError, TopicPartition
 from tinystream.operator.controller.codec import from_plain
 from tinystream.operator.controller.topic_config import ConfigValue
-
 from tinystream.operator.service.errors import ApiError
 
 T = TypeVar("T")

@@ -4,7 +4,6 @@
 """
 
 from common import run_pipeline
-
 from tinystream.spark.windows import tumbling_page_counts
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 from kio.schema.errors import ErrorCode
-
 from tinystream.broker.storage.topic_partition import TopicPartition
+
 from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request
+
 
 @pytest.fixture
 def settings_overrides() -> dict:
@@ -36,7 +37,7 @@ async def test_retention_by_bytes_deletes_old_segments(broker, client):
 
 async def test_retention_by_time(broker, client):
     await create_topic(client, "old", configs={"segment.bytes": "1024", "retention.ms": "1"})
-    for i in range(10):
+    for _i in range(10):
         await client.request(produce_request("old", 0, now_batch([(None, b"x" * 300)])))
     log = broker.replicas.get(TopicPartition("old", 0)).log
     await eventually(lambda: log.log_start_offset >= 9)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 import compat_helpers as ch
+import pytest
 from admin_clients import AdminError, close_admin, kcat_metadata, open_admin
 from compat_helpers import client_params, require_client
 

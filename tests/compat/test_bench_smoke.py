@@ -9,9 +9,9 @@ back; the librdkafka workloads run too.
 
 from __future__ import annotations
 
+import compat_helpers as ch
 import pytest
 
-import compat_helpers as ch
 from tinystream.bench import consume_workloads, produce_workloads
 from tinystream.bench.targets import Target
 

@@ -9,9 +9,8 @@ from Debian links an older librdkafka than confluent-kafka.
 
 from __future__ import annotations
 
-import pytest
-
 import compat_helpers as ch
+import pytest
 from compat_helpers import client_params, require_client
 
 pytestmark = pytest.mark.compat

@@ -17,9 +17,8 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 import compat_helpers as ch
+import pytest
 from group_members import MEMBER_CLASSES, Ledger
 
 pytestmark = pytest.mark.compat

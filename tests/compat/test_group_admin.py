@@ -13,9 +13,8 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 import compat_helpers as ch
+import pytest
 from admin_clients import JavaAdmin, close_admin, open_admin
 from compat_helpers import client_params, require_client
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-import pytest
-
 import compat_helpers as ch
+import pytest
 from compat_helpers import client_params, require_client
 
 pytestmark = pytest.mark.compat

@@ -7,9 +7,8 @@ A cross check has records produced by one client read by all the others.
 
 from __future__ import annotations
 
-import pytest
-
 import compat_helpers as ch
+import pytest
 from compat_helpers import client_params, require_client
 
 pytestmark = pytest.mark.compat

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from window_reference import windowed
-
 from tinystream.spark.events import generate_rounds
+from window_reference import windowed
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

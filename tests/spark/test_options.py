@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from tinystream.spark.errors import InvalidOptionError
 from tinystream.spark.offsets import TopicPartition
 from tinystream.spark.options import (

@@ -13,7 +13,6 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T  # noqa: E402
 from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
-
 from tinystream.spark.errors import InvalidOptionError  # noqa: E402
 from tinystream.spark.options import WriteOptions  # noqa: E402
 from tinystream.spark.schema import arrow_schema, records_to_batch, spark_schema  # noqa: E402
@@ -51,7 +50,7 @@ def test_batch_values():
     ]
     rows = records_to_batch(msgs, include_headers=True).to_pylist()
     assert rows[0]["offset"] == 7 and rows[0]["partition"] == 2 and rows[0]["topic"] == "events"
-    assert rows[0]["timestamp"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.timezone.utc)
+    assert rows[0]["timestamp"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)
     assert rows[0]["timestampType"] == 0  # CreateTime
     assert rows[0]["headers"] == [{"key": "a", "value": b"1"}, {"key": "b", "value": None}]
     assert rows[1]["key"] is None and rows[1]["value"] is None and rows[1]["timestampType"] == 1  # LogAppendTime

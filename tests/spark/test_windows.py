@@ -12,9 +12,8 @@ import json
 
 import pytest
 from spark_helpers import batch_reader, create_topic, produce, stream_reader
-from window_reference import sessions, windowed
-
 from tinystream.spark.events import Lateness, generate_rounds
+from window_reference import sessions, windowed
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

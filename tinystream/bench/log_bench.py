@@ -360,7 +360,8 @@ def _parse_sizes(ctx: click.Context, param: click.Parameter, value: str) -> tupl
 @click.option("--sizes", default="1KiB,16KiB,1MiB", show_default=True, callback=_parse_sizes,
               help="Batch sizes, comma separated.")
 @click.option("--total-mb", type=click.FloatRange(min=0.001), default=None,
-              help=f"MiB written per size [default: {DEFAULT_TOTAL_BYTES // MIB}, {DEFAULT_FSYNC_TOTAL_BYTES // MIB} with --fsync].")
+              help=f"MiB written per size [default: {DEFAULT_TOTAL_BYTES // MIB}, "
+                   f"{DEFAULT_FSYNC_TOTAL_BYTES // MIB} with --fsync].")
 @click.option("--fsync/--no-fsync", default=False, show_default=True,
               help="fsync every append (flush.messages=1) and every plain write.")
 @click.option("--dir", "directory", type=click.Path(file_okay=False, exists=True), default=None,

@@ -82,7 +82,8 @@ class BrokerSettings(ComponentSettings):
 
     # Groups and the offsets topic.
     offsets_topic_num_partitions: int = kafka_field(50, "offsets.topic.num.partitions", ge=1)
-    offsets_topic_replication_factor: int = kafka_field(1, "offsets.topic.replication.factor", ge=1)  # Kafka: 3; 1 fits one laptop broker
+    # Kafka: 3; 1 fits one laptop broker
+    offsets_topic_replication_factor: int = kafka_field(1, "offsets.topic.replication.factor", ge=1)
     offsets_retention_minutes: int = kafka_field(10080, "offsets.retention.minutes", ge=1)
     group_initial_rebalance_delay_ms: int = kafka_field(3000, "group.initial.rebalance.delay.ms", ge=0)
     group_min_session_timeout_ms: int = kafka_field(6000, "group.min.session.timeout.ms", ge=0)

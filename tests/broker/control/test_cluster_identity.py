@@ -6,10 +6,10 @@ import time
 
 import pytest
 from kio.schema.errors import ErrorCode
-
-from tinystream.broker.storage import meta_properties
-from tinystream.testing.broker import create_topics_request, now_batch, produce_request, request
 from tinystream.broker.protocol.codec import millis
+from tinystream.broker.storage import meta_properties
+
+from tinystream.testing.broker import create_topics_request, now_batch, produce_request, request
 
 
 async def _init_producer_id(client) -> int:

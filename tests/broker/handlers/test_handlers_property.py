@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
 from kio.static.primitive import Records
-
-from tinystream.broker.server.dispatcher import RequestDispatcher
+from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, RequestHeader
-from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo
+from tinystream.broker.server.dispatcher import RequestDispatcher
+
 from tinystream.testing.broker import BrokerThread, test_settings
 
 st.register_type_strategy(Records, st.binary(max_size=128).map(Records))
@@ -50,7 +50,7 @@ def test_handlers_answer_any_decodable_request(running, api_key, version, data):
 
     try:
         result = running.call(dispatch)
-    except (asyncio.TimeoutError, concurrent.futures.TimeoutError):
+    except (TimeoutError, concurrent.futures.TimeoutError):
         assert api_key in MAY_WAIT
         return
     assert result is None or result is CLOSE_CONNECTION or isinstance(result, (bytes, bytearray))

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 from kio.schema.errors import ErrorCode
-
 from tinystream.broker.storage.batch import Compression, decode_records, split_batches
+
 from tinystream.testing.broker import create_topic, fetch_request
 from tinystream.testing.broker import now_batch as build_batch
 from tinystream.testing.broker import produce_request as produce
@@ -242,8 +242,9 @@ async def test_metrics_count_bytes_and_requests(broker, client):
 async def test_producer_state_is_rebuilt_from_the_log_without_a_snapshot(tmp_path):
     """Crash-like restart: no snapshot on disk, so the state comes from batch headers."""
     from tinystream.broker.app import Broker
-    from tinystream.broker.storage.topic_partition import TopicPartition
     from tinystream.broker.protocol.client import KafkaClient
+    from tinystream.broker.storage.topic_partition import TopicPartition
+
     from tinystream.testing.broker import test_settings
 
     settings = test_settings(tmp_path / "d")

@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial.writers import write_unsigned_varint
-
-from tinystream.broker.protocol.errors import MalformedRequest
 from tinystream.broker.protocol.bounds import check_entity, read_uvarint
 from tinystream.broker.protocol.codec import encode_request, schemas
+from tinystream.broker.protocol.errors import MalformedRequest
 
 METADATA_V12 = schemas(3, 12).request_type
 FETCH_V12 = schemas(1, 12).request_type

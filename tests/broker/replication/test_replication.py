@@ -6,11 +6,10 @@ import asyncio
 
 import pytest
 from kio.schema.errors import ErrorCode
-
-from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.storage.batch import decode_records, split_batches
-from tinystream.testing.broker import create_topics_request, fetch_request, now_batch, produce_request
+from tinystream.broker.storage.topic_partition import TopicPartition
 
+from tinystream.testing.broker import create_topics_request, fetch_request, now_batch, produce_request
 
 LAG_TIME_MS = 2000  # conftest's replica.lag.time.max.ms
 
@@ -52,7 +51,7 @@ async def test_rf3_topic_gets_a_leader_and_followers_and_acks_all_reaches_every_
     for index in range(3):
         state = await cluster.partition("orders", index)
         assert sorted(state["replicas"]) == [1, 2, 3]
-        await wait_until(lambda: all(cluster.replica(b, "orders", index) is not None for b in (1, 2, 3)))
+        await wait_until(lambda: all(cluster.replica(b, "orders", index) is not None for b in (1, 2, 3)))  # noqa: B023
         roles = {b: cluster.replica(b, "orders", index).is_leader for b in (1, 2, 3)}
         assert [b for b, leads in roles.items() if leads] == [state["leader"]]
     leader = (await cluster.partition("orders", 0))["leader"]
@@ -62,7 +61,7 @@ async def test_rf3_topic_gets_a_leader_and_followers_and_acks_all_reaches_every_
     assert cluster.replica(leader, "orders", 0).high_watermark == 3
     for b in (1, 2, 3):
         assert cluster.replica(b, "orders", 0).log_end_offset == 3
-        await wait_until(lambda: cluster.replica(b, "orders", 0).high_watermark == 3, what="follower HW")
+        await wait_until(lambda: cluster.replica(b, "orders", 0).high_watermark == 3, what="follower HW")  # noqa: B023
         assert values_in(cluster.brokers[b], "orders") == [b"a", b"b", b"c"]
     # Consumers read from the leader only; a follower says NOT_LEADER_OR_FOLLOWER.
     follower = next(b for b in (1, 2, 3) if b != leader)

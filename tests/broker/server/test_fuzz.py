@@ -24,9 +24,10 @@ import time
 import uuid
 
 from kio.schema.errors import ErrorCode
-
-from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.protocol.codec import encode_request, millis
+from tinystream.broker.storage.batch import Compression
+from tinystream.broker.storage.topic_partition import TopicPartition
+
 from tinystream.testing.broker import (
     create_topic,
     create_topics_request,
@@ -36,7 +37,6 @@ from tinystream.testing.broker import (
     produce_request,
     request,
 )
-from tinystream.broker.storage.batch import Compression
 
 SECONDS = float(os.environ.get("TINYSTREAM_FUZZ_SECONDS", "4"))
 TARGET = "fuzz-target"
@@ -136,7 +136,7 @@ async def blast(host: str, port: int, frames: list[bytes]) -> None:
     """Send frames on one connection, draining answers, until done or closed."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return
     drain = asyncio.ensure_future(reader.read(1 << 20))
     try:
@@ -145,7 +145,7 @@ async def blast(host: str, port: int, frames: list[bytes]) -> None:
             await asyncio.wait_for(writer.drain(), 1)
             await asyncio.sleep(0)
         await asyncio.sleep(0.005)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         pass
     finally:
         drain.cancel()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from tinystream.broker.storage import cleaner as cleaner_module
 from tinystream.broker.storage.base import LogConfig
 from tinystream.broker.storage.batch import (
@@ -69,7 +68,7 @@ def test_keeps_the_newest_record_per_key_and_every_offset(log_factory):
     closed_records = {o: kv for o, kv in after.items() if o < active_base}
     keys = [kv[0] for kv in closed_records.values()]
     assert len(keys) == len(set(keys))
-    for o, (key, value) in closed_records.items():
+    for o, (key, _value) in closed_records.items():
         newest_closed = max(x for x, kv in before.items() if kv[0] == key and x < active_base)
         assert o == newest_closed
     # The active segment is untouched.

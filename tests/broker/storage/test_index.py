@@ -9,7 +9,6 @@ import time
 from array import array
 
 import pytest
-
 from tinystream.broker.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 
 

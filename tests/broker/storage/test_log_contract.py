@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from tinystream.broker.storage.base import (
     CorruptRecordError,
     EpochEntry,
@@ -111,7 +110,7 @@ def test_read_out_of_range(log_factory, make_batch):
 def test_roll_by_size_and_time(log_factory, make_batch):
     size = len(make_batch())
     log = log_factory(LogConfig(segment_bytes=3 * size, segment_ms=1000))
-    for i in range(7):
+    for _i in range(7):
         log.append(make_batch(timestamp=0), leader_epoch=0, now_ms=0)
     assert log.segment_count() == 3  # 3 + 3 + 1 batches
     assert not log.maybe_roll(now_ms=1000)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
-from tinystream.broker.storage import meta_properties
 from tinystream.broker.coordinators.producer_ids import FileBlockSource, ProducerIdManager
-from tinystream.broker.topics.config import InvalidConfig, describe, log_config, validate
 from tinystream.broker.metadata.topics import InvalidTopicName, TopicSpec, TopicStore, validate_topic_name
+from tinystream.broker.storage import meta_properties
+from tinystream.broker.topics.config import InvalidConfig, describe, log_config, validate
+
 from tinystream.config.settings import BrokerSettings
 
 
@@ -75,9 +75,9 @@ async def test_producer_id_blocks_survive_restart(tmp_path):
 
 
 def test_partitions_spread_over_log_dirs_and_are_found_again(tmp_path):
+    from tinystream.broker.storage.base import LogConfig
     from tinystream.broker.storage.log_manager import LogManager
     from tinystream.broker.storage.topic_partition import TopicPartition
-    from tinystream.broker.storage.base import LogConfig
 
     dirs = [tmp_path / "a", tmp_path / "b"]
     logs = LogManager(dirs)

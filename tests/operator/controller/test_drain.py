@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from controller_helpers import Cluster
 from tinystream.operator.controller import (
     BrokerDrained,
     BrokerUndrained,
@@ -12,7 +13,6 @@ from tinystream.operator.controller import (
     LeaderChanged,
     UndrainBroker,
 )
-from controller_helpers import Cluster
 
 
 def test_drain_moves_leadership_and_leaves_isrs(three: Cluster) -> None:

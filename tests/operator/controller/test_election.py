@@ -3,6 +3,7 @@ preferred-leader election on a tick or immediately."""
 
 from __future__ import annotations
 
+from controller_helpers import Cluster
 from tinystream.operator.controller import (
     NO_LEADER,
     AlterTopicConfig,
@@ -17,7 +18,6 @@ from tinystream.operator.controller import (
 )
 from tinystream.operator.controller.election import elect_leader
 from tinystream.operator.controller.liveness import ClusterView
-from controller_helpers import Cluster
 
 
 def test_new_leader_is_first_live_isr_member_in_replica_order() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from tinystream.operator.controller import (
     BrokerRecord,
     LeaderRecoveryState,

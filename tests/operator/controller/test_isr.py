@@ -4,7 +4,7 @@ refused with KRaft's error codes otherwise (KIP-497, KIP-704, KIP-841)."""
 from __future__ import annotations
 
 import pytest
-
+from controller_helpers import Cluster
 from tinystream.operator.controller import (
     ControllerError,
     DrainBroker,
@@ -12,7 +12,6 @@ from tinystream.operator.controller import (
     IsrChanged,
     LeaderRecoveryState,
 )
-from controller_helpers import Cluster
 
 
 @pytest.fixture

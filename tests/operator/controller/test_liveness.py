@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from controller_helpers import Cluster
 from tinystream.operator.controller import (
     NO_LEADER,
     BrokerFenced,
@@ -21,7 +22,6 @@ from tinystream.operator.controller import (
     TopicPartition,
     UnregisterBroker,
 )
-from controller_helpers import Cluster
 
 
 def test_registration_starts_fenced_and_epoch_is_its_image_version(cluster: Cluster) -> None:

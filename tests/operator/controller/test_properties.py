@@ -26,7 +26,6 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-
 from tinystream.operator.controller import (
     NO_LEADER,
     AdvanceTime,
@@ -347,7 +346,7 @@ class ControllerMachine(RuleBasedStateMachine):
         image, config = self.state.image, self.state.config
         view = ClusterView.of(image.brokers)
         immediate = config.preferred_leader_election is PreferredElection.IMMEDIATE
-        for name, topic in image.topics.items():
+        for _name, topic in image.topics.items():
             unclean = unclean_election_enabled(topic.config, cluster_default=config.unclean_leader_election_enable)
             for p in topic.partitions:
                 settled, _ = settle_partition(p, view=view, unclean_allowed=unclean, preferred=immediate)

@@ -7,9 +7,9 @@ import math
 from collections import Counter
 
 import pytest
+from controller_helpers import Cluster, spread
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-
 from tinystream.operator.controller import (
     ControllerError,
     DrainBroker,
@@ -26,7 +26,6 @@ from tinystream.operator.controller import (
     TopicRecord,
     plan_reassignment,
 )
-from controller_helpers import Cluster, spread
 
 
 def _reassign(cluster: Cluster, topic: str, index: int, replicas, *, ok: bool = True):

@@ -6,11 +6,12 @@ import copy
 import json
 
 import pytest
-
+from controller_helpers import Cluster
 from tinystream.operator.controller import (
     SCHEMA_VERSION,
     Action,
     AdvanceTime,
+    AllocateProducerIds,
     AlterPartition,
     AlterTopicConfig,
     BrokerDrained,
@@ -20,7 +21,6 @@ from tinystream.operator.controller import (
     BrokerUndrained,
     BrokerUnfenced,
     BrokerUnregistered,
-    ProducerIdsAllocated,
     ControllerActivated,
     ControllerConfig,
     ControllerState,
@@ -40,6 +40,7 @@ from tinystream.operator.controller import (
     PartitionsCreated,
     PartitionsOffline,
     PreferredElection,
+    ProducerIdsAllocated,
     ReassignmentCancelled,
     ReassignmentCompleted,
     ReassignmentStarted,
@@ -53,9 +54,7 @@ from tinystream.operator.controller import (
     TopicPartition,
     UndrainBroker,
     UnregisterBroker,
-    AllocateProducerIds,
 )
-from controller_helpers import Cluster
 
 EVENTS = [
     RegisterBroker(broker_id=1, incarnation_id="i", host="h", port=1, rack="r"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
+from controller_helpers import Cluster, spread
 from tinystream.operator.controller import (
     AlterTopicConfig,
     ControllerConfig,
@@ -20,7 +20,6 @@ from tinystream.operator.controller import (
     TopicCreated,
     TopicDeleted,
 )
-from controller_helpers import Cluster, spread
 
 
 def test_create_places_replicas_evenly_and_leaders_first(three: Cluster) -> None:

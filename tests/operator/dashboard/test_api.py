@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from .conftest import COMMITTED, GROUP, N, TOPIC, Cluster, get
+from .conftest import COMMITTED, GROUP, TOPIC, Cluster, N, get
 
 
 def _eventually(fn, timeout_s: float = 20.0) -> Any:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import COMMITTED, GROUP, N, TOPIC, Cluster, get
+from .conftest import COMMITTED, GROUP, TOPIC, Cluster, N, get
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[3] / ".cache" / "artifacts"

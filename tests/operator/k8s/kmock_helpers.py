@@ -20,11 +20,9 @@ from typing import Any
 
 import aiohttp
 import kmock
-
+import kopf
 from tinystream.operator.k8s.handlers import Deps, make_registry
 from tinystream.operator.k8s.model import OperatorContext
-
-import kopf
 
 NS = "streaming"
 
@@ -69,7 +67,7 @@ class Api:
         self.ns = namespace
         self.session = aiohttp.ClientSession()
 
-    def in_namespace(self, namespace: str) -> "Api":
+    def in_namespace(self, namespace: str) -> Api:
         other = Api.__new__(Api)
         other.url, other.ns, other.session = self.url, namespace, self.session
         return other

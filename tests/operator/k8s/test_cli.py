@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 from click.testing import CliRunner
-
 from tinystream.operator.k8s import cli
 
 

@@ -14,8 +14,17 @@ require('yaml', 'jsonschema', 'celpy', 'kubernetes_validate')
 import copy
 
 import pytest
-from k8s_helpers import (CHART_DIR, CRD_DIR, admission_errors, builtin_errors, cel_errors, load_crd,
-                         load_yaml_docs, structural_errors, version_schema)
+from k8s_helpers import (
+    CHART_DIR,
+    CRD_DIR,
+    admission_errors,
+    builtin_errors,
+    cel_errors,
+    load_crd,
+    load_yaml_docs,
+    structural_errors,
+    version_schema,
+)
 
 CLUSTER = {
     "apiVersion": "tinystream.io/v1alpha1",

@@ -19,17 +19,17 @@ import contextlib
 import time
 
 import aiohttp
+import kmock
 import pytest
 import pytest_asyncio
 from kmock_helpers import Api, declare, ready_condition, running_operator
-
-import kmock
 from tinystream.broker.app import Broker
-from tinystream.testing.broker import test_settings
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.status_store import decode_state
 from tinystream.operator.service.controller_service import DriverTiming
+
+from tinystream.testing.broker import test_settings
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -156,7 +156,7 @@ async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_pa
         await api.create(TS, "tinystreamclusters", CLUSTER)
         await api.wait_for(TS, "tinystreamclusters", "demo",  # saved while opening; registered just after
                            lambda o: ((o or {}).get("status") or {}).get("controller") and first.service(KEY))
-        async with real_broker(tmp_path, first.cluster_url(KEY)) as broker:
+        async with real_broker(tmp_path, first.cluster_url(KEY)):
             await eventually(lambda: 0 in first.service(KEY).image.brokers
                              and not first.service(KEY).image.brokers[0].fenced, "broker 0 registered")
             await api.create(TS, "topics", topic("orders"))

@@ -16,13 +16,12 @@ import asyncio
 import itertools
 import time
 
+import kmock
+import kopf
 import pytest
 import pytest_asyncio
 from fake_controller import FakeController
 from kmock_helpers import Api, declare, ready_condition, running_operator
-
-import kmock
-import kopf
 
 pytestmark = pytest.mark.timeout(60)
 _namespaces = itertools.count()

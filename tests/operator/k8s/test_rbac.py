@@ -22,7 +22,6 @@ from fake_controller import FakeController
 from k8s_helpers import CRD_DIR, load_crd
 from kmock_helpers import Api, declare, ready_condition, running_operator
 
-
 HELM = find_helm()
 pytestmark = [pytest.mark.skipif(HELM is None, reason=INSTALL_HINT), pytest.mark.timeout(90)]
 TS = "tinystream.io/v1alpha1"

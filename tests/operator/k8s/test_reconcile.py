@@ -5,9 +5,21 @@ from __future__ import annotations
 import copy
 
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
-from tinystream.operator.k8s.reconcile import (Apply, BrokerPod, Delete, DeletePod, DrainBrokers, EndRollDrain,
-                                               MoveLeadership,
-                                               Observed, PartitionView, Phase, Rebalance, differs, plan_cluster)
+from tinystream.operator.k8s.reconcile import (
+    Apply,
+    BrokerPod,
+    Delete,
+    DeletePod,
+    DrainBrokers,
+    EndRollDrain,
+    MoveLeadership,
+    Observed,
+    PartitionView,
+    Phase,
+    Rebalance,
+    differs,
+    plan_cluster,
+)
 from tinystream.operator.k8s.resources import owned_objects
 
 CTX = OperatorContext(broker_image="tinystream:1")

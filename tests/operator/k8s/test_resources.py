@@ -10,12 +10,20 @@ import tomllib
 
 import pytest
 from k8s_helpers import builtin_errors
+from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
+from tinystream.operator.k8s.resources import (
+    CONFIG_FILE,
+    CONFIG_HASH_ANNOTATION,
+    POD_INDEX_LABEL,
+    Names,
+    broker_config_problems,
+    config_hash,
+    config_map,
+    owned_objects,
+    statefulset,
+)
 
 from tinystream.config.settings import BrokerSettings
-from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
-from tinystream.operator.k8s.resources import (CONFIG_FILE, CONFIG_HASH_ANNOTATION, POD_INDEX_LABEL, Names,
-                                               broker_config_problems, config_hash, config_map, owned_objects,
-                                               statefulset)
 
 CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts-op.ops.svc", controller_port=9091)
 BODY = {

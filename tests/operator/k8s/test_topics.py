@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-
 from tinystream.operator.k8s.conditions import Condition, TopicReason, merge_condition, ready
 from tinystream.operator.k8s.model import TopicSpec
-from tinystream.operator.k8s.topics import (AlterConfig, CreateTopic, GrowPartitions, TopicView, plan_topic,
-                                            validate_topic)
+from tinystream.operator.k8s.topics import AlterConfig, CreateTopic, GrowPartitions, TopicView, plan_topic, validate_topic
 
 
 def topic(**spec):
@@ -68,8 +66,8 @@ def test_topic_name_defaults_to_metadata_name():
 
 
 def test_condition_transition_time_changes_only_on_flip():
-    t1 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    t2 = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    t1 = datetime(2026, 1, 1, tzinfo=UTC)
+    t2 = datetime(2026, 1, 2, tzinfo=UTC)
     first = merge_condition([], ready(False, TopicReason.CLUSTER_NOT_FOUND, "x"), now=t1)
     same = merge_condition(first, ready(False, TopicReason.REPLICATION_FACTOR_TOO_LARGE, "y"), now=t2)
     assert same[0]["lastTransitionTime"] == "2026-01-01T00:00:00Z" and same[0]["reason"] == "ReplicationFactorTooLarge"

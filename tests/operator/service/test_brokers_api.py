@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from service_helpers import Controller, eventually
+
 from tinystream.controller_client import ControllerRefused
 
 

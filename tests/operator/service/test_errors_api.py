@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from service_helpers import Controller
-from tinystream.controller_client import ControllerUnavailable
 from tinystream.operator.controller import ControllerError, ControllerState
 from tinystream.operator.service import HTTP_STATUS, MemoryStateStore
+
+from tinystream.controller_client import ControllerUnavailable
 
 
 def test_every_core_error_has_an_http_status() -> None:

@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-
 from service_helpers import Controller
 from tinystream.operator.controller import MetadataImage
 from tinystream.operator.controller.image import PartitionRecord, TopicRecord

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from service_helpers import Controller
+
 from tinystream.controller_client import ControllerRefused, PartitionState
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from tinystream.operator.controller import BrokerHeartbeat, ControllerState, CreateTopic, RegisterBroker
 from tinystream.operator.service import ApiError, ControllerService, FileStateStore, MemoryStateStore
 

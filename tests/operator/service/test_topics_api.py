@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from service_helpers import Controller
+
 from tinystream.controller_client import ControllerRefused
 
 
