@@ -8,11 +8,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow test-all tools venv clean help
+.PHONY: demo test test-slow test-all tools venv clean help lint
 
 help:
 	@echo "make demo       run the main job on the embedded default (local, no Kubernetes)"
-	@echo "make test       install and run the default test suite"
+	@echo "make test       install, check layers, lint and types (make lint), run the default test suite"
 	@echo "make test-slow  run the slow suites (long property runs, Java tools, chaos)"
 
 $(BIN)/python:
@@ -44,7 +44,13 @@ tools: $(VENV)/.tools
 demo: $(VENV)/.installed
 	$(BIN)/tinystream demo
 
-test: $(VENV)/.tools
+# The layer contracts (import-linter), lint (ruff) and strict types on the pure packages (mypy).
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/python tools/import_tree.py lint
+	$(BIN)/python tools/import_tree.py mypy
+
+test: $(VENV)/.tools lint
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-slow: $(VENV)/.tools

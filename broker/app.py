@@ -46,7 +46,6 @@ from tinystream.broker.server.dispatcher import RequestDispatcher
 from tinystream.broker.storage import meta_properties
 from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.topics.manager import TopicManager
-
 from tinystream.config.settings import BrokerSettings
 from tinystream.controller_client import ControllerClient
 from tinystream.foreground import run_until_signalled, serve_until_cancelled

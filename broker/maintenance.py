@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tinystream.broker.replication.replica_manager import ReplicaManager
-
 from tinystream.config.settings import BrokerSettings
 
 log = logging.getLogger(__name__)

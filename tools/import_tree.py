@@ -4,9 +4,10 @@ setup.py maps broker/ -> tinystream.broker, operator/ -> tinystream.operator
 and spark-on-k8s/connector/ -> tinystream.spark, so the source tree is not
 the package tree, and grimp (under import-linter) walks package folders.
 This script mirrors the package tree under `.cache/import-tree/` with one
-symlink per source file (cheap, always current) and then either runs
-`lint-imports` on it (`python tools/import_tree.py lint`) or just prints its
-path (`python tools/import_tree.py path`, used by tests/test_architecture.py).
+symlink per source file (cheap, always current) and then runs, on it,
+`lint-imports` (`python tools/import_tree.py lint`) or mypy with the
+[tool.mypy] settings (`python tools/import_tree.py mypy`), or prints its path
+(`python tools/import_tree.py path`, used by tests/architecture/).
 """
 
 from __future__ import annotations
@@ -51,8 +52,12 @@ def main(argv: list[str]) -> int:
         print(tree)
         return 0
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    config = str(ROOT / "pyproject.toml")
+    if argv[1:] == ["mypy"]:
+        command = [sys.executable, "-m", "mypy", "--config-file", config, "--cache-dir", str(ROOT / ".cache" / "mypy")]
+        return subprocess.call(command, env=env, cwd=tree)
     lint = Path(sys.executable).with_name("lint-imports")
-    return subprocess.call([str(lint), "--config", str(ROOT / "pyproject.toml")], env=env, cwd=tree)
+    return subprocess.call([str(lint), "--config", config], env=env, cwd=tree)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from tinystream.broker.errors import ErrorCode
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC
 from tinystream.broker.topics.manager import OFFSETS_TOPIC_CONFIG, TopicManager, TopicResult
-
 from tinystream.config.settings import BrokerSettings
 from tinystream.controller_client import ControllerClient, ControllerClientError
 

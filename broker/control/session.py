@@ -36,7 +36,6 @@ from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics.manager import TopicManager
-
 from tinystream.config.settings import BrokerSettings
 from tinystream.controller_client import (
     REREGISTER_ERRORS,

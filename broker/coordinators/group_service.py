@@ -21,7 +21,6 @@ from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TopicSpec
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics.manager import TopicManager
-
 from tinystream.config.settings import BrokerSettings
 
 log = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 import orjson
+
 from tinystream.broker.storage.atomic_file import write_atomically
 
 BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE

@@ -31,9 +31,10 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.groups.errors import (
     RecordDecodeError,
     append_failure_code,
@@ -76,6 +77,9 @@ from tinystream.broker.groups.timers import LoopScheduler, Scheduler, TimerHandl
 __all__ = ["GroupCoordinator", "partition_for_group"]
 
 log = logging.getLogger(__name__)
+
+#: A parked request's answer type (JoinGroupResult or SyncGroupResult).
+R = TypeVar("R")
 
 _OK = ErrorCode.none
 _LOAD_YIELD_EVERY = 1000  # records read between two yields to the event loop while loading
@@ -579,30 +583,28 @@ class GroupCoordinator:
             del self._groups[group_id]
         self._cancel_timer(group_id)
         # Anything still parked under this group id (superseded or orphaned) is answered too.
-        for waiters, result in (
-            (self._join_waiters, lambda mid: JoinGroupResult(error=error, member_id=mid)),
-            (self._sync_waiters, lambda mid: SyncGroupResult(error=error)),
-        ):
-            for key in [k for k in waiters if k[0] == group_id]:
-                self._resolve(waiters, key, result(key[1]))  # type: ignore[arg-type]
+        for key in [k for k in self._join_waiters if k[0] == group_id]:
+            self._resolve(self._join_waiters, key, JoinGroupResult(error=error, member_id=key[1]))
+        for key in [k for k in self._sync_waiters if k[0] == group_id]:
+            self._resolve(self._sync_waiters, key, SyncGroupResult(error=error))
 
     # ---------------------------------------------------------------- parking
 
     def _park(
-        self, waiters: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], superseded: Any
-    ) -> asyncio.Future[Any]:
+        self, waiters: dict[tuple[str, str], asyncio.Future[R]], key: tuple[str, str], superseded: R
+    ) -> asyncio.Future[R]:
         """A future for the caller; an older request of the same member parked
         under the same key is answered with `superseded` (its client retried)."""
         old = waiters.get(key)
         if old is not None and not old.done():
             old.set_result(superseded)
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         waiters[key] = future
         return future
 
     async def _wait(
-        self, waiters: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], future: asyncio.Future[Any]
-    ) -> Any:
+        self, waiters: dict[tuple[str, str], asyncio.Future[R]], key: tuple[str, str], future: asyncio.Future[R]
+    ) -> R:
         try:
             return await future
         finally:
@@ -610,7 +612,7 @@ class GroupCoordinator:
                 del waiters[key]
 
     @staticmethod
-    def _resolve(waiters: dict[tuple[str, str], asyncio.Future[Any]], key: tuple[str, str], result: Any) -> None:
+    def _resolve(waiters: dict[tuple[str, str], asyncio.Future[R]], key: tuple[str, str], result: R) -> None:
         future = waiters.pop(key, None)
         if future is not None and not future.done():
             future.set_result(result)

@@ -34,8 +34,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.groups.errors import IllegalTransition
 from tinystream.broker.groups.records import GroupMetadataValue, MemberMetadata
 from tinystream.broker.groups.results import (
@@ -332,7 +334,7 @@ class Group:
             return _join_error(member_id, ErrorCode.coordinator_not_available)
         if not self._supports(protocol_type, protos):
             return _join_error(member_id, ErrorCode.inconsistent_group_protocol)
-        args = dict(
+        args: dict[str, Any] = dict(
             group_instance_id=group_instance_id,
             client_id=client_id,
             client_host=client_host,
@@ -581,8 +583,7 @@ class Group:
         if self.state is not GroupState.COMPLETING_REBALANCE or generation != self.generation_id:
             return []  # a rebalance started meanwhile and already answered the parked syncs
         if error is not _OK:
-            effects = self._reset_and_propagate_assignment_error(error, now)
-            return effects + self._maybe_prepare_rebalance(now)
+            return self._reset_and_propagate_assignment_error(error, now) + self._maybe_prepare_rebalance(now)
         effects: list[Effect] = []
         for member in self.members.values():
             member.assignment = assignment.get(member.member_id, b"")

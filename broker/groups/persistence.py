@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.groups.errors import OffsetsTopicError
 from tinystream.broker.groups.records import decode_key, decode_value
 
@@ -82,7 +83,7 @@ class InMemoryOffsetsTopic:
 
     def decoded(self, partition: int) -> list[tuple[object, object]]:
         """The records of one partition decoded with the codec (for assertions)."""
-        out = []
+        out: list[tuple[object, object]] = []
         for key, value in self._logs.get(partition, ()):
             k = decode_key(key)
             out.append((k, decode_value(k, value)))

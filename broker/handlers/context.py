@@ -19,7 +19,6 @@ from tinystream.broker.protocol.api_versions import ApiRange
 from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.topics.manager import TopicManager
-
 from tinystream.config.settings import BrokerSettings
 
 #: A dispatcher result that closes the connection instead of answering (Kafka

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
+
 from tinystream.broker.storage.atomic_file import write_atomically
 
 MAX_NAME_LENGTH = 249

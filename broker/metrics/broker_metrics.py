@@ -22,6 +22,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
 from tinystream.broker.replication.partition import Partition
 from tinystream.broker.storage.topic_partition import TopicPartition
 

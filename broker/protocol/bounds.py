@@ -34,6 +34,7 @@ from kio.serial._introspect import (
     get_schema_field_type,
     is_optional,
 )
+
 from tinystream.broker.protocol.encoder import uvarint
 from tinystream.broker.protocol.errors import MalformedRequest
 
@@ -59,7 +60,7 @@ Step = Callable[[Any, int, int, Any], int]
 
 
 def check_entity(
-    entity_type: type, buf: Any, pos: int = 0, end: int | None = None, *, sink: list | None = None
+    entity_type: type, buf: Any, pos: int = 0, end: int | None = None, *, sink: list[Any] | None = None
 ) -> int:
     """Walk one `entity_type` in buf[pos:end]; return where it ends. Raises MalformedRequest.
 
@@ -72,7 +73,7 @@ def check_entity(
     return _entity_step(entity_type)(buf, pos, end, sink)
 
 
-def strip_unknown_tags(buf: Any, sections: list) -> bytes:
+def strip_unknown_tags(buf: Any, sections: list[Any]) -> bytes:
     """A copy of buf without the unknown tagged fields `check_entity` recorded.
 
     KIP-482 says a reader skips tags it does not know; kio refuses them, so the
@@ -193,7 +194,7 @@ def _nullable_entity(inner: Step) -> Step:
     return step
 
 
-def _field_step(field: dataclasses.Field, flexible: bool, is_header: bool, is_tag: bool) -> Step:
+def _field_step(field: dataclasses.Field[Any], flexible: bool, is_header: bool, is_tag: bool) -> Step:
     """The step that skips one field."""
     if is_header and field.name == "client_id":
         return _sized(False, 2, True)  # RequestHeader.client_id is always a nullable legacy string

@@ -31,7 +31,7 @@ class KafkaClient:
         self._writer = writer
         self._client_id = client_id
         self._ids = itertools.count(1)
-        self._waiting: deque[tuple[int, int, int, asyncio.Future]] = deque()
+        self._waiting: deque[tuple[int, int, int, asyncio.Future[Any]]] = deque()
         self._read_task = asyncio.create_task(self._read_loop())
         self.closed = asyncio.Event()
 

@@ -34,6 +34,8 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_payload_module
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
+from kio.static.protocol import RequestPayload, ResponsePayload
+
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.bounds import check_entity, strip_unknown_tags
 from tinystream.broker.protocol.encoder import entity_encoder
@@ -66,12 +68,12 @@ class ApiSchemas:
     version: int
     request_module: ModuleType
     response_module: ModuleType
-    request_type: type
-    response_type: type
-    request_header_type: type
-    read_header: Callable
-    read_body: Callable
-    write_body: Callable  # (bytearray, response entity) -> None, see `encoder`
+    request_type: type[RequestPayload]
+    response_type: type[ResponsePayload]
+    request_header_type: type[Any]
+    read_header: Callable[..., Any]
+    read_body: Callable[..., Any]
+    write_body: Callable[[bytearray, Any], None]  # see `encoder`
     request_flexible: bool
     response_header_flexible: bool
 
@@ -79,8 +81,9 @@ class ApiSchemas:
         """Build `name` from the response module, dropping fields this version lacks."""
         return build(getattr(self.response_module, name), values)
 
-    def request_class(self, name: str) -> type:
-        return getattr(self.request_module, name)
+    def request_class(self, name: str) -> type[Any]:
+        cls: type[Any] = getattr(self.request_module, name)
+        return cls
 
 
 def peek(frame: memoryview | bytes) -> tuple[int, int, int]:
@@ -96,8 +99,8 @@ def schemas(api_key: int, version: int) -> ApiSchemas:
         response_module = load_payload_module(api_key, version, EntityType.response)
     except (UnknownAPIKey, UnknownEntity) as exc:
         raise UnsupportedRequest(api_key, version, "no schema") from exc
-    request_type = _main_type(request_module, EntityType.request)
-    response_type = _main_type(response_module, EntityType.response)
+    request_type: type[RequestPayload] = _main_type(request_module, EntityType.request)
+    response_type: type[ResponsePayload] = _main_type(response_module, EntityType.response)
     header_type = request_type.__header_schema__
     return ApiSchemas(
         api_key=api_key,
@@ -115,7 +118,8 @@ def schemas(api_key: int, version: int) -> ApiSchemas:
     )
 
 
-def _main_type(module: ModuleType, kind: EntityType) -> type:
+def _main_type(module: ModuleType, kind: EntityType) -> Any:
+    """The module's request or response payload class (a kio.static.protocol payload type)."""
     for value in vars(module).values():
         if isinstance(value, type) and getattr(value, "__type__", None) is kind:
             return value
@@ -138,7 +142,7 @@ def decode_request(frame: memoryview | bytes) -> Request:
     except _UnknownTag:
         # KIP-482: tags a reader does not know are skipped. kio refuses them,
         # so drop them and decode the cleaned copy.
-        sections: list = []
+        sections: list[Any] = []
         header_end = check_entity(s.request_header_type, frame, 0, sink=sections)
         check_entity(s.request_type, frame, header_end, sink=sections)
         clean = strip_unknown_tags(frame, sections)
@@ -152,7 +156,7 @@ class _UnknownTag(MalformedRequest):
     """kio met a tagged field its schema does not have (it raises KeyError)."""
 
 
-def _read(reader: Callable, entity_type: type, frame: Any, offset: int, check: bool = True) -> tuple[Any, int]:
+def _read(reader: Callable[..., Any], entity_type: type[Any], frame: Any, offset: int, check: bool = True) -> tuple[Any, int]:
     """Decode one entity at offset, after the bounds walk (see `bounds`) unless already done."""
     if check:
         check_entity(entity_type, frame, offset)
@@ -190,7 +194,7 @@ def encode_response(header: RequestHeader, body: Any) -> bytearray:
     return out
 
 
-def encode_with(writer: Callable, correlation_id: int, body: Any) -> bytes:
+def encode_with(writer: Callable[[Any, Any], object], correlation_id: int, body: Any) -> bytes:
     """Frame a body written by `writer(buffer, body)` (layouts kio lacks, e.g. legacy Produce)."""
     buffer = io.BytesIO()
     buffer.write(_I32.pack(0))

@@ -55,7 +55,8 @@ def uvarint(value: int) -> bytes:
 
 
 def _millis(value: Any) -> int:
-    return round(value.total_seconds() * 1000)
+    millis: float = value.total_seconds() * 1000
+    return round(millis)
 
 
 def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> Encoder:
@@ -140,7 +141,7 @@ def _array(item: Encoder, flexible: bool) -> Encoder:
     return legacy
 
 
-def _field(field: dataclasses.Field, flexible: bool, is_tag: bool) -> Encoder:
+def _field(field: dataclasses.Field[Any], flexible: bool, is_tag: bool) -> Encoder:
     kind = classify_field(field)
     nullable = not is_tag and is_optional(field)
     if isinstance(kind, EntityTupleField):
@@ -164,10 +165,20 @@ def _field(field: dataclasses.Field, flexible: bool, is_tag: bool) -> Encoder:
     return _primitive(kafka_type, flexible, nullable)
 
 
+
+def is_flexible(entity_type: type) -> bool:
+    """Whether a kio entity class uses the flexible (KIP-482) encoding.
+
+    kio declares `__flexible__` as a ClassVar of its Entity protocol
+    (kio.static.protocol), which a plain `type` does not show to mypy.
+    """
+    return bool(entity_type.__flexible__)  # type: ignore[attr-defined]  # a kio entity class
+
+
 @functools.cache
 def entity_encoder(entity_type: type) -> Encoder:
     """An encoder for one kio entity class (response bodies and their nested entities)."""
-    flexible = bool(entity_type.__flexible__)
+    flexible = is_flexible(entity_type)
     plain: list[tuple[str, Encoder]] = []
     tagged: list[tuple[int, str, Encoder, Any]] = []
     for field in dataclasses.fields(entity_type):

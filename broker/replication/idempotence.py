@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import orjson
+
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.batch import (
     CONTROL_BIT,

@@ -31,6 +31,7 @@ import logging
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.protocol.codec import build, millis, schemas

@@ -20,6 +20,7 @@ import orjson
 from aiohttp import web
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from prometheus_client import CONTENT_TYPE_LATEST
+
 from tinystream.broker.handlers.context import BrokerContext
 from tinystream.broker.server.readiness import Readiness, replicated_readiness
 from tinystream.broker.storage.topic_partition import TopicPartition

@@ -50,6 +50,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from crc32c import crc32c
+
 from tinystream.broker.storage.base import CorruptRecordError, InvalidRecordError
 from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, compress, decompress
 

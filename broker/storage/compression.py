@@ -34,6 +34,7 @@ import enum
 import struct
 
 import cramjam
+
 from tinystream.broker.storage.base import CorruptRecordError
 
 #: Default ceiling for one batch's decompressed records. Kafka's default

@@ -23,6 +23,7 @@ import struct
 from typing import NamedTuple
 
 from crc32c import crc32c
+
 from tinystream.broker.storage.base import LogConfig, RecordTooLargeError, UnexpectedAppendOffsetError
 from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from tinystream.broker.storage.base import LogConfig
 from tinystream.broker.topics import value_schema
-
 from tinystream.config.settings import BrokerSettings
 
 _INT32_MAX = 2**31 - 1

@@ -37,7 +37,6 @@ from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.storage.base import LogConfig
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics.config import InvalidConfig, log_config, validate
-
 from tinystream.config.settings import BrokerSettings
 
 log = logging.getLogger(__name__)

@@ -51,6 +51,7 @@ import jsonschema
 import orjson
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
+
 from tinystream.broker.storage.base import CorruptRecordError
 from tinystream.broker.storage.batch import decode_records
 from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES

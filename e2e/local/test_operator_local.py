@@ -36,6 +36,7 @@ require("yaml", "kopf", "kmock")
 import kmock  # noqa: E402
 from kmock_helpers import Api, declare, ready_condition, running_operator  # noqa: E402
 from pod_standin import PodStandIn  # noqa: E402
+
 from tinystream.operator.k8s.controller_host import OperatorController  # noqa: E402
 from tinystream.operator.service.controller_service import DriverTiming  # noqa: E402
 

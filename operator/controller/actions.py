@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from tinystream.operator.controller.codec import from_plain, to_plain
 from tinystream.operator.controller.election import ElectionReason
@@ -44,10 +44,14 @@ class Action:
         cls = Action.registry.get(data["type"])
         if cls is None:
             raise StateFormatError(f"$.type: unknown action type {data['type']!r}")
-        return from_plain(cls, data, ignore=frozenset({"type"}))
+        action: Action = from_plain(cls, data, ignore=frozenset({"type"}))
+        return action
 
 
-def _action(cls):
+A = TypeVar("A", bound=Action)
+
+
+def _action(cls: type[A]) -> type[A]:
     Action.registry[cls.__name__] = cls
     return cls
 

@@ -35,7 +35,7 @@ from tinystream.operator.controller.topic_config import ConfigValue
 _Key = tuple[str, int]
 
 
-def _shape(p: PartitionRecord) -> tuple:
+def _shape(p: PartitionRecord) -> tuple[object, ...]:
     return (p.replicas, p.isr, p.leader, p.adding_replicas, p.removing_replicas, p.leader_recovery_state)
 
 

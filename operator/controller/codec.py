@@ -142,6 +142,6 @@ def convert(hint: Any, value: Any, *, path: str) -> Any:
     raise StateFormatError(f"{path}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
 
 
-def frozen_mapping(value: Mapping[Any, Any]) -> types.MappingProxyType:
+def frozen_mapping(value: Mapping[Any, Any]) -> types.MappingProxyType[Any, Any]:
     """A read-only private copy, so a shared image cannot be mutated by a caller."""
     return types.MappingProxyType(dict(value))

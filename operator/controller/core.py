@@ -22,6 +22,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tinystream.operator.controller.actions import (
     Action,
@@ -442,7 +443,7 @@ def _create_topic(step: _Step, e: CreateTopic) -> None:
         assignment = _place(step, partitions=partitions, rf=rf, first=0)
     records = _new_partitions(step, assignment, first=0)
     topic_id, step.ids = step.ids.next_uuid()
-    step.image.add_topic(TopicRecord(name=e.topic, topic_id=topic_id, config=e.config, partitions=records))
+    step.image.add_topic(TopicRecord(name=e.topic, topic_id=topic_id, config=e.config, partitions=tuple(records)))
     step.image.actions.append(
         TopicCreated(topic=e.topic, topic_id=topic_id, partitions=len(records), replication_factor=len(assignment[0]))
     )
@@ -579,7 +580,8 @@ def _reassign(step: _Step, e: ReassignPartitions) -> None:
     step.settle()
 
 
-_HANDLERS: dict[type, Callable[[_Step, Event], None]] = {
+# Each handler takes its own event type; the table is keyed by that type, so the lookup is safe.
+_HANDLERS: dict[type[Event], Callable[[_Step, Any], None]] = {
     RegisterBroker: _register,
     BrokerHeartbeat: _heartbeat,
     UnregisterBroker: _unregister,
@@ -596,4 +598,4 @@ _HANDLERS: dict[type, Callable[[_Step, Event], None]] = {
     AlterPartition: _alter_partition,
     ElectPreferredLeaders: _elect_preferred,
     ReassignPartitions: _reassign,
-}  # type: ignore[dict-item]
+}

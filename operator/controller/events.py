@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from tinystream.operator.controller.codec import from_plain, frozen_mapping, to_plain
 from tinystream.operator.controller.errors import StateFormatError
@@ -54,10 +54,14 @@ class Event:
         cls = Event.registry.get(data["type"])
         if cls is None:
             raise StateFormatError(f"$.type: unknown event type {data['type']!r}")
-        return from_plain(cls, data, ignore=frozenset({"type"}))
+        event: Event = from_plain(cls, data, ignore=frozenset({"type"}))
+        return event
 
 
-def _event(cls):
+E = TypeVar("E", bound=Event)
+
+
+def _event(cls: type[E]) -> type[E]:
     Event.registry[cls.__name__] = cls
     return cls
 

@@ -52,7 +52,7 @@ class MinCostFlow:
                 return total_flow, total_cost
             for v in range(n):
                 if dist[v] != _INF:
-                    potential[v] += dist[v]  # type: ignore[assignment]
+                    potential[v] += int(dist[v])  # finite distances are sums of integer costs
             arc = [0] * n
             dead = [False] * n
             while True:

@@ -40,6 +40,7 @@ from tinystream.operator.controller.errors import ControllerError, PlacementErro
 from tinystream.operator.controller.events import ReplicaAssignment
 from tinystream.operator.controller.flow import MinCostFlow
 from tinystream.operator.controller.image import MetadataImage, PartitionRecord
+from tinystream.operator.controller.state import ControllerState
 
 
 def start_reassignment(partition: PartitionRecord, target: Sequence[int]) -> PartitionRecord:
@@ -82,7 +83,7 @@ def revert_reassignment(partition: PartitionRecord) -> PartitionRecord | None:
 
 
 def plan_reassignment(
-    state: object, target_brokers: Iterable[int], *, balance_leaders: bool = True
+    state: ControllerState | MetadataImage, target_brokers: Iterable[int], *, balance_leaders: bool = True
 ) -> list[ReplicaAssignment]:
     """Targets that move a fair share of replicas onto `target_brokers` and
     every replica off brokers not in it, with minimal movement.
@@ -95,7 +96,7 @@ def plan_reassignment(
     only once they have. Raises PlacementError when no target is given or a
     partition has more replicas than there are target brokers.
     """
-    image: MetadataImage = getattr(state, "image", state)  # type: ignore[assignment]
+    image = state if isinstance(state, MetadataImage) else state.image
     targets = sorted(set(target_brokers))
     if not targets:
         raise PlacementError(ControllerError.INVALID_REPLICA_ASSIGNMENT, "no target brokers")

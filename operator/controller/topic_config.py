@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
+
 from tinystream.operator.controller.errors import ControllerError
 
 ConfigValue = str | int | float | bool
@@ -140,7 +141,7 @@ def config_error(config: Mapping[str, object], *, allow_deletes: bool = False) -
         if not _valid(TOPIC_CONFIGS[key], value):
             return ControllerError.INVALID_CONFIG, f"topic config {key!r}: {value!r} is not a valid {TOPIC_CONFIGS[key]}"
     if "min.insync.replicas" in config and config["min.insync.replicas"] is not None:
-        if int(config["min.insync.replicas"]) < 1:  # type: ignore[arg-type]
+        if int(str(config["min.insync.replicas"])) < 1:  # validated above as an int
             return ControllerError.INVALID_CONFIG, "min.insync.replicas must be at least 1"
     return None
 

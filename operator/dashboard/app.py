@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
 from tinystream.operator.dashboard import views
 from tinystream.operator.dashboard.openapi import openapi_document
 from tinystream.operator.dashboard.page import DASHBOARD_JS, INDEX_HTML

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import orjson
 from aiohttp import web
+
 from tinystream.operator.dashboard.app import SAMPLE_INTERVAL_S, make_dashboard_app
 from tinystream.operator.dashboard.sources import ClusterSource
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+
 from tinystream.operator.k8s.errors import NotFound, api_error
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, TOPIC_KIND, TOPIC_PLURAL
 

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import click
 import kopf
+
+from tinystream.config import load_settings
+from tinystream.log_format import configure, current_format
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.dashboard_host import OperatorDashboard
 from tinystream.operator.k8s.handlers import Deps, default_connect, make_registry
 from tinystream.operator.k8s.metrics import OperatorMetrics
 from tinystream.operator.k8s.model import DASHBOARD_PORT, OperatorContext
-
-from tinystream.config import load_settings
-from tinystream.log_format import configure, current_format
 
 DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
 

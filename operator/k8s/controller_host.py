@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
+
 from tinystream.operator.controller import (
     AlterTopicConfig,
     ControllerError,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from tinystream.operator.k8s.api import KubeClient
 
 REVISION_ANNOTATION = "tinystream.io/crd-revision"

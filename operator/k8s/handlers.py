@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.conditions import TopicReason, merge_condition, ready, refusal_reason
 from tinystream.operator.k8s.controller_port import (

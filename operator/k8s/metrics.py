@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
 from tinystream.operator.service.metrics import ControllerMetrics
 
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

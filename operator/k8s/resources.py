@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
 
 from tinystream.config.settings import BrokerSettings
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
 
 DATA_DIR = "/var/lib/tinystream"
 CONFIG_DIR = "/etc/tinystream"

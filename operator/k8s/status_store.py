@@ -38,6 +38,7 @@ import zlib
 from typing import Any
 
 import orjson
+
 from tinystream.operator.controller import ControllerState, StateFormatError
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import ClusterKey

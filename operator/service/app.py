@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from tinystream.config.settings import ControllerSettings
+from tinystream.foreground import run_until_signalled, serve_until_cancelled
 from tinystream.operator.dashboard import DashboardServer, HttpClusterSource, make_dashboard_app
 from tinystream.operator.service.controller_service import Clock, ControllerService, DriverTiming, monotonic_ms
 from tinystream.operator.service.errors import StateFileError
 from tinystream.operator.service.http_api import make_app
 from tinystream.operator.service.metrics import ControllerMetrics
 from tinystream.operator.service.state_store import FileStateStore, StateStore
-
-from tinystream.config.settings import ControllerSettings
-from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
 log = logging.getLogger(__name__)
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
 from tinystream.operator.controller import (
     AdvanceTime,
     ControllerActivated,

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
 from tinystream.operator.controller import (
     AllocateProducerIds,
     AlterPartition,

@@ -33,6 +33,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
 from tinystream.operator.controller import MetadataImage
 
 # Long-polled GET /v1/metadata?wait_ms= answers after up to 30 s (DriverTiming.max_wait_ms), hence the top buckets.

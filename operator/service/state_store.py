@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+
 from tinystream.operator.controller import ControllerState, StateFormatError
 from tinystream.operator.service.errors import StateFileError
 

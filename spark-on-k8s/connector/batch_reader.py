@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
+
 from tinystream.spark.errors import InvalidOptionError
 from tinystream.spark.offsets import OffsetRange
 from tinystream.spark.options import LatestOffsets, ReadOptions

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+
 from tinystream.spark.events import create_topic
 from tinystream.spark.local import local_session
 

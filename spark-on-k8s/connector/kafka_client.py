@@ -38,6 +38,7 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient, OffsetSpec
+
 from tinystream.spark.errors import DataLossError, KafkaClientError, ProduceError
 from tinystream.spark.offsets import OffsetRange, TopicPartition
 from tinystream.spark.planning import DataLoss, LossReason, check_read_range

@@ -14,6 +14,7 @@ import os
 import sys
 
 from pyspark.sql import SparkSession
+
 from tinystream.spark import register
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
+
 from tinystream.spark.kafka_client import read_range
 from tinystream.spark.offsets import OffsetRange
 from tinystream.spark.options import ReadOptions

@@ -15,6 +15,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 from pyspark.sql.types import StructType
+
 from tinystream.spark.batch_reader import TinyStreamBatchReader
 from tinystream.spark.options import Mode, include_headers, parse_read_options, parse_write_options
 from tinystream.spark.schema import spark_schema

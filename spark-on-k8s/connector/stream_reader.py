@@ -30,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+
 from tinystream.spark.kafka_client import report_losses
 from tinystream.spark.offsets import TopicPartition, offsets_from_json, offsets_to_json
 from tinystream.spark.options import ReadOptions

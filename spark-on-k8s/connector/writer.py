@@ -34,6 +34,7 @@ from pyspark.sql.types import (
     StringType,
     StructType,
 )
+
 from tinystream.spark.errors import InvalidOptionError, ProduceError
 from tinystream.spark.kafka_client import RecordProducer
 from tinystream.spark.options import WriteOptions

@@ -48,6 +48,7 @@ def session(app_name: str) -> Any:
     """spark-submit's session when there is one (PYSPARK_GATEWAY_PORT), else local[2]."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         from pyspark.sql import SparkSession
+
         from tinystream.spark import register
 
         spark = SparkSession.builder.appName(app_name).getOrCreate()

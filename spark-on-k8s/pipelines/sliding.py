@@ -4,6 +4,7 @@
 """
 
 from common import run_pipeline
+
 from tinystream.spark.windows import sliding_user_counts
 
 if __name__ == "__main__":

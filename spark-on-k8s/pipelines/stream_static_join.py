@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from common import run_pipeline
+
 from tinystream.spark.windows import revenue_by_country
 
 USERS_CSV = os.environ.get("TINYSTREAM_USERS_CSV", str(Path(__file__).with_name("data") / "users.csv"))

@@ -17,13 +17,13 @@ import time
 from collections.abc import Callable
 
 import pytest
+
 from tinystream.broker.app import Broker
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.operator.service.app import ControllerServer
-
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_client import ControllerClient
+from tinystream.operator.service.app import ControllerServer
 from tinystream.testing.broker import test_settings
 
 # -- one broker ------------------------------------------------------------------------------

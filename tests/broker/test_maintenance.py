@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 from kio.schema.errors import ErrorCode
-from tinystream.broker.storage.topic_partition import TopicPartition
 
+from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from spark_helpers import batch_reader, create_topic, produce
+
 from tinystream.spark.events import recent_start_ms
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

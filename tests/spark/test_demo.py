@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tinystream.spark.events import generate_rounds
 from window_reference import windowed
+
+from tinystream.spark.events import generate_rounds
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+
 from tinystream.spark.errors import InvalidOptionError
 from tinystream.spark.offsets import (
     OffsetRange,

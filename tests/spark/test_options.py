@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tinystream.spark.errors import InvalidOptionError
 from tinystream.spark.offsets import TopicPartition
 from tinystream.spark.options import (

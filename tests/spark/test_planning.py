@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from tinystream.spark.errors import InvalidOptionError
 from tinystream.spark.offsets import OffsetRange, TopicPartition
 from tinystream.spark.options import (

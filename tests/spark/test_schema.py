@@ -13,6 +13,7 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T  # noqa: E402
 from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
+
 from tinystream.spark.errors import InvalidOptionError  # noqa: E402
 from tinystream.spark.options import WriteOptions  # noqa: E402
 from tinystream.spark.schema import arrow_schema, records_to_batch, spark_schema  # noqa: E402

@@ -12,8 +12,9 @@ import json
 
 import pytest
 from spark_helpers import batch_reader, create_topic, produce, stream_reader
-from tinystream.spark.events import Lateness, generate_rounds
 from window_reference import sessions, windowed
+
+from tinystream.spark.events import Lateness, generate_rounds
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -104,7 +104,10 @@ def file_layer(component: str, path: str | Path) -> Layer:
                 f"config file {str(path)!r}: keys {stray} are outside any component table "
                 f"(use [{component}] and the others: {sorted(COMPONENTS)})"
             )
-        values = _flatten(raw.get(component, {}))
+        section = raw.get(component, {})
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"config file {str(path)!r}: [{component}] must be a table of settings, not {section!r}")
+        values = _flatten(section)
         where = f"file {path} [{component}]"
     else:
         values = _flatten(raw)
@@ -175,7 +178,7 @@ def _read_toml(path: Path) -> dict[str, object]:
 def _read_ini(path: Path) -> dict[str, object]:
     text = path.read_text(encoding="utf-8")
     parser = configparser.ConfigParser(interpolation=None, delimiters=("=", ":"))
-    parser.optionxform = str  # keep Kafka keys' case
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep Kafka keys' case (the documented way)
     if not text.lstrip().startswith("["):
         text = "[__whole_file__]\n" + text
     parser.read_string(text, source=str(path))

@@ -10,14 +10,14 @@ which the field's comment says.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 WEEK_MS = 7 * 24 * 3600 * 1000
 
 
-def kafka_field(default, alias: str, **constraints):
+def kafka_field(default: Any, alias: str, **constraints: Any) -> Any:
     """A field whose public (layer) name is the Kafka key `alias`."""
     return Field(default, alias=alias, **constraints)
 

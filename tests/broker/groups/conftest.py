@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.groups import GroupCoordinator, InMemoryOffsetsTopic, JoinGroupResult, SyncGroupResult
 from tinystream.broker.groups.timers import ManualScheduler
 

@@ -7,6 +7,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tinystream.broker.groups.errors import RecordDecodeError
 from tinystream.broker.groups.records import (
     GroupMetadataKey,

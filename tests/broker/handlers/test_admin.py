@@ -6,9 +6,9 @@ import struct
 
 import pytest
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.protocol.api_versions import advertised
 from tinystream.broker.protocol.codec import decode_response, millis
-
 from tinystream.testing.broker import (
     create_topic,
     create_topics_request,
@@ -247,7 +247,6 @@ async def test_alter_configs_replaces_all_overrides(broker, client):
 
 async def test_topic_metadata_survives_a_restart(tmp_path):
     from tinystream.broker.app import Broker
-
     from tinystream.testing.broker import test_settings
 
     settings = test_settings(tmp_path / "d")
@@ -286,7 +285,6 @@ async def test_init_producer_id_hands_out_unique_ids(broker, client, version):
 
 async def test_producer_ids_are_never_reused_after_restart(tmp_path):
     from tinystream.broker.app import Broker
-
     from tinystream.testing.broker import test_settings
 
     settings = test_settings(tmp_path / "d")

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 from kio.schema.errors import ErrorCode
-from tinystream.broker.protocol.codec import millis
 
+from tinystream.broker.protocol.codec import millis
 from tinystream.testing.broker import create_topic, entity, request
 
 
@@ -131,7 +131,6 @@ async def test_offset_fetch_old_versions_and_standalone_commit(broker, client, v
 async def test_committed_offsets_survive_a_restart(tmp_path):
     from tinystream.broker.app import Broker
     from tinystream.broker.protocol.client import KafkaClient
-
     from tinystream.testing.broker import test_settings
 
     settings = test_settings(tmp_path / "d")

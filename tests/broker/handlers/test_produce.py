@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 from kio.schema.errors import ErrorCode
-from tinystream.broker.storage.batch import Compression, decode_records, split_batches
 
+from tinystream.broker.storage.batch import Compression, decode_records, split_batches
 from tinystream.testing.broker import create_topic, fetch_request
 from tinystream.testing.broker import now_batch as build_batch
 from tinystream.testing.broker import produce_request as produce
@@ -244,7 +244,6 @@ async def test_producer_state_is_rebuilt_from_the_log_without_a_snapshot(tmp_pat
     from tinystream.broker.app import Broker
     from tinystream.broker.protocol.client import KafkaClient
     from tinystream.broker.storage.topic_partition import TopicPartition
-
     from tinystream.testing.broker import test_settings
 
     settings = test_settings(tmp_path / "d")

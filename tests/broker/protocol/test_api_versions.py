@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kio.index import load_request_schema
+
 from tinystream.broker.handlers import HANDLERS
 from tinystream.broker.protocol.api_versions import API_TABLE, GROUP_APIS, advertised, lookup
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial.writers import write_unsigned_varint
+
 from tinystream.broker.protocol.bounds import check_entity, read_uvarint
 from tinystream.broker.protocol.codec import encode_request, schemas
 from tinystream.broker.protocol.errors import MalformedRequest

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.static.primitive import Records, i64Timedelta
+
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import (
     RequestHeader,
@@ -130,6 +131,7 @@ def test_fast_encoder_writes_what_kio_writes(api_key, version, data):
     import io
 
     from kio.serial import entity_writer
+
     from tinystream.broker.protocol.encoder import entity_encoder
 
     response_type = load_response_schema(api_key, version)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+
 from tinystream.broker.protocol.errors import FrameTooLarge, InvalidFrame
 from tinystream.broker.protocol.framing import MIN_REQUEST_SIZE, FrameDecoder, frame
 

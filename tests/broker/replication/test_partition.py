@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.replication.partition import Partition, PartitionState
 from tinystream.broker.replication.purgatory import Purgatory
 from tinystream.broker.storage.batch import HEADER
 from tinystream.broker.storage.memory import MemoryLog
 from tinystream.broker.storage.topic_partition import TopicPartition
-
 from tinystream.testing.broker import now_batch
 
 TP = TopicPartition("t", 0)

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.storage.batch import decode_records, split_batches
 from tinystream.broker.storage.topic_partition import TopicPartition
-
 from tinystream.testing.broker import create_topics_request, fetch_request, now_batch, produce_request
 
 LAG_TIME_MS = 2000  # conftest's replica.lag.time.max.ms

@@ -24,10 +24,10 @@ import time
 import uuid
 
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.protocol.codec import encode_request, millis
 from tinystream.broker.storage.batch import Compression
 from tinystream.broker.storage.topic_partition import TopicPartition
-
 from tinystream.testing.broker import (
     create_topic,
     create_topics_request,

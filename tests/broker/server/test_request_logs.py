@@ -8,7 +8,6 @@ import logging
 import struct
 
 from tinystream.broker.server.connection import request_extras
-
 from tinystream.log_format import JsonFormatter
 
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.app import Broker
 from tinystream.broker.protocol.codec import encode_request
-
 from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request, request, test_settings
 
 

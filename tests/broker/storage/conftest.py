@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tinystream.broker.storage.base import LogConfig, PartitionLog
 from tinystream.broker.storage.batch import Record, build_batch
 from tinystream.broker.storage.memory import MemoryLog

@@ -8,6 +8,7 @@ import pytest
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tinystream.broker.storage.base import CorruptRecordError, InvalidRecordError
 from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tinystream.broker.storage import cleaner as cleaner_module
 from tinystream.broker.storage.base import LogConfig
 from tinystream.broker.storage.batch import (

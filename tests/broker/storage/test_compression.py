@@ -9,6 +9,7 @@ import cramjam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tinystream.broker.storage.base import CorruptRecordError
 from tinystream.broker.storage.compression import (
     XERIAL_MAGIC,

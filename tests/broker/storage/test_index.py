@@ -9,6 +9,7 @@ import time
 from array import array
 
 import pytest
+
 from tinystream.broker.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tinystream.broker.storage.base import EpochEntry
 from tinystream.broker.storage.checkpoint import CheckpointFormatError, OffsetCheckpoint
 from tinystream.broker.storage.leader_epoch import LeaderEpochCache, LeaderEpochCheckpoint

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tinystream.broker.storage.base import (
     CorruptRecordError,
     EpochEntry,

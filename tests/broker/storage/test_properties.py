@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
 from tinystream.broker.storage.base import LogConfig, OffsetOutOfRangeError
 from tinystream.broker.storage.batch import Record, build_batch
 from tinystream.broker.storage.cleaner import LogCleaner

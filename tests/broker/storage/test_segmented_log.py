@@ -6,6 +6,7 @@ import errno
 import os
 
 import pytest
+
 from tinystream.broker.storage import open_log
 from tinystream.broker.storage.base import EpochEntry, LogConfig, LogStorageError
 from tinystream.broker.storage.batch import check_batch, iter_batches

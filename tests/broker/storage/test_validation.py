@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tinystream.broker.storage.base import CorruptRecordError, InvalidRecordError, LogConfig, RecordTooLargeError
 from tinystream.broker.storage.batch import build_batch, check_batch, parse_header
 from tinystream.broker.storage.validation import LeaderAppend, prepare_leader_append, split_replicated

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from tinystream.broker.coordinators.producer_ids import FileBlockSource, ProducerIdManager
 from tinystream.broker.metadata.topics import InvalidTopicName, TopicSpec, TopicStore, validate_topic_name
 from tinystream.broker.storage import meta_properties
 from tinystream.broker.topics.config import InvalidConfig, describe, log_config, validate
-
 from tinystream.config.settings import BrokerSettings
 
 

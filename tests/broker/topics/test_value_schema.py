@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
+
 from tinystream.broker.storage.batch import Compression, Record
 from tinystream.broker.topics import value_schema
-
 from tinystream.testing.broker import BrokerThread, create_topic, create_topics_request, test_settings
 from tinystream.testing.broker import now_batch as build_batch
 from tinystream.testing.broker import produce_request as produce

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from controller_helpers import Cluster
+
 from tinystream.operator.controller import (
     BrokerDrained,
     BrokerUndrained,

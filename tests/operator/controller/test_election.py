@@ -4,6 +4,7 @@ preferred-leader election on a tick or immediately."""
 from __future__ import annotations
 
 from controller_helpers import Cluster
+
 from tinystream.operator.controller import (
     NO_LEADER,
     AlterTopicConfig,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from kio.schema.errors import ErrorCode
+
 from tinystream.operator.controller import ControllerError, PlacementError
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from tinystream.operator.controller import (
     BrokerRecord,
     LeaderRecoveryState,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from controller_helpers import Cluster
+
 from tinystream.operator.controller import (
     ControllerError,
     DrainBroker,

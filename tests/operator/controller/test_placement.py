@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tinystream.operator.controller import ControllerError, PlacementError
 from tinystream.operator.controller.placement import assign_replicas, rack_alternated
 

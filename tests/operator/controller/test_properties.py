@@ -26,6 +26,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
 from tinystream.operator.controller import (
     NO_LEADER,
     AdvanceTime,

@@ -10,6 +10,7 @@ import pytest
 from controller_helpers import Cluster, spread
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+
 from tinystream.operator.controller import (
     ControllerError,
     DrainBroker,

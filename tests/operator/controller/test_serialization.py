@@ -7,6 +7,7 @@ import json
 
 import pytest
 from controller_helpers import Cluster
+
 from tinystream.operator.controller import (
     SCHEMA_VERSION,
     Action,

@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 from controller_helpers import Cluster, spread
+
 from tinystream.operator.controller import (
     AlterTopicConfig,
     ControllerConfig,

@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import kmock
 import kopf
+
 from tinystream.operator.k8s.handlers import Deps, make_registry
 from tinystream.operator.k8s.model import OperatorContext
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from click.testing import CliRunner
+
 from tinystream.operator.k8s import cli
 
 

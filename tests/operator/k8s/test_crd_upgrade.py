@@ -9,6 +9,7 @@ require('yaml')
 import logging
 
 from k8s_helpers import CRD_DIR
+
 from tinystream.operator.k8s.crds import bundled_crds, needs_upgrade, revision, upgrade_crds
 
 

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from k8s_helpers import ROOT
+
 from tinystream.operator.k8s.cli import DEFAULT_CRDS_DIRS
 from tinystream.operator.k8s.resources import RUN_AS
 

@@ -23,12 +23,12 @@ import kmock
 import pytest
 import pytest_asyncio
 from kmock_helpers import Api, declare, ready_condition, running_operator
+
 from tinystream.broker.app import Broker
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.status_store import decode_state
 from tinystream.operator.service.controller_service import DriverTiming
-
 from tinystream.testing.broker import test_settings
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+
 from tinystream.operator.controller import BrokerHeartbeat, RegisterBroker
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey

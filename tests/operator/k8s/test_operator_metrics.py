@@ -10,6 +10,7 @@ import aiohttp
 import kopf
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.handlers import Deps, make_registry

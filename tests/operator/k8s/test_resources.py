@@ -10,6 +10,8 @@ import tomllib
 
 import pytest
 from k8s_helpers import builtin_errors
+
+from tinystream.config.settings import BrokerSettings
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.resources import (
     CONFIG_FILE,
@@ -22,8 +24,6 @@ from tinystream.operator.k8s.resources import (
     owned_objects,
     statefulset,
 )
-
-from tinystream.config.settings import BrokerSettings
 
 CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts-op.ops.svc", controller_port=9091)
 BODY = {

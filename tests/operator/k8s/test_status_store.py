@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tinystream.operator.controller import BrokerHeartbeat, ControllerState, CreateTopic, RegisterBroker, apply
 from tinystream.operator.k8s import status_store
 from tinystream.operator.k8s.status_store import decode_state, encode_state

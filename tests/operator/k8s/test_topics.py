@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 from tinystream.operator.k8s.conditions import Condition, TopicReason, merge_condition, ready
 from tinystream.operator.k8s.model import TopicSpec
 from tinystream.operator.k8s.topics import AlterConfig, CreateTopic, GrowPartitions, TopicView, plan_topic, validate_topic

@@ -10,11 +10,11 @@ from typing import Any
 
 import aiohttp
 import orjson
-from tinystream.operator.service import ControllerInfo, ControllerServer, DriverTiming, StateStore, monotonic_ms
-from tinystream.operator.service.controller_service import Clock
 
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_client import ControllerClient, RegisterReply
+from tinystream.operator.service import ControllerInfo, ControllerServer, DriverTiming, StateStore, monotonic_ms
+from tinystream.operator.service.controller_service import Clock
 
 FAST = DriverTiming(tick_interval_s=0.05, preferred_election_interval_s=3600.0, max_wait_ms=5000)
 

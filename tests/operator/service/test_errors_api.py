@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 from service_helpers import Controller
-from tinystream.operator.controller import ControllerError, ControllerState
-from tinystream.operator.service import HTTP_STATUS, MemoryStateStore
 
 from tinystream.controller_client import ControllerUnavailable
+from tinystream.operator.controller import ControllerError, ControllerState
+from tinystream.operator.service import HTTP_STATUS, MemoryStateStore
 
 
 def test_every_core_error_has_an_http_status() -> None:

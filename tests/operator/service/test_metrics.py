@@ -7,6 +7,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from service_helpers import Controller
+
 from tinystream.operator.controller import MetadataImage
 from tinystream.operator.controller.image import PartitionRecord, TopicRecord
 from tinystream.operator.service import MemoryStateStore

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from service_helpers import Controller
+
 from tinystream.operator.service import make_app, openapi_document
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 from service_helpers import Controller
-from tinystream.operator.controller import AllocateProducerIds, ControllerState, RegisterBroker, apply
-from tinystream.operator.service import must_persist
 
 from tinystream.controller_client import ControllerRefused
+from tinystream.operator.controller import AllocateProducerIds, ControllerState, RegisterBroker, apply
+from tinystream.operator.service import must_persist
 
 
 async def test_blocks_are_disjoint_and_survive_a_controller_restart(tmp_path: Path) -> None:

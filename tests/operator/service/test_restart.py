@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 from service_helpers import Controller, eventually
+
 from tinystream.operator.service import FileStateStore, StateFileError, monotonic_ms
 
 

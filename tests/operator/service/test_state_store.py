@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from tinystream.operator.controller import BrokerHeartbeat, ControllerState, CreateTopic, RegisterBroker
 from tinystream.operator.service import ApiError, ControllerService, FileStateStore, MemoryStateStore
 
