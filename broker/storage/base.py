@@ -14,46 +14,58 @@ writers: one writer, many readers.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from tinystream.config import topic_configs
+
+#: Kafka's defaults, from the one topic-config table (a default broker's settings back them).
+_DEFAULTS = topic_configs.defaults()
+
+
+def _int(name: str) -> int:
+    value = _DEFAULTS[name]
+    assert isinstance(value, int), name
+    return value
+
+
+def _int_or_none(name: str) -> int | None:
+    value = _DEFAULTS[name]
+    assert value is None or isinstance(value, int), name
+    return value
+
+
+def _str(name: str) -> str:
+    value = _DEFAULTS[name]
+    assert isinstance(value, str), name
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LogConfig:
-    """Per-partition settings, named after Kafka's topic configs.
+    """Per-partition settings, one field per Kafka topic config the log reads (`retention.ms` -> retention_ms).
 
-    Defaults are Kafka's (see TopicConfig in Kafka's docs); `from_topic_config`
-    takes the dotted Kafka names.
+    Names, types, ranges and defaults live in the one table,
+    tinystream/config/topic_configs.py; `from_topic_config` takes the dotted
+    Kafka names.
     """
 
-    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes
-    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
-    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms (-1: keep forever)
-    retention_bytes: int = -1  # retention.bytes (-1: no size limit)
-    cleanup_policy: str = "delete"  # cleanup.policy: delete | compact | compact,delete
-    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms (tombstones)
-    index_interval_bytes: int = 4096  # index.interval.bytes
-    flush_messages: int | None = None  # flush.messages (None: never forced)
-    flush_ms: int | None = None  # flush.ms (None: never forced)
-    max_message_bytes: int = 1048588  # max.message.bytes
-    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
-    min_insync_replicas: int = 1  # min.insync.replicas
-    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
+    segment_bytes: int = _int("segment.bytes")
+    segment_ms: int = _int("segment.ms")
+    retention_ms: int = _int("retention.ms")  # -1: keep forever
+    retention_bytes: int = _int("retention.bytes")  # -1: no size limit
+    cleanup_policy: str = _str("cleanup.policy")  # delete | compact | compact,delete
+    delete_retention_ms: int = _int("delete.retention.ms")  # tombstones
+    index_interval_bytes: int = _int("index.interval.bytes")
+    flush_messages: int | None = _int_or_none("flush.messages")  # None: never forced
+    flush_ms: int | None = _int_or_none("flush.ms")  # None: never forced
+    max_message_bytes: int = _int("max.message.bytes")
+    message_timestamp_type: str = _str("message.timestamp.type")
+    min_insync_replicas: int = _int("min.insync.replicas")
+    unclean_leader_election_enable: bool = bool(_DEFAULTS["unclean.leader.election.enable"])
 
-    KAFKA_NAMES = {
-        "segment.bytes": "segment_bytes",
-        "segment.ms": "segment_ms",
-        "retention.ms": "retention_ms",
-        "retention.bytes": "retention_bytes",
-        "cleanup.policy": "cleanup_policy",
-        "delete.retention.ms": "delete_retention_ms",
-        "index.interval.bytes": "index_interval_bytes",
-        "flush.messages": "flush_messages",
-        "flush.ms": "flush_ms",
-        "max.message.bytes": "max_message_bytes",
-        "message.timestamp.type": "message_timestamp_type",
-        "min.insync.replicas": "min_insync_replicas",
-        "unclean.leader.election.enable": "unclean_leader_election_enable",
-    }
+    # The Kafka name of each field: dots where the field has underscores.
+    KAFKA_NAMES: ClassVar[dict[str, str]]
 
     @classmethod
     def from_topic_config(cls, values: dict[str, object]) -> LogConfig:
@@ -75,6 +87,10 @@ class LogConfig:
     @property
     def deletes(self) -> bool:
         return "delete" in self.cleanup_policy
+
+
+LogConfig.KAFKA_NAMES = {f.name.replace("_", "."): f.name for f in fields(LogConfig)}
+assert set(LogConfig.KAFKA_NAMES) <= set(topic_configs.TOPIC_CONFIGS), "every LogConfig field is a topic config"
 
 
 @dataclass(frozen=True, slots=True)

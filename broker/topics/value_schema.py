@@ -55,8 +55,9 @@ from jsonschema.protocols import Validator
 from tinystream.broker.storage.base import CorruptRecordError
 from tinystream.broker.storage.batch import decode_records
 from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
+from tinystream.config.topic_configs import VALUE_SCHEMA
 
-SCHEMA_CONFIG = "tinystream.value.schema"
+SCHEMA_CONFIG = VALUE_SCHEMA  # the topic config (tinystream/config/topic_configs.py)
 
 _DEFAULT_DRAFT = jsonschema.Draft202012Validator
 _CACHE_SIZE = 256  # distinct schema texts a broker keeps compiled

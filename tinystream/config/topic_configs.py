@@ -1,0 +1,293 @@
+"""Every topic config TinyStream accepts, once: Kafka name, type, range, default, and who applies it.
+
+The controller (operator/controller/topic_config.py), the broker
+(broker/topics/config.py: validation, DescribeConfigs, the log's LogConfig)
+and the Topic custom resource all read this table, so a name is accepted or
+refused the same way whichever path a request takes (a standalone broker's
+CreateTopics, one forwarded to a controller, a Topic resource).
+
+`applied_by` says which part acts on a key:
+
+    LOG         the partition log (storage.base.LogConfig): segments, retention, flush, ...
+    PRODUCE     the leader's produce path (`tinystream.value.schema`)
+    CONTROLLER  the controller's decisions (unclean leader election)
+    NOT_APPLIED accepted and kept, so Kafka tools and Topic resources that set it work,
+                but TinyStream does not act on it (DescribeConfigs marks it read-only
+                and says so in its documentation)
+
+Kafka's TopicConfig is the precedent for names, types and ranges; a key's
+default is the broker setting that backs it (the synonym DescribeConfigs
+shows: `retention.ms` <- `log.retention.ms`), else Kafka's own default.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+
+from tinystream.config.settings import BrokerSettings
+
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+VALUE_SCHEMA = "tinystream.value.schema"
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs v3+ config_type (Kafka's ConfigEntry.ConfigType)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+class AppliedBy(enum.Enum):
+    LOG = "log"
+    PRODUCE = "produce"
+    CONTROLLER = "controller"
+    NOT_APPLIED = "not applied"
+
+
+class InvalidConfig(ValueError):
+    """A config name or value Kafka would refuse (INVALID_CONFIG)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigKey:
+    name: str  # Kafka topic config name
+    type: ConfigType
+    parse: Callable[[str], object]  # Kafka's string form -> the value; raises InvalidConfig
+    applied_by: AppliedBy
+    doc: str
+    broker_setting: str = ""  # BrokerSettings attribute holding the default ("" when none backs it)
+    broker_key: str = ""  # its Kafka name (the synonym)
+    default: object = None  # the default when no broker setting backs it
+
+
+def _integer(low: int, high: int, *, none_at: int | None = None) -> Callable[[str], object]:
+    def parse(text: str) -> object:
+        try:
+            value = int(text.strip())
+        except (ValueError, AttributeError):
+            raise InvalidConfig(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise InvalidConfig(f"{value} is outside [{low}, {high}]")
+        return None if none_at is not None and value == none_at else value
+
+    return parse
+
+
+def _double(low: float, high: float) -> Callable[[str], object]:
+    def parse(text: str) -> object:
+        try:
+            value = float(text.strip())
+        except (ValueError, AttributeError):
+            raise InvalidConfig(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise InvalidConfig(f"{value} is outside [{low}, {high}]")
+        return value
+
+    return parse
+
+
+def _choice(*choices: str) -> Callable[[str], object]:
+    def parse(text: str) -> object:
+        if text not in choices:
+            raise InvalidConfig(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _text(text: str) -> object:
+    return text
+
+
+def _cleanup_policy(text: str) -> object:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise InvalidConfig(f"{text!r}: cleanup.policy is a list of delete and/or compact")
+    return ",".join(dict.fromkeys(parts))
+
+
+def _boolean(text: str) -> object:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise InvalidConfig(f"{text!r} is not a boolean")
+    return lowered == "true"
+
+
+def _schema_problem(text: object) -> tuple[str, str] | None:
+    """(what is wrong, detail) when `text` is not a JSON Schema document (Draft 2020-12 unless it says `$schema`)."""
+    if not isinstance(text, str):
+        return "not a string", type(text).__name__
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        return "not a JSON document", str(exc)
+    if not isinstance(schema, (dict, bool)):
+        return "not an object or a boolean", type(schema).__name__
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        return f"not a valid JSON Schema at {where}", exc.message
+    return None
+
+
+def schema_error(text: object) -> str | None:
+    """Why `text` is not a JSON Schema document, as a phrase ("is not a JSON document: ..."), or None."""
+    problem = _schema_problem(text)
+    return None if problem is None else f"is {problem[0]}: {problem[1]}"
+
+
+def _json_schema(text: str) -> object:
+    problem = _schema_problem(text)
+    if problem is not None:
+        what, detail = problem
+        if what.startswith("not a valid JSON Schema"):
+            what = what.replace("not a valid", "invalid", 1)
+        elif what == "not an object or a boolean":
+            what = f"a JSON Schema is an object or a boolean, got {detail}"
+            raise InvalidConfig(what)
+        raise InvalidConfig(f"{what}: {detail}")
+    return text
+
+
+_LOG, _PRODUCE, _CONTROLLER, _NOT_APPLIED = AppliedBy.LOG, AppliedBy.PRODUCE, AppliedBy.CONTROLLER, AppliedBy.NOT_APPLIED
+_LONG = _integer(0, _INT64_MAX)
+_NOT_APPLIED_DOC = "accepted for compatibility with Kafka tools; TinyStream does not apply it"
+
+TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
+    k.name: k
+    for k in (
+        TopicConfigKey("cleanup.policy", ConfigType.LIST, _cleanup_policy, _LOG,
+                       "delete old segments, compact to the last value per key, or both",
+                       "log_cleanup_policy", "log.cleanup.policy"),
+        TopicConfigKey("delete.retention.ms", ConfigType.LONG, _LONG, _LOG,
+                       "how long tombstones are kept in compacted topics",
+                       "log_cleaner_delete_retention_ms", "log.cleaner.delete.retention.ms"),
+        TopicConfigKey("flush.messages", ConfigType.LONG, _integer(1, _INT64_MAX, none_at=_INT64_MAX), _LOG,
+                       "fsync after this many messages (unset: leave it to the OS)",
+                       "log_flush_interval_messages", "log.flush.interval.messages"),
+        TopicConfigKey("flush.ms", ConfigType.LONG, _integer(0, _INT64_MAX, none_at=_INT64_MAX), _LOG,
+                       "fsync at least this often (unset: leave it to the OS)",
+                       "log_flush_interval_ms", "log.flush.interval.ms"),
+        TopicConfigKey("index.interval.bytes", ConfigType.INT, _integer(0, _INT32_MAX), _LOG,
+                       "bytes between offset index entries", "log_index_interval_bytes", "log.index.interval.bytes"),
+        TopicConfigKey("max.message.bytes", ConfigType.INT, _integer(0, _INT32_MAX), _LOG,
+                       "largest record batch the topic accepts", "message_max_bytes", "message.max.bytes"),
+        TopicConfigKey("message.timestamp.type", ConfigType.STRING, _choice("CreateTime", "LogAppendTime"), _LOG,
+                       "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append",
+                       "log_message_timestamp_type", "log.message.timestamp.type"),
+        TopicConfigKey("min.insync.replicas", ConfigType.INT, _integer(1, _INT32_MAX), _LOG,
+                       "in-sync replicas an acks=all produce needs", "min_insync_replicas", "min.insync.replicas"),
+        TopicConfigKey("retention.bytes", ConfigType.LONG, _integer(-1, _INT64_MAX), _LOG,
+                       "size a partition may grow to before old segments go (-1: no limit)",
+                       "log_retention_bytes", "log.retention.bytes"),
+        TopicConfigKey("retention.ms", ConfigType.LONG, _integer(-1, _INT64_MAX), _LOG,
+                       "age after which old segments go (-1: keep forever)", "log_retention_ms", "log.retention.ms"),
+        TopicConfigKey("segment.bytes", ConfigType.INT, _integer(14, _INT32_MAX), _LOG,
+                       "segment file size before a new segment is rolled", "log_segment_bytes", "log.segment.bytes"),
+        TopicConfigKey("segment.ms", ConfigType.LONG, _integer(1, _INT64_MAX), _LOG,
+                       "age after which the active segment is rolled", "log_roll_ms", "log.roll.ms"),
+        TopicConfigKey(UNCLEAN_LEADER_ELECTION_ENABLE, ConfigType.BOOLEAN, _boolean, _CONTROLLER,
+                       "allow a replica outside the ISR to become leader (may lose data)",
+                       broker_key=UNCLEAN_LEADER_ELECTION_ENABLE, default=False),
+        TopicConfigKey(VALUE_SCHEMA, ConfigType.STRING, _json_schema, _PRODUCE,
+                       "JSON Schema every record value must match (the leader rejects the batch otherwise)"),
+        # Kafka's other topic configs (Kafka 3.x/4.x TopicConfig): accepted, kept, not applied.
+        TopicConfigKey("compression.type", ConfigType.STRING,
+                       _choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), _NOT_APPLIED,
+                       f"{_NOT_APPLIED_DOC} (batches are stored as the producer compressed them)", default="producer"),
+        TopicConfigKey("file.delete.delay.ms", ConfigType.LONG, _LONG, _NOT_APPLIED, _NOT_APPLIED_DOC, default=60000),
+        TopicConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, _text, _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=""),
+        TopicConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, _text, _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=""),
+        TopicConfigKey("local.retention.bytes", ConfigType.LONG, _integer(-2, _INT64_MAX), _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=-2),
+        TopicConfigKey("local.retention.ms", ConfigType.LONG, _integer(-2, _INT64_MAX), _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=-2),
+        TopicConfigKey("max.compaction.lag.ms", ConfigType.LONG, _integer(1, _INT64_MAX), _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=_INT64_MAX),
+        TopicConfigKey("message.downconversion.enable", ConfigType.BOOLEAN, _boolean, _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=True),
+        TopicConfigKey("message.format.version", ConfigType.STRING, _text, _NOT_APPLIED, _NOT_APPLIED_DOC,
+                       default="3.0-IV1"),
+        TopicConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, _LONG, _NOT_APPLIED, _NOT_APPLIED_DOC,
+                       default=_INT64_MAX),
+        TopicConfigKey("message.timestamp.before.max.ms", ConfigType.LONG, _LONG, _NOT_APPLIED, _NOT_APPLIED_DOC,
+                       default=_INT64_MAX),
+        TopicConfigKey("message.timestamp.difference.max.ms", ConfigType.LONG, _LONG, _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=_INT64_MAX),
+        TopicConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, _double(0.0, 1.0), _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=0.5),
+        TopicConfigKey("min.compaction.lag.ms", ConfigType.LONG, _LONG, _NOT_APPLIED, _NOT_APPLIED_DOC, default=0),
+        TopicConfigKey("preallocate", ConfigType.BOOLEAN, _boolean, _NOT_APPLIED, _NOT_APPLIED_DOC, default=False),
+        TopicConfigKey("remote.storage.enable", ConfigType.BOOLEAN, _boolean, _NOT_APPLIED,
+                       f"{_NOT_APPLIED_DOC} (no tiered storage)", default=False),
+        TopicConfigKey("segment.index.bytes", ConfigType.INT, _integer(4, _INT32_MAX), _NOT_APPLIED,
+                       _NOT_APPLIED_DOC, default=10485760),
+        TopicConfigKey("segment.jitter.ms", ConfigType.LONG, _LONG, _NOT_APPLIED, _NOT_APPLIED_DOC, default=0),
+    )
+}
+
+
+def as_text(value: object) -> str | None:
+    """Kafka's string form of a config value (JSON scalars from a Topic resource or the image)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse(name: str, value: object) -> object:
+    """The typed value of one config; InvalidConfig names the key and the rule."""
+    key = TOPIC_CONFIGS.get(name)
+    if key is None:
+        raise InvalidConfig(f"unknown topic config {name!r}")
+    text = as_text(value)
+    if text is None:
+        raise InvalidConfig(f"{name}: null value")
+    try:
+        return key.parse(text)
+    except InvalidConfig as exc:
+        raise InvalidConfig(f"{name}: {exc}") from None
+
+
+def validate(overrides: Mapping[str, object]) -> dict[str, str]:
+    """Check every name and value; returns the overrides in Kafka's string form. Raises InvalidConfig."""
+    clean: dict[str, str] = {}
+    for name, value in overrides.items():
+        parse(name, value)
+        text = as_text(value)
+        assert text is not None  # parse refused None
+        clean[name] = text
+    return clean
+
+
+def broker_default(settings: BrokerSettings, key: TopicConfigKey) -> object:
+    """A key's default on this broker: the backing broker setting, else the table's default."""
+    if not key.broker_setting:
+        return key.default
+    return getattr(settings, key.broker_setting)
+
+
+def defaults(settings: BrokerSettings | None = None) -> dict[str, object]:
+    """Every key's default under `settings` (a default broker when None): what a topic without overrides gets."""
+    settings = settings if settings is not None else BrokerSettings()
+    return {name: broker_default(settings, key) for name, key in TOPIC_CONFIGS.items()}
