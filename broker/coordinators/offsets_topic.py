@@ -19,7 +19,7 @@ from tinystream.broker.groups.errors import OffsetsTopicError
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.storage.base import LogError
-from tinystream.broker.storage.batch import HEADER, Record, build_batch, decode_records
+from tinystream.broker.storage.batch import Record, build_batch, decode_records, read_header
 from tinystream.broker.storage.log_scan import scan_batches
 from tinystream.broker.storage.topic_partition import TopicPartition
 
@@ -42,7 +42,7 @@ class LogOffsetsTopic:
             [Record(key=k, value=v) for k, v in records], base_timestamp=now, max_timestamp=now
         )
         tp = TopicPartition(OFFSETS_TOPIC, partition)
-        outcomes = self._replicas.append([(tp, memoryview(batch), HEADER.unpack_from(batch))], required_acks=-1)
+        outcomes = self._replicas.append([(tp, memoryview(batch), read_header(batch))], required_acks=-1)
         outcome = outcomes[tp]
         if outcome.error != ErrorCode.none:
             raise OffsetsTopicError(outcome.error, outcome.message or "")

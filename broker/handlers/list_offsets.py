@@ -25,15 +25,7 @@ from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.replication.partition import Partition
 from tinystream.broker.storage.base import LogError
-from tinystream.broker.storage.batch import (
-    F_ATTRIBUTES,
-    F_BASE_OFFSET,
-    F_BASE_TIMESTAMP,
-    F_LAST_OFFSET_DELTA,
-    F_MAX_TIMESTAMP,
-    TIMESTAMP_TYPE_BIT,
-    decode_records,
-)
+from tinystream.broker.storage.batch import TIMESTAMP_TYPE_BIT, BatchHeader, decode_records
 from tinystream.broker.storage.log_scan import scan_batches
 from tinystream.broker.storage.topic_partition import TopicPartition
 
@@ -121,17 +113,17 @@ def first_record_at_or_after(partition: Partition, offset: int, target: int, bat
     LogAppendTime batch stamps every record with its max timestamp. If the
     batch cannot be decoded, the located offset stands (Kafka's pre-fix answer).
     """
-    for fields, batch in scan_batches(partition.log, offset, offset + 1):
-        base = fields[F_BASE_OFFSET]
-        if fields[F_ATTRIBUTES] & TIMESTAMP_TYPE_BIT:
-            return fields[F_MAX_TIMESTAMP], max(base, offset)
+    for header, batch in scan_batches(partition.log, offset, offset + 1):
+        base = header.base_offset
+        if header.attributes & TIMESTAMP_TYPE_BIT:
+            return header.max_timestamp, max(base, offset)
         try:
             records = decode_records(batch)
         except LogError:
             return batch_ts, offset
         for index, record in enumerate(records):
             record_offset = base + (record.offset_delta if record.offset_delta is not None else index)
-            record_ts = fields[F_BASE_TIMESTAMP] + record.timestamp_delta
+            record_ts = header.base_timestamp + record.timestamp_delta
             if record_offset >= offset and record_ts >= target:
                 return record_ts, record_offset
         break
@@ -140,22 +132,22 @@ def first_record_at_or_after(partition: Partition, offset: int, target: int, bat
 
 def max_timestamp_offset(partition: Partition) -> tuple[int, int] | None:
     """(timestamp, offset) of the first record carrying the log's largest timestamp, below the HW."""
-    best: tuple | None = None
+    best: BatchHeader | None = None
     best_batch: memoryview | None = None
-    for fields, batch in scan_batches(partition.log, partition.log_start_offset, partition.high_watermark):
-        if best is None or fields[F_MAX_TIMESTAMP] > best[F_MAX_TIMESTAMP]:
-            best, best_batch = fields, batch
-    if best is None or best_batch is None or best[F_MAX_TIMESTAMP] < 0:
+    for header, batch in scan_batches(partition.log, partition.log_start_offset, partition.high_watermark):
+        if best is None or header.max_timestamp > best.max_timestamp:
+            best, best_batch = header, batch
+    if best is None or best_batch is None or best.max_timestamp < 0:
         return None
-    ts, base = best[F_MAX_TIMESTAMP], best[F_BASE_OFFSET]
-    if best[F_ATTRIBUTES] & TIMESTAMP_TYPE_BIT or best[F_LAST_OFFSET_DELTA] == 0:
+    ts, base = best.max_timestamp, best.base_offset
+    if best.attributes & TIMESTAMP_TYPE_BIT or best.last_offset_delta == 0:
         return ts, base  # LogAppendTime: every record carries it
     try:
         records = decode_records(best_batch)
     except LogError:
         return ts, base
     for record in records:
-        if best[F_BASE_TIMESTAMP] + record.timestamp_delta == ts:
+        if best.base_timestamp + record.timestamp_delta == ts:
             return ts, base + (record.offset_delta or 0)
     return ts, base
 

@@ -33,13 +33,10 @@ from tinystream.broker.replication.partition import AppendOutcome
 from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,
     CODEC_MASK,
-    F_ATTRIBUTES,
-    F_LENGTH,
-    F_MAGIC,
-    F_RECORD_COUNT,
-    HEADER,
     LOG_OVERHEAD,
     MAGIC,
+    BatchHeader,
+    read_header,
 )
 from tinystream.broker.storage.compression import Compression
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -50,24 +47,24 @@ _VALID_ACKS = (0, 1, -1)
 _RECORD_ERRORS_MIN_VERSION = 8  # KIP-467
 
 
-def check_records(records: bytes | None, version: int) -> tuple[ErrorCode, str | None, tuple | None]:
-    """(error, message, header fields) for one partition's records."""
+def check_records(records: bytes | None, version: int) -> tuple[ErrorCode, str | None, BatchHeader | None]:
+    """(error, message, batch header) for one partition's records."""
     if not records:
         return ErrorCode.invalid_record, "a produce request must carry one record batch per partition", None
     size = len(records)
     if size < BATCH_HEADER_SIZE:
         return ErrorCode.corrupt_message, f"{size} bytes cannot hold a record batch header", None
-    fields = HEADER.unpack_from(records, 0)
-    if fields[F_MAGIC] != MAGIC:
-        return ErrorCode.invalid_record, f"only record batch v2 is accepted, got magic {fields[F_MAGIC]}", None
-    declared = fields[F_LENGTH] + LOG_OVERHEAD
+    header = read_header(records)
+    if header.magic != MAGIC:
+        return ErrorCode.invalid_record, f"only record batch v2 is accepted, got magic {header.magic}", None
+    declared = header.length + LOG_OVERHEAD
     if declared > size:
         return ErrorCode.corrupt_message, f"batch declares {declared} bytes, {size} received", None
     if declared < size:
         return ErrorCode.invalid_record, f"produce v{version} carries exactly one record batch per partition", None
-    if fields[F_ATTRIBUTES] & CODEC_MASK == Compression.ZSTD and version < _ZSTD_MIN_VERSION:
+    if header.attributes & CODEC_MASK == Compression.ZSTD and version < _ZSTD_MIN_VERSION:
         return ErrorCode.unsupported_compression_type, f"zstd needs produce v{_ZSTD_MIN_VERSION}+", None
-    return ErrorCode.none, None, fields
+    return ErrorCode.none, None, header
 
 
 async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
@@ -93,21 +90,21 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
             elif spec.internal:
                 rejected[tp] = AppendOutcome(ErrorCode.invalid_topic_exception, message=f"{name} is an internal topic")
             else:
-                error, message, fields = check_records(pdata.records, version)
-                if fields is None:
+                error, message, header = check_records(pdata.records, version)
+                if header is None:
                     rejected[tp] = AppendOutcome(error, message=message)
                 elif (schema := spec.configs.get(value_schema.SCHEMA_CONFIG)) and (
                     refused := _schema_check(ctx, tp, pdata.records, schema)
                 ):
                     rejected[tp] = refused
                 else:
-                    batches.append((tp, memoryview(pdata.records), fields))
+                    batches.append((tp, memoryview(pdata.records), header))
     outcomes = ctx.replicas.append(batches, required_acks=acks) if batches else {}
     metrics = ctx.metrics
-    for tp, _batch, fields in batches:
+    for tp, _batch, header in batches:
         outcome = outcomes[tp]
         if outcome.appended_bytes:
-            metrics.record_in(tp.topic, outcome.appended_bytes, fields[F_RECORD_COUNT])
+            metrics.record_in(tp.topic, outcome.appended_bytes, header.record_count)
     outcomes.update(rejected)
     for outcome in outcomes.values():
         if outcome.error != ErrorCode.none:

@@ -32,16 +32,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.storage.batch import (
-    CONTROL_BIT,
-    F_ATTRIBUTES,
-    F_BASE_OFFSET,
-    F_BASE_SEQUENCE,
-    F_LAST_OFFSET_DELTA,
-    F_MAX_TIMESTAMP,
-    F_PRODUCER_EPOCH,
-    F_PRODUCER_ID,
-)
+from tinystream.broker.storage.batch import CONTROL_BIT, BatchHeader
 
 #: Batches remembered per producer (Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN).
 BATCHES_TO_RETAIN = 5
@@ -165,18 +156,18 @@ class ProducerStateTable:
         entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
         self.changes += 1
 
-    def replay(self, headers: Iterable[tuple], now_ms: int) -> int:
-        """Rebuild from raw batch header tuples (`storage.batch.HEADER` order); returns batches seen."""
+    def replay(self, headers: Iterable[BatchHeader], now_ms: int) -> int:
+        """Rebuild from the stored batches' headers, in offset order; returns batches seen."""
         seen = 0
-        for fields in headers:
-            producer_id = fields[F_PRODUCER_ID]
-            if producer_id < 0 or fields[F_ATTRIBUTES] & CONTROL_BIT:
+        for header in headers:
+            producer_id = header.producer_id
+            if producer_id < 0 or header.attributes & CONTROL_BIT:
                 continue
-            base_offset, delta, base_seq = fields[F_BASE_OFFSET], fields[F_LAST_OFFSET_DELTA], fields[F_BASE_SEQUENCE]
+            base_offset, delta, base_seq = header.base_offset, header.last_offset_delta, header.base_sequence
             last_seq = (base_seq + delta) % SEQUENCE_MODULUS if base_seq >= 0 else -1
             self.record(
-                producer_id, fields[F_PRODUCER_EPOCH], base_seq, last_seq,
-                base_offset, base_offset + delta, fields[F_MAX_TIMESTAMP], now_ms,
+                producer_id, header.producer_epoch, base_seq, last_seq,
+                base_offset, base_offset + delta, header.max_timestamp, now_ms,
             )
             seen += 1
         return seen

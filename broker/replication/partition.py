@@ -29,12 +29,8 @@ from tinystream.broker.replication.idempotence import SEQUENCE_MODULUS, Producer
 from tinystream.broker.storage.base import LogError, PartitionLog, ReadResult
 from tinystream.broker.storage.batch import (
     CONTROL_BIT,
-    F_ATTRIBUTES,
-    F_BASE_SEQUENCE,
-    F_LAST_OFFSET_DELTA,
-    F_PRODUCER_EPOCH,
-    F_PRODUCER_ID,
     TRANSACTIONAL_BIT,
+    BatchHeader,
     check_batch,
 )
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -167,11 +163,11 @@ class Partition:
 
     # -- leader path ----------------------------------------------------------------
 
-    def append_as_leader(self, batch: memoryview, fields: tuple, *, required_acks: int, now_ms: int) -> AppendOutcome:
-        """Append one client batch. `fields` is its header tuple (storage.batch.HEADER)."""
+    def append_as_leader(self, batch: memoryview, header: BatchHeader, *, required_acks: int, now_ms: int) -> AppendOutcome:
+        """Append one client batch, whose header the produce handler read."""
         if not self.is_leader:
             return AppendOutcome(ErrorCode.not_leader_or_follower)
-        attributes = fields[F_ATTRIBUTES]
+        attributes = header.attributes
         if attributes & CONTROL_BIT:
             return AppendOutcome(ErrorCode.invalid_record, message="clients may not write control batches")
         if attributes & TRANSACTIONAL_BIT:
@@ -182,11 +178,11 @@ class Partition:
                 message=f"{len(self._state.isr)} in-sync replicas, min.insync.replicas="
                 f"{self.log.config.min_insync_replicas}",
             )
-        producer_id = fields[F_PRODUCER_ID]
+        producer_id = header.producer_id
         if producer_id >= 0:
-            epoch = fields[F_PRODUCER_EPOCH]
-            first_seq = fields[F_BASE_SEQUENCE]
-            last_seq = (first_seq + fields[F_LAST_OFFSET_DELTA]) % SEQUENCE_MODULUS if first_seq >= 0 else -1
+            epoch = header.producer_epoch
+            first_seq = header.base_sequence
+            last_seq = (first_seq + header.last_offset_delta) % SEQUENCE_MODULUS if first_seq >= 0 else -1
             check = self.producers.check(producer_id, epoch, first_seq, last_seq)
             if check.verdict is Verdict.DUPLICATE:
                 # Kafka validates a batch before looking for duplicates: a corrupt

@@ -188,15 +188,15 @@ class ReplicaManager:
     def append(
         self, batches: Iterable[tuple[TopicPartition, memoryview, tuple]], *, required_acks: int
     ) -> dict[TopicPartition, AppendOutcome]:
-        """Append each (tp, batch, header fields); synchronous, so pipelined requests keep their order."""
+        """Append each (tp, batch, its BatchHeader); synchronous, so pipelined requests keep their order."""
         now = self.clock()
         out: dict[TopicPartition, AppendOutcome] = {}
-        for tp, batch, fields in batches:
+        for tp, batch, header in batches:
             partition = self._partitions.get(tp)
             if partition is None:
                 out[tp] = AppendOutcome(ErrorCode.unknown_topic_or_partition)
                 continue
-            outcome = partition.append_as_leader(batch, fields, required_acks=required_acks, now_ms=now)
+            outcome = partition.append_as_leader(batch, header, required_acks=required_acks, now_ms=now)
             out[tp] = outcome
             if outcome.appended_bytes:
                 self.purgatory.notify(tp)
@@ -326,7 +326,7 @@ class ReplicaManager:
     @staticmethod
     def _replay(partition: Partition, offset: int, now: int) -> int:
         """Feed batch headers from `offset` to the log end into the producer table."""
-        return partition.producers.replay((fields for fields, _ in scan_batches(partition.log, offset)), now)
+        return partition.producers.replay((header for header, _ in scan_batches(partition.log, offset)), now)
 
     def write_snapshots(self) -> int:
         """Snapshot the producer state of partitions that changed since their last snapshot.

@@ -1,10 +1,28 @@
-"""Partition log storage: segmented files by default, in memory for tests.
+"""Partition log storage, split as Kafka splits it: segmented files by default, in memory for tests.
 
-Modules, bottom up: ``compression`` (bounded codecs), ``batch`` (RecordBatch
-v2 header, records), ``validation`` (what an append checks), ``index``,
-``segment``, ``leader_epoch``, ``checkpoint``, ``policy`` (roll/retention
-decisions), ``segmented`` (SegmentedLog), ``memory`` (MemoryLog),
-``cleaner`` (compaction). ``base`` holds the PartitionLog interface.
+Modules, bottom up (Kafka's class in brackets):
+
+    compression.py      bounded codecs for the records section
+    batch.py            RecordBatch v2: the header (BatchHeader, one struct), records, building and checking
+    validation.py       what a leader or follower append checks before it writes
+    index.py            the sparse offset and time indexes [OffsetIndex, TimeIndex]
+    segment.py          one segment's .log + .index + .timeindex [LogSegment]
+    segments.py         the sorted segment snapshot [LogSegments]
+    leader_epoch.py     the leader-epoch cache and its checkpoint [LeaderEpochFileCache]
+    checkpoint.py       offset checkpoint files, written atomically
+    policy.py           the roll rule, retention decisions, config bounds (pure)
+    loader.py           opening and recovering a partition directory [LogLoader]
+    segmented.py        SegmentedLog: append, read, truncate, retention [LocalLog]
+    compaction_swap.py  the cleaner's .cleaned / .swap protocol and its crash recovery
+    cleaner.py          compaction: the last record per key [LogCleaner]
+    memory.py           MemoryLog, the in-memory PartitionLog for tests
+    log_manager.py      where partition logs live, opened and deleted [LogManager]
+    log_scan.py         walk stored batch headers (producer-state rebuilds, ListOffsets)
+    base.py             the PartitionLog interface, LogConfig, results and errors
+    rwlock.py           the shared/exclusive lock readers and destructive writers take
+    atomic_file.py      replace a small file so a crash leaves the old or the new content
+    meta_properties.py  a log dir's cluster id and node id (meta.properties)
+    topic_partition.py  TopicPartition, the name every layer above uses
 
 Open a log with ``open_log(directory, config, now_ms=...)`` (a
 SegmentedLog; ``directory=None`` gives a MemoryLog).

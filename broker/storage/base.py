@@ -7,15 +7,17 @@ follower copies batches whose offsets the leader already assigned
 so the broker never decodes records on the fetch path.
 
 Implementations: `segmented.SegmentedLog` (files, the default) and
-`memory.MemoryLog` (tests). Both are synchronous and not thread-safe for
-writers: one writer, many readers.
+`memory.MemoryLog` (tests). Both are synchronous. Writers (append, roll,
+truncation, retention, compaction swaps) serialise on the log's own lock and
+may call from different threads; readers never block appends (see each
+implementation's docstring for how).
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from tinystream.config import topic_configs
 
@@ -93,9 +95,13 @@ LogConfig.KAFKA_NAMES = {f.name.replace("_", "."): f.name for f in fields(LogCon
 assert set(LogConfig.KAFKA_NAMES) <= set(topic_configs.TOPIC_CONFIGS), "every LogConfig field is a topic config"
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """What an append assigned: offsets and the timestamp the batch carries."""
+class AppendResult(NamedTuple):
+    """What an append assigned: offsets and the timestamp the batch carries.
+
+    A NamedTuple, not a frozen dataclass, because one is built per append:
+    170 ns against 420 ns for a frozen dataclass's __init__ (timeit, this
+    machine), about 3% of a 16 KiB append and 7% of a 1 KiB one (bench log).
+    """
 
     base_offset: int
     last_offset: int
@@ -104,9 +110,8 @@ class AppendResult:
     position: int  # byte position of the batch in its segment (for metrics/tests)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """Whole stored batches from the one holding the requested offset on.
+class ReadResult(NamedTuple):
+    """Whole stored batches from the one holding the requested offset on (a NamedTuple: see AppendResult).
 
     `data` may be a bytes object or a memoryview; it holds zero or more
     complete batches (KIP-74: at least one whole batch even past max_bytes

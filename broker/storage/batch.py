@@ -48,6 +48,7 @@ import enum
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -70,6 +71,7 @@ __all__ = [
     "encode_records",
     "iter_batches",
     "parse_header",
+    "read_header",
     "rewrite_header",
 ]
 
@@ -98,9 +100,11 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 MIN_RECORD_BYTES = 7  # length, attributes, ts delta, offset delta, key len, value len, header count
 
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
+#: The first 12 bytes of every batch (Kafka's LOG_OVERHEAD): baseOffset, batchLength.
+OFFSET_AND_LENGTH = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
-_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+#: The 16 bytes a leader rewrites (the CRC does not cover them): baseOffset, batchLength, partitionLeaderEpoch.
+BATCH_PREFIX = struct.Struct(">qii")
 _TAIL_AFTER_CRC = struct.Struct(">hiqq")  # attributes .. maxTimestamp (bytes 21..43)
 
 
@@ -111,9 +115,14 @@ class TimestampType(enum.IntEnum):
     LOG_APPEND_TIME = 1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 61-byte header of one RecordBatch v2, decoded. Positional order = wire order."""
+class BatchHeader(NamedTuple):
+    """The 61-byte header of one RecordBatch v2, decoded. Positional order = wire order.
+
+    What crosses from storage to the layers above (the produce handler, the
+    replica manager, Partition's producer state): a NamedTuple, so building
+    one from `HEADER.unpack_from` is a tuple copy (`read_header`), and the
+    `F_*` indexes stay inside storage's own loops.
+    """
 
     base_offset: int
     length: int  # batchLength: size - 12
@@ -206,8 +215,16 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return BatchHeader(*fields)
 
 
-def check_batch(buf: bytes | bytearray | memoryview, *, strict: bool = True) -> tuple:
-    """Validate ``buf`` as exactly one batch; return the raw header tuple (see ``F_*``).
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header at ``pos``, unchecked (callers check magic and sizes); one struct unpack."""
+    return _new_header(BatchHeader, HEADER.unpack_from(buf, pos))
+
+
+_new_header = tuple.__new__  # BatchHeader._make without its classmethod call (the produce path)
+
+
+def check_batch(buf: bytes | bytearray | memoryview, *, strict: bool = True) -> BatchHeader:
+    """Validate ``buf`` as exactly one batch; return its header.
 
     Raises CorruptRecordError (bad size, magic, codec or CRC) or
     InvalidRecordError (record count vs lastOffsetDelta). ``strict`` is the
@@ -234,7 +251,7 @@ def check_batch(buf: bytes | bytearray | memoryview, *, strict: bool = True) -> 
             raise InvalidRecordError(f"lastOffsetDelta {delta} does not match recordCount {count}")
     elif delta < 0 or count < 0 or count > delta + 1:
         raise InvalidRecordError(f"recordCount {count} does not fit lastOffsetDelta {delta}")
-    return fields
+    return _new_header(BatchHeader, fields)
 
 
 def rewrite_header(
@@ -252,7 +269,7 @@ def rewrite_header(
     followed by ``buf[len(result):]``, so the batch itself is never copied.
     """
     length = _I32.unpack_from(buf, 8)[0]
-    prefix = _PREFIX.pack(base_offset, length, leader_epoch)
+    prefix = BATCH_PREFIX.pack(base_offset, length, leader_epoch)
     if log_append_time is None:
         return prefix
     view = buf if isinstance(buf, memoryview) else memoryview(buf)

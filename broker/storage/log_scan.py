@@ -11,15 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tinystream.broker.storage.base import OffsetOutOfRangeError, PartitionLog
-from tinystream.broker.storage.batch import F_BASE_OFFSET, F_LENGTH, LOG_OVERHEAD, iter_header_fields
+from tinystream.broker.storage.batch import F_BASE_OFFSET, F_LENGTH, LOG_OVERHEAD, BatchHeader, iter_header_fields
+
+_new_header = tuple.__new__  # BatchHeader from the unpacked tuple, as batch.read_header does
 
 CHUNK_BYTES = 4 * 1024 * 1024
 
 
 def scan_batches(
     log: PartitionLog, start: int, end: int | None = None, *, chunk_bytes: int = CHUNK_BYTES
-) -> Iterator[tuple[tuple, memoryview]]:
-    """(raw header fields, batch bytes) for each batch from the one holding `start`
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """(header, batch bytes) for each batch from the one holding `start`
     up to `end` (exclusive; default the log end offset)."""
     offset = start
     stop = log.log_end_offset if end is None else end
@@ -34,5 +36,5 @@ def scan_batches(
         for pos, fields in iter_header_fields(data):
             if fields[F_BASE_OFFSET] >= stop:
                 return
-            yield fields, data[pos : pos + fields[F_LENGTH] + LOG_OVERHEAD]
+            yield _new_header(BatchHeader, fields), data[pos : pos + fields[F_LENGTH] + LOG_OVERHEAD]
         offset = result.next_offset

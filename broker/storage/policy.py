@@ -60,7 +60,6 @@ class SegmentInfo:
 
 
 def roll_reason(
-    *,
     config: LogConfig,
     segment_base: int,
     segment_size: int,
@@ -69,7 +68,13 @@ def roll_reason(
     batch_last_offset: int,
     now_ms: int,
 ) -> RollReason | None:
-    """Why the active segment must roll before this batch, or None."""
+    """Why the active segment must roll before this batch, or None: THE roll rule.
+
+    Every append path calls it (SegmentedLog.append and append_replicated,
+    MemoryLog), positionally on the leader's hot path (a keyword call costs
+    twice as much there). Kafka's LogSegment.shouldRoll: size, segment.ms
+    since the first batch's timestamp, and relative-offset overflow.
+    """
     if segment_size == 0:
         return None
     if segment_size + batch_size > config.segment_bytes:
@@ -131,3 +136,13 @@ def retention_deletions(
 
             deleted = deletable_prefix(deleted, over_size)
     return deleted
+
+
+def check_config(config: LogConfig) -> None:
+    """Refuse settings the file format cannot hold (Kafka bounds them the same way): ValueError."""
+    if not 0 < config.segment_bytes <= MAX_RELATIVE_OFFSET:
+        raise ValueError(f"segment.bytes must be in [1, {MAX_RELATIVE_OFFSET}], not {config.segment_bytes}")
+    if config.index_interval_bytes < 0:
+        raise ValueError(f"index.interval.bytes must be >= 0, not {config.index_interval_bytes}")
+    if config.flush_messages is not None and config.flush_messages < 1:
+        raise ValueError(f"flush.messages must be >= 1, not {config.flush_messages}")

@@ -55,6 +55,7 @@ from tinystream.broker.storage.batch import (
     LOG_OVERHEAD,
     MAGIC,
     MIN_BATCH_LENGTH,
+    OFFSET_AND_LENGTH,
     check_batch,
 )
 from tinystream.broker.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
@@ -66,7 +67,6 @@ TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"  # compaction output being written
 SWAP_SUFFIX = ".swap"  # compaction output complete, not yet renamed into place
 _NAME = re.compile(r"^(\d{20})\.log$")
-_PREFIX = struct.Struct(">qi")
 _WALK = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta (27 bytes)
 _I32 = struct.Struct(">i")
 _SCAN_CHUNK = 1 << 20
@@ -558,7 +558,7 @@ class LogSegment:
         header = self._pread(LOG_OVERHEAD, position)
         if len(header) < LOG_OVERHEAD:
             return False
-        base, length = _PREFIX.unpack(header)
+        base, length = OFFSET_AND_LENGTH.unpack(header)
         if base != expected_base or length < MIN_BATCH_LENGTH or position + length + LOG_OVERHEAD > size:
             return False
         try:

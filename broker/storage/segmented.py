@@ -44,8 +44,6 @@ any call passed in.
 
 from __future__ import annotations
 
-import bisect
-import dataclasses
 import logging
 import os
 import shutil
@@ -53,6 +51,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from tinystream.broker.storage import compaction_swap, loader
 from tinystream.broker.storage.base import (
     AppendResult,
     EpochEntry,
@@ -72,23 +71,21 @@ from tinystream.broker.storage.batch import (
     BatchHeader,
     iter_header_fields,
 )
-from tinystream.broker.storage.checkpoint import CheckpointFormatError, OffsetCheckpoint, fsync_directory
-from tinystream.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, LeaderEpochCheckpoint
-from tinystream.broker.storage.policy import MAX_RELATIVE_OFFSET, SegmentInfo, retention_deletions, time_to_roll
+from tinystream.broker.storage.checkpoint import OffsetCheckpoint, fsync_directory
+from tinystream.broker.storage.leader_epoch import LeaderEpochCache
+from tinystream.broker.storage.policy import (
+    check_config,
+    retention_deletions,
+    roll_reason,
+    time_to_roll,
+)
 from tinystream.broker.storage.rwlock import SharedExclusiveLock
 from tinystream.broker.storage.segment import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
     LogSegment,
-    parse_segment_file_name,
-    segment_file_name,
 )
+from tinystream.broker.storage.segments import LogSegments
 from tinystream.broker.storage.validation import prepare_leader_append, split_replicated
 
-LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 _log = logging.getLogger(__name__)
 _ONLY_LOG_START = LogConfig(cleanup_policy="compact")  # retention_deletions with only the log-start rule
 
@@ -131,77 +128,20 @@ class SegmentedLog(PartitionLog):
 
     # ================================================================ opening
     @classmethod
-    def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, *, now_ms: int) -> SegmentedLog:
-        """Open (or create) the log in ``directory``, recovering it if needed."""
+    def open(cls, directory: str | os.PathLike[str], config: LogConfig | None = None, *, now_ms: int) -> SegmentedLog:
+        """Open (or create) the log in ``directory``, recovering it if needed (loader.py)."""
         config = config or LogConfig()
-        _check_config(config)
-        path = Path(directory)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise LogStorageError(f"cannot create {path}: {exc.strerror or exc}") from exc
-        _finish_interrupted_compaction(path)
-        bases = sorted(b for b in (parse_segment_file_name(p.name) for p in path.iterdir()) if b is not None)
-        _delete_orphan_indexes(path, set(bases))
-        start_checkpoint = OffsetCheckpoint(path / LOG_START_CHECKPOINT)
-        checkpointed_start = start_checkpoint.read()
-        interval = config.index_interval_bytes
-        segments: list[LogSegment] = []
-        try:
-            for base in bases[:-1]:
-                segment = LogSegment.load(path, base, index_interval_bytes=interval, now_ms=now_ms)
-                segments.append(segment)
-                if not segment.indexes_look_sane():
-                    _log.warning("%s: rebuilding indexes of segment %d", path, base)
-                    cut = segment.rebuild_indexes()
-                    if cut:
-                        _log.error("%s: closed segment %d had %d corrupt bytes, cut", path, base, cut)
-                    segment.seal()
-            if bases:
-                active = LogSegment.load(path, bases[-1], index_interval_bytes=interval, now_ms=now_ms)
-                segments.append(active)
-                cut = active.recover()
-                if cut:
-                    _log.warning("%s: cut %d bytes of torn or corrupt tail from segment %d", path, cut, bases[-1])
-                active.rolling_base_ms = active.first_batch_rolling_base(now_ms)
-            else:
-                first = checkpointed_start or 0
-                segments.append(LogSegment.create(path, first, index_interval_bytes=interval, now_ms=now_ms))
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            raise
-        end = segments[-1].next_offset
-        # The checkpoint is the truth when present: it may lie below the first
-        # segment when compaction emptied and removed leading segments (an
-        # offset gap, like any other compacted gap). Without one, the first
-        # segment's base.
-        start = segments[0].base_offset if checkpointed_start is None else checkpointed_start
-        if start > end:
-            # The checkpoint promised offsets the data no longer reaches (lost unflushed tail):
-            # restart empty at the promised start rather than reuse offsets.
-            _log.warning("%s: log start %d is past the recovered end %d; restarting at %d", path, start, end, start)
-            for segment in segments:
-                segment.delete()
-            segments = [LogSegment.create(path, start, index_interval_bytes=interval, now_ms=now_ms)]
-            end = start
-        epochs = _load_epochs(path, segments)
-        log = cls(
-            path,
+        check_config(config)
+        loaded = loader.load(Path(directory), config, now_ms=now_ms)
+        return cls(
+            loaded.directory,
             config,
-            segments,
-            log_start_offset=start,
-            epochs=epochs,
-            start_checkpoint=start_checkpoint,
+            loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            epochs=loaded.epochs,
+            start_checkpoint=loaded.start_checkpoint,
             now_ms=now_ms,
         )
-        # Entries past the recovered end are gone with the data; one starting
-        # exactly at the end is legitimate (the log start moved there).
-        epochs.truncate_from_end(log._end + 1)
-        epochs.truncate_from_start(start)
-        if checkpointed_start != start:
-            start_checkpoint.write(start)
-        return log
 
     # ================================================================ properties
     @property
@@ -212,14 +152,13 @@ class SegmentedLog(PartitionLog):
     def log_end_offset(self) -> int:
         return self._end
 
-    def _publish(self, segments: list[LogSegment]) -> None:
-        """Replace the segment list readers see, in one assignment."""
-        self._view = (tuple(s.base_offset for s in segments), tuple(segments))
-        self._active_segment = segments[-1]
+    def _publish(self, segments: list[LogSegment] | tuple[LogSegment, ...]) -> None:
+        """Replace the segment snapshot readers see, in one assignment."""
+        self._segments = LogSegments(segments)
 
     @property
     def _active(self) -> LogSegment:
-        return self._view[1][-1]
+        return self._segments.active
 
     def _check_open(self) -> None:
         if self._closed:
@@ -227,11 +166,9 @@ class SegmentedLog(PartitionLog):
 
     # ================================================================ appends
     def append(self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int) -> AppendResult:
-        # The produce hot path, kept flat on purpose: validation, the roll
-        # check (policy.roll_reason's rules), one pwritev, bookkeeping. Each
-        # helper call or attribute chain shows in the 16 KiB benchmark, where
-        # the Python work is about a third of the time. The lock is taken with
-        # acquire/release: ``with`` costs twice as much for a plain Lock.
+        # The produce hot path, kept flat: validation, the roll rule, one
+        # pwritev, bookkeeping. The lock is taken with acquire/release:
+        # ``with`` costs twice as much for a plain Lock (16 KiB bench log).
         lock = self._write_lock
         lock.acquire()
         try:
@@ -241,13 +178,9 @@ class SegmentedLog(PartitionLog):
             head, tail, size, base_offset, last_offset, max_timestamp, log_append_time = prepare_leader_append(
                 batch, config, self._end, leader_epoch, now_ms
             )
-            active = self._active_segment
+            active = self._segments.active
             used = active._tail[0]
-            if used and (
-                used + size > config.segment_bytes
-                or (active.rolling_base_ms is not None and now_ms - active.rolling_base_ms > config.segment_ms)
-                or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
-            ):
+            if used and roll_reason(config, active.base_offset, used, active.rolling_base_ms, size, last_offset, now_ms):
                 active = self._roll(now_ms)
             position = active.append(head, tail, size, base_offset, last_offset, max_timestamp, now_ms)
             self._end = last_offset + 1
@@ -257,14 +190,7 @@ class SegmentedLog(PartitionLog):
                 self._after_append(last_offset - base_offset + 1, now_ms)
             else:
                 self._now_ms = now_ms
-            # AppendResult(...) without its frozen __init__ (see _fast_result_factory).
-            result = _new_result(AppendResult)
-            _set_base(result, base_offset)
-            _set_last(result, last_offset)
-            _set_max_ts(result, max_timestamp)
-            _set_append_time(result, log_append_time)
-            _set_position(result, position)
-            return result
+            return AppendResult(base_offset, last_offset, max_timestamp, log_append_time, position)
         finally:
             lock.release()
 
@@ -276,18 +202,14 @@ class SegmentedLog(PartitionLog):
                 return self._end
             now_ms = self._now_ms
             run: list[tuple[int, tuple]] = []
-            active = self._view[1][-1]
+            active = self._segments.active
             run_bytes = 0
             records = 0
             for pos, fields in parsed:
                 size = fields[F_LENGTH] + LOG_OVERHEAD
                 last = fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA]
                 used = active.size + run_bytes
-                if used and (
-                    used + size > self.config.segment_bytes
-                    or (active.rolling_base_ms is not None and now_ms - active.rolling_base_ms > self.config.segment_ms)
-                    or last - active.base_offset > MAX_RELATIVE_OFFSET
-                ):
+                if used and roll_reason(self.config, active.base_offset, used, active.rolling_base_ms, size, last, now_ms):
                     if run:
                         self._write_run(active, view, run, now_ms)
                         run, run_bytes = [], 0
@@ -325,7 +247,7 @@ class SegmentedLog(PartitionLog):
 
     def _roll(self, now_ms: int) -> LogSegment:
         """Seal the active segment and start a new one at the log end offset (writer lock held)."""
-        active = self._view[1][-1]
+        active = self._segments.active
         if active.size == 0:
             return active
         active.seal()
@@ -333,7 +255,7 @@ class SegmentedLog(PartitionLog):
             self.directory, self._end, index_interval_bytes=self.config.index_interval_bytes, now_ms=now_ms
         )
         fsync_directory(self.directory)
-        self._publish([*self._view[1], segment])
+        self._segments = self._segments.with_appended(segment)
         self._unflushed = 0
         return segment
 
@@ -366,26 +288,20 @@ class SegmentedLog(PartitionLog):
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(f"offset {offset} is outside [{start}, {end}]")
             limit = end if max_offset is None or max_offset > end else max_offset
-            bases, segments = self._view
-            index = bisect.bisect_right(bases, offset) - 1
-            if index < 0:
-                index = 0
-            for segment in segments[index:]:
+            for segment in self._segments.from_offset(offset):
                 found = segment.read(offset, max_bytes, limit, min_one)
                 if found is not None:
                     data, first, next_offset = found
                     if not data:
                         break
-                    return _read_result(data, first, next_offset, start, end)
-            return _read_result(b"", end, offset, start, end)
+                    return ReadResult(data, first, next_offset, start, end)
+            return ReadResult(b"", end, offset, start, end)
         finally:
             rw.release_shared()
 
     def locate(self, offset: int) -> tuple[int, int] | None:
         """(segment base offset, byte position) of the batch holding ``offset`` (the index lookup)."""
-        bases, segments = self._view
-        index = max(bisect.bisect_right(bases, offset) - 1, 0)
-        for segment in segments[index:]:
+        for segment in self._segments.from_offset(offset):
             found = segment.locate(offset)
             if found is not None:
                 return segment.base_offset, found[0]
@@ -395,7 +311,7 @@ class SegmentedLog(PartitionLog):
         self._rw.acquire_shared()
         try:
             start = self._start
-            for segment in self._view[1]:
+            for segment in self._segments:
                 found = segment.find_by_timestamp(timestamp_ms, start)
                 if found is not None:
                     return TimestampOffset(found[0], max(found[1], start))
@@ -436,7 +352,7 @@ class SegmentedLog(PartitionLog):
             if offset < 0:
                 raise ValueError(f"cannot truncate to negative offset {offset}")
             with self._rw.exclusive():
-                segments = list(self._view[1])
+                segments = list(self._segments)
                 if segments[0].base_offset > offset:
                     self._truncate_fully_locked(offset)
                     return
@@ -456,7 +372,7 @@ class SegmentedLog(PartitionLog):
             fsync_directory(self.directory)
 
     def _truncate_fully_locked(self, offset: int) -> None:
-        for segment in self._view[1]:
+        for segment in self._segments:
             segment.delete()
         segment = LogSegment.create(
             self.directory, offset, index_interval_bytes=self.config.index_interval_bytes, now_ms=self._now_ms
@@ -481,7 +397,7 @@ class SegmentedLog(PartitionLog):
 
     def _plan(self, now_ms: int | None, high_watermark: int | None) -> int:
         return retention_deletions(
-            [SegmentInfo(s.base_offset, s.size, s.max_timestamp, s.last_modified_ms) for s in self._view[1]],
+            self._segments.infos(),
             config=self.config if now_ms is not None else _ONLY_LOG_START,
             now_ms=0 if now_ms is None else now_ms,
             log_start_offset=self._start,
@@ -493,9 +409,9 @@ class SegmentedLog(PartitionLog):
         """Delete the ``count`` oldest segments (rolling first if that is all of them)."""
         if count <= 0:
             return
-        if count >= len(self._view[1]):
+        if count >= len(self._segments):
             self._roll(self._now_ms)
-        segments = list(self._view[1])
+        segments = list(self._segments)
         doomed, kept = segments[:count], segments[count:]
         new_start = max(self._start, kept[0].base_offset)
         if new_start != self._start:
@@ -520,7 +436,7 @@ class SegmentedLog(PartitionLog):
             return count
 
     def update_config(self, config: LogConfig) -> None:
-        _check_config(config)
+        check_config(config)
         with self._write_lock:
             self.config = config
             self._flush_policy = config.flush_messages is not None or config.flush_ms is not None
@@ -533,17 +449,17 @@ class SegmentedLog(PartitionLog):
         return self._epochs.end_offset_for_epoch(epoch, self._end)
 
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._view[1])
+        return self._segments.size_bytes()
 
     def segment_count(self) -> int:
-        return len(self._view[1])
+        return len(self._segments)
 
     def segment_base_offsets(self) -> list[int]:
-        return list(self._view[0])
+        return list(self._segments.bases)
 
     # ================================================================ compaction hooks (cleaner.py)
     def closed_segment_bases(self) -> list[int]:
-        return list(self._view[0][:-1])
+        return [s.base_offset for s in self._segments.closed()]
 
     def segment_batches(self, base_offset: int) -> Iterator[memoryview]:
         """Stored bytes of each batch of a closed segment, read in chunks under the shared lock.
@@ -587,47 +503,21 @@ class SegmentedLog(PartitionLog):
         version = old.version
         if old is self._active:
             raise ValueError("the active segment is never compacted")
-        cleaned = self.directory / segment_file_name(base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
-        swap = self.directory / segment_file_name(base_offset, LOG_SUFFIX + SWAP_SUFFIX)
-        written = 0
-        try:
-            with open(cleaned, "wb") as handle:
-                for data in batches:
-                    handle.write(data)
-                    written += len(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        except OSError as exc:
-            cleaned.unlink(missing_ok=True)
-            raise LogStorageError(f"cannot write compacted segment {base_offset}: {exc.strerror or exc}") from exc
-        except BaseException:
-            cleaned.unlink(missing_ok=True)
-            raise
+        written = compaction_swap.write_cleaned(self.directory, base_offset, batches)
         with self._write_lock:
-            bases, segments = self._view
-            if self._closed or old not in segments[:-1] or old.version != version:
-                cleaned.unlink(missing_ok=True)
+            if self._closed or old not in self._segments.closed() or old.version != version:
+                compaction_swap.abandon(self.directory, base_offset)
                 return False
-            try:
-                if written:
-                    os.replace(cleaned, swap)
-                    fsync_directory(self.directory)
-                else:
-                    cleaned.unlink()
-            except OSError as exc:
-                cleaned.unlink(missing_ok=True)
-                raise LogStorageError(f"cannot commit compacted segment {base_offset}: {exc.strerror or exc}") from exc
+            compaction_swap.commit(self.directory, base_offset, written)
             with self._rw.exclusive():
-                segments = list(self._view[1])
+                segments = list(self._segments)
                 where = segments.index(old)
                 if not written:
                     old.delete()
                     del segments[where]
                 else:
                     old.close()
-                    old.index.delete_file()
-                    old.time_index.delete_file()
-                    os.replace(swap, old.log_path)
+                    compaction_swap.install(self.directory, base_offset)
                     fresh = LogSegment.load(
                         self.directory,
                         base_offset,
@@ -643,11 +533,7 @@ class SegmentedLog(PartitionLog):
             return True
 
     def _segment_at(self, base_offset: int) -> LogSegment:
-        bases, segments = self._view
-        index = bisect.bisect_left(bases, base_offset)
-        if index == len(bases) or bases[index] != base_offset:
-            raise KeyError(f"no segment at base offset {base_offset}")
-        return segments[index]
+        return self._segments.at(base_offset)
 
     # ================================================================ durability and lifecycle
     def flush(self) -> None:
@@ -678,14 +564,14 @@ class SegmentedLog(PartitionLog):
                     self._active.seal()
                 finally:
                     self._closed = True
-                    for segment in self._view[1]:
+                    for segment in self._segments:
                         segment.close()
 
     def delete(self) -> None:
         with self._write_lock:
             with self._rw.exclusive():
                 self._closed = True
-                for segment in self._view[1]:
+                for segment in self._segments:
                     segment.close()
                 shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -696,102 +582,4 @@ class SegmentedLog(PartitionLog):
         self.close()
 
     def __repr__(self) -> str:
-        return f"SegmentedLog({str(self.directory)!r}, start={self._start}, end={self._end}, segments={len(self._view[1])})"
-
-
-# ==================================================================== hot-path helpers
-def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple:
-    """The slot descriptors' setters of a frozen slots dataclass, in ``names`` order.
-
-    A frozen dataclass's generated ``__init__`` sets each field through
-    ``object.__setattr__``: for AppendResult that costs about as much as
-    the CRC of a 4 KiB batch. ``object.__new__`` plus the slot setters build
-    the same object (equal, hashable, immutable to callers) in half the time.
-    Fails at import if the class stops having exactly these slots, rather
-    than build half-filled results.
-    """
-    fields = tuple(f.name for f in dataclasses.fields(cls))
-    if fields != names or getattr(cls, "__slots__", None) != names:
-        raise ImportError(f"{cls.__name__} fields {fields} are not the slots {names} this module sets")
-    return tuple(getattr(cls, name).__set__ for name in names)
-
-
-_new_result = object.__new__
-_set_base, _set_last, _set_max_ts, _set_append_time, _set_position = _slot_setters(
-    AppendResult, ("base_offset", "last_offset", "max_timestamp", "log_append_time", "position")
-)
-_set_data, _set_first, _set_next, _set_start, _set_end = _slot_setters(
-    ReadResult, ("data", "first_offset", "next_offset", "log_start_offset", "log_end_offset")
-)
-
-
-def _read_result(data: bytes | memoryview, first_offset: int, next_offset: int, start: int, end: int) -> ReadResult:
-    """ReadResult(...) through the slot setters (see ``_slot_setters``)."""
-    result = _new_result(ReadResult)
-    _set_data(result, data)
-    _set_first(result, first_offset)
-    _set_next(result, next_offset)
-    _set_start(result, start)
-    _set_end(result, end)
-    return result
-
-
-# ==================================================================== open-time helpers
-def _check_config(config: LogConfig) -> None:
-    """Settings the file format cannot hold (Kafka bounds them the same way)."""
-    if not 0 < config.segment_bytes <= MAX_RELATIVE_OFFSET:
-        raise ValueError(f"segment.bytes must be in [1, {MAX_RELATIVE_OFFSET}], not {config.segment_bytes}")
-    if config.index_interval_bytes < 0:
-        raise ValueError(f"index.interval.bytes must be >= 0, not {config.index_interval_bytes}")
-    if config.flush_messages is not None and config.flush_messages < 1:
-        raise ValueError(f"flush.messages must be >= 1, not {config.flush_messages}")
-
-
-
-def _finish_interrupted_compaction(directory: Path) -> None:
-    """Drop half-written compaction output; complete a committed swap; drop temp files."""
-    for path in directory.iterdir():
-        name = path.name
-        if name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp") or name.endswith(".deleted"):
-            path.unlink(missing_ok=True)
-    for path in directory.iterdir():
-        if path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            base = parse_segment_file_name(path.name[: -len(SWAP_SUFFIX)])
-            if base is None:
-                continue
-            (directory / segment_file_name(base, INDEX_SUFFIX)).unlink(missing_ok=True)
-            (directory / segment_file_name(base, TIME_INDEX_SUFFIX)).unlink(missing_ok=True)
-            os.replace(path, directory / segment_file_name(base, LOG_SUFFIX))
-            _log.warning("%s: finished an interrupted compaction swap of segment %d", directory, base)
-    fsync_directory(directory)
-
-
-def _delete_orphan_indexes(directory: Path, bases: set[int]) -> None:
-    for path in directory.iterdir():
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            if path.name.endswith(suffix) and len(path.name) == 20 + len(suffix):
-                try:
-                    base = int(path.name[:20])
-                except ValueError:
-                    continue
-                if base not in bases:
-                    path.unlink(missing_ok=True)
-
-
-def _load_epochs(directory: Path, segments: list[LogSegment]) -> LeaderEpochCache:
-    """The epoch checkpoint, or (missing or corrupt) a rebuild from batch headers."""
-    checkpoint = LeaderEpochCheckpoint(directory / LEADER_EPOCH_CHECKPOINT)
-    try:
-        entries = checkpoint.read()
-    except CheckpointFormatError as exc:
-        _log.warning("%s: leader-epoch checkpoint unreadable (%s); rebuilding from batch headers", directory, exc)
-        entries = None
-    if entries is not None:
-        return LeaderEpochCache(entries, checkpoint=checkpoint)
-    cache = LeaderEpochCache()
-    for segment in segments:
-        for fields, _data in segment.iter_batches():
-            if fields[F_LEADER_EPOCH] > cache.latest_epoch:
-                cache.assign(fields[F_LEADER_EPOCH], fields[F_BASE_OFFSET])
-    checkpoint.write(cache.entries())
-    return LeaderEpochCache(cache.entries(), checkpoint=checkpoint)
+        return f"SegmentedLog({str(self.directory)!r}, start={self._start}, end={self._end}, segments={len(self._segments)})"

@@ -27,6 +27,7 @@ from crc32c import crc32c
 from tinystream.broker.storage.base import LogConfig, RecordTooLargeError, UnexpectedAppendOffsetError
 from tinystream.broker.storage.batch import (
     BATCH_HEADER_SIZE,
+    BATCH_PREFIX,
     CODEC_MASK,
     CRC_START,
     F_BASE_OFFSET,
@@ -41,7 +42,6 @@ from tinystream.broker.storage.batch import (
 from tinystream.broker.storage.compression import Compression
 
 LOG_APPEND_TIME = "LogAppendTime"
-_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _ATTRS = {"max.message.bytes": "max_message_bytes", "segment.bytes": "segment_bytes"}
 MAX_CODEC = int(Compression.ZSTD)
 # Only the header fields the produce checks need (pad bytes skip the rest):
@@ -106,7 +106,7 @@ def prepare_leader_append(
     if config.message_timestamp_type != LOG_APPEND_TIME:
         # The common case: a new 16-byte prefix; the CRC does not cover it.
         return (
-            _PREFIX.pack(base_offset, length, leader_epoch),
+            BATCH_PREFIX.pack(base_offset, length, leader_epoch),
             view[16:],
             size,
             base_offset,

@@ -6,7 +6,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.replication.idempotence import BATCHES_TO_RETAIN, ProducerStateTable, Verdict
-from tinystream.broker.storage.batch import HEADER, build_batch
+from tinystream.broker.storage.batch import build_batch, read_header
 
 
 def appended(table: ProducerStateTable, pid: int, epoch: int, first: int, last: int, offset: int) -> None:
@@ -52,9 +52,9 @@ def test_replay_from_headers_matches_recording():
     for seq, count in [(0, 3), (3, 2)]:
         batch = bytearray(build_batch([(None, b"x")] * count, producer_id=5, producer_epoch=1, base_sequence=seq))
         batch[:8] = offset.to_bytes(8, "big")
-        fields.append(HEADER.unpack_from(batch))
+        fields.append(read_header(batch))
         offset += count
-    fields.append(HEADER.unpack_from(build_batch([(None, b"plain")])))  # no producer: ignored
+    fields.append(read_header(build_batch([(None, b"plain")])))  # no producer: ignored
     assert t.replay(fields, now_ms=0) == 2
     assert t.check(5, 1, 3, 4).duplicate.first_offset == 3
     assert t.check(5, 1, 5, 5).verdict is Verdict.APPEND

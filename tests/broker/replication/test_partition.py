@@ -8,7 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from tinystream.broker.replication.partition import Partition, PartitionState
 from tinystream.broker.replication.purgatory import Purgatory
-from tinystream.broker.storage.batch import HEADER
+from tinystream.broker.storage.batch import read_header
 from tinystream.broker.storage.memory import MemoryLog
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import now_batch
@@ -18,7 +18,7 @@ TP = TopicPartition("t", 0)
 
 def append(p: Partition, n: int = 1, acks: int = 1):
     batch = now_batch([(None, b"x")] * n)
-    return p.append_as_leader(memoryview(batch), HEADER.unpack_from(batch), required_acks=acks, now_ms=0)
+    return p.append_as_leader(memoryview(batch), read_header(batch), required_acks=acks, now_ms=0)
 
 
 def test_sole_replica_high_watermark_follows_appends():

@@ -168,7 +168,7 @@ class LogModel(RuleBasedStateMachine):
     @rule()
     def crash_and_recover(self):
         # Like reopen, without close: nothing sealed, indexes never written.
-        for segment in self.log._view[1]:
+        for segment in self.log._segments:
             segment.close()
         self.log = SegmentedLog.open(self.directory, self.config, now_ms=self.clock)
         self.model._now_ms = self.clock

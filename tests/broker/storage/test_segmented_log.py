@@ -55,7 +55,7 @@ def test_crash_without_close_loses_nothing_written(tmp_path, make_batch):
     log = SegmentedLog.open(tmp_path, config, now_ms=0)
     fill(log, make_batch, 50)
     expected = all_batches(log)
-    for segment in log._view[1]:
+    for segment in log._segments:
         segment.close()  # simulate the process dying: no seal, no index flush
     again = SegmentedLog.open(tmp_path, config, now_ms=0)
     assert all_batches(again) == expected and again.log_end_offset == 50
@@ -249,7 +249,7 @@ def test_read_only_disk_when_even_the_rollback_fails(tmp_path, make_batch, monke
         log.append(make_batch(), leader_epoch=0, now_ms=0)  # the segment refuses until recovered
     assert log.read(0, 10**6).next_offset == 2  # reads still serve what is whole
     monkeypatch.undo()
-    for segment in log._view[1]:
+    for segment in log._segments:
         segment.close()
     again = SegmentedLog.open(tmp_path, LogConfig(), now_ms=0)  # recovery cuts the torn head
     assert again.log_end_offset == 2
@@ -324,8 +324,8 @@ def test_reads_share_buffers_without_copies(tmp_path, make_batch):
     log.close()
 
 
-def test_results_built_through_slot_setters_equal_constructed_ones(tmp_path, make_batch):
-    """append/read build AppendResult/ReadResult without __init__ (segmented._slot_setters)."""
+def test_results_are_immutable_values(tmp_path, make_batch):
+    """append/read results compare and hash by value and cannot be changed by a caller."""
     from tinystream.broker.storage.base import AppendResult, ReadResult
 
     log = SegmentedLog.open(tmp_path / "log", now_ms=0)
