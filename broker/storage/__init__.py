@@ -37,7 +37,7 @@ from tinystream.broker.storage.memory import MemoryLog
 from tinystream.broker.storage.segmented import SegmentedLog
 
 
-def open_log(directory: str | os.PathLike | None, config: LogConfig | None = None, *, now_ms: int) -> PartitionLog:
+def open_log(directory: str | os.PathLike[str] | None, config: LogConfig | None = None, *, now_ms: int) -> PartitionLog:
     """A SegmentedLog in ``directory`` (recovered if it exists), or a MemoryLog when directory is None."""
     if directory is None:
         return MemoryLog(config, now_ms=now_ms)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, fields
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from tinystream.config import topic_configs
 
@@ -72,7 +72,7 @@ class LogConfig:
     @classmethod
     def from_topic_config(cls, values: dict[str, object]) -> LogConfig:
         """Build from Kafka-named keys; unknown keys raise KeyError naming the key."""
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for key, value in values.items():
             if key not in cls.KAFKA_NAMES:
                 raise KeyError(f"unknown topic config {key!r}")

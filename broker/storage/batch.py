@@ -202,7 +202,8 @@ def batch_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
     """Size of the batch starting at ``pos`` from its 12-byte prefix; None if fewer than 12 bytes remain."""
     if len(buf) - pos < LOG_OVERHEAD:
         return None
-    return _I32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
+    length: int = _I32.unpack_from(buf, pos + 8)[0]
+    return length + LOG_OVERHEAD
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -296,7 +297,7 @@ def assign_offsets(
 
 def iter_header_fields(
     buf: bytes | bytearray | memoryview, start: int = 0, end: int | None = None, *, verify: bool = False
-) -> Iterator[tuple[int, tuple]]:
+) -> Iterator[tuple[int, tuple[int, ...]]]:
     """(position, raw header tuple) for each complete batch in ``buf[start:end]``.
 
     Stops silently at an incomplete tail. A batchLength too small for a
@@ -313,6 +314,7 @@ def iter_header_fields(
         size = length + LOG_OVERHEAD
         if pos + size > end:
             return
+        fields: tuple[int, ...]
         if verify:
             fields = check_batch(view[pos : pos + size], strict=False)
         else:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tinystream.broker.storage.base import CorruptRecordError, LogConfig, LogError
 from tinystream.broker.storage.batch import (
@@ -59,6 +59,7 @@ from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 _log = logging.getLogger(__name__)
 
 
+@runtime_checkable
 class CompactableLog(Protocol):
     """What the cleaner needs from a log (SegmentedLog and MemoryLog provide it)."""
 
@@ -149,9 +150,9 @@ class LogCleaner:
                         undecodable += 1
                         _log.warning("cleaner: batch at offset %d is not decodable (%s); kept as is", header.base_offset, exc)
                         continue
-                    for record in records:
+                    for index, record in enumerate(records):
                         if record.key is not None:
-                            latest[record.key] = header.base_offset + record.offset_delta
+                            latest[record.key] = header.base_offset + _delta(record, index)
             except KeyError:
                 continue
         return latest, undecodable
@@ -170,8 +171,8 @@ class LogCleaner:
         log_append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
         survivors: list[Record] = []
         tombstones = 0
-        for record in records:
-            if record.key is None or latest.get(record.key) != header.base_offset + record.offset_delta:
+        for index, record in enumerate(records):
+            if record.key is None or latest.get(record.key) != header.base_offset + _delta(record, index):
                 continue
             if record.value is None:
                 timestamp = header.max_timestamp if log_append_time else header.base_timestamp + record.timestamp_delta
@@ -214,3 +215,8 @@ def _rebuild(header: BatchHeader, records: list[Record]) -> bytes:
 def clean(log: CompactableLog, now_ms: int) -> CleanerStats:
     """One compaction pass with default settings (truthy when the log changed)."""
     return LogCleaner().clean(log, now_ms)
+
+
+def _delta(record: Record, index: int) -> int:
+    """A decoded record's offset delta (Record.offset_delta is None only while building: then its index)."""
+    return index if record.offset_delta is None else record.offset_delta

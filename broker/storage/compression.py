@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable
 
 import cramjam
 
@@ -150,7 +151,7 @@ def _xerial_decompress(data: bytes, max_bytes: int) -> bytes:
     return bytes(out)
 
 
-def _bounded_stream(decompress_into, data: bytes, max_bytes: int, name: str) -> bytes:
+def _bounded_stream(decompress_into: Callable[..., int], data: bytes, max_bytes: int, name: str) -> bytes:
     """Decompress into a fixed buffer, doubling it up to ``max_bytes`` (+1 to detect overflow)."""
     size = min(max_bytes + 1, max(64 * 1024, 4 * len(data)))
     while True:

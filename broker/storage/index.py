@@ -61,8 +61,8 @@ class _SparseIndex:
     def __init__(self, path: Path, base_offset: int, *, new: bool = False) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._keys: array | None = None
-        self._values: array | None = None
+        self._keys: array[int] | None = None
+        self._values: array[int] | None = None
         self._persisted = 0  # entries already in the file
         if new:
             self._keys = array(self.KEY_TYPECODE)
@@ -102,7 +102,8 @@ class _SparseIndex:
         except OSError as exc:
             raise LogStorageError(f"cannot reset {self.path}: {exc.strerror or exc}") from exc
 
-    def _ensure(self) -> None:
+    def _ensure(self) -> tuple[array[int], array[int]]:
+        """The loaded (keys, values), loading them first if needed."""
         if self._keys is None:
             try:
                 self.load()
@@ -111,23 +112,27 @@ class _SparseIndex:
                 # segment start); the empty file makes the next open rebuild it.
                 _log.warning("%s; dropping it (rebuilt at next open)", exc)
                 self.reset()
+        keys, values = self._keys, self._values
+        assert keys is not None and values is not None
+        return keys, values
 
     # ------------------------------------------------------------ state
     def __len__(self) -> int:
-        self._ensure()
-        return len(self._keys)
+        keys, values = self._ensure()
+        return len(keys)
 
     def entries(self) -> list[tuple[int, int]]:
         """(key, value) pairs with keys as stored (relative where relative)."""
-        self._ensure()
-        return list(zip(self._keys, self._values))
+        keys, values = self._ensure()
+        return list(zip(keys, values))
 
     # ------------------------------------------------------------ persistence
     def flush(self, *, fsync: bool = False) -> None:
         """Write entries not yet on disk (append only)."""
-        if self._keys is None or (self._persisted == len(self._keys) and not fsync):
+        keys, values = self._keys, self._values
+        if keys is None or values is None or (self._persisted == len(keys) and not fsync):
             return
-        count = min(len(self._keys), len(self._values))
+        count = min(len(keys), len(values))
         data = self._encode(self._persisted, count)
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -144,11 +149,11 @@ class _SparseIndex:
 
     def _truncate_entries(self, keep: int) -> None:
         """Keep the first ``keep`` entries, in memory and (immediately) on disk."""
-        self._ensure()
-        if keep >= len(self._keys):
+        keys, values = self._ensure()
+        if keep >= len(keys):
             return
-        del self._values[keep:]
-        del self._keys[keep:]
+        del values[keep:]
+        del keys[keep:]
         if self._persisted > keep:
             try:
                 os.truncate(self.path, keep * self.ENTRY_SIZE)
@@ -165,13 +170,13 @@ class _SparseIndex:
             pass
 
     # hooks
-    def _decode(self, data: bytes) -> tuple[array, array]:
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         raise NotImplementedError
 
     def _encode(self, start: int, end: int) -> bytes:
         raise NotImplementedError
 
-    def _check(self, keys: array, values: array) -> None:
+    def _check(self, keys: array[int], values: array[int]) -> None:
         raise NotImplementedError
 
 
@@ -182,21 +187,22 @@ class OffsetIndex(_SparseIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry for the batch at ``position`` whose base offset is ``offset``."""
-        self._ensure()
+        keys, values = self._ensure()
         relative = offset - self.base_offset
-        if self._keys and (relative <= self._keys[-1] or position <= self._values[-1]):
+        if keys and (relative <= keys[-1] or position <= values[-1]):
             raise ValueError(
-                f"index entry ({offset}, {position}) is not after ({self.base_offset + self._keys[-1]}, {self._values[-1]})"
+                f"index entry ({offset}, {position}) is not after ({self.base_offset + keys[-1]}, {values[-1]})"
             )
         if not 0 <= relative <= MAX_RELATIVE or not 0 <= position <= MAX_RELATIVE:
             raise ValueError(f"index entry ({offset}, {position}) does not fit 32 bits")
-        self._values.append(position)
-        self._keys.append(relative)
+        values.append(position)
+        keys.append(relative)
 
     def append_trusted(self, offset: int, position: int) -> None:
         """``append`` without the checks, for a writer that guarantees them (the segment's hot path)."""
         if self._keys is None:
             self.load()
+        assert self._keys is not None and self._values is not None
         self._values.append(position)
         self._keys.append(offset - self.base_offset)
 
@@ -206,9 +212,8 @@ class OffsetIndex(_SparseIndex):
         Returns (base offset, 0) when no entry qualifies: scan from the start.
         """
         keys, values = self._keys, self._values
-        if keys is None:  # _ensure(), skipped when loaded: every read comes here
-            self._ensure()
-            keys, values = self._keys, self._values
+        if keys is None or values is None:  # _ensure(), skipped when loaded: every read comes here
+            keys, values = self._ensure()
         index = min(bisect.bisect_right(keys, offset - self.base_offset), len(values)) - 1
         if size_limit is not None and index >= 0 and values[index] >= size_limit:
             index = min(index, bisect.bisect_left(values, size_limit) - 1)
@@ -218,36 +223,35 @@ class OffsetIndex(_SparseIndex):
 
     def entry_at_or_before_position(self, position: int) -> tuple[int, int] | None:
         """The last entry whose position is <= ``position`` (None when there is none)."""
-        self._ensure()
-        values = self._values
-        index = min(bisect.bisect_right(values, position), len(self._keys)) - 1
+        keys, values = self._ensure()
+        index = min(bisect.bisect_right(values, position), len(keys)) - 1
         if index < 0:
             return None
-        return self.base_offset + self._keys[index], values[index]
+        return self.base_offset + keys[index], values[index]
 
     def position_before(self, position: int) -> int:
         """Largest entry position strictly below ``position`` (0 if none)."""
-        self._ensure()
-        index = bisect.bisect_left(self._values, position) - 1
-        return self._values[index] if index >= 0 else 0
+        keys, values = self._ensure()
+        index = bisect.bisect_left(values, position) - 1
+        return values[index] if index >= 0 else 0
 
     def last_entry(self) -> tuple[int, int] | None:
-        self._ensure()
-        count = min(len(self._keys), len(self._values))
+        keys, values = self._ensure()
+        count = min(len(keys), len(values))
         if not count:
             return None
-        return self.base_offset + self._keys[count - 1], self._values[count - 1]
+        return self.base_offset + keys[count - 1], values[count - 1]
 
     def truncate_to_position(self, size: int) -> None:
         """Drop entries pointing at or past byte ``size``."""
-        self._ensure()
-        self._truncate_entries(bisect.bisect_left(self._values, size))
+        keys, values = self._ensure()
+        self._truncate_entries(bisect.bisect_left(values, size))
 
     def drop_last(self) -> None:
-        self._ensure()
-        self._truncate_entries(max(0, len(self._keys) - 1))
+        keys, values = self._ensure()
+        self._truncate_entries(max(0, len(keys) - 1))
 
-    def _decode(self, data: bytes) -> tuple[array, array]:
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         raw = array("I")
         raw.frombytes(data)
         if _LITTLE_ENDIAN:
@@ -258,14 +262,15 @@ class OffsetIndex(_SparseIndex):
         count = end - start
         if count <= 0:
             return b""
+        keys, values = self._ensure()
         raw = array("I", bytes(8 * count))
-        raw[0::2] = self._keys[start:end]
-        raw[1::2] = self._values[start:end]
+        raw[0::2] = keys[start:end]
+        raw[1::2] = values[start:end]
         if _LITTLE_ENDIAN:
             raw.byteswap()
         return raw.tobytes()
 
-    def _check(self, keys: array, values: array) -> None:
+    def _check(self, keys: array[int], values: array[int]) -> None:
         for i in range(1, len(keys)):
             if keys[i] <= keys[i - 1] or values[i] <= values[i - 1]:
                 raise IndexCorruptError(f"{self.path.name}: entry {i} does not increase")
@@ -297,14 +302,14 @@ class TimeIndex(_SparseIndex):
 
     def maybe_append(self, timestamp: int, offset: int) -> bool:
         """Add (timestamp, offset) when the timestamp is above the last entry's; True if added."""
-        self._ensure()
-        if timestamp < 0 or (self._keys and timestamp <= self._keys[-1]):
+        keys, values = self._ensure()
+        if timestamp < 0 or (keys and timestamp <= keys[-1]):
             return False
         relative = offset - self.base_offset
-        if self._values and relative < self._values[-1]:
+        if values and relative < values[-1]:
             raise ValueError(f"time index offset {offset} goes backwards")
-        self._values.append(relative)
-        self._keys.append(timestamp)
+        values.append(relative)
+        keys.append(timestamp)
         self.last_timestamp = timestamp
         return True
 
@@ -315,26 +320,26 @@ class TimeIndex(_SparseIndex):
         (entries record each new maximum), so a scan for the first batch with
         max timestamp >= ``timestamp`` can start at that offset.
         """
-        self._ensure()
-        index = min(bisect.bisect_right(self._keys, timestamp), len(self._values)) - 1
+        keys, values = self._ensure()
+        index = min(bisect.bisect_right(keys, timestamp), len(values)) - 1
         if index < 0:
             return None
-        return self.base_offset + self._values[index]
+        return self.base_offset + values[index]
 
     def last_entry(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the last entry."""
-        self._ensure()
-        count = min(len(self._keys), len(self._values))
+        keys, values = self._ensure()
+        count = min(len(keys), len(values))
         if not count:
             return None
-        return self._keys[count - 1], self.base_offset + self._values[count - 1]
+        return keys[count - 1], self.base_offset + values[count - 1]
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop entries whose offset is >= ``offset``."""
-        self._ensure()
-        self._truncate_entries(bisect.bisect_left(self._values, offset - self.base_offset))
+        keys, values = self._ensure()
+        self._truncate_entries(bisect.bisect_left(values, offset - self.base_offset))
 
-    def _decode(self, data: bytes) -> tuple[array, array]:
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         keys = array("q")
         values = array("I")
         for timestamp, relative in _TIME_ENTRY.iter_unpack(data):
@@ -344,9 +349,10 @@ class TimeIndex(_SparseIndex):
 
     def _encode(self, start: int, end: int) -> bytes:
         pack = _TIME_ENTRY.pack
-        return b"".join(pack(self._keys[i], self._values[i]) for i in range(start, end))
+        keys, values = self._ensure()
+        return b"".join(pack(keys[i], values[i]) for i in range(start, end))
 
-    def _check(self, keys: array, values: array) -> None:
+    def _check(self, keys: array[int], values: array[int]) -> None:
         for i in range(1, len(keys)):
             if keys[i] <= keys[i - 1] or values[i] < values[i - 1]:
                 raise IndexCorruptError(f"{self.path.name}: entry {i} is out of order")

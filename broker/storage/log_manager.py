@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tinystream.broker.storage.base import LogConfig, PartitionLog
-from tinystream.broker.storage.cleaner import clean
+from tinystream.broker.storage.cleaner import CompactableLog, clean
 from tinystream.broker.storage.memory import MemoryLog
 from tinystream.broker.storage.segmented import SegmentedLog
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -80,6 +80,6 @@ class LogManager:
     @staticmethod
     def clean(partition_log: PartitionLog, now_ms: int) -> bool:
         """One compaction pass over a compacted topic's closed segments; True if it changed the log."""
-        if not partition_log.config.compacted:
+        if not partition_log.config.compacted or not isinstance(partition_log, CompactableLog):
             return False
         return bool(clean(partition_log, now_ms))

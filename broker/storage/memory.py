@@ -190,7 +190,7 @@ class MemoryLog(PartitionLog):
                 if first is None:
                     first = stored.base_offset
                 next_offset = stored.last_offset + 1
-        if not chunks:
+        if not chunks or first is None or next_offset is None:
             return ReadResult(b"", self._end, offset, self._start, self._end)
         return ReadResult(b"".join(chunks), first, next_offset, self._start, self._end)
 

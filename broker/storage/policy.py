@@ -31,7 +31,7 @@ caller rolls first, so the log keeps an (empty) active segment at its end.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tinystream.broker.storage.base import LogConfig
@@ -103,7 +103,7 @@ def retention_deletions(
     """How many of the oldest segments to delete (all of them means: roll first)."""
     limit = log_end_offset if high_watermark is None else high_watermark
 
-    def deletable_prefix(start: int, predicate) -> int:
+    def deletable_prefix(start: int, predicate: Callable[[int], bool]) -> int:
         index = start
         while index < len(segments):
             segment = segments[index]

@@ -85,7 +85,7 @@ def parse_segment_file_name(name: str) -> int | None:
 
 
 def _storage_error(action: str, path: Path, exc: OSError) -> LogStorageError:
-    return LogStorageError(f"cannot {action} {path.name}: {errno.errorcode.get(exc.errno, exc.errno)} {exc.strerror or exc}")
+    return LogStorageError(f"cannot {action} {path.name}: {errno.errorcode.get(exc.errno or 0, exc.errno)} {exc.strerror or exc}")
 
 
 class LogSegment:
@@ -173,9 +173,8 @@ class LogSegment:
     @property
     def max_timestamp(self) -> int:
         """Largest batch maxTimestamp in the segment (-1 when none)."""
-        if self._max_timestamp is None:
-            self._compute_max_timestamp()
-        return self._max_timestamp
+        known = self._max_timestamp
+        return self._compute_max_timestamp() if known is None else known
 
     def _compute_next_offset(self, size: int) -> int:
         _, start = self.index.lookup(1 << 62, size)
@@ -186,7 +185,7 @@ class LogSegment:
             self._tail = (size, next_offset)
         return next_offset
 
-    def _compute_max_timestamp(self) -> None:
+    def _compute_max_timestamp(self) -> int:
         """From the time index's last entry plus a scan after the last offset-index entry."""
         size = self.size
         best, best_offset = -1, self.base_offset
@@ -199,6 +198,7 @@ class LogSegment:
             if fields[F_MAX_TIMESTAMP] > best:
                 best, best_offset = fields[F_MAX_TIMESTAMP], fields[F_BASE_OFFSET]
         self._max_timestamp, self._offset_of_max = best, best_offset
+        return best
 
     def first_batch_rolling_base(self, fallback_ms: int) -> int | None:
         """Kafka's rollingBasedTimestamp: the first batch's max timestamp, else ``fallback_ms``."""
@@ -230,20 +230,23 @@ class LogSegment:
             self.rolling_base_ms = max_timestamp if max_timestamp >= 0 else now_ms
         self.last_modified_ms = now_ms
         # _track, inlined for the leader hot path (same order: max first, then entries).
-        if max_timestamp > self._max_timestamp:
-            self._max_timestamp = max_timestamp
+        known = self._max_timestamp
+        if known is None:
+            known = self._compute_max_timestamp()
+        if max_timestamp > known:
+            self._max_timestamp = known = max_timestamp
             self._offset_of_max = base_offset
         if self._bytes_since_index > self._interval:
             self.index.append_trusted(base_offset, position)
-            if self._max_timestamp > self.time_index.last_timestamp:
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max)
+            if known > self.time_index.last_timestamp:
+                self.time_index.maybe_append(known, self._offset_of_max)
             self._bytes_since_index = size
         else:
             self._bytes_since_index += size
         self._tail = (position + size, last_offset + 1)
         return position
 
-    def append_chunk(self, view: memoryview, batches: list[tuple[int, tuple]], now_ms: int) -> None:
+    def append_chunk(self, view: memoryview, batches: list[tuple[int, tuple[int, ...]]], now_ms: int) -> None:
         """Write several already-validated batches (follower path) with one system call.
 
         ``batches`` are (position in ``view``, header fields) of consecutive
@@ -271,14 +274,15 @@ class LogSegment:
 
     def _track(self, position: int, size: int, base_offset: int, max_timestamp: int) -> None:
         """Index bookkeeping for one appended (or rescanned) batch, in Kafka's order."""
-        if self._max_timestamp is None:
-            self._compute_max_timestamp()
-        if max_timestamp > self._max_timestamp:
-            self._max_timestamp = max_timestamp
+        known = self._max_timestamp
+        if known is None:
+            known = self._compute_max_timestamp()
+        if max_timestamp > known:
+            self._max_timestamp = known = max_timestamp
             self._offset_of_max = base_offset
         if self._bytes_since_index > self._interval:
             self.index.append(base_offset, position)
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max)
+            self.time_index.maybe_append(known, self._offset_of_max)
             self._bytes_since_index = 0
         self._bytes_since_index += size
 
@@ -302,7 +306,7 @@ class LogSegment:
         except OSError as exc:
             raise _storage_error("read", self.log_path, exc) from exc
 
-    def _headers(self, start: int, end: int) -> Iterator[tuple[int, tuple]]:
+    def _headers(self, start: int, end: int) -> Iterator[tuple[int, tuple[int, ...]]]:
         """(position, header fields) of batches from ``start`` (a batch boundary) to ``end``; no CRC check."""
         window = self._window
         pos = start
@@ -323,7 +327,7 @@ class LogSegment:
             yield pos, fields
             pos += length + LOG_OVERHEAD
 
-    def locate(self, offset: int, size: int | None = None) -> tuple[int, tuple] | None:
+    def locate(self, offset: int, size: int | None = None) -> tuple[int, tuple[int, ...]] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``; None if none here."""
         if size is None:
             size = self._tail[0]
@@ -420,7 +424,7 @@ class LogSegment:
             data = data[: walk - pos]
         return data, base, last_base + last_delta + 1
 
-    def _locate_from(self, start: int, offset: int, size: int) -> tuple[int, tuple] | None:
+    def _locate_from(self, start: int, offset: int, size: int) -> tuple[int, tuple[int, ...]] | None:
         for pos, fields in self._headers(start, size):
             if fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA] >= offset:
                 return pos, fields
@@ -441,7 +445,7 @@ class LogSegment:
                 return fields[F_MAX_TIMESTAMP], fields[F_BASE_OFFSET]
         return None
 
-    def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[tuple, memoryview]]:
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[tuple[int, ...], memoryview]]:
         """(header fields, batch bytes) for each batch (from the one holding ``start_offset``)."""
         size = self.size
         position = 0
@@ -524,7 +528,7 @@ class LogSegment:
                 relative, position = struct.unpack(">II", handle.read(OffsetIndex.ENTRY_SIZE))
         except OSError:
             return False
-        return position < size and relative <= MAX_RELATIVE_OFFSET
+        return bool(position < size and relative <= MAX_RELATIVE_OFFSET)
 
     def rebuild_indexes(self) -> int:
         """Rebuild both indexes from the log (validating it); returns bytes cut from a bad tail."""
@@ -677,10 +681,11 @@ class LogSegment:
 
     def seal(self) -> None:
         """The segment stops being active: final time-index entry, everything durable."""
-        if self._max_timestamp is None:
-            self._compute_max_timestamp()
+        known = self._max_timestamp
+        if known is None:
+            known = self._compute_max_timestamp()
         if self.size:
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max)
+            self.time_index.maybe_append(known, self._offset_of_max)
         self.flush(fsync_indexes=True)
 
     def close(self) -> None:

@@ -201,7 +201,7 @@ class SegmentedLog(PartitionLog):
             if not parsed:
                 return self._end
             now_ms = self._now_ms
-            run: list[tuple[int, tuple]] = []
+            run: list[tuple[int, tuple[int, ...]]] = []
             active = self._segments.active
             run_bytes = 0
             records = 0
@@ -227,7 +227,7 @@ class SegmentedLog(PartitionLog):
             self._after_append(records, now_ms)
             return self._end
 
-    def _write_run(self, segment: LogSegment, view: memoryview, run: list[tuple[int, tuple]], now_ms: int) -> None:
+    def _write_run(self, segment: LogSegment, view: memoryview, run: list[tuple[int, tuple[int, ...]]], now_ms: int) -> None:
         segment.append_chunk(view, run, now_ms)
         for _pos, fields in run:
             if fields[F_LEADER_EPOCH] > self._epochs.latest_epoch:

@@ -20,7 +20,7 @@ the last batch, KIP-74).
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
@@ -73,7 +73,7 @@ def prepare_leader_append(
     base_offset: int,
     leader_epoch: int,
     now_ms: int,
-) -> tuple:
+) -> tuple[Any, ...]:
     """Validate a producer's batch and return what to write, as a ``LeaderAppend``-shaped tuple.
 
     The checks are ``batch.check_batch(strict=True)``'s, inlined: this is the
@@ -120,12 +120,12 @@ def prepare_leader_append(
 
 def split_replicated(
     batches: bytes | bytearray | memoryview, *, config: LogConfig, log_end_offset: int
-) -> tuple[memoryview, list[tuple[int, tuple]]]:
+) -> tuple[memoryview, list[tuple[int, tuple[int, ...]]]]:
     """Validate a follower's buffer; (view, [(position, header fields), ...]) of its complete batches."""
     view = batches if isinstance(batches, memoryview) else memoryview(batches)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
-    parsed: list[tuple[int, tuple]] = []
+    parsed: list[tuple[int, tuple[int, ...]]] = []
     expected = log_end_offset
     for pos, fields in iter_header_fields(view, verify=True):
         size = fields[F_LENGTH] + LOG_OVERHEAD
