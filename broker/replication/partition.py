@@ -200,7 +200,7 @@ class Partition:
             if check.verdict is Verdict.REJECT:
                 return AppendOutcome(check.error, message=check.message)
         try:
-            result = self.log.append(batch, leader_epoch=self.leader_epoch, now_ms=now_ms)
+            result = self.log.append(batch, leader_epoch=self.leader_epoch, now_ms=now_ms, header=header)
         except LogError as exc:
             return AppendOutcome(code_for_log_error(exc), message=str(exc))
         except OSError as exc:

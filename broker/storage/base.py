@@ -186,13 +186,19 @@ class PartitionLog(abc.ABC):
         """The offset the next appended record will get."""
 
     @abc.abstractmethod
-    def append(self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append(
+        self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int, header: tuple[int, ...] | None = None
+    ) -> AppendResult:
         """Validate one RecordBatch v2, assign offsets from log_end_offset, store it.
 
         Rewrites baseOffset and partitionLeaderEpoch (not covered by the CRC);
         for LogAppendTime topics also sets attribute bit 3 and maxTimestamp and
         recomputes the CRC. Raises CorruptRecordError / RecordTooLargeError /
         InvalidRecordError without writing anything.
+
+        `header` is the batch's BatchHeader when the caller already read it
+        (the produce path): the header is then parsed once, and the checks
+        (sizes, magic, codec, CRC over the bytes, counts) run on it.
         """
 
     @abc.abstractmethod

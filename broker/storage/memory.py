@@ -108,8 +108,10 @@ class MemoryLog(PartitionLog):
         return self._end
 
     # ------------------------------------------------------------ appends
-    def append(self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int) -> AppendResult:
-        prepared = LeaderAppend._make(prepare_leader_append(batch, self.config, self._end, leader_epoch, now_ms))
+    def append(
+        self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int, header: tuple[int, ...] | None = None
+    ) -> AppendResult:
+        prepared = LeaderAppend._make(prepare_leader_append(batch, self.config, self._end, leader_epoch, now_ms, header))
         self._now_ms = now_ms
         self._maybe_roll_for(prepared.size, prepared.last_offset, now_ms)
         segment = self._segments[-1]

@@ -165,7 +165,9 @@ class SegmentedLog(PartitionLog):
             raise LogStorageError(f"log {self.directory} is closed")
 
     # ================================================================ appends
-    def append(self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append(
+        self, batch: bytes | memoryview, *, leader_epoch: int, now_ms: int, header: tuple[int, ...] | None = None
+    ) -> AppendResult:
         # The produce hot path, kept flat: validation, the roll rule, one
         # pwritev, bookkeeping. The lock is taken with acquire/release:
         # ``with`` costs twice as much for a plain Lock (16 KiB bench log).
@@ -176,7 +178,7 @@ class SegmentedLog(PartitionLog):
                 raise LogStorageError(f"log {self.directory} is closed")
             config = self.config
             head, tail, size, base_offset, last_offset, max_timestamp, log_append_time = prepare_leader_append(
-                batch, config, self._end, leader_epoch, now_ms
+                batch, config, self._end, leader_epoch, now_ms, header
             )
             active = self._segments.active
             used = active._tail[0]

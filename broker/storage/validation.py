@@ -30,9 +30,14 @@ from tinystream.broker.storage.batch import (
     BATCH_PREFIX,
     CODEC_MASK,
     CRC_START,
+    F_ATTRIBUTES,
     F_BASE_OFFSET,
+    F_CRC,
     F_LAST_OFFSET_DELTA,
     F_LENGTH,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    F_RECORD_COUNT,
     LOG_OVERHEAD,
     MAGIC,
     check_batch,
@@ -73,6 +78,7 @@ def prepare_leader_append(
     base_offset: int,
     leader_epoch: int,
     now_ms: int,
+    header: tuple[int, ...] | None = None,
 ) -> tuple[Any, ...]:
     """Validate a producer's batch and return what to write, as a ``LeaderAppend``-shaped tuple.
 
@@ -93,7 +99,11 @@ def prepare_leader_append(
         raise RecordTooLargeError(f"batch of {size} bytes exceeds {limit} {getattr(config, _ATTRS[limit])}")
     if size < BATCH_HEADER_SIZE:
         check_batch(view)  # raises with the precise reason
-    length, magic, crc, attributes, last_delta, max_timestamp, count = _CHECKED.unpack_from(view)
+    if header is None:
+        length, magic, crc, attributes, last_delta, max_timestamp, count = _CHECKED.unpack_from(view)
+    else:  # the BatchHeader the produce handler read from these bytes: the header is parsed once
+        length, magic, crc, attributes = header[F_LENGTH], header[F_MAGIC], header[F_CRC], header[F_ATTRIBUTES]
+        last_delta, max_timestamp, count = header[F_LAST_OFFSET_DELTA], header[F_MAX_TIMESTAMP], header[F_RECORD_COUNT]
     if (
         magic != MAGIC
         or length + LOG_OVERHEAD != size

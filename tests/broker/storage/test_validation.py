@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinystream.broker.storage.base import CorruptRecordError, InvalidRecordError, LogConfig, RecordTooLargeError
-from tinystream.broker.storage.batch import build_batch, check_batch, parse_header
+from tinystream.broker.storage.batch import build_batch, check_batch, parse_header, read_header
 from tinystream.broker.storage.validation import LeaderAppend, prepare_leader_append, split_replicated
 
 GOOD = build_batch([(b"key", b"value" * 20)] * 3, base_timestamp=1000)
@@ -33,6 +33,9 @@ def test_prepare_and_check_batch_agree(at, value, cut):
     data = bytes(mutated[:cut]) if cut <= len(GOOD) else bytes(mutated) + b"\0" * (cut - len(GOOD))
     config = LogConfig()
     assert verdict(lambda: prepare_leader_append(data, config, 0, 0, 0)) == verdict(lambda: check_batch(data))
+    if len(data) >= len(GOOD):  # the produce path hands over the header it read: same verdict
+        header = read_header(data)
+        assert verdict(lambda: prepare_leader_append(data, config, 0, 0, 0, header)) == verdict(lambda: check_batch(data))
 
 
 def test_prepared_append_is_the_stored_batch():
