@@ -53,10 +53,17 @@ from tinystream.broker.storage.batch import (
     F_MAX_TIMESTAMP,
     HEADER,
     LOG_OVERHEAD,
-    MAGIC,
     MIN_BATCH_LENGTH,
     OFFSET_AND_LENGTH,
     check_batch,
+)
+from tinystream.broker.storage.file_records import (
+    SCAN_CHUNK,
+    FileRecords,
+    first_at_or_after,
+    last_whole_batch,
+    length_at,
+    storage_error,
 )
 from tinystream.broker.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 from tinystream.broker.storage.policy import MAX_RELATIVE_OFFSET
@@ -67,9 +74,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"  # compaction output being written
 SWAP_SUFFIX = ".swap"  # compaction output complete, not yet renamed into place
 _NAME = re.compile(r"^(\d{20})\.log$")
-_WALK = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta (27 bytes)
 _I32 = struct.Struct(">i")
-_SCAN_CHUNK = 1 << 20
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -82,10 +87,6 @@ def parse_segment_file_name(name: str) -> int | None:
     """Base offset of a ``<20 digits>.log`` name, else None."""
     match = _NAME.match(name)
     return int(match.group(1)) if match else None
-
-
-def _storage_error(action: str, path: Path, exc: OSError) -> LogStorageError:
-    return LogStorageError(f"cannot {action} {path.name}: {errno.errorcode.get(exc.errno or 0, exc.errno)} {exc.strerror or exc}")
 
 
 class LogSegment:
@@ -109,7 +110,7 @@ class LogSegment:
         self.time_index = TimeIndex(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, new=new)
         self._fd = fd
         self._interval = index_interval_bytes
-        self._window = max(8192, 2 * index_interval_bytes + 2 * BATCH_HEADER_SIZE)
+        self.records = FileRecords(fd, self.log_path, window=max(8192, 2 * index_interval_bytes + 2 * BATCH_HEADER_SIZE))
         # Published for readers: (size in bytes, next offset or None when not yet computed).
         self._tail: tuple[int, int | None] = (size, base_offset if size == 0 else None)
         self._bytes_since_index = 0
@@ -129,7 +130,7 @@ class LogSegment:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise _storage_error("create", path, exc) from exc
+            raise storage_error("create", path, exc) from exc
         size = os.fstat(fd).st_size
         if size:
             os.close(fd)
@@ -147,7 +148,7 @@ class LogSegment:
             fd = os.open(path, os.O_RDWR)
             stat = os.fstat(fd)
         except OSError as exc:
-            raise _storage_error("open", path, exc) from exc
+            raise storage_error("open", path, exc) from exc
         segment = cls(
             directory, base_offset, fd, stat.st_size, index_interval_bytes=index_interval_bytes, now_ms=now_ms, new=False
         )
@@ -288,7 +289,7 @@ class LogSegment:
 
     def _rollback(self, position: int, exc: OSError) -> None:
         """Undo a failed write; always raises LogStorageError."""
-        error = _storage_error("append to", self.log_path, exc)
+        error = storage_error("append to", self.log_path, exc)
         try:
             os.ftruncate(self._fd, position)
         except OSError as second:
@@ -301,41 +302,17 @@ class LogSegment:
 
     # ------------------------------------------------------------ reads (any thread)
     def _pread(self, length: int, position: int) -> bytes:
-        try:
-            return os.pread(self._fd, length, position)
-        except OSError as exc:
-            raise _storage_error("read", self.log_path, exc) from exc
+        return self.records.pread(length, position)
 
     def _headers(self, start: int, end: int) -> Iterator[tuple[int, tuple[int, ...]]]:
-        """(position, header fields) of batches from ``start`` (a batch boundary) to ``end``; no CRC check."""
-        window = self._window
-        pos = start
-        buf = b""
-        buf_start = start
-        unpack = HEADER.unpack_from
-        while end - pos >= BATCH_HEADER_SIZE:
-            offset = pos - buf_start
-            if offset + BATCH_HEADER_SIZE > len(buf):
-                buf = self._pread(min(window, end - pos), pos)
-                buf_start, offset = pos, 0
-                if len(buf) < BATCH_HEADER_SIZE:
-                    return
-            fields = unpack(buf, offset)
-            length = fields[F_LENGTH]
-            if length < MIN_BATCH_LENGTH or fields[3] != MAGIC or pos + length + LOG_OVERHEAD > end:
-                return
-            yield pos, fields
-            pos += length + LOG_OVERHEAD
+        return self.records.headers(start, end)
 
     def locate(self, offset: int, size: int | None = None) -> tuple[int, tuple[int, ...]] | None:
         """(position, header) of the first batch whose last offset is >= ``offset``; None if none here."""
         if size is None:
             size = self._tail[0]
         _, start = self.index.lookup(offset, size)
-        for pos, fields in self._headers(start, size):
-            if fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA] >= offset:
-                return pos, fields
-        return None
+        return self.records.search(start, offset, size)
 
     def read(
         self, offset: int, max_bytes: int, limit_offset: int, min_one: bool
@@ -346,35 +323,30 @@ class LogSegment:
         segment); empty data when the first batch is not allowed (starts at or
         past ``limit_offset``, or is larger than ``max_bytes`` without ``min_one``).
 
-        One ``pread`` from the index entry below ``offset`` usually covers both
-        the header walk and the bytes returned, which are then a zero-copy view.
+        The index gives a position at or below ``offset``; one ``pread`` from
+        there usually covers both the header walk and the bytes returned,
+        which are then a zero-copy view (FileRecords does the byte walks).
         """
         size, next_offset = self._tail  # tail(), inlined for the fetch path
         if next_offset is None:
             next_offset = self._compute_next_offset(size)
         _, start = self.index.lookup(offset, size)
+        records = self.records
         # Enough for the walk from the index entry (at most one interval plus a
         # header past it, unless batches are big) and the bytes to return.
-        buf = self._pread(min(size - start, self._interval + 2 * BATCH_HEADER_SIZE + max(max_bytes, 0)), start)
+        buf = records.pread(min(size - start, self._interval + 2 * BATCH_HEADER_SIZE + max(max_bytes, 0)), start)
         buf_len = len(buf)
-        unpack = _WALK.unpack_from
-        pos = start
-        fields = None
-        while pos - start + _WALK.size <= buf_len:
-            batch_base, length, _epoch, magic, _crc, _attrs, delta = unpack(buf, pos - start)
-            if length < MIN_BATCH_LENGTH or magic != MAGIC or pos + length + LOG_OVERHEAD > size:
+        found = first_at_or_after(buf, start, offset, size)
+        if found is None:
+            return None
+        if isinstance(found, int):
+            located = records.search(found, offset, size)
+            if located is None:
                 return None
-            if batch_base + delta >= offset:
-                fields = (batch_base, length, delta)
-                break
-            pos += length + LOG_OVERHEAD
-        if fields is None:
-            found = self._locate_from(pos, offset, size)
-            if found is None:
-                return None
-            pos, header = found
-            fields = (header[F_BASE_OFFSET], header[F_LENGTH], header[F_LAST_OFFSET_DELTA])
-        base, length, delta = fields
+            pos, header = located
+            base, length, delta = header[F_BASE_OFFSET], header[F_LENGTH], header[F_LAST_OFFSET_DELTA]
+        else:
+            pos, base, length, delta = found
         if base >= limit_offset:
             return b"", base, offset
         first_size = length + LOG_OVERHEAD
@@ -383,7 +355,7 @@ class LogSegment:
                 return b"", base, offset
             if pos + first_size <= start + buf_len:
                 return memoryview(buf)[pos - start : pos - start + first_size], base, base + delta + 1
-            return self._pread(first_size, pos), base, base + delta + 1
+            return records.pread(first_size, pos), base, base + delta + 1
         end = min(size, pos + max_bytes)
         if limit_offset < next_offset:
             stop = self.locate(limit_offset, size)
@@ -395,40 +367,27 @@ class LogSegment:
         if end <= start + buf_len:
             data = memoryview(buf)[pos - start : end - start]
         else:
-            data = memoryview(self._pread(end - pos, pos))
+            data = memoryview(records.pread(end - pos, pos))
             end = pos + len(data)
         # Find the last whole batch inside ``data``. The first one is known to
         # fit (first_size <= max_bytes, and a limit cuts after it), so walk on
         # from its end; when more than an index interval follows, jump to an
         # index entry near the end first (a 1 MiB fetch of small batches).
         walk = pos + first_size
-        last_base, last_delta = base, delta
         if end - walk > self._interval:
             entry = self.index.entry_at_or_before_position(end - BATCH_HEADER_SIZE)
             if entry is not None and entry[1] > walk:
                 candidate = entry[1]
-                candidate_length = _I32.unpack_from(data, candidate - pos + 8)[0]
-                if candidate + candidate_length + LOG_OVERHEAD <= end:
+                if candidate + length_at(data, candidate - pos) + LOG_OVERHEAD <= end:
                     walk = candidate
                 else:
                     earlier = self.index.position_before(candidate)
                     if earlier > walk:
                         walk = earlier
-        while end - walk >= BATCH_HEADER_SIZE:
-            batch_base, length, _epoch, _magic, _crc, _attrs, batch_delta = unpack(data, walk - pos)
-            if walk + length + LOG_OVERHEAD > end or length < MIN_BATCH_LENGTH:
-                break
-            last_base, last_delta = batch_base, batch_delta
-            walk += length + LOG_OVERHEAD
+        walk, last_base, last_delta = last_whole_batch(data, pos, walk, end, (base, delta))
         if walk != end:
             data = data[: walk - pos]
         return data, base, last_base + last_delta + 1
-
-    def _locate_from(self, start: int, offset: int, size: int) -> tuple[int, tuple[int, ...]] | None:
-        for pos, fields in self._headers(start, size):
-            if fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA] >= offset:
-                return pos, fields
-        return None
 
     def find_by_timestamp(self, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
         """(max timestamp, base offset) of the first batch with maxTimestamp >= ts and last offset >= min_offset."""
@@ -437,7 +396,7 @@ class LogSegment:
         size = self.size
         offset = self.time_index.lookup(timestamp_ms)
         start = 0 if offset is None else self.index.lookup(offset, size)[1]
-        for _pos, fields in self._headers(start, size):
+        for _pos, fields in self.records.headers(start, size):
             if (
                 fields[F_MAX_TIMESTAMP] >= timestamp_ms
                 and fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA] >= min_offset
@@ -454,55 +413,14 @@ class LogSegment:
             if found is None:
                 return
             position = found[0]
-        while position < size:
-            chunk = self._pread(min(_SCAN_CHUNK, size - position), position)
-            view = memoryview(chunk)
-            offset = 0
-            while len(chunk) - offset >= LOG_OVERHEAD:
-                length = _I32.unpack_from(chunk, offset + 8)[0]
-                if length < MIN_BATCH_LENGTH:
-                    raise CorruptRecordError(f"{self.log_path.name}: bad batchLength at {position + offset}")
-                batch_size = length + LOG_OVERHEAD
-                if offset + batch_size > len(chunk):
-                    break
-                yield HEADER.unpack_from(chunk, offset), view[offset : offset + batch_size]
-                offset += batch_size
-            if offset == 0:
-                # One batch bigger than the chunk: read it whole.
-                length = _I32.unpack_from(chunk, 8)[0] if len(chunk) >= LOG_OVERHEAD else -1
-                if length < MIN_BATCH_LENGTH or position + length + LOG_OVERHEAD > size:
-                    raise CorruptRecordError(f"{self.log_path.name}: cut batch at {position}")
-                whole = self._pread(length + LOG_OVERHEAD, position)
-                yield HEADER.unpack_from(whole), memoryview(whole)
-                offset = len(whole)
-            position += offset
+        yield from self.records.batches(position, size)
 
     def batches_at(self, position: int, max_bytes: int) -> list[memoryview]:
         """Whole batches starting at byte ``position`` (a batch boundary), about ``max_bytes`` of them.
 
         Always at least one batch when any remains; [] at the end.
         """
-        size = self.size
-        if position >= size:
-            return []
-        chunk = self._pread(min(max(max_bytes, BATCH_HEADER_SIZE), size - position), position)
-        length = _I32.unpack_from(chunk, 8)[0] if len(chunk) >= LOG_OVERHEAD else -1
-        if length < MIN_BATCH_LENGTH or position + length + LOG_OVERHEAD > size:
-            raise CorruptRecordError(f"{self.log_path.name}: no whole batch at position {position}")
-        if length + LOG_OVERHEAD > len(chunk):
-            chunk = self._pread(length + LOG_OVERHEAD, position)
-        view = memoryview(chunk)
-        out = []
-        offset = 0
-        while len(chunk) - offset >= LOG_OVERHEAD:
-            length = _I32.unpack_from(chunk, offset + 8)[0]
-            if length < MIN_BATCH_LENGTH:
-                raise CorruptRecordError(f"{self.log_path.name}: bad batchLength at {position + offset}")
-            if offset + length + LOG_OVERHEAD > len(chunk):
-                break
-            out.append(view[offset : offset + length + LOG_OVERHEAD])
-            offset += length + LOG_OVERHEAD
-        return out
+        return self.records.batches_at(position, max_bytes, self.size)
 
     # ------------------------------------------------------------ recovery and truncation (writer, exclusive)
     def indexes_look_sane(self) -> bool:
@@ -579,7 +497,7 @@ class LogSegment:
         next_offset = self.base_offset
         self._bytes_since_index = 0
         while position < size:
-            chunk = self._pread(min(max(_SCAN_CHUNK, self._window), size - position), position)
+            chunk = self._pread(min(max(SCAN_CHUNK, self.records.window), size - position), position)
             offset = 0
             bad = False
             while len(chunk) - offset >= LOG_OVERHEAD:
@@ -615,7 +533,7 @@ class LogSegment:
             try:
                 os.ftruncate(self._fd, position)
             except OSError as exc:
-                raise _storage_error("truncate", self.log_path, exc) from exc
+                raise storage_error("truncate", self.log_path, exc) from exc
             self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(next_offset)
         self._tail = (position, next_offset)
@@ -639,7 +557,7 @@ class LogSegment:
         try:
             os.ftruncate(self._fd, position)
         except OSError as exc:
-            raise _storage_error("truncate", self.log_path, exc) from exc
+            raise storage_error("truncate", self.log_path, exc) from exc
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(fields[F_BASE_OFFSET])
         self._tail = (position, None)
@@ -673,7 +591,7 @@ class LogSegment:
         try:
             _fdatasync(self._fd)
         except OSError as exc:
-            raise _storage_error("fsync", self.log_path, exc) from exc
+            raise storage_error("fsync", self.log_path, exc) from exc
         if self.index.loaded:
             self.index.flush(fsync=fsync_indexes)
         if self.time_index.loaded:
@@ -706,7 +624,7 @@ class LogSegment:
             except FileNotFoundError:
                 pass
             except OSError as exc:
-                raise _storage_error("delete", path, exc) from exc
+                raise storage_error("delete", path, exc) from exc
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self._tail[0]})"
