@@ -339,14 +339,13 @@ class LogSegment:
         found = first_at_or_after(buf, start, offset, size)
         if found is None:
             return None
-        if isinstance(found, int):
-            located = records.search(found, offset, size)
+        pos, base, length, delta = found
+        if length < 0:  # the buffer ended before the batch: walk on from there
+            located = records.search(pos, offset, size)
             if located is None:
                 return None
             pos, header = located
             base, length, delta = header[F_BASE_OFFSET], header[F_LENGTH], header[F_LAST_OFFSET_DELTA]
-        else:
-            pos, base, length, delta = found
         if base >= limit_offset:
             return b"", base, offset
         first_size = length + LOG_OVERHEAD
@@ -384,6 +383,8 @@ class LogSegment:
                     earlier = self.index.position_before(candidate)
                     if earlier > walk:
                         walk = earlier
+        if end - walk < BATCH_HEADER_SIZE:  # no room for another batch (a one-batch read): no walk
+            return (data if walk == end else data[: walk - pos]), base, base + delta + 1
         walk, last_base, last_delta = last_whole_batch(data, pos, walk, end, (base, delta))
         if walk != end:
             data = data[: walk - pos]

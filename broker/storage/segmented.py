@@ -155,6 +155,7 @@ class SegmentedLog(PartitionLog):
     def _publish(self, segments: list[LogSegment] | tuple[LogSegment, ...]) -> None:
         """Replace the segment snapshot readers see, in one assignment."""
         self._segments = LogSegments(segments)
+        self._active_segment = self._segments.active  # the append path's one attribute load
 
     @property
     def _active(self) -> LogSegment:
@@ -180,7 +181,7 @@ class SegmentedLog(PartitionLog):
             head, tail, size, base_offset, last_offset, max_timestamp, log_append_time = prepare_leader_append(
                 batch, config, self._end, leader_epoch, now_ms, header
             )
-            active = self._segments.active
+            active = self._active_segment
             used = active._tail[0]
             if used and roll_reason(config, active.base_offset, used, active.rolling_base_ms, size, last_offset, now_ms):
                 active = self._roll(now_ms)
@@ -258,6 +259,7 @@ class SegmentedLog(PartitionLog):
         )
         fsync_directory(self.directory)
         self._segments = self._segments.with_appended(segment)
+        self._active_segment = segment
         self._unflushed = 0
         return segment
 
