@@ -72,6 +72,7 @@ __all__ = [
     "iter_batches",
     "parse_header",
     "read_header",
+    "as_header",
     "rewrite_header",
 ]
 
@@ -221,7 +222,14 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     return _new_header(BatchHeader, HEADER.unpack_from(buf, pos))
 
 
-_new_header = tuple.__new__  # BatchHeader._make without its classmethod call (the produce path)
+# The one speed trick here: a BatchHeader straight from the unpacked tuple. tuple.__new__ takes 80 ns
+# where BatchHeader(*fields) takes 170 ns (timeit, this machine); read_header runs once per produced batch.
+_new_header = tuple.__new__
+
+
+def as_header(fields: tuple[int, ...]) -> BatchHeader:
+    """The BatchHeader of fields unpacked with HEADER (storage's own loops unpack them themselves)."""
+    return _new_header(BatchHeader, fields)
 
 
 def check_batch(buf: bytes | bytearray | memoryview, *, strict: bool = True) -> BatchHeader:

@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tinystream.broker.storage.base import OffsetOutOfRangeError, PartitionLog
-from tinystream.broker.storage.batch import F_BASE_OFFSET, F_LENGTH, LOG_OVERHEAD, BatchHeader, iter_header_fields
-
-_new_header = tuple.__new__  # BatchHeader from the unpacked tuple, as batch.read_header does
+from tinystream.broker.storage.batch import F_BASE_OFFSET, F_LENGTH, LOG_OVERHEAD, BatchHeader, as_header, iter_header_fields
 
 CHUNK_BYTES = 4 * 1024 * 1024
 
@@ -36,5 +34,5 @@ def scan_batches(
         for pos, fields in iter_header_fields(data):
             if fields[F_BASE_OFFSET] >= stop:
                 return
-            yield _new_header(BatchHeader, fields), data[pos : pos + fields[F_LENGTH] + LOG_OVERHEAD]
+            yield as_header(fields), data[pos : pos + fields[F_LENGTH] + LOG_OVERHEAD]
         offset = result.next_offset

@@ -18,18 +18,21 @@ in tinystream/cli/__init__.py; `python -m tinystream.operator.k8s` works already
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 import kopf
 
 from tinystream.config import load_settings
+from tinystream.config.settings import OperatorSettings
 from tinystream.log_format import configure, current_format
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.dashboard_host import OperatorDashboard
 from tinystream.operator.k8s.handlers import Deps, default_connect, make_registry
 from tinystream.operator.k8s.metrics import OperatorMetrics
-from tinystream.operator.k8s.model import DASHBOARD_PORT, OperatorContext
+from tinystream.operator.k8s.model import OperatorContext
 
 DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
 
@@ -46,6 +49,20 @@ def _crds_dir() -> Path | None:
     return next((p for p in candidates if p.is_dir()), None)
 
 
+def operator_context(environ: Mapping[str, str], settings: OperatorSettings) -> OperatorContext:
+    """The deployment facts from the chart's environment and the operator settings; unset ones keep
+    OperatorContext's defaults. (Its class attributes are slot descriptors, not the defaults: reading
+    `OperatorContext.operator_service` handed kopf a member_descriptor to serialise when run outside a cluster.)"""
+    given: dict[str, Any] = {}
+    if "TINYSTREAM_BROKER_IMAGE" in environ:
+        given["broker_image"] = environ["TINYSTREAM_BROKER_IMAGE"]
+    if "TINYSTREAM_OPERATOR_SERVICE" in environ:
+        given["operator_service"] = environ["TINYSTREAM_OPERATOR_SERVICE"]
+    given["controller_port"] = settings.controller_port
+    given["dashboard_port"] = settings.dashboard_port
+    return OperatorContext(**given)
+
+
 @click.command()
 @click.option("--log-level", default=None, help="Python logging level (overrides the CLI group's).")
 @click.option("--peering/--standalone", default=True, show_default=True,
@@ -56,13 +73,9 @@ def operator(log_level: str | None, peering: bool) -> None:
     if log_level:
         configure(log_level.upper(), current_format(), force=True)  # keeps the root's --log-format
     settings = load_settings("operator").settings
-    namespace = getattr(settings, "namespace", None)
-    ctx = OperatorContext(
-        broker_image=os.environ.get("TINYSTREAM_BROKER_IMAGE", OperatorContext.broker_image),
-        operator_service=os.environ.get("TINYSTREAM_OPERATOR_SERVICE", OperatorContext.operator_service),
-        controller_port=int(getattr(settings, "controller_port", OperatorContext.controller_port)),
-        dashboard_port=int(getattr(settings, "dashboard_port", DASHBOARD_PORT)),
-    )
+    assert isinstance(settings, OperatorSettings)
+    namespace = settings.namespace
+    ctx = operator_context(os.environ, settings)
     # The operator is the controller: brokers reach it at
     # http://<operator service>:<controller port>/clusters/<namespace>/<name> (resources.controller_url).
     # ... and serves GET /metrics there: reconcile series and each cluster's controller series (metrics.py).

@@ -37,3 +37,18 @@ def test_operator_passes_settings_to_kopf(monkeypatch, tmp_path):
 def test_manage_crds_off_means_no_crd_dir(monkeypatch):
     monkeypatch.setenv("TINYSTREAM_MANAGE_CRDS", "false")
     assert cli._crds_dir() is None
+
+
+def test_operator_context_outside_a_cluster_keeps_defaults_and_serialises():
+    """Without the chart's environment the defaults are values, not slot descriptors (kopf serialises them)."""
+    import dataclasses
+    import json
+
+    from tinystream.config.settings import OperatorSettings
+    from tinystream.operator.k8s.model import OperatorContext
+
+    ctx = cli.operator_context({}, OperatorSettings())
+    assert ctx == OperatorContext(controller_port=OperatorSettings().controller_port,
+                                  dashboard_port=OperatorSettings().dashboard_port)
+    assert json.loads(json.dumps(dataclasses.asdict(ctx)))["operator_service"] == "tinystream.tinystream.svc"
+    assert cli.operator_context({"TINYSTREAM_OPERATOR_SERVICE": "op.ns.svc"}, OperatorSettings()).operator_service == "op.ns.svc"
