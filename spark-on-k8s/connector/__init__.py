@@ -12,10 +12,11 @@ tinystream[spark]` is enough, including for Spark Connect clients. Columns
 and options mirror Spark's built-in Kafka source; see options.py for the
 list and kafka_client.py for why the client is confluent-kafka.
 
-Module map (bottom to top): errors, offsets -> options -> planning (pure
-decisions) -> kafka_client (the only I/O) -> schema, partitions, planner ->
-batch_reader, stream_reader, writer -> source. events, windows, local and
-demo are the example pipelines' building blocks.
+Module map (bottom to top, checked by an import-linter contract in
+pyproject.toml): errors -> offsets -> options -> planning (pure decisions) ->
+kafka_client (the only I/O), schema -> partitions, planner -> batch_reader,
+stream_reader, writer -> source. events, windows and local are the example
+pipelines' building blocks; demo and bench run them.
 """
 
 from __future__ import annotations
