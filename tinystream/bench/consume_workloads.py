@@ -25,7 +25,6 @@ import struct
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.fetch.v4.response import FetchResponse
 from kio.schema.types import BrokerId, TopicName
@@ -212,6 +211,9 @@ def run_raw(target: Target, spec: ConsumeSpec) -> RunResult:
 def run_confluent(target: Target, spec: ConsumeSpec) -> RunResult:
     ends = asyncio.run(fill_topic(target, spec, show=spec.progress))
     goal = min(spec.records, sum(ends.values()))
+    # Optional: the [test] and [spark] extras install confluent-kafka; the base install (the image) has none.
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
     consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "tinystream-bench",
                          "enable.auto.commit": False, "fetch.max.bytes": spec.max_bytes,
                          "max.partition.fetch.bytes": spec.fetch_bytes, "fetch.wait.max.ms": 100,

@@ -34,7 +34,7 @@ from tinystream.testing.peers.process import (
     start_broker_process,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]  # tinystream/testing/peers/ -> the repository
 INSTALL_HINT = "run tools/install-kafka-jars.sh (Maven Central, needs java and mvn)"
 
 # Main classes in the jars (Kafka 4.x names; 3.x kept ConsoleConsumer in kafka.tools).
