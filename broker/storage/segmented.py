@@ -1,4 +1,4 @@
-"""SegmentedLog: a partition log as a directory of segment files (the default store).
+"""SegmentedLog: a partition log as a directory of segment files (the default store; Kafka's LocalLog).
 
 Directory layout (one per partition, ``<topic>-<partition>/``)::
 
@@ -6,20 +6,18 @@ Directory layout (one per partition, ``<topic>-<partition>/``)::
     00000000000000001234.log / .index / .timeindex   the next one ...
     leader-epoch-checkpoint        epoch -> start offset (leader_epoch.py)
     log-start-offset-checkpoint    the log start offset (checkpoint.py)
-    *.log.cleaned / *.log.swap     compaction output in flight (see replace_segment)
+    *.log.cleaned / *.log.swap     compaction output in flight (compaction_swap.py)
+
+This module appends, reads, truncates and applies retention. Its neighbours
+do the rest: loader.py opens and recovers a directory, segments.py holds the
+sorted segment snapshot readers walk, segment.py and file_records.py one
+segment's files and bytes, policy.py the roll and retention rules,
+compaction_swap.py how a compacted segment replaces the old one.
 
 Invariants: segment base offsets increase; the last segment is the active
 one and takes every append; offsets inside a segment are below the next
 segment's base; log_start_offset <= log_end_offset; every closed segment
 was fsynced (with its indexes) when it was rolled.
-
-Opening (``SegmentedLog.open``) recovers: leftovers of an interrupted
-compaction are finished or dropped; closed segments get Kafka's cheap index
-sanity check (and a rebuild when it fails); the active segment is scanned
-from its last index entry and a torn or corrupt tail is cut off. The log
-start offset is the checkpoint's (the first segment's base when there is
-none: it may lie below the first segment after compaction removed emptied
-segments); the epoch cache drops entries outside [start, end].
 
 Durability (Kafka's flush.messages / flush.ms): every append is written
 with one ``pwritev`` to the page cache, so it survives a process crash at
