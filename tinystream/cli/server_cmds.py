@@ -18,6 +18,7 @@ from tinystream.broker.app import BrokerInfo
 from tinystream.broker.app import main as run_broker_main
 from tinystream.cli.settings_options import pop_settings, settings_options
 from tinystream.dev.cluster import LocalCluster
+from tinystream.operator.service import main as run_controller_main
 
 
 @click.command()
@@ -38,9 +39,6 @@ def broker(**kwargs: Any) -> None:
 @settings_options("controller")
 def controller(**kwargs: Any) -> None:
     """Run the controller (local driver): the controller API over HTTP/JSON, state in a file."""
-    # Imported when the command runs: `tinystream broker` and `dev` need no controller (aiohttp app, dashboard).
-    from tinystream.operator.service import main as run_controller_main
-
     effective = pop_settings("controller", kwargs)
 
     def announce(info: Any) -> None:
