@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import sys
+import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 import click
 import orjson
+from kafka import TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 
 from tinystream.cli.kafka_client import (
@@ -19,6 +22,7 @@ from tinystream.cli.kafka_client import (
     producer,
     translated,
 )
+from tinystream.cli.start_position import BadPosition, StartPosition, parse_offset, parse_time
 
 VALUE_SCHEMA_CONFIG = "tinystream.value.schema"
 
@@ -155,7 +159,14 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, headers: tupl
 
 @click.command()
 @bootstrap_option
-@click.argument("topic")
+@click.argument("topic", required=False)
+@click.option("--pattern", default=None, metavar="REGEX",
+              help="Subscribe to every topic whose name matches (topics created later are picked up).")
+@click.option("--partition", "-p", type=click.IntRange(0), default=None, help="Read only this partition of TOPIC.")
+@click.option("--offset", "start_offset", default=None, metavar="N|earliest|latest",
+              help="Start here (with --partition: that partition; else every partition of TOPIC).")
+@click.option("--from-time", default=None, metavar="TIME",
+              help="Start at the first record at or after TIME: ISO-8601, or relative like -15m (ListOffsets by time).")
 @click.option("--group", "-g", default=None, help="Consume as a member of this group (commits offsets).")
 @click.option("--from-beginning", is_flag=True, help="Start at the earliest offset when nothing is committed.")
 @click.option("--max-records", "-n", type=click.IntRange(1), default=None, help="Stop after this many records.")
@@ -164,16 +175,39 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, headers: tupl
 @click.option("--format", "output_format", type=click.Choice(["value", "kv", "json"]), default="value",
               show_default=True)
 @reports_client_errors
-def consume(bootstrap: str, topic: str, group: str | None, from_beginning: bool, max_records: int | None,
+def consume(bootstrap: str, topic: str | None, pattern: str | None, partition: int | None, start_offset: str | None,
+            from_time: str | None, group: str | None, from_beginning: bool, max_records: int | None,
             timeout_ms: int, output_format: str) -> None:
-    """Print records of TOPIC to stdout."""
+    """Print records of TOPIC (or of every topic matching --pattern) to stdout."""
+    if (topic is None) == (pattern is None):
+        raise click.UsageError("name one TOPIC, or --pattern REGEX")
+    if pattern is not None:
+        if partition is not None or start_offset is not None or from_time is not None:
+            raise click.UsageError("--pattern follows topics as they come: --partition, --offset and --from-time need a TOPIC")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise click.UsageError(f"--pattern {pattern!r} is not a regular expression: {exc}") from None
+    if start_offset is not None and from_time is not None:
+        raise click.UsageError("give --offset or --from-time, not both")
+    try:
+        position = (parse_offset(start_offset) if start_offset is not None
+                    else parse_time(from_time, now_ms=int(time.time() * 1000)) if from_time is not None else None)
+    except BadPosition as exc:
+        raise click.UsageError(str(exc)) from None
     client = consumer(bootstrap, group_id=group, enable_auto_commit=group is not None,
                       auto_offset_reset="earliest" if from_beginning else "latest",
-                      consumer_timeout_ms=timeout_ms)
+                      consumer_timeout_ms=timeout_ms, metadata_max_age_ms=2_000 if pattern else 300_000)
     seen = 0
     try:
         with translated(bootstrap):
-            client.subscribe([topic])
+            if pattern is not None:
+                client.subscribe(pattern=pattern)
+            elif partition is None and position is None:
+                client.subscribe([topic])
+            else:
+                assert topic is not None
+                _assign(client, topic, partition, position)
             for record in client:
                 click.echo(_format_record(record, output_format))
                 seen += 1
@@ -184,6 +218,37 @@ def consume(bootstrap: str, topic: str, group: str | None, from_beginning: bool,
     finally:
         client.close()
     click.echo(f"consumed {seen} records", err=True)
+
+
+def _assign(client: Any, topic: str, partition: int | None, position: StartPosition | None) -> None:
+    """Assign TOPIC's partitions (or one) and seek each to `position`; clear errors for what does not exist."""
+    known = client.partitions_for_topic(topic)
+    if not known:
+        raise ClientError(f"topic {topic!r} does not exist")
+    if partition is not None and partition not in known:
+        raise ClientError(f"topic {topic!r} has no partition {partition} (it has {len(known)}: 0..{max(known)})")
+    partitions = [TopicPartition(topic, p) for p in sorted(known) if partition is None or p == partition]
+    client.assign(partitions)
+    if position is None:
+        return
+    if position.edge == "earliest":
+        client.seek_to_beginning(*partitions)
+    elif position.edge == "latest":
+        client.seek_to_end(*partitions)
+    elif position.offset is not None:
+        starts, ends = client.beginning_offsets(partitions), client.end_offsets(partitions)
+        for tp in partitions:
+            if not starts[tp] <= position.offset <= ends[tp]:
+                raise ClientError(f"offset {position.offset} is out of range for {tp.topic}-{tp.partition}: "
+                                  f"it holds offsets {starts[tp]}..{ends[tp]}")
+            client.seek(tp, position.offset)
+    else:
+        assert position.timestamp_ms is not None
+        found = client.offsets_for_times({tp: position.timestamp_ms for tp in partitions})
+        ends = client.end_offsets(partitions)
+        for tp in partitions:
+            at = found.get(tp)
+            client.seek(tp, at.offset if at is not None else ends[tp])  # nothing that late: the end
 
 
 @click.group()
@@ -226,9 +291,13 @@ def _format_record(record: Any, output_format: str) -> str:
     key = record.key.decode(errors="replace") if record.key is not None else ""
     if output_format == "kv":
         return f"{key}\t{value}"
+    log_append = record.timestamp_type == 1  # the topic's message.timestamp.type is LogAppendTime
     return orjson.dumps({
         "topic": record.topic, "partition": record.partition, "offset": record.offset,
-        "timestamp": record.timestamp, "key": key or None, "value": value,
+        "timestamp": record.timestamp, "timestamp_type": "LogAppendTime" if log_append else "CreateTime",
+        "create_timestamp": None if log_append else record.timestamp,
+        "log_append_timestamp": record.timestamp if log_append else None,
+        "key": key or None, "value": value,
         "headers": {k: v.decode(errors="replace") for k, v in (record.headers or [])},
     }).decode()
 
