@@ -72,6 +72,7 @@ from tinystream.broker.groups.results import (
     OffsetAndMetadata,
     SyncGroupResult,
 )
+from tinystream.broker.groups.stats import GroupStats
 from tinystream.broker.groups.timers import LoopScheduler, Scheduler, TimerHandle
 
 __all__ = ["GroupCoordinator", "partition_for_group"]
@@ -476,6 +477,13 @@ class GroupCoordinator:
         if group is None or self._partitions.get(self._partition(group_id)) is not _Loading.LOADED:
             return {}
         return {tp: c.offset for tp, c in group.offsets.items()}
+
+    def stats(self, group_id: str) -> GroupStats | None:
+        """Joins, leaves, rebalances and commits of a group coordinated here (for metrics and the dashboard)."""
+        group = self._groups.get(group_id)
+        if group is None or self._partitions.get(self._partition(group_id)) is not _Loading.LOADED:
+            return None
+        return group.stats
 
     # ================================================================ admin: list, describe, delete
 

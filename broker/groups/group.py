@@ -49,6 +49,7 @@ from tinystream.broker.groups.results import (
     LeftMember,
     SyncGroupResult,
 )
+from tinystream.broker.groups.stats import GroupStats, RebalanceCause
 
 __all__ = [
     "NEW_MEMBER_JOIN_TIMEOUT_MS",
@@ -238,6 +239,7 @@ class Group:
         self._initial_phase = False  # Kafka InitialDelayedJoin
         self._initial_remaining_ms = 0
         self._new_member_added = False
+        self.stats = GroupStats()
 
     def __repr__(self) -> str:
         return f"Group({self.group_id!r}, {self.state.value}, generation={self.generation_id}, members={list(self.members)})"
@@ -413,7 +415,8 @@ class Group:
             self.static_members[group_instance_id] = member_id
         if self.leader_id is None:
             self.leader_id = member_id
-        effects = self._maybe_prepare_rebalance(now)
+        self.stats.joins += 1
+        effects = self._maybe_prepare_rebalance(now, RebalanceCause.JOIN)
         effects += self._maybe_complete_join(now)
         return JoinOutcome(member_id, None, effects)
 
@@ -429,7 +432,7 @@ class Group:
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.awaiting_join = True
-        effects = self._maybe_prepare_rebalance(now)
+        effects = self._maybe_prepare_rebalance(now, RebalanceCause.JOIN)
         effects += self._maybe_complete_join(now)
         return JoinOutcome(member.member_id, None, effects)
 
@@ -490,10 +493,10 @@ class Group:
 
                 effects.append(StoreGroup(self.metadata_value(now), stored))
                 return JoinOutcome(new_member_id, None, effects)
-            effects += self._prepare_rebalance(now)
+            effects += self._prepare_rebalance(now, RebalanceCause.JOIN)
         elif self.state is GroupState.COMPLETING_REBALANCE:
             # The leader may already be assigning to the old id: start over.
-            effects += self._prepare_rebalance(now)
+            effects += self._prepare_rebalance(now, RebalanceCause.JOIN)
         elif self.state is GroupState.PREPARING_REBALANCE:
             effects += self._maybe_complete_join(now)
         else:  # pragma: no cover - a static member implies members, so not Empty/Dead
@@ -583,7 +586,8 @@ class Group:
         if self.state is not GroupState.COMPLETING_REBALANCE or generation != self.generation_id:
             return []  # a rebalance started meanwhile and already answered the parked syncs
         if error is not _OK:
-            return self._reset_and_propagate_assignment_error(error, now) + self._maybe_prepare_rebalance(now)
+            return (self._reset_and_propagate_assignment_error(error, now)
+                    + self._maybe_prepare_rebalance(now, RebalanceCause.ASSIGNMENT_ERROR))
         effects: list[Effect] = []
         for member in self.members.values():
             member.assignment = assignment.get(member.member_id, b"")
@@ -632,7 +636,7 @@ class Group:
                 if current is None:
                     error = ErrorCode.unknown_member_id
                 else:
-                    effects += self._remove_member_and_update(current, now)
+                    effects += self._remove_member_and_update(current, now, RebalanceCause.LEAVE)
                     error = _OK
             elif member_id in self.pending_members:
                 del self.pending_members[member_id]
@@ -641,7 +645,7 @@ class Group:
             elif self._static_fenced(group_instance_id, member_id):
                 error = ErrorCode.fenced_instance_id
             elif member_id in self.members:
-                effects += self._remove_member_and_update(member_id, now)
+                effects += self._remove_member_and_update(member_id, now, RebalanceCause.LEAVE)
                 error = _OK
             else:
                 error = ErrorCode.unknown_member_id
@@ -671,6 +675,10 @@ class Group:
         return _OK
 
     def apply_offsets(self, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
+        """Offsets stored in __consumer_offsets; counted as one commit (a first commit advances by nothing)."""
+        self.stats.offsets_committed(
+            [c.offset - self.offsets[tp].offset for tp, c in offsets.items() if tp in self.offsets]
+        )
         self.offsets.update(offsets)
 
     # ----------------------------------------------------------------- deletion, unloading
@@ -734,7 +742,7 @@ class Group:
         for member in list(self.members.values()):
             if member.member_id in self.members and member.expiry_armed and member.heartbeat_deadline <= now:
                 # Session (or new-member join) timeout: the member is gone.
-                effects += self._remove_member_and_update(member.member_id, now)
+                effects += self._remove_member_and_update(member.member_id, now, RebalanceCause.SESSION_TIMEOUT)
         if (
             self.state is GroupState.PREPARING_REBALANCE
             and self.join_deadline is not None
@@ -761,7 +769,7 @@ class Group:
             self.pending_sync.clear()
             for member_id in missing:
                 if member_id in self.members:
-                    effects += self._remove_member_and_update(member_id, now)
+                    effects += self._remove_member_and_update(member_id, now, RebalanceCause.SYNC_TIMEOUT)
         return effects
 
     # ----------------------------------------------------------------- views
@@ -801,12 +809,13 @@ class Group:
     def _rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def _maybe_prepare_rebalance(self, now: int) -> list[Effect]:
+    def _maybe_prepare_rebalance(self, now: int, cause: RebalanceCause) -> list[Effect]:
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
-            return self._prepare_rebalance(now)
+            return self._prepare_rebalance(now, cause)
         return []
 
-    def _prepare_rebalance(self, now: int) -> list[Effect]:
+    def _prepare_rebalance(self, now: int, cause: RebalanceCause) -> list[Effect]:
+        self.stats.rebalance_started(cause, self.generation_id, now)
         effects: list[Effect] = []
         if self.state is GroupState.COMPLETING_REBALANCE:
             # Parked syncs of this generation will never get an assignment.
@@ -873,8 +882,9 @@ class Group:
                 effects.append(SyncReply(member.member_id, SyncGroupResult(error=error)))
         return effects
 
-    def _remove_member_and_update(self, member_id: str, now: int) -> list[Effect]:
+    def _remove_member_and_update(self, member_id: str, now: int, cause: RebalanceCause) -> list[Effect]:
         member = self.members[member_id]
+        self.stats.member_removed(cause)
         effects: list[Effect] = []
         if member.awaiting_join:
             effects.append(JoinReply(member_id, JoinGroupResult(error=ErrorCode.unknown_member_id, member_id=member_id)))
@@ -882,7 +892,7 @@ class Group:
             effects.append(SyncReply(member_id, SyncGroupResult(error=ErrorCode.unknown_member_id)))
         self._remove(member_id)
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            effects += self._prepare_rebalance(now)
+            effects += self._prepare_rebalance(now, cause)
         elif self.state is GroupState.PREPARING_REBALANCE:
             effects += self._maybe_complete_join(now)
         return effects

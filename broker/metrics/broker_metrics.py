@@ -23,6 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from tinystream.broker.groups.stats import GroupStats
 from tinystream.broker.replication.partition import Partition
 from tinystream.broker.storage.topic_partition import TopicPartition
 
@@ -39,6 +40,12 @@ class _PartitionCollector(Collector):
         start = GaugeMetricFamily("tinystream_log_start_offset", "Log start offset", labels=["topic", "partition"])
         hw = GaugeMetricFamily("tinystream_high_watermark", "High watermark", labels=["topic", "partition"])
         segments = GaugeMetricFamily("tinystream_log_segments", "Segments in a partition's log", labels=["topic", "partition"])
+        appended = CounterMetricFamily("tinystream_log_records_appended", "Records appended by produce, as leader",
+                                       labels=["topic", "partition"])
+        read = CounterMetricFamily("tinystream_log_records_read", "Records returned to consumers (not followers)",
+                                   labels=["topic", "partition"])
+        expired = CounterMetricFamily("tinystream_log_records_expired",
+                                      "Offsets removed from the log's start by retention", labels=["topic", "partition"])
         count = 0
         leaders = 0
         for p in self._partitions():
@@ -53,9 +60,12 @@ class _PartitionCollector(Collector):
             end.add_metric(labels, p.log_end_offset)
             start.add_metric(labels, p.log_start_offset)
             hw.add_metric(labels, p.high_watermark)
+            appended.add_metric(labels, p.records_appended)
+            read.add_metric(labels, p.records_read)
+            expired.add_metric(labels, p.records_expired)
         yield GaugeMetricFamily("tinystream_partitions", "Partitions hosted by this broker", value=count)
         yield GaugeMetricFamily("tinystream_leader_partitions", "Partitions this broker leads", value=leaders)
-        yield from (size, end, start, hw, segments)
+        yield from (size, end, start, hw, segments, appended, read, expired)
 
 
 class _BrokerStateCollector(Collector):
@@ -121,9 +131,13 @@ class _BrokerStateCollector(Collector):
                                         "Committed offset, for groups coordinated here",
                                         labels=["group", "topic", "partition"])
         groups = getattr(self._ctx, "groups", None)
+        activity = _GroupActivity()
         if groups is not None:
             coordinator = groups.coordinator
             for listing in coordinator.list_groups():
+                stats = coordinator.stats(listing.group_id)
+                if stats is not None:
+                    activity.add(listing.group_id, stats)
                 for (topic, index), offset in coordinator.committed(listing.group_id).items():
                     labels = [listing.group_id, topic, str(index)]
                     committed_g.add_metric(labels, offset)
@@ -132,6 +146,36 @@ class _BrokerStateCollector(Collector):
                         lag.add_metric(labels, max(p.high_watermark - offset, 0))
         yield lag
         yield committed_g
+        yield from activity.families()
+
+
+class _GroupActivity:
+    """Counter families of what happened to the groups coordinated here (broker/groups/stats.py)."""
+
+    def __init__(self) -> None:
+        labels = ["group"]
+        self.joins = CounterMetricFamily("tinystream_consumer_group_joins", "Members added to the group", labels=labels)
+        self.leaves = CounterMetricFamily("tinystream_consumer_group_leaves", "Members removed by LeaveGroup",
+                                          labels=labels)
+        self.expirations = CounterMetricFamily("tinystream_consumer_group_expirations",
+                                               "Members removed by a session or sync timeout", labels=labels)
+        self.rebalances = CounterMetricFamily("tinystream_consumer_group_rebalances", "Rebalances started, by cause",
+                                              labels=["group", "cause"])
+        self.commits = CounterMetricFamily("tinystream_consumer_group_commits", "OffsetCommits stored", labels=labels)
+        self.records = CounterMetricFamily("tinystream_consumer_group_records_committed",
+                                           "Sum of committed-offset advances (records the group consumed)", labels=labels)
+
+    def add(self, group_id: str, stats: GroupStats) -> None:
+        self.joins.add_metric([group_id], stats.joins)
+        self.leaves.add_metric([group_id], stats.leaves)
+        self.expirations.add_metric([group_id], stats.expirations)
+        for cause, count in stats.rebalances.items():
+            self.rebalances.add_metric([group_id, cause.value], count)
+        self.commits.add_metric([group_id], stats.commits)
+        self.records.add_metric([group_id], stats.records_committed)
+
+    def families(self) -> tuple[CounterMetricFamily, ...]:
+        return self.joins, self.leaves, self.expirations, self.rebalances, self.commits, self.records
 
 
 class BrokerMetrics:

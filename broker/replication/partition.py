@@ -32,6 +32,7 @@ from tinystream.broker.storage.batch import (
     TRANSACTIONAL_BIT,
     BatchHeader,
     check_batch,
+    count_records,
 )
 from tinystream.broker.storage.topic_partition import TopicPartition
 
@@ -86,6 +87,10 @@ class Partition:
         # A sole replica has nothing to wait for. With followers, the HW restarts
         # at the log start and rises as they report their positions.
         self._hw = log.log_end_offset if state.isr == (broker_id,) else log.log_start_offset
+        # Counters for /metrics (read when scraped; zero again when the broker restarts).
+        self.records_appended = 0  # by produce, as leader
+        self.records_read = 0  # returned to clients (followers' fetches are not counted)
+        self.records_expired = 0  # offsets removed from the log's start by retention
 
     # -- state ----------------------------------------------------------------------
 
@@ -210,6 +215,7 @@ class Partition:
                 producer_id, epoch, first_seq, last_seq, result.base_offset, result.last_offset,
                 result.max_timestamp, now_ms,
             )
+        self.records_appended += header.record_count
         return AppendOutcome(
             ErrorCode.none,
             result.base_offset,
@@ -305,7 +311,19 @@ class Partition:
 
     def read(self, offset: int, max_bytes: int, *, for_replica: bool, min_one: bool) -> ReadResult:
         """Batches from `offset`; clients see only what is below the HW."""
-        return self.log.read(offset, max_bytes, max_offset=None if for_replica else self._hw, min_one=min_one)
+        if for_replica:
+            return self.log.read(offset, max_bytes, max_offset=None, min_one=min_one)
+        result = self.log.read(offset, max_bytes, max_offset=self._hw, min_one=min_one)
+        if result.data:
+            self.records_read += count_records(result.data)
+        return result
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete segments past retention (never past the HW); returns segments deleted, counts the offsets."""
+        before = self.log.log_start_offset
+        deleted = self.log.enforce_retention(now_ms, high_watermark=self._hw)
+        self.records_expired += max(self.log.log_start_offset - before, 0)
+        return deleted
 
     def after_log_truncation(self) -> None:
         """The log lost its tail (follower divergence): producer state and HW follow it."""

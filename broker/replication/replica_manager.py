@@ -358,7 +358,7 @@ class ReplicaManager:
         deleted = 0
         for partition in self.partitions():
             try:
-                deleted += partition.log.enforce_retention(now, high_watermark=partition.high_watermark)
+                deleted += partition.enforce_retention(now)
             except (LogError, OSError):
                 log.exception("retention on %s failed", partition.tp)
         return deleted

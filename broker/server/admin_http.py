@@ -21,6 +21,7 @@ from aiohttp import web
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from tinystream.broker.groups.stats import GroupStats
 from tinystream.broker.handlers.context import BrokerContext
 from tinystream.broker.server.readiness import Readiness, replicated_readiness
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -191,9 +192,27 @@ async def group_rows(ctx: BrokerContext) -> list[dict[str, Any]]:
                 "coordinator": ctx.cluster.broker_id,
                 "members": members,
                 "offsets": offsets,
+                "activity": activity_row(coordinator.stats(desc.group_id)),
             }
         )
     return rows
+
+
+def activity_row(stats: GroupStats | None) -> dict[str, Any] | None:
+    """A group's counters and its recent rebalances (the dashboard draws them over time)."""
+    if stats is None:
+        return None
+    return {
+        "joins": stats.joins,
+        "leaves": stats.leaves,
+        "expirations": stats.expirations,
+        "commits": stats.commits,
+        "records_committed": stats.records_committed,
+        "rebalances": {cause.value: count for cause, count in stats.rebalances.items()},
+        "rebalance_history": [
+            {"at_ms": r.at_ms, "cause": r.cause.value, "generation": r.generation} for r in stats.history
+        ],
+    }
 
 
 def decode_assignment(raw: bytes) -> list[dict[str, Any]]:

@@ -333,6 +333,11 @@ def iter_header_fields(
         pos += size
 
 
+def count_records(buf: bytes | bytearray | memoryview) -> int:
+    """Records in the complete batches of ``buf`` (headers only: nothing is decompressed)."""
+    return sum(fields[F_RECORD_COUNT] for _, fields in iter_header_fields(buf))
+
+
 def iter_batches(
     buf: bytes | bytearray | memoryview, *, verify: bool = False
 ) -> Iterator[tuple[int, BatchHeader]]:

@@ -60,11 +60,17 @@ SCHEMAS: dict[str, Any] = {
         "member_id": _STR, "group_instance_id": _NSTR, "client_id": _STR, "client_host": _STR,
         "assignment": {"type": "array", "items": _object({"topic": _STR, "partitions": _INTS})},
     }),
+    "GroupActivity": _object({
+        "joins": _INT, "leaves": _INT, "expirations": _INT, "commits": _INT, "records_committed": _INT,
+        "rebalances": {"type": "object", "additionalProperties": _INT},
+        "rebalance_history": {"type": "array", "items": _object({"at_ms": _INT, "cause": _STR, "generation": _INT})},
+    }),
     "Group": _object({
         "group_id": _STR, "state": _STR, "protocol_type": _NSTR, "protocol": _NSTR, "coordinator": _NINT,
         "members": {"type": "array", "items": {"$ref": "#/components/schemas/GroupMember"}},
         "offsets": {"type": "array", "items": {"$ref": "#/components/schemas/GroupOffset"}},
         "total_lag": _INT,
+        "activity": {"oneOf": [{"$ref": "#/components/schemas/GroupActivity"}, {"type": "null"}]},
     }),
     "ThroughputPoint": _object({"at": {"type": "number"}, "bytes_in": {"type": "number"},
                                 "bytes_out": {"type": "number"}, "records_in": {"type": "number"}}),
@@ -84,7 +90,8 @@ PATHS: dict[str, tuple[str, dict[str, Any]]] = {
                      _object({"brokers": {"type": "array", "items": {"$ref": "#/components/schemas/Broker"}}})),
     "/api/topics": ("Topics and partitions: leader, replicas, ISR, epoch, offsets, HW, size, retention",
                     _object({"topics": {"type": "array", "items": {"$ref": "#/components/schemas/Topic"}}})),
-    "/api/groups": ("Consumer groups: state, members, assignment, committed offset and lag per partition",
+    "/api/groups": ("Consumer groups: state, members, assignment, committed offset and lag per partition, "
+                    "joins, leaves, commits and rebalances over time",
                     _object({"groups": {"type": "array", "items": {"$ref": "#/components/schemas/Group"}}})),
     "/api/throughput": ("Cluster throughput over time (per second, from the brokers' counters)",
                         {"$ref": "#/components/schemas/Throughput"}),

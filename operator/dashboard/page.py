@@ -1,8 +1,9 @@
 """The dashboard page: one HTML document and one small script, both served by the app (no CDN).
 
 The script fetches the JSON twins (/api/overview, /api/brokers, /api/topics,
-/api/groups, /api/throughput) every REFRESH_MS and redraws the tables and a
-canvas line chart of bytes in / out per second. Cells carry `data-*`
+/api/groups, /api/throughput) every REFRESH_MS and redraws the tables, a
+canvas line chart of bytes in / out per second, and a timeline of each
+group's rebalances coloured by cause. Cells carry `data-*`
 attributes naming what they show, so a browser test can read the numbers
 without parsing layout. Kept in Python strings so the package needs no
 package-data entry.
@@ -40,6 +41,9 @@ INDEX_HTML = """<!doctype html>
   &nbsp; <span class="muted" id="rate"></span></div></section>
  <section class="wide"><h2>Topics and partitions</h2><table id="partitions"></table></section>
  <section class="wide"><h2>Consumer groups</h2><table id="groups"></table></section>
+ <section class="wide"><h2>Rebalances <small class="muted">(per group, over time)</small></h2>
+  <canvas id="rebalances" width="1280" height="120"></canvas>
+  <div id="causes"></div><table id="activity"></table></section>
 </main>
 <script src="dashboard.js"></script>
 </body></html>
@@ -118,6 +122,44 @@ function drawGroups(list) {
   table('groups', ['group', 'state', 'members', 'topic', 'partition', 'committed', 'end', 'lag', 'owner'], rows);
 }
 
+const CAUSES = {join: '#2563eb', leave: '#dc6803', session_timeout: '#b42318', sync_timeout: '#7a2e9e', assignment_error: '#667'};
+
+function drawActivity(list) {
+  const groups = list.filter((g) => g.activity);
+  table('activity', ['group', 'joins', 'leaves', 'expired', 'rebalances', 'by cause', 'commits', 'records committed'], groups.map((g) => {
+    const a = g.activity, total = Object.values(a.rebalances).reduce((x, y) => x + y, 0);
+    const causes = Object.entries(a.rebalances).filter(([, n]) => n).map(([c, n]) => `<span style="color:${CAUSES[c]}">${esc(c)} ${n}</span>`).join(' ');
+    const field = (k, v) => cell(num(v), `data-field="${k}" data-value="${v}"`, 'num');
+    return `<tr data-group="${esc(g.group_id)}">` + cell(esc(g.group_id)) + field('joins', a.joins) + field('leaves', a.leaves)
+      + field('expirations', a.expirations) + field('rebalances', total) + cell(causes || '–') + field('commits', a.commits)
+      + field('records_committed', a.records_committed) + '</tr>';
+  }));
+  document.getElementById('causes').innerHTML = Object.entries(CAUSES).map(([c, color]) => `<span style="color:${color}">● ${c}</span>`).join(' &nbsp; ');
+  // The timeline: one lane per group, one dot per rebalance, over the span of the recorded history.
+  const canvas = document.getElementById('rebalances'), ctx = canvas.getContext('2d');
+  const lane = 22, left = 160, now = Date.now();
+  canvas.width = canvas.clientWidth || canvas.width;  // draw at the size shown: no stretched text
+  canvas.height = Math.max(60, lane * groups.length + 24); canvas.style.height = canvas.height + 'px';
+  const W = canvas.width;
+  ctx.clearRect(0, 0, W, canvas.height); ctx.font = '11px sans-serif';
+  const times = groups.flatMap((g) => g.activity.rebalance_history.map((r) => r.at_ms));
+  const start = Math.min(now - 60000, ...times), span = Math.max(now - start, 1);
+  let marks = 0;
+  groups.forEach((g, i) => {
+    const y = 14 + i * lane;
+    ctx.fillStyle = '#1d2330'; ctx.fillText(g.group_id.slice(0, 24), 0, y + 4);
+    ctx.strokeStyle = '#e5e7eb'; ctx.beginPath(); ctx.moveTo(left, y); ctx.lineTo(W, y); ctx.stroke();
+    for (const r of g.activity.rebalance_history) {
+      const x = left + (W - left - 8) * (r.at_ms - start) / span;
+      ctx.fillStyle = CAUSES[r.cause] || '#000'; ctx.beginPath(); ctx.arc(x, y, 5, 0, 2 * Math.PI); ctx.fill(); marks++;
+    }
+  });
+  ctx.fillStyle = '#667';
+  ctx.fillText(new Date(start).toLocaleTimeString(), left, canvas.height - 4);
+  ctx.fillText('now', W - 26, canvas.height - 4);
+  canvas.dataset.marks = String(marks);
+}
+
 function drawChart(t) {
   const canvas = document.getElementById('chart');
   const ctx = canvas.getContext('2d');
@@ -139,7 +181,7 @@ function drawChart(t) {
 async function refresh() {
   try {
     const [o, b, t, g, th] = await Promise.all(['overview', 'brokers', 'topics', 'groups', 'throughput'].map((v) => get('api/' + v)));
-    drawOverview(o); drawBrokers(b.brokers); drawTopics(t.topics); drawGroups(g.groups); drawChart(th);
+    drawOverview(o); drawBrokers(b.brokers); drawTopics(t.topics); drawGroups(g.groups); drawActivity(g.groups); drawChart(th);
     const el = document.getElementById('updated'); el.textContent = 'updated ' + new Date().toLocaleTimeString(); el.dataset.ready = '1';
   } catch (e) { document.getElementById('updated').textContent = 'error: ' + e.message; }
 }

@@ -154,6 +154,7 @@ def groups(raw: RawSnapshot, topic_rows: list[Row] | None = None) -> list[Row]:
                 "members": g.get("members", []),
                 "offsets": offsets,
                 "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None),
+                "activity": g.get("activity"),  # the coordinator's counters and recent rebalances
             }
         )
     return out

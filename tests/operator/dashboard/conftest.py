@@ -1,7 +1,8 @@
 """A real local cluster (controller + 3 broker processes) with the dashboard, produced to and consumed from.
 
 Module-independent session fixture: N records to partition 0 of a 2-partition
-topic, then a consumer in group GROUP reads and commits COMMITTED of them.
+topic, then a consumer in group GROUP reads COMMITTED of them, commits twice (FIRST_COMMIT,
+then COMMITTED) and leaves the group.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tinystream.dev.cluster import LocalCluster
 TOPIC = "dash-orders"
 GROUP = "dash-readers"
 N = 120
+FIRST_COMMIT = 20  # committed twice: the second commit advances the group by COMMITTED - FIRST_COMMIT records
 COMMITTED = 45
 
 
@@ -55,6 +57,7 @@ def _produce_and_consume(bootstrap: str) -> None:
         for records in consumer.poll(timeout_ms=500, max_records=COMMITTED - seen).values():
             seen += len(records)
     assert seen == COMMITTED
+    consumer.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(FIRST_COMMIT, "", -1)})
     consumer.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(COMMITTED, "", -1)})
     consumer.close()
 

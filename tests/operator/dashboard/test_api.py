@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from .conftest import COMMITTED, GROUP, TOPIC, Cluster, N, get
+from .conftest import COMMITTED, FIRST_COMMIT, GROUP, TOPIC, Cluster, N, get
 
 
 def _eventually(fn, timeout_s: float = 20.0) -> Any:
@@ -56,6 +56,13 @@ def test_groups_show_lag(live: Cluster) -> None:
 
     group = _eventually(check)
     assert group["state"] == "Empty" and group["total_lag"] == N - COMMITTED
+    activity = group["activity"]
+    assert (activity["joins"], activity["leaves"], activity["commits"]) == (1, 1, 2)
+    assert activity["records_committed"] == COMMITTED - FIRST_COMMIT
+    assert activity["rebalances"]["leave"] == 1 and activity["rebalances"]["session_timeout"] == 0
+    history = activity["rebalance_history"]
+    assert [r["cause"] for r in history][-1] == "leave" and sum(activity["rebalances"].values()) == len(history)
+    assert all(a["at_ms"] <= b["at_ms"] for a, b in zip(history, history[1:], strict=False))
 
 
 def test_overview_and_brokers(live: Cluster) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import COMMITTED, GROUP, TOPIC, Cluster, N, get
+from .conftest import COMMITTED, FIRST_COMMIT, GROUP, TOPIC, Cluster, N, get
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[3] / ".cache" / "artifacts"
@@ -57,6 +57,15 @@ def test_page_shows_the_cluster_numbers(live: Cluster, page, tmp_path: Path) -> 
     leader = get(f"{live.dashboard}/api/topics")["topics"]
     expected_leader = next(t for t in leader if t["name"] == TOPIC)["partitions"][0]["leader"]
     assert page.text_content(f'{row} td[data-field="leader"]') == str(expected_leader)
+
+    # The group's activity: one join, one leave (close), two commits; each started a rebalance, drawn as a dot.
+    activity = f'#activity tr[data-group="{GROUP}"]'
+    shown = {f: int(page.get_attribute(f'{activity} td[data-field="{f}"]', "data-value"))
+             for f in ("joins", "leaves", "expirations", "commits", "records_committed", "rebalances")}
+    assert shown["joins"] == 1 and shown["leaves"] == 1 and shown["expirations"] == 0
+    assert (shown["commits"], shown["records_committed"]) == (2, COMMITTED - FIRST_COMMIT)
+    assert shown["rebalances"] >= 2  # the join, maybe kafka-python's rejoin, and the leave
+    assert int(page.get_attribute("#rebalances", "data-marks")) == shown["rebalances"]
 
     shot = tmp_path / "dashboard.png"
     page.screenshot(path=str(shot), full_page=True)
