@@ -8,7 +8,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow test-all tools venv clean help lint
+.PHONY: demo test test-slow test-all tools venv clean help lint k8s-binaries
+
+# The real Kubernetes control plane the operator's fast tier starts as processes (tests/operator/k8s/api_server).
+K8S_FAST_TIER := etcd kube-apiserver kube-controller-manager kubectl
 
 help:
 	@echo "make demo       run the main job on the embedded default (local, no Kubernetes)"
@@ -35,9 +38,14 @@ $(VENV)/.tools: $(VENV)/.installed
 	-@bash tools/install-helm.sh
 	-@bash tools/install-browser.sh
 	-@bash tools/install-docker.sh
+	-@bash tools/k8s/build-binaries.sh $(K8S_FAST_TIER)
 	@touch $@
 
 venv: $(VENV)/.installed
+
+# Every Kubernetes component a real cluster needs, built from the Go module proxy into .cache/k8s/bin.
+k8s-binaries:
+	bash tools/k8s/build-binaries.sh
 
 tools: $(VENV)/.tools
 
