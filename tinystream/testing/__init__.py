@@ -1,5 +1,6 @@
 """Tooling for tests and benchmarks, not for production use: it ships so `tinystream bench` can run.
 
     broker.py  a throwaway broker's settings and hand-made requests for tests
+    kube_control_plane.py  etcd + kube-apiserver (+ controller-manager) as processes: the operator's fast tier
     peers/     other Kafka brokers to compare against (Apache Kafka from Maven, tansu) and their processes
 """

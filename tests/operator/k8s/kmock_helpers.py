@@ -124,14 +124,18 @@ def ready_condition(obj: dict | None) -> dict:
 @contextlib.asynccontextmanager
 async def running_operator(url: str, *, controller: Any, peering: str | None = None,
                            health_interval_s: float = 0.5, crds_dir: Any = None,
-                           scanning: bool = False, dashboard: Any = None) -> AsyncIterator[Deps]:
+                           scanning: bool = False, dashboard: Any = None,
+                           connection: kopf.ConnectionInfo | None = None) -> AsyncIterator[Deps]:
     """The operator as in production (clusterwide) until the block ends.
+
+    `connection` logs in to a real API server (token, TLS); the default is KMock's plain URL.
 
     kopf runs in a thread with its own event loop (as kopf.testing.KopfRunner
     does): on exit kopf waits for every task its loop started after start-up,
     which in a shared loop would include KMock's own request handlers.
     """
-    deps = Deps(connect=lambda **_: kopf.ConnectionInfo(server=url), ctx=CTX, controller=controller,
+    info = connection if connection is not None else kopf.ConnectionInfo(server=url)
+    deps = Deps(connect=lambda **_: info, ctx=CTX, controller=controller,
                 health_interval_s=health_interval_s, crds_dir=crds_dir, dashboard=dashboard)
     registry = make_registry(deps)
     settings = kopf.OperatorSettings()

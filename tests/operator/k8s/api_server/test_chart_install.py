@@ -1,0 +1,88 @@
+"""`helm install` of the chart on a real API server, CRDs included, and the operator working under its RBAC.
+
+A control plane of its own (no CRDs yet, as on a new cluster): helm creates
+the CRDs from crds/ and then a TinyStreamCluster and a Topic that the real
+server validates. The operator then runs in-process logged in as the chart's
+ServiceAccount (a TokenRequest token), so every call it makes passes the real
+RBAC authorizer against the chart's Roles; and that ServiceAccount is refused
+what it was not given.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from fake_controller import FakeController
+from kmock_helpers import ready_condition, running_operator
+from real_api import RealApi, connection
+
+from tinystream.testing.kube_control_plane import KubeControlPlane, k8s_bin_dir, missing_binaries
+
+pytestmark = pytest.mark.timeout(180)
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[4]
+NS, RELEASE, SA = "tinystream", "ts", "ts-tinystream"
+TS = "tinystream.io/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeControlPlane]:
+    missing = missing_binaries("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm")
+    if missing:
+        pytest.skip(f"not built: {', '.join(missing)}; run make k8s-binaries")
+    with KubeControlPlane(tmp_path_factory.mktemp("helm-plane"), controller_manager=True) as cp:
+        subprocess.run(
+            [str(k8s_bin_dir() / "helm"), "install", RELEASE, str(ROOT / "charts" / "tinystream"), "--namespace", NS,
+             "--create-namespace", "--kubeconfig", str(cp.kubeconfig),
+             "--set", "cluster.enabled=true", "--set", "cluster.name=demo",
+             "--set", "cluster.spec.config.auto\\.create\\.topics\\.enable=false",
+             "--set", "cluster.spec.config.log\\.retention\\.ms=86400000",
+             "--set", "topics[0].name=orders", "--set", "topics[0].partitions=3",
+             "--set", "topics[0].replicationFactor=2", "--set", "topics[0].config.retention\\.ms=604800000"],
+            check=True, capture_output=True, text=True, timeout=120)
+        yield cp
+
+
+def test_helm_install_creates_the_crds_and_the_custom_resources(installed: KubeControlPlane) -> None:
+    for crd in ("tinystreamclusters.tinystream.io", "topics.tinystream.io"):
+        installed.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{crd}")
+    status, cluster = installed.request("GET", f"/apis/{TS}/namespaces/{NS}/tinystreamclusters/demo")
+    assert status == 200, cluster
+    # Helm's numbers and booleans arrive as the CRD wants them (the chart quotes what is not an integer).
+    assert cluster["spec"]["config"] == {"auto.create.topics.enable": "false", "log.retention.ms": 86400000}
+    status, topic = installed.request("GET", f"/apis/{TS}/namespaces/{NS}/topics/orders")
+    assert status == 200 and topic["spec"]["partitions"] == 3, topic
+    status, deployment = installed.request("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/{SA}")
+    assert status == 200 and deployment["spec"]["template"]["spec"]["serviceAccountName"] == SA
+
+
+@pytest.mark.parametrize("verb,resource,namespace", [
+    ("get", "secrets", "kube-system"),
+    ("delete", "nodes", None),
+    ("create", "clusterroles", None),
+    ("create", "pods/exec", NS),
+    ("delete", "customresourcedefinitions", None),
+])
+def test_the_operator_service_account_is_refused_what_it_was_not_given(installed, verb, resource, namespace) -> None:
+    args = ["auth", "can-i", verb, resource, f"--as=system:serviceaccount:{NS}:{SA}"]
+    result = installed.kubectl(*args, *(["-n", namespace] if namespace else []), check=False)
+    assert result.stdout.strip() == "no", (verb, resource, result.stdout, result.stderr)
+
+
+async def test_the_operator_reconciles_under_the_charts_service_account(installed: KubeControlPlane) -> None:
+    token = installed.service_account_token(NS, SA)
+    api = RealApi(installed, NS)
+    fake = FakeController()
+    try:
+        async with running_operator(installed.url, controller=fake, connection=connection(installed, token)):
+            sts = await api.wait_for("apps/v1", "statefulsets", "demo-broker", lambda o: o is not None, timeout=60)
+            assert sts["spec"]["replicas"] == 3
+            topic = await api.wait_for(TS, "topics", "orders", lambda o: ready_condition(o).get("status") == "True",
+                                       timeout=60)
+            assert len(topic["status"]["partitions"]) == 3
+            await api.delete(TS, "topics", "orders")  # the finalizer is released under the same RBAC
+            await api.wait_for(TS, "topics", "orders", lambda o: o is None, timeout=60)
+    finally:
+        await api.close()
+    assert [name for _, name in fake.deleted] == ["orders"]

@@ -1,0 +1,140 @@
+"""The CRDs as a real kube-apiserver enforces them: schema, defaults, CEL rules (also on update), subresources.
+
+The same manifests and mistakes as tests/operator/k8s/test_crds.py (which
+re-does admission in Python, and once missed that a real server could not
+compile the cluster CRD's CEL at all); the expected messages here are the API
+server's own. Creates use `dryRun=All` (nothing stored) and
+`fieldValidation=Strict`, as `kubectl apply` does.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from test_crds import CLUSTER, DELETE, TOPIC, with_spec
+
+from tinystream.testing.kube_control_plane import KubeControlPlane
+
+GROUP = "/apis/tinystream.io/v1alpha1"
+
+
+def create(cp: KubeControlPlane, namespace: str, obj: dict, *, dry_run: bool = True) -> tuple[int, dict]:
+    plural = {"TinyStreamCluster": "tinystreamclusters", "Topic": "topics"}[obj["kind"]]
+    query = "?fieldValidation=Strict" + ("&dryRun=All" if dry_run else "")
+    return cp.request("POST", f"{GROUP}/namespaces/{namespace}/{plural}{query}", obj)
+
+
+def refusal(status: int, body: dict) -> str:
+    assert status == 422 or status == 400, (status, body)
+    return body["message"]
+
+
+def test_the_crds_are_established_and_serve_status_and_scale(control_plane: KubeControlPlane) -> None:
+    status, crd = control_plane.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                               "tinystreamclusters.tinystream.io")
+    assert status == 200
+    conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert conditions["Established"] == "True" and conditions["NamesAccepted"] == "True"
+    subresources = crd["spec"]["versions"][0]["subresources"]
+    assert subresources["scale"]["specReplicasPath"] == ".spec.brokers" and "status" in subresources
+
+
+def test_a_full_cluster_is_stored_with_its_defaults(control_plane: KubeControlPlane, namespace: str) -> None:
+    bare = {"apiVersion": CLUSTER["apiVersion"], "kind": "TinyStreamCluster", "metadata": {"name": "bare"},
+            "spec": {"brokers": 3}}
+    status, stored = create(control_plane, namespace, bare, dry_run=False)
+    assert status == 201, stored
+    assert stored["spec"]["listeners"] == {"kafka": 9092, "admin": 8080}  # defaults filled in by the server
+    status, full = create(control_plane, namespace, CLUSTER)
+    assert status == 201, full
+    assert full["spec"]["config"]["auto.create.topics.enable"] == "false"
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"brokers": 0}, "should be greater than or equal to 1"),
+    ({"brokers": 101}, "should be less than or equal to 100"),
+    ({"brokers": "three"}, 'must be of type integer'),
+    ({"storage__size": "ten gigs"}, "should match"),
+    ({"imagePullPolicy": "Sometimes"}, "Unsupported value"),
+    ({"listeners__kafka": 80}, "should be greater than or equal to 1024"),
+    ({"listeners__admin": 9092}, "listeners.kafka and listeners.admin must differ"),
+    ({"config__broker.id": 7}, "set by the operator"),
+    ({"config__log.dirs": "/tmp"}, "set by the operator"),
+    ({"config__log.retention.ms": {"nested": 1}}, "spec.config.log.retention.ms"),  # strict decoding refuses it first
+    ({"config__auto.create.topics.enable": False}, "must be of type integer,string"),
+    ({"unknownField": 1}, 'unknown field "spec.unknownField"'),
+    ({"rack__topologyKey": ""}, "should be at least 1 chars long"),
+])
+def test_a_bad_cluster_is_refused_by_the_api_server(control_plane, namespace, change, expected) -> None:
+    message = refusal(*create(control_plane, namespace, with_spec(CLUSTER, **change)))
+    assert expected in message, message
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"partitions": 0}, "should be greater than or equal to 1"),
+    ({"partitions": DELETE}, "Required value"),
+    ({"replicationFactor": 0}, "should be greater than or equal to 1"),
+    ({"topicName": "bad name!"}, "should match"),
+    ({"topicName": ".."}, 'cannot be "." or ".."'),
+    ({"config__retention.hours": 1}, "unknown topic config key"),
+    ({"config__retention.ms": -2}, "retention.ms is a number >= -1"),
+    ({"config__retention.ms": "a week"}, "retention.ms is a number >= -1"),
+    ({"config__cleanup.policy": "forever"}, "cleanup.policy is delete, compact"),
+    ({"config__segment.bytes": 10}, "segment.bytes is a number >= 14"),
+    ({"config__min.insync.replicas": 4}, "min.insync.replicas cannot exceed replicationFactor"),
+])
+def test_a_bad_topic_is_refused_by_the_api_server(control_plane, namespace, change, expected) -> None:
+    message = refusal(*create(control_plane, namespace, with_spec(TOPIC, **change)))
+    assert expected in message, message
+
+
+def test_update_rules_partitions_grow_and_identity_and_storage_class_stay(control_plane, namespace) -> None:
+    topic = with_spec(TOPIC, topicName="orders.v1")
+    status, stored = create(control_plane, namespace, topic, dry_run=False)
+    assert status == 201, stored
+    path = f"{GROUP}/namespaces/{namespace}/topics/orders"
+
+    def replace(**change) -> tuple[int, dict]:
+        current = control_plane.request("GET", path)[1]
+        return control_plane.request("PUT", path, with_spec(current, **change))
+
+    assert replace(partitions=12)[0] == 200
+    assert "partitions can only grow" in refusal(*replace(partitions=3))
+    assert "immutable" in refusal(*replace(cluster="other"))
+    assert "immutable" in refusal(*replace(topicName="renamed"))
+
+    status, _ = create(control_plane, namespace, CLUSTER, dry_run=False)
+    assert status == 201
+    cluster_path = f"{GROUP}/namespaces/{namespace}/tinystreamclusters/demo"
+    current = control_plane.request("GET", cluster_path)[1]
+    changed = with_spec(current, storage__storageClass="slow")
+    assert "storageClass is immutable" in refusal(*control_plane.request("PUT", cluster_path, changed))
+
+
+def test_scale_subresource_sets_brokers_and_status_ignores_spec(control_plane, namespace) -> None:
+    status, _ = create(control_plane, namespace, CLUSTER, dry_run=False)
+    assert status == 201
+    path = f"{GROUP}/namespaces/{namespace}/tinystreamclusters/demo"
+    status, scale = control_plane.request("PATCH", path + "/scale", {"spec": {"replicas": 5}},
+                                          content_type="application/merge-patch+json")
+    assert status == 200 and scale["spec"]["replicas"] == 5, scale
+    assert control_plane.request("GET", path)[1]["spec"]["brokers"] == 5
+    # kubectl scale, as a user types it, and the scale bounds come from the schema.
+    control_plane.kubectl("-n", namespace, "scale", "tinystreamcluster/demo", "--replicas=4")
+    assert control_plane.request("GET", path)[1]["spec"]["brokers"] == 4
+    status, body = control_plane.request("PATCH", path + "/scale", {"spec": {"replicas": 0}},
+                                         content_type="application/merge-patch+json")
+    assert status == 422 and "should be greater than or equal to 1" in body["message"], body
+    # A write to the status subresource cannot change spec, a write to the object cannot change status,
+    # and status is validated too (phase is an enum).
+    current = copy.deepcopy(control_plane.request("GET", path)[1])
+    current["spec"]["brokers"] = 9
+    current["status"] = {"phase": "Degraded"}
+    status, after = control_plane.request("PUT", path + "/status", current)
+    assert status == 200 and after["spec"]["brokers"] == 4 and after["status"]["phase"] == "Degraded", after
+    after["status"] = {"phase": "Running"}
+    status, after = control_plane.request("PUT", path, after)
+    assert status == 200 and after["status"]["phase"] == "Degraded", after
+    after["status"] = {"phase": "Forged"}
+    assert "Unsupported value" in refusal(*control_plane.request("PUT", path + "/status", after))

@@ -1,0 +1,82 @@
+"""The operator (kopf, clusterwide, as in production) against the real API server and controller-manager.
+
+What KMock could not show: objects the operator creates pass the real
+server's validation; the StatefulSet controller turns its StatefulSet into
+Pods and PVCs; the garbage collector deletes everything the cluster owns when
+the TinyStreamCluster goes (ownerReferences); a Topic's finalizer holds its
+deletion until the operator has removed the data. No kubelet runs: pods stay
+Pending, which is all these checks need.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fake_controller import FakeController
+from kmock_helpers import ready_condition, running_operator
+from real_api import RealApi, connection
+
+pytestmark = pytest.mark.timeout(120)
+TS = "tinystream.io/v1alpha1"
+CLUSTER = {"apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "demo"},
+           "spec": {"brokers": 3, "storage": {"size": "1Gi", "deleteClaim": True}}}
+OWNED = [("apps/v1", "statefulsets", "demo-broker"), ("v1", "services", "demo-brokers"),
+         ("v1", "services", "demo-kafka"), ("v1", "configmaps", "demo-config"),
+         ("policy/v1", "poddisruptionbudgets", "demo-broker")]
+
+
+def topic(name: str, **spec) -> dict:
+    return {"apiVersion": TS, "kind": "Topic", "metadata": {"name": name},
+            "spec": {"cluster": "demo", "partitions": 3, "replicationFactor": 2, **spec}}
+
+
+@pytest.fixture
+async def api(control_plane, namespace):
+    client = RealApi(control_plane, namespace)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def controller(control_plane):
+    fake = FakeController()
+    async with running_operator(control_plane.url, controller=fake, connection=connection(control_plane)):
+        yield fake
+
+
+async def test_cluster_objects_are_accepted_owned_and_collected(api, controller) -> None:
+    await api.create(TS, "tinystreamclusters", CLUSTER)
+    uid = (await api.get(TS, "tinystreamclusters", "demo"))["metadata"]["uid"]
+    for api_version, plural, name in OWNED:
+        obj = await api.wait_for(api_version, plural, name, lambda o: o is not None, timeout=30)
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["uid"], owner["controller"]) == (uid, True), (plural, name)
+    # The real StatefulSet controller makes the pods and their claims.
+    pods = await api.wait_for("v1", "pods", "demo-broker-2", lambda o: o is not None, timeout=30)
+    assert pods["spec"]["containers"][0]["image"] == "tinystream:test"
+    claims = await api.list("v1", "persistentvolumeclaims")
+    assert sorted(c["metadata"]["name"] for c in claims) == [f"data-demo-broker-{i}" for i in range(3)]
+    assert all(c["spec"]["resources"]["requests"]["storage"] == "1Gi" for c in claims)
+    cluster = await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: ready_condition(o), timeout=30)
+    assert ready_condition(cluster)["status"] == "False"  # no kubelet: nothing becomes ready
+
+    await api.delete(TS, "tinystreamclusters", "demo")
+    for api_version, plural, name in OWNED:  # the garbage collector follows the ownerReferences
+        await api.wait_for(api_version, plural, name, lambda o: o is None, timeout=60)
+
+
+async def test_topic_finalizer_holds_deletion_until_the_data_is_gone(api, controller) -> None:
+    await api.create(TS, "tinystreamclusters", CLUSTER)
+    await api.create(TS, "topics", topic("orders"))
+    ready = await api.wait_for(TS, "topics", "orders", lambda o: ready_condition(o).get("status") == "True", timeout=30)
+    assert ready["metadata"]["finalizers"], ready["metadata"]
+    assert len(ready["status"]["partitions"]) == 3
+    await api.delete(TS, "topics", "orders")
+    await api.wait_for(TS, "topics", "orders", lambda o: o is None, timeout=30)
+    assert [name for _, name in controller.deleted] == ["orders"]
+
+
+async def test_a_topic_the_controller_cannot_place_reports_it_in_status(api, controller) -> None:
+    await api.create(TS, "tinystreamclusters", CLUSTER)
+    await api.create(TS, "topics", topic("wide", replicationFactor=5))
+    wide = await api.wait_for(TS, "topics", "wide", lambda o: ready_condition(o), timeout=30)
+    assert ready_condition(wide)["reason"] == "ReplicationFactorTooLarge"
