@@ -355,11 +355,17 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
     }
 
 
+def serves_dashboard(cluster: ClusterSpec, ctx: OperatorContext) -> bool:
+    """The cluster wants a dashboard and the operator serves one (dashboard.port 0 turns the operator's off;
+    a Service with port 0 is refused by the API server)."""
+    return cluster.dashboard and ctx.dashboard_port > 0
+
+
 def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int) -> list[dict[str, Any]]:
     """Every object the cluster should own, in a safe creation order (config before pods)."""
     cm = config_map(cluster, ctx)
     objects = [cm, headless_service(cluster), client_service(cluster), controller_service(cluster, ctx)]
-    if cluster.dashboard:
+    if serves_dashboard(cluster, ctx):
         objects.append(dashboard_service(cluster, ctx))
     objects.append(pod_disruption_budget(cluster))
     objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
