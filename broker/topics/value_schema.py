@@ -51,11 +51,13 @@ import jsonschema
 import orjson
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
+from referencing import Registry, Resource
+from referencing.exceptions import NoSuchResource
 
 from tinystream.broker.storage.base import CorruptRecordError
 from tinystream.broker.storage.batch import decode_records
 from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from tinystream.config.topic_configs import VALUE_SCHEMA
+from tinystream.config.topic_configs import VALUE_SCHEMA, remote_reference
 
 SCHEMA_CONFIG = VALUE_SCHEMA  # the topic config (tinystream/config/topic_configs.py)
 
@@ -180,7 +182,16 @@ def compile_schema(text: str) -> CompiledSchema:
     except SchemaError as exc:
         where = _json_path(exc.path)
         raise InvalidSchema(f"invalid JSON Schema at {where}: {exc.message}") from None
-    return CompiledSchema(cls(schema, format_checker=cls.FORMAT_CHECKER), _fast_validator(schema))
+    remote = remote_reference(schema)
+    if remote is not None:  # a topic made before the config check refused these
+        raise InvalidSchema(f"remote reference {remote!r}: only references inside the document (#...) are allowed")
+    registry: Registry[Any] = Registry(retrieve=_never_retrieve)  # a second guard: config checks refuse them first
+    return CompiledSchema(cls(schema, format_checker=cls.FORMAT_CHECKER, registry=registry), _fast_validator(schema))
+
+
+def _never_retrieve(uri: str) -> Resource[Any]:
+    """jsonschema's default would urlopen a remote `$ref` (with no timeout): a broker never fetches."""
+    raise NoSuchResource(ref=uri)
 
 
 def _json_path(path: Any) -> str:

@@ -144,6 +144,30 @@ def _schema_problem(text: object) -> tuple[str, str] | None:
     except SchemaError as exc:
         where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
         return f"not a valid JSON Schema at {where}", exc.message
+    remote = remote_reference(schema)
+    if remote is not None:
+        return ("a schema with a remote reference", f"{remote!r}: only references inside the document (#...) are "
+                "allowed; a broker must not fetch URLs (a topic config would make it call any address)")
+    return None
+
+
+_REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def remote_reference(schema: object) -> str | None:
+    """The first reference in `schema` that points outside the document (not starting with '#'), if any."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key in _REFERENCE_KEYWORDS and isinstance(value, str) and not value.startswith("#"):
+                return value
+            found = remote_reference(value)
+            if found is not None:
+                return found
+    elif isinstance(schema, list):
+        for item in schema:
+            found = remote_reference(item)
+            if found is not None:
+                return found
     return None
 
 

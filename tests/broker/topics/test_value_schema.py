@@ -290,3 +290,50 @@ def test_kafka_python_sees_invalid_record(running):
     with pytest.raises(InvalidRecordError):
         producer.send(topic, b'{"name": "x"}').get(10)
     producer.close()
+
+
+# --------------------------------------------------------------------------- remote references (issue 12, 4)
+
+
+@pytest.fixture
+def listener():
+    """An HTTP server that counts requests: a broker must never call it."""
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            hits.append(self.path)
+            body = b'{"type": "string"}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/schema.json", hits
+    server.shutdown()
+
+
+async def test_a_remote_ref_is_invalid_config_and_never_fetched(broker, client, listener):
+    url, hits = listener
+    remote = json.dumps({"type": "object", "properties": {"name": {"$ref": url}}})
+    resp = await client.request(create_topics_request([("ssrf", 1, 1, {KEY: remote})]))
+    assert resp.topics[0].error_code == ErrorCode.invalid_config, resp.topics[0]
+    assert url in resp.topics[0].error_message and "only references inside the document" in resp.topics[0].error_message
+    with pytest.raises(value_schema.InvalidSchema, match="remote reference"):
+        value_schema.check_schema(remote)  # a topic stored before the check: its schema is refused, not fetched
+    assert hits == []
+
+
+def test_local_refs_still_validate():
+    local = json.dumps({"$defs": {"id": {"type": "integer", "minimum": 0}},
+                        "type": "object", "properties": {"id": {"$ref": "#/$defs/id"}}})
+    assert value_schema.violation(batch(b'{"id": 3}'), local) is None
+    assert value_schema.violation(batch(b'{"id": -3}'), local).rule == "minimum"
