@@ -16,6 +16,7 @@ is snapshotted, flushed and closed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from tinystream.broker.storage import meta_properties
 from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
+from tinystream.controller_auth import read_secret
 from tinystream.controller_client import ControllerClient
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
@@ -137,6 +139,7 @@ class Broker:
         self.maintenance = Maintenance(jobs(settings, self.replicas))
         self.info: BrokerInfo | None = None
         self.control: ControllerSession | None = None
+        self._fatal = asyncio.Event()  # set when the broker must stop on its own (ControllerSession.fatal_error)
         if settings.controller_url:
             self._wire_controller(settings.controller_url)
 
@@ -147,7 +150,7 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(
             broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes
         )
-        controller = ControllerClient(controller_url)
+        controller = ControllerClient(controller_url, token=self._controller_token())
         applier = ImageApplier(broker_id=s.broker_id, cluster=self.cluster, topics=self.topics,
                                replicas=self.replicas, fetchers=self.fetchers, groups=self.groups, clock=self.clock)
         self.control = ControllerSession(
@@ -160,12 +163,24 @@ class Broker:
             applier=applier,
             clock=self.clock,
             adopt_cluster_id=self._adopt_cluster_id,
+            on_fatal=lambda _message: self._fatal.set(),
         )
         self.ctx.control = self.control
         self.ctx.forwarding = ForwardedTopicAdmin(settings=s, controller=controller, session=self.control,
                                                   cluster=self.cluster, topics=self.topics)
         # KIP-730: the controller hands out disjoint blocks; a file per broker would not be.
         self.ctx.producer_ids = ProducerIdManager(ControllerBlockSource(self.control.allocate_producer_ids))
+
+    async def wait_fatal(self) -> None:
+        """Returns when the broker must stop on its own (see ControllerSession.fatal_error)."""
+        await self._fatal.wait()
+
+    def _controller_token(self) -> str | None:
+        """This broker's controller API token (controller.token.file, "{broker_id}" filled in)."""
+        path = self.settings.controller_token_file
+        if not path:
+            return None
+        return read_secret(path.replace("{broker_id}", str(self.settings.broker_id)))
 
     def _adopt_cluster_id(self, cluster_id: str) -> None:
         meta_properties.adopt(self.logs.log_dirs, self.settings.broker_id, cluster_id)
@@ -226,9 +241,11 @@ class Broker:
 
 
 async def run_broker(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
-    """Run a broker until cancelled; shutdown flushes and closes every log."""
+    """Run a broker until cancelled, or until it must stop (exit code 1); shutdown flushes and closes every log."""
     broker = Broker(settings)
-    await serve_until_cancelled(broker.start, broker.stop, ready)
+    await serve_until_cancelled(broker.start, broker.stop, ready, until=broker.wait_fatal)
+    if broker.control is not None and broker.control.fatal_error:
+        raise SystemExit(f"broker {settings.broker_id}: {broker.control.fatal_error}")
 
 
 def main(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:

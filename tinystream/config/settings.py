@@ -48,6 +48,9 @@ class BrokerSettings(ComponentSettings):
     admin_port: int = kafka_field(0, "admin.port", ge=0, le=65535)  # 0: pick a free port
     log_dirs: str = kafka_field("./data", "log.dirs", min_length=1)
     controller_url: str | None = kafka_field(None, "controller.url")
+    # The bearer token this broker shows the controller API (tinystream/controller_auth.py);
+    # "{broker_id}" in the path is replaced, so one mounted folder can hold every broker's token.
+    controller_token_file: str | None = kafka_field(None, "controller.token.file")
 
     # Log defaults for topics (Kafka: log.* broker keys feed the topic configs).
     log_segment_bytes: int = kafka_field(1024**3, "log.segment.bytes", ge=14)
@@ -103,6 +106,8 @@ class ControllerSettings(ComponentSettings):
     dashboard_enabled: bool = kafka_field(True, "dashboard.enabled")
     dashboard_port: int = kafka_field(3200, "dashboard.port", ge=0, le=65535)
     state_file: str = kafka_field("./data/controller/state.json", "state.file", min_length=1)
+    # The secret that signs API tokens; made (0600) beside the state file when missing.
+    secret_file: str | None = kafka_field(None, "controller.secret.file")
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     num_partitions: int = kafka_field(1, "num.partitions", ge=1, le=10_000)
@@ -116,6 +121,9 @@ class OperatorSettings(ComponentSettings):
     dashboard_port: int = kafka_field(3200, "dashboard.port", ge=0, le=65535)
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     reconcile_interval_s: int = kafka_field(30, "reconcile.interval.s", ge=1)
+    # The master secret each cluster's controller API secret is derived from (controller_secret.py);
+    # the chart mounts its Secret here. Unset: ~/.tinystream/operator-controller.secret, made when missing.
+    secret_file: str | None = kafka_field(None, "controller.secret.file")
 
 
 COMPONENTS: dict[str, type[ComponentSettings]] = {
