@@ -131,6 +131,9 @@ class Broker:
             RequestDispatcher(self.ctx),
             max_request_bytes=settings.socket_request_max_bytes,
             max_connections=settings.max_connections,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            queued_max_request_bytes=(None if settings.queued_max_request_bytes < 0
+                                      else settings.queued_max_request_bytes),
             idle_timeout_ms=settings.connections_max_idle_ms,
             on_connections_changed=self.metrics.connections.set,
         )

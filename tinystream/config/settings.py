@@ -81,6 +81,12 @@ class BrokerSettings(ComponentSettings):
     # Network.
     socket_request_max_bytes: int = kafka_field(104_857_600, "socket.request.max.bytes", ge=1)
     max_connections: int = kafka_field(1000, "max.connections", ge=1)
+    # The most a Fetch answer may hold, whatever the client asks (Kafka's broker fetch.max.bytes, 55 MiB).
+    fetch_max_bytes: int = kafka_field(57_671_680, "fetch.max.bytes", ge=1024)
+    # One host may not take every connection (parked sockets would lock followers and clients out).
+    max_connections_per_ip: int = kafka_field(250, "max.connections.per.ip", ge=1)
+    # Request bytes the broker holds unanswered, all connections together; reading pauses beyond it (-1: no limit).
+    queued_max_request_bytes: int = kafka_field(134_217_728, "queued.max.request.bytes", ge=-1)
     connections_max_idle_ms: int = kafka_field(600_000, "connections.max.idle.ms", ge=1)
 
     # Groups and the offsets topic.
