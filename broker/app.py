@@ -32,7 +32,7 @@ from tinystream.broker.coordinators.producer_ids import (
     FileBlockSource,
     ProducerIdManager,
 )
-from tinystream.broker.handlers.context import BrokerContext
+from tinystream.broker.handlers.context import BrokerContext, ConnectionAuth
 from tinystream.broker.maintenance import Maintenance, jobs
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
 from tinystream.broker.metadata.topics import TopicStore
@@ -41,6 +41,15 @@ from tinystream.broker.protocol.api_versions import advertised
 from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager, wall_clock_ms
+from tinystream.broker.security.listener import (
+    broker_principals,
+    client_listener,
+    inter_broker_credentials,
+    load_users,
+    mechanisms,
+    server_ssl_context,
+)
+from tinystream.broker.security.sasl import SaslSession
 from tinystream.broker.server.admin_http import AdminHttp
 from tinystream.broker.server.connection import KafkaServer
 from tinystream.broker.server.dispatcher import RequestDispatcher
@@ -98,6 +107,10 @@ class Broker:
         clock: Callable[[], int] = wall_clock_ms,
         with_groups: bool = True,
     ) -> None:
+        # One client listener (broker/security/listener.py); `listeners` replaces host and port.
+        self.listener = client_listener(settings)
+        if settings.listeners:
+            settings = settings.model_copy(update={"host": self.listener.host, "port": self.listener.port})
         self.settings = settings
         self.clock = clock
         dirs = log_dirs(settings)
@@ -123,8 +136,9 @@ class Broker:
             replicas=self.replicas,
             producer_ids=ProducerIdManager(FileBlockSource(self.logs.metadata_dir)),
             metrics=self.metrics,
-            advertised=advertised(with_groups=self.groups is not None),
+            advertised=advertised(with_groups=self.groups is not None, with_sasl=self.listener.sasl),
             groups=self.groups,
+            broker_principals=broker_principals(settings, self.listener),
         )
         self.metrics.watch_partitions(self.replicas.partitions)
         self.server = KafkaServer(
@@ -136,6 +150,8 @@ class Broker:
                                       else settings.queued_max_request_bytes),
             idle_timeout_ms=settings.connections_max_idle_ms,
             on_connections_changed=self.metrics.connections.set,
+            ssl_context=server_ssl_context(settings) if self.listener.tls else None,
+            new_auth=self._auth_factory(),
         )
         self.server.on_protocol_error = self.metrics.protocol_errors.inc
         self.admin = AdminHttp(self.ctx)
@@ -151,7 +167,8 @@ class Broker:
         s = self.settings
         self.replicas.use_hw_checkpoint(HighWatermarkCheckpoint(self.logs.metadata_dir))
         self.fetchers = ReplicaFetcherManager(
-            broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes
+            broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes,
+            credentials=inter_broker_credentials(s, self.listener),
         )
         controller = ControllerClient(controller_url, token=self._controller_token())
         applier = ImageApplier(broker_id=s.broker_id, cluster=self.cluster, topics=self.topics,
@@ -173,6 +190,13 @@ class Broker:
                                                   cluster=self.cluster, topics=self.topics)
         # KIP-730: the controller hands out disjoint blocks; a file per broker would not be.
         self.ctx.producer_ids = ProducerIdManager(ControllerBlockSource(self.control.allocate_producer_ids))
+
+    def _auth_factory(self) -> Callable[[], ConnectionAuth]:
+        """Each connection's auth state: on a SASL listener, a SaslSession over the users file."""
+        if not self.listener.sasl:
+            return ConnectionAuth
+        users, enabled = load_users(self.settings), mechanisms(self.settings)
+        return lambda: ConnectionAuth(sasl=SaslSession(users, enabled=enabled))
 
     async def wait_fatal(self) -> None:
         """Returns when the broker must stop on its own (see ControllerSession.fatal_error)."""

@@ -42,7 +42,9 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     requests: list[FetchPartition] = []
     diverging: dict[TopicPartition, tuple[int, int]] = {}
     answered: dict[TopicPartition, FetchedPartition] = {}  # decided before reading
-    peer = replica_id >= 0 and ctx.cluster.is_peer(replica_id)
+    # A follower's Fetch moves the high watermark: believe replica_id only from an authenticated broker.
+    trusted = ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals
+    peer = replica_id >= 0 and trusted and ctx.cluster.is_peer(replica_id)
     for topic in body.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.topic, p.partition)

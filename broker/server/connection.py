@@ -36,16 +36,18 @@ import collections
 import itertools
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo
+from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo, ConnectionAuth
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
 from tinystream.broker.protocol.framing import FrameDecoder
+from tinystream.broker.security.listener import peer_certificate_principal
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +144,11 @@ class KafkaConnection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
-        self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0)
+        auth = self._server.new_auth()
+        cert_principal = peer_certificate_principal(transport.get_extra_info("peercert"))
+        if cert_principal is not None:  # mTLS: the certificate names the client
+            auth.principal = cert_principal
+        self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0, auth)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -230,6 +236,8 @@ class KafkaConnection(asyncio.Protocol):
         header = request.header
         if not self._server.dispatcher.serves(header.api_key):
             raise UnsupportedRequest(header.api_key, header.api_version, "not served by this broker")
+        if not self._client.auth.authenticated and header.api_key not in api_versions.BEFORE_AUTHENTICATION:
+            raise UnsupportedRequest(header.api_key, header.api_version, "sent before SASL authentication")
         task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
         self._server.take_bytes(len(frame))
         self._pending.append((header.api_key, task, {
@@ -278,6 +286,10 @@ class KafkaConnection(asyncio.Protocol):
             if result is not None:
                 ready.append(result)
                 room -= len(result)
+            if self._client.auth.close_after_reply:  # a refused login: its answer, then nothing more
+                self._flush(ready)
+                self._close()
+                return
         self._flush(ready)
         self.last_active = time.monotonic()
         if self._pending and self._pending[0][1].done() and not self._writing_paused and not self._closed:
@@ -375,8 +387,12 @@ class KafkaServer:
         queued_max_request_bytes: int | None = None,
         max_in_flight: int = 100,
         on_connections_changed: Callable[[int], None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        new_auth: Callable[[], ConnectionAuth] = ConnectionAuth,
     ) -> None:
         self.dispatcher = dispatcher
+        self.ssl_context = ssl_context  # TLS on the listener (SSL, SASL_SSL)
+        self.new_auth = new_auth  # each connection's auth state (a SaslSession on a SASL listener)
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip or max_connections
@@ -402,7 +418,8 @@ class KafkaServer:
         """Listen; returns the bound (host, port) (port 0 picks a free one)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(self, next(self._ids)), host=host, port=port, reuse_address=True, backlog=1024
+            lambda: KafkaConnection(self, next(self._ids)), host=host, port=port, reuse_address=True, backlog=1024,
+            ssl=self.ssl_context, ssl_handshake_timeout=10.0 if self.ssl_context else None,
         )
         self._sweeper = asyncio.create_task(self._sweep_idle(), name="kafka-idle-sweep")
         bound = self._server.sockets[0].getsockname()

@@ -82,3 +82,19 @@ def test_token_makes_a_brokers_or_the_admins_controller_token(tmp_path):
     assert made.exit_code == 0 and principal_of(secret, out.read_text().strip()) == "admin"
     both = CliRunner().invoke(cli, ["token", "--secret-file", str(secret_file), "--admin", "--broker", "1"])
     assert both.exit_code == 2 and "exactly one of --broker ID and --admin" in both.output
+
+
+def test_users_add_list_delete_keep_only_salted_credentials(tmp_path):
+    from tinystream.broker.security.scram_users import UserStore  # noqa: PLC0415
+
+    users, pw = tmp_path / "users.json", tmp_path / "pw"
+    pw.write_text("correct horse\n")
+    added = CliRunner().invoke(cli, ["users", "add", "alice", "--file", str(users), "--password-file", str(pw)])
+    assert added.exit_code == 0, added.output
+    assert "correct horse" not in users.read_text() and oct(users.stat().st_mode & 0o777) == "0o600"
+    assert UserStore.load(users).check_plain("alice", "correct horse")
+    assert not UserStore.load(users).check_plain("alice", "wrong")
+    listed = CliRunner().invoke(cli, ["users", "list", "--file", str(users)])
+    assert "alice" in listed.output and "SCRAM-SHA-512" in listed.output
+    gone = CliRunner().invoke(cli, ["users", "delete", "bob", "--file", str(users)])
+    assert gone.exit_code == 1 and "no user 'bob'" in gone.output

@@ -52,6 +52,21 @@ class BrokerSettings(ComponentSettings):
     # "{broker_id}" in the path is replaced, so one mounted folder can hold every broker's token.
     controller_token_file: str | None = kafka_field(None, "controller.token.file")
 
+    # Security (broker/security): one client listener, e.g. listeners=SASL_SSL://0.0.0.0:9093 (it then
+    # replaces host and port); replication runs on it too, as the inter-broker user.
+    listeners: str | None = kafka_field(None, "listeners")
+    listener_security_protocol_map: str = kafka_field(
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "listener.security.protocol.map")
+    ssl_keystore_location: str | None = kafka_field(None, "ssl.keystore.location")  # PEM: certificate chain + key
+    ssl_truststore_location: str | None = kafka_field(None, "ssl.truststore.location")  # PEM: trusted CAs
+    ssl_client_auth: str = kafka_field("none", "ssl.client.auth", pattern="^(none|requested|required)$")
+    sasl_enabled_mechanisms: str = kafka_field("SCRAM-SHA-256,SCRAM-SHA-512", "sasl.enabled.mechanisms")
+    sasl_users_file: str | None = kafka_field(None, "sasl.users.file")  # salted SCRAM credentials (users add)
+    sasl_mechanism_inter_broker_protocol: str = kafka_field("SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol")
+    inter_broker_sasl_username: str | None = kafka_field(None, "inter.broker.sasl.username")
+    inter_broker_sasl_password_file: str | None = kafka_field(None, "inter.broker.sasl.password.file")
+    super_users: str = kafka_field("", "super.users")  # "User:CN=broker;User:admin": brokers (mTLS) and admins
+
     # Log defaults for topics (Kafka: log.* broker keys feed the topic configs).
     log_segment_bytes: int = kafka_field(1024**3, "log.segment.bytes", ge=14)
     log_roll_ms: int = kafka_field(WEEK_MS, "log.roll.ms", ge=1)
