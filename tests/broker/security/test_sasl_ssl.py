@@ -170,3 +170,35 @@ async def test_nothing_but_the_login_is_served_before_authentication(secured):
     with pytest.raises((ConnectionError, OSError, asyncio.TimeoutError)):  # a plaintext client on a TLS port
         plain = await KafkaClient.connect(host, port)
         await plain.request(create_topics_request([("plain", 1, 1, {})]), timeout=5)
+
+
+@pytest.mark.slow
+@pytest.mark.compat
+def test_kafka_java_tools_with_their_own_command_config(secured, tmp_path):
+    from tinystream.testing.peers import apache_kafka  # noqa: PLC0415
+
+    if not any(apache_kafka.jars_dir().glob("kafka-clients-*.jar")):
+        pytest.skip("Kafka's jars are missing: run `make tools` (tools/install-kafka-jars.sh)")
+    broker, truststore = secured
+    config = tmp_path / "client.properties"
+
+    def write(password: str) -> str:
+        config.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={truststore}\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="alice" password="{password}";\n')
+        return str(config)
+
+    topic = f"java-{uuid.uuid4().hex[:6]}"
+    created = apache_kafka.run_java_tool(apache_kafka.TOPIC_COMMAND, [
+        "--bootstrap-server", broker.bootstrap, "--command-config", write(PASSWORD), "--create", "--topic", topic,
+        "--partitions", "2", "--replication-factor", "1"], timeout=120)
+    assert created.returncode == 0, created.stderr[-2000:]
+    listed = apache_kafka.run_java_tool(apache_kafka.TOPIC_COMMAND, [
+        "--bootstrap-server", broker.bootstrap, "--command-config", config, "--list"], timeout=120)
+    assert topic in listed.stdout.split()
+    refused = apache_kafka.run_java_tool(apache_kafka.TOPIC_COMMAND, [
+        "--bootstrap-server", broker.bootstrap, "--command-config", write("wrong"), "--list"], timeout=120)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "SaslAuthenticationException" in said, said[-2000:]
