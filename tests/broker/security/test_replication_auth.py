@@ -11,26 +11,28 @@ from __future__ import annotations
 import asyncio
 import ssl
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.app import Broker
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin
-from tinystream.broker.security.scram_users import UserStore
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_auth import broker_principal, read_secret, token_for, write_token_file
 from tinystream.operator.service.app import ControllerServer
-from tinystream.testing.broker import create_topics_request, fetch_request, now_batch, produce_request, test_settings
+from tinystream.testing.broker import (
+    create_topics_request,
+    fetch_request,
+    now_batch,
+    produce_request,
+    sasl_ssl_settings,
+    throwaway_tls,
+)
 
-from .test_sasl_ssl import tls  # noqa: F401 - the CA fixture
 
-
-async def test_followers_authenticate_and_a_client_cannot_pose_as_one(tmp_path, tls):  # noqa: F811
-    keystore, truststore = tls
-    users = UserStore()
-    users.set_password("alice", "a")
-    users.set_password("broker", "b")
-    users.save(tmp_path / "users.json")
+async def test_followers_authenticate_and_a_client_cannot_pose_as_one(tmp_path):
+    pytest.importorskip("trustme")
+    tls = throwaway_tls(tmp_path / "tls")
     (tmp_path / "broker.password").write_text("b")
     controller = ControllerServer(ControllerSettings(**{
         "port": 0, "state.file": str(tmp_path / "c" / "state.json"), "dashboard.enabled": False,
@@ -42,13 +44,13 @@ async def test_followers_authenticate_and_a_client_cannot_pose_as_one(tmp_path, 
         for broker_id in (1, 2):
             token = tmp_path / f"token-{broker_id}"
             write_token_file(token, token_for(secret, broker_principal(broker_id)))
-            broker = Broker(test_settings(tmp_path / f"b{broker_id}", **{
+            settings, truststore = sasl_ssl_settings(tmp_path / f"b{broker_id}", users={"alice": "a", "broker": "b"},
+                                                     tls=tls, **{
                 "broker.id": broker_id, "controller.url": info.url, "controller.token.file": str(token),
-                "listeners": "SASL_SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
-                "ssl.truststore.location": str(truststore), "sasl.users.file": str(tmp_path / "users.json"),
                 "inter.broker.sasl.username": "broker",
                 "inter.broker.sasl.password.file": str(tmp_path / "broker.password"),
-                "broker.heartbeat.interval.ms": 200}))
+                "broker.heartbeat.interval.ms": 200})
+            broker = Broker(settings)
             await broker.start()
             brokers.append(broker)
         context = ssl.create_default_context(cafile=str(truststore))

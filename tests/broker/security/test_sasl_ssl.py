@@ -18,35 +18,15 @@ import uuid
 import pytest
 
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
-from tinystream.broker.security.scram_users import UserStore
-from tinystream.testing.broker import BrokerThread, create_topics_request, test_settings
+from tinystream.testing.broker import BrokerThread, create_topics_request, sasl_ssl_settings
 
 PASSWORD = "alice-secret"
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory):
-    trustme = pytest.importorskip("trustme")
-    folder = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    keystore, truststore = folder / "broker.pem", folder / "ca.pem"
-    server.private_key_and_cert_chain_pem.write_to_path(str(keystore))
-    ca.cert_pem.write_to_path(str(truststore))
-    return keystore, truststore
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory, tls):
-    keystore, truststore = tls
-    folder = tmp_path_factory.mktemp("sasl")
-    users = UserStore()
-    users.set_password("alice", PASSWORD)
-    users.save(folder / "users.json")
-    settings = test_settings(folder / "data", **{
-        "listeners": "SASL_SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
-        "ssl.truststore.location": str(truststore), "sasl.users.file": str(folder / "users.json"),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"})
+def secured(tmp_path_factory):
+    pytest.importorskip("trustme")
+    settings, truststore = sasl_ssl_settings(tmp_path_factory.mktemp("sasl"), users={"alice": PASSWORD})
     with BrokerThread(settings) as broker:
         yield broker, truststore
 
