@@ -66,6 +66,7 @@ def config_overrides(settings: ControllerSettings) -> dict[str, Any]:
         "broker_session_timeout_ms": settings.broker_session_timeout_ms,
         "num_partitions": settings.num_partitions,
         "default_replication_factor": settings.default_replication_factor,
+        "max_partitions": settings.max_partitions,
     }
 
 

@@ -132,6 +132,7 @@ class ControllerSettings(ComponentSettings):
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     num_partitions: int = kafka_field(1, "num.partitions", ge=1, le=10_000)
+    max_partitions: int = kafka_field(20_000, "max.partitions", ge=1)  # in the whole cluster (KIP-578)
 
 
 class OperatorSettings(ComponentSettings):
