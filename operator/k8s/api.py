@@ -32,6 +32,7 @@ FIELD_MANAGER = "tinystream-operator"
 USER_AGENT = "tinystream-operator"
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"  # RFC 6902: its `test` op makes a write conditional
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +177,11 @@ class KubeClient:
         except NotFound:
             return await self.create(obj)
 
-    async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any],
-                    *, subresource: str | None = None) -> dict[str, Any]:
+    async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Any,
+                    *, subresource: str | None = None, json_patch: bool = False) -> dict[str, Any]:
+        """A merge patch (a mapping), or with `json_patch` an RFC 6902 list of operations (all or none apply)."""
         path = kind_of(api_version, kind).path(namespace, name, subresource)
-        return await self._request("PATCH", path, body=patch, content_type=MERGE)
+        return await self._request("PATCH", path, body=patch, content_type=JSON_PATCH if json_patch else MERGE)
 
     async def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """True when deleted (or deletion started), False when already gone."""

@@ -18,6 +18,8 @@ in tinystream/cli/__init__.py; `python -m tinystream.operator.k8s` works already
 from __future__ import annotations
 
 import os
+import socket
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,19 @@ def _crds_dir() -> Path | None:
     configured = os.environ.get("TINYSTREAM_CRDS_DIR")
     candidates = [Path(configured)] if configured else list(DEFAULT_CRDS_DIRS)
     return next((p for p in candidates if p.is_dir()), None)
+
+
+def peering_priority(environ: Mapping[str, str]) -> int:
+    """This replica's kopf peering priority: TINYSTREAM_OPERATOR_PRIORITY, else one derived from the pod name.
+
+    kopf pauses every operator that sees a peer of the same priority, so replicas all
+    at the default priority were all paused, not one active and the others standing by.
+    """
+    given = environ.get("TINYSTREAM_OPERATOR_PRIORITY")
+    if given:
+        return int(given)
+    name = environ.get("HOSTNAME") or socket.gethostname()
+    return 1 + zlib.crc32(name.encode()) % 1_000_000  # distinct per pod name (collisions: about 1 in a million)
 
 
 def operator_context(environ: Mapping[str, str], settings: OperatorSettings) -> OperatorContext:
@@ -97,5 +112,6 @@ def operator(log_level: str | None, peering: bool) -> None:
         namespaces=[namespace] if namespace else (),
         standalone=not peering,
         peering_name=os.environ.get("TINYSTREAM_PEERING_NAME") or None,
+        priority=peering_priority(os.environ),
         liveness_endpoint=f"http://0.0.0.0:{health_port}/healthz",
     )

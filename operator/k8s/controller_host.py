@@ -192,6 +192,8 @@ class OperatorController:
             if service is not None:
                 return service
             store = self.store_factory(self._client, cluster)
+            if isinstance(store, ClusterStatusStore):  # another operator took over: stop serving this cluster
+                store.on_fenced = lambda: self._fenced(cluster)
             try:
                 self._secrets[cluster] = await self.secret_source(self._client, cluster)
             except (KubeApiError, LookupError, OSError) as exc:
@@ -206,6 +208,10 @@ class OperatorController:
             log.info("controller of %s: cluster id %s, metadata version %d", cluster,
                      service.image.cluster_id, service.image.version)
             return service
+
+    def _fenced(self, cluster: ClusterKey) -> None:
+        log.warning("another operator took over the controller state of %s: no longer serving it", cluster)
+        asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.forget(cluster)))
 
     async def forget(self, cluster: ClusterKey) -> None:
         await self._close(cluster)

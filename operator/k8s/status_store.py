@@ -26,6 +26,13 @@ keeps the old state everywhere (nothing diverges). That caps a cluster at
 some tens of thousands of partitions; past that, the state needs a ConfigMap or a
 Secret per chunk (not built).
 
+Fencing: two operators must never both write a cluster's state (the second
+would overwrite the first's newer image with its older one). Each load claims
+the next `status.controller.epoch` with a JSON patch whose `test` op makes it
+conditional; every save tests that the epoch is still ours. An operator whose
+epoch was taken over gets `FencedOut` (an OSError: the change is refused and
+nothing diverges) and stops serving that cluster until it loads it again.
+
 The CRD must let `status.controller` through (see the report of issue 5:
 `x-kubernetes-preserve-unknown-fields` on it); an API server prunes fields a
 structural schema does not declare.
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -81,6 +89,10 @@ def decode_state(stored: Any, *, where: str) -> ControllerState:
         raise StateFileError(f"{where}: status.controller is not a controller state: {exc}") from exc
 
 
+class FencedOut(OSError):
+    """Another operator claimed this cluster's state (a higher status.controller.epoch): this one must stop."""
+
+
 class ClusterStatusStore:
     """A `StateStore` (tinystream.operator.service) over one TinyStreamCluster's status."""
 
@@ -88,6 +100,8 @@ class ClusterStatusStore:
         self.client = client
         self.cluster = cluster
         self.saves = 0
+        self.epoch = 0  # the status.controller.epoch this operator owns (claimed by load)
+        self.on_fenced: Callable[[], None] | None = None  # told once another operator took over
 
     async def load(self) -> ControllerState | None:
         try:
@@ -97,15 +111,58 @@ class ClusterStatusStore:
         stored = ((obj or {}).get("status") or {}).get("controller")
         if stored is None:
             return None
-        return decode_state(stored, where=f"TinyStreamCluster {self.cluster}")
+        state = decode_state(stored, where=f"TinyStreamCluster {self.cluster}")
+        await self._claim(int(stored.get("epoch") or 0))
+        return state
+
+    async def _claim(self, seen: int) -> None:
+        """Take the next epoch, if nobody took it since we read `seen`."""
+        ops = [*self._expect(seen), {"op": "add", "path": "/status/controller/epoch", "value": seen + 1}]
+        await self._patch(ops, what="claim the controller state")
+        self.epoch = seen + 1
+
+    @staticmethod
+    def _expect(epoch: int) -> list[dict[str, Any]]:
+        if epoch == 0:  # written before epochs existed (or never claimed): nothing to test yet
+            return []
+        return [{"op": "test", "path": "/status/controller/epoch", "value": epoch}]
+
+    async def _patch(self, ops: list[dict[str, Any]], *, what: str) -> None:
+        try:
+            await self.client.patch(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace, ops,
+                                    subresource="status", json_patch=True)
+        except KubeApiError as exc:
+            if exc.status == 422 and await self._taken_over():  # the test op failed (the server says only 422)
+                if self.on_fenced is not None:
+                    self.on_fenced()
+                raise FencedOut(f"another operator took over TinyStreamCluster {self.cluster} (its state epoch "
+                                f"is no longer {self.epoch}); this one stops serving it") from exc
+            raise OSError(f"cannot {what} of TinyStreamCluster {self.cluster}: {exc}") from exc
+
+    async def _taken_over(self) -> bool:
+        try:
+            obj = await self.client.get(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace)
+        except KubeApiError:
+            return False
+        stored = ((obj or {}).get("status") or {}).get("controller") or {}
+        return int(stored.get("epoch") or 0) != self.epoch
 
     async def save(self, state: ControllerState) -> None:
-        patch = {"status": {"controller": encode_state(state), "clusterId": state.image.cluster_id}}
-        try:
-            await self.client.patch(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace, patch,
-                                    subresource="status")
-        except KubeApiError as exc:  # the service's contract: OSError = not saved, old state kept
-            raise OSError(f"cannot save the controller state to TinyStreamCluster {self.cluster}: {exc}") from exc
+        """Write `state` if this operator still owns the cluster's state (OSError otherwise: not saved)."""
+        if self.epoch == 0:  # a new cluster: its first state claims epoch 1
+            patch = {"status": {"controller": {**encode_state(state), "epoch": 1},
+                                "clusterId": state.image.cluster_id}}
+            try:
+                await self.client.patch(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace, patch,
+                                        subresource="status")
+            except KubeApiError as exc:  # the service's contract: OSError = not saved, old state kept
+                raise OSError(f"cannot save the controller state to TinyStreamCluster {self.cluster}: {exc}") from exc
+            self.epoch = 1
+        else:
+            ops = [*self._expect(self.epoch),
+                   {"op": "add", "path": "/status/controller", "value": {**encode_state(state), "epoch": self.epoch}},
+                   {"op": "add", "path": "/status/clusterId", "value": state.image.cluster_id}]
+            await self._patch(ops, what="save the controller state")
         self.saves += 1
 
     async def close(self) -> None:

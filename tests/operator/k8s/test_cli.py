@@ -52,3 +52,14 @@ def test_operator_context_outside_a_cluster_keeps_defaults_and_serialises():
                                   dashboard_port=OperatorSettings().dashboard_port)
     assert json.loads(json.dumps(dataclasses.asdict(ctx)))["operator_service"] == "tinystream.tinystream.svc"
     assert cli.operator_context({"TINYSTREAM_OPERATOR_SERVICE": "op.ns.svc"}, OperatorSettings()).operator_service == "op.ns.svc"
+
+
+def test_replicas_get_distinct_peering_priorities():
+    # kopf pauses every operator that sees a peer at its own priority: the chart's standbys all paused.
+    from tinystream.operator.k8s.cli import peering_priority  # noqa: PLC0415
+
+    pods = [f"ts-tinystream-6d9f7c5b8-{suffix}" for suffix in ("x2k9q", "p7wq4", "mm2lz")]
+    priorities = [peering_priority({"HOSTNAME": pod}) for pod in pods]
+    assert len(set(priorities)) == 3 and all(p > 0 for p in priorities)
+    assert peering_priority({"HOSTNAME": pods[0]}) == priorities[0]  # stable across restarts of one pod name
+    assert peering_priority({"TINYSTREAM_OPERATOR_PRIORITY": "42", "HOSTNAME": pods[0]}) == 42

@@ -53,3 +53,25 @@ async def test_a_large_state_is_stored_compressed_and_loads_back(store, monkeypa
     stored = (await api.get(TS, "tinystreamclusters", "demo"))["status"]["controller"]
     assert stored["encoding"] == ZLIB
     assert (await status_store.load()).image.cluster_id == "c" * 22
+
+
+async def test_a_second_operator_that_loads_the_state_fences_the_first(store, control_plane) -> None:
+    # Issue 12, 5: two operators must never both write a cluster's state; the one that loaded last owns it.
+    api, first = store
+    service = await ControllerService.open(first, seed=3)
+    assert first.epoch == 1
+    client = KubeClient.from_connection_info(connection(control_plane))
+    try:
+        second = ClusterStatusStore(client, first.cluster)
+        taken = await second.load()
+        assert taken is not None and taken.image.cluster_id == service.image.cluster_id and second.epoch == 2
+        fenced = []
+        first.on_fenced = lambda: fenced.append(True)
+        with pytest.raises(status_store_module.FencedOut, match="another operator took over"):
+            await first.save(taken)
+        assert fenced == [True]
+        await second.save(taken)  # the owner still writes
+        stored = (await api.get(TS, "tinystreamclusters", "demo"))["status"]["controller"]
+        assert stored["epoch"] == 2
+    finally:
+        await client.close()
