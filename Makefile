@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 .PHONY: demo test test-slow test-all tools venv clean help lint k8s-binaries
 
 # The real Kubernetes control plane the operator's fast tier starts as processes (tests/operator/k8s/api_server).
-K8S_FAST_TIER := etcd kube-apiserver kube-controller-manager kubectl
+K8S_FAST_TIER := etcd kube-apiserver kube-controller-manager kubectl helm
 
 help:
 	@echo "make demo       run the main job on the embedded default (local, no Kubernetes)"
