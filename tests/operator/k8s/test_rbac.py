@@ -56,7 +56,7 @@ async def scenario(api: Api, server) -> None:
         "spec": {"nodeName": "n1", "containers": [{"name": "broker", "image": "x"}]},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
     # The pod runs an old revision: the roll deletes it.
-    await api.wait_for("v1", "pods", "demo-broker-0", lambda o: o is None)
+    await api.wait_for("v1", "pods", "demo-broker-0", lambda o: o is None, timeout=40)  # slow on a loaded machine
     # Topics: one placed, one refused, both deleted (finalizers).
     await api.create(TS, "topics", {"apiVersion": TS, "kind": "Topic", "metadata": {"name": "t1"},
                                     "spec": {"cluster": "demo", "partitions": 1, "replicationFactor": 1}})
@@ -86,7 +86,7 @@ async def test_every_operator_call_is_granted_by_the_chart(kmock, tmp_path):
             "apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "ts-tinystream"}}
         async with running_operator(str(kmock.url), controller=FakeController(), peering="ts-tinystream",
                                     crds_dir=CRD_DIR, scanning=True):
-            await asyncio.wait_for(scenario(api, kmock), 60)
+            await asyncio.wait_for(scenario(api, kmock), 120)
         crd = await api.in_namespace(None).get("apiextensions.k8s.io/v1", "customresourcedefinitions",
                                                "topics.tinystream.io")
         bundled = load_crd("topics")["metadata"]["annotations"]["tinystream.io/crd-revision"]
