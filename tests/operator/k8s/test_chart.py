@@ -205,3 +205,19 @@ def test_topics_from_values_reach_the_topic_objects():
                                 "config": {"cleanup.policy": "delete", "min.insync.replicas": "2",
                                            "retention.ms": "604800000"}}
     assert topics["events-v1"]["topicName"] == "events_v1"
+
+
+def test_only_broker_pods_may_reach_the_controller_port():
+    docs = render(HELM, "--set", "networkPolicy.dashboardFromNamespaces={monitoring}", namespace="streaming")
+    policy, = by_kind(docs, "NetworkPolicy")
+    deployment, = by_kind(docs, "Deployment")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= \
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    controller_rule, open_rule = policy["spec"]["ingress"]
+    assert controller_rule["ports"] == [{"port": "controller", "protocol": "TCP"}]
+    source, = controller_rule["from"]
+    assert source["podSelector"]["matchLabels"] == {"app.kubernetes.io/component": "broker",
+                                                     "app.kubernetes.io/managed-by": "tinystream-operator"}
+    assert {p["port"] for p in open_rule["ports"]} == {"dashboard", "health"}
+    assert open_rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert not by_kind(render(HELM, "--set", "networkPolicy.enabled=false", namespace="s"), "NetworkPolicy")
