@@ -8,12 +8,16 @@
     GET /api/partitions every partition this broker hosts: role, offsets, size, segments, retention
     GET /api/groups   groups this broker coordinates: state, members, assignment, committed offsets, lag
 
-Read-only: it changes nothing, so it needs no authentication beyond who can
+Read-only: it changes nothing. With `admin.token.file` set, everything but
+/healthz and /readyz (the kubelet's probes) needs `Authorization: Bearer
+<that token>`: topic names, group members and lag are not for anyone who can
 reach the port.
 """
 
 from __future__ import annotations
 
+import hmac
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -25,6 +29,7 @@ from tinystream.broker.groups.stats import GroupStats
 from tinystream.broker.handlers.context import BrokerContext
 from tinystream.broker.server.readiness import Readiness, replicated_readiness
 from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.controller_auth import bearer, read_secret
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -35,7 +40,9 @@ class AdminHttp:
     def __init__(self, ctx: BrokerContext) -> None:
         self._ctx = ctx
         self._runner: web.AppRunner | None = None
-        app = web.Application()
+        token_file = ctx.settings.admin_token_file
+        self._token = read_secret(token_file) if token_file else None
+        app = web.Application(middlewares=[self._authenticate])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -45,6 +52,17 @@ class AdminHttp:
         app.router.add_get("/api/groups", self._groups)
         self._app = app
         ctx.metrics.watch_broker(ctx)
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request,
+                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if self._token is None or request.path in ("/healthz", "/readyz"):
+            return await handler(request)
+        given = bearer(request.headers.get("Authorization")) or ""
+        if not hmac.compare_digest(given.encode(), self._token.encode()):
+            return _json({"error": "unauthorized", "message": "this endpoint needs the admin token "
+                          "(Authorization: Bearer ...; admin.token.file)"}, status=401)
+        return await handler(request)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         self._runner = web.AppRunner(self._app, access_log=None)

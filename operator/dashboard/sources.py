@@ -105,6 +105,7 @@ class HttpClusterSource:
         controller_url: Callable[[], str | None] | str | None,
         *,
         controller_token: str | None = None,  # the controller API wants one (tinystream/controller_auth.py)
+        admin_token: str | None = None,  # the brokers' admin HTTP, when they set admin.token.file
         admin_urls: AdminUrls = admin_urls_from_template(None),  # noqa: B008 - a pure function, built once
         timeout_s: float = FETCH_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
@@ -112,6 +113,7 @@ class HttpClusterSource:
         self._controller_url = controller_url if callable(controller_url) else (lambda: controller_url)
         self._admin_urls = admin_urls
         self._controller_headers = {"Authorization": f"Bearer {controller_token}"} if controller_token else {}
+        self._admin_headers = {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
@@ -131,8 +133,8 @@ class HttpClusterSource:
             response.raise_for_status()
             return await response.json(content_type=None)
 
-    async def _text(self, url: str) -> str:
-        async with self._http().get(url) as response:
+    async def _text(self, url: str, headers: Mapping[str, str] | None = None) -> str:
+        async with self._http().get(url, headers=headers) as response:
             response.raise_for_status()
             return await response.text()
 
@@ -157,8 +159,9 @@ class HttpClusterSource:
         if admin_url is None:
             return BrokerReading(broker_id=broker_id, admin_url=None, up=False, error="admin URL unknown")
         base = admin_url.rstrip("/")
-        calls: list[Awaitable[Any]] = [self._json(f"{base}/api/broker"), self._json(f"{base}/api/partitions"),
-                                       self._json(f"{base}/api/groups"), self._text(f"{base}/metrics")]
+        auth = self._admin_headers
+        calls: list[Awaitable[Any]] = [self._json(f"{base}/api/broker", auth), self._json(f"{base}/api/partitions", auth),
+                                       self._json(f"{base}/api/groups", auth), self._text(f"{base}/metrics", auth)]
         try:
             info, partitions, groups, metrics = await asyncio.gather(*calls)
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:

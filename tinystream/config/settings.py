@@ -46,6 +46,7 @@ class BrokerSettings(ComponentSettings):
     advertised_host: str | None = kafka_field(None, "advertised.host")
     advertised_port: int | None = kafka_field(None, "advertised.port", ge=1, le=65535)
     admin_port: int = kafka_field(0, "admin.port", ge=0, le=65535)  # 0: pick a free port
+    admin_token_file: str | None = kafka_field(None, "admin.token.file")  # set: admin HTTP needs this bearer token
     log_dirs: str = kafka_field("./data", "log.dirs", min_length=1)
     controller_url: str | None = kafka_field(None, "controller.url")
     # The bearer token this broker shows the controller API (tinystream/controller_auth.py);
