@@ -11,6 +11,14 @@ value is checked (`value_schema`) and a bad one rejects the batch with
 INVALID_RECORD, naming the record in `record_errors` (v8+, KIP-467) and the
 record and rule in `error_message`.
 
+Transactional batches (KIP-98) are checked against the transaction
+coordinator when it runs on this broker (KIP-890 part 1's verification,
+without the broker-to-broker round trip): a partition that is not part of
+the producer's Ongoing transaction is refused with INVALID_TXN_STATE, and a
+stale epoch with PRODUCER_FENCED's partition-level form,
+INVALID_PRODUCER_EPOCH. Where the coordinator is on another broker the
+batch is not verified (the partition's own epoch checks still apply).
+
 acks: 0 gets no response at all (and the connection is closed if something
 failed, Kafka's only way to tell such a client); 1 answers after the local
 append; -1 waits for the high watermark (`ReplicaManager.wait_replicated`).
@@ -35,6 +43,7 @@ from tinystream.broker.storage.batch import (
     CODEC_MASK,
     LOG_OVERHEAD,
     MAGIC,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     read_header,
 )
@@ -93,6 +102,10 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
                 error, message, header = check_records(pdata.records, version)
                 if header is None:
                     rejected[tp] = AppendOutcome(error, message=message)
+                elif header.attributes & TRANSACTIONAL_BIT and (
+                    refused := _verify_transaction(ctx, getattr(body, "transactional_id", None), tp, header)
+                ):
+                    rejected[tp] = refused
                 elif (schema := spec.configs.get(value_schema.SCHEMA_CONFIG)) and (
                     refused := _schema_check(ctx, tp, pdata.records, schema)
                 ):
@@ -116,6 +129,28 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     if legacy:
         return _legacy_response(call, order, outcomes)
     return _response(call, order, outcomes)
+
+
+def _verify_transaction(
+    ctx: BrokerContext, transactional_id: str | None, tp: TopicPartition, header: BatchHeader
+) -> AppendOutcome | None:
+    """INVALID_TXN_STATE when the local coordinator says `tp` is not in the producer's transaction."""
+    if not transactional_id or ctx.transactions is None:
+        return None
+    coordinator = ctx.transactions.coordinator
+    if not coordinator.coordinates(transactional_id):
+        return None
+    key = (tp.topic, tp.partition)
+    error = coordinator.verify_partitions(
+        transactional_id=transactional_id, producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        partitions=[key],
+    )[key]
+    if error == ErrorCode.none:
+        return None
+    if error == ErrorCode.producer_fenced:
+        error = ErrorCode.invalid_producer_epoch
+    return AppendOutcome(error, message=f"{tp.topic}-{tp.partition} is not part of transaction {transactional_id!r}"
+                         if error == ErrorCode.invalid_txn_state else None)
 
 
 def _schema_check(ctx: BrokerContext, tp: TopicPartition, records: bytes, schema: str) -> AppendOutcome | None:

@@ -1,0 +1,144 @@
+"""Transaction markers: written here when this broker leads the partition, else sent to its leader.
+
+`write_local_markers` is the leader's side of WriteTxnMarkers (also used by
+the WriteTxnMarkers handler): append each marker (`ReplicaManager.append_markers`),
+wait until it is replicated (acks=all, as Kafka appends markers), then tell the
+group coordinator about markers in __consumer_offsets, so transactional
+offsets become visible on COMMIT (Kafka's scheduleHandleTxnCompletion).
+
+`MarkerChannel` is the transaction coordinator's `MarkerWriter`: partitions
+led here go through `write_local_markers`; the others are grouped by leader
+and sent as WriteTxnMarkers v1 over one broker-to-broker connection per
+leader (`protocol.client.KafkaClient`). A partition without a known leader,
+or a leader we cannot reach, answers NOT_LEADER_OR_FOLLOWER / a network
+error, and the coordinator retries it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable
+
+from tinystream.broker.coordinators.group_service import GroupService
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.metadata.cluster import ClusterView
+from tinystream.broker.metadata.topics import OFFSETS_TOPIC
+from tinystream.broker.protocol.client import KafkaClient
+from tinystream.broker.protocol.codec import schemas
+from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.topics.manager import TopicManager
+
+log = logging.getLogger(__name__)
+
+WRITE_TXN_MARKERS = 27
+MARKERS_VERSION = 1
+#: How long a marker may wait for its replicas (Kafka bounds it by request.timeout.ms).
+MARKER_TIMEOUT_MS = 30_000
+
+Marker = tuple[TopicPartition, int, int, bool, int]  # tp, producer id, epoch, commit, coordinator epoch
+
+
+async def write_local_markers(
+    replicas: ReplicaManager, groups: GroupService | None, markers: Iterable[Marker]
+) -> dict[TopicPartition, ErrorCode]:
+    """Append markers as leader, wait for acks=all, then complete transactional offsets."""
+    markers = list(markers)
+    outcomes = replicas.append_markers(markers)
+    outcomes = await replicas.wait_replicated(outcomes, MARKER_TIMEOUT_MS)
+    for tp, producer_id, _epoch, commit, _coordinator_epoch in markers:
+        if tp.topic == OFFSETS_TOPIC and groups is not None and outcomes[tp].error == ErrorCode.none:
+            groups.coordinator.complete_txn(tp.partition, producer_id, commit)
+    return {tp: o.error for tp, o in outcomes.items()}
+
+
+class MarkerChannel:
+    def __init__(
+        self, *, replicas: ReplicaManager, topics: TopicManager, cluster: ClusterView, groups: GroupService | None
+    ) -> None:
+        self._replicas = replicas
+        self._topics = topics
+        self._cluster = cluster
+        self._groups = groups
+        self._clients: dict[int, KafkaClient] = {}
+
+    async def write_markers(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        me = self._cluster.broker_id
+        local: list[Marker] = []
+        remote: dict[int, list[tuple[str, int]]] = {}
+        results: dict[tuple[str, int], ErrorCode] = {}
+        for topic, index in partitions:
+            tp = TopicPartition(topic, index)
+            if self._topics.get(topic) is None:
+                results[(topic, index)] = ErrorCode.unknown_topic_or_partition
+                continue
+            leader = self._topics.partition_state(tp).leader
+            if leader == me:
+                local.append((tp, producer_id, producer_epoch, commit, coordinator_epoch))
+            elif leader >= 0:
+                remote.setdefault(leader, []).append((topic, index))
+            else:
+                results[(topic, index)] = ErrorCode.not_leader_or_follower
+        if local:
+            written = await write_local_markers(self._replicas, self._groups, local)
+            results.update({(tp.topic, tp.partition): e for tp, e in written.items()})
+        for leader, tps in remote.items():
+            results.update(await self._send(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch))
+        return results
+
+    async def _send(
+        self, leader: int, tps: list[tuple[str, int]], producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> dict[tuple[str, int], ErrorCode]:
+        api = schemas(WRITE_TXN_MARKERS, MARKERS_VERSION)
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in tps:
+            by_topic.setdefault(topic, []).append(index)
+        request = api.request_type(markers=(
+            api.request_class("WritableTxnMarker")(producer_id=producer_id, producer_epoch=epoch, transaction_result=commit,
+                        coordinator_epoch=coordinator_epoch, topics=tuple(
+                            api.request_class("WritableTxnMarkerTopic")(name=t, partition_indexes=tuple(ids))
+                            for t, ids in by_topic.items())),
+        ))
+        try:
+            client = await self._client(leader)
+            response = await client.request(request, timeout=MARKER_TIMEOUT_MS / 1000 + 5)
+        except (OSError, ConnectionError, TimeoutError) as exc:
+            log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
+            await self._drop(leader)
+            return {tp: ErrorCode.network_exception for tp in tps}
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    out[(topic.name, p.partition_index)] = p.error_code
+        return {tp: out.get(tp, ErrorCode.unknown_server_error) for tp in tps}
+
+    async def _client(self, broker_id: int) -> KafkaClient:
+        client = self._clients.get(broker_id)
+        if client is None or client.closed.is_set():
+            endpoint = self._cluster.broker(broker_id)
+            if endpoint is None:
+                raise ConnectionError(f"broker {broker_id} is not in the cluster view")
+            client = await KafkaClient.connect(endpoint.host, endpoint.port,
+                                               client_id=f"txn-markers-{self._cluster.broker_id}")
+            self._clients[broker_id] = client
+        return client
+
+    async def _drop(self, broker_id: int) -> None:
+        client = self._clients.pop(broker_id, None)
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    async def close(self) -> None:
+        for broker_id in list(self._clients):
+            await self._drop(broker_id)
