@@ -443,7 +443,9 @@ class ReplicaManager:
         cleaned = 0
         for partition in self.partitions():
             try:
-                cleaned += self.logs.clean(partition.log, now)
+                aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in partition.txn_index.entries()]
+                cleaned += self.logs.clean(partition.log, now, max_offset=partition.last_stable_offset,
+                                           aborted=aborted)
             except (LogError, OSError):
                 log.exception("compacting %s failed", partition.tp)
         return cleaned
