@@ -1,7 +1,12 @@
-"""ListOffsets (key 2, v1-7) and OffsetForLeaderEpoch (key 23, v2-4).
+"""ListOffsets (key 2, v1-10) and OffsetForLeaderEpoch (key 23, v2-4).
 
 ListOffsets timestamps (Kafka's ListOffsetsRequest):
   -2 EARLIEST: the log start offset;
+  -4 EARLIEST_LOCAL (v8+, KIP-405): the first offset on local disk, which is
+     the log start offset here (no tiered storage), as Kafka answers for a
+     topic without remote storage;
+  -5 EARLIEST_PENDING_UPLOAD (v9+, KIP-1005): nothing is pending upload
+     without tiered storage: -1, as Kafka answers for such topics;
   -1 LATEST: the high watermark for read_uncommitted clients, the last
      stable offset for read_committed ones (isolation_level 1, v2+: KIP-98),
      the log end offset for a follower (replica_id >= 0);
@@ -33,6 +38,8 @@ from tinystream.broker.storage.topic_partition import TopicPartition
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+EARLIEST_PENDING_UPLOAD = -5
 
 
 async def handle_list_offsets(ctx: BrokerContext, call: Call) -> Any:
@@ -75,9 +82,11 @@ def _answer(
     if error != ErrorCode.none:
         return error, -1, -1, -1
     try:
-        if timestamp == EARLIEST:
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset = partition.log_start_offset
             return ErrorCode.none, -1, offset, epoch_at(partition, offset)
+        if timestamp == EARLIEST_PENDING_UPLOAD:
+            return ErrorCode.none, -1, -1, -1
         if timestamp == LATEST:
             if for_replica:
                 offset = partition.log_end_offset

@@ -100,7 +100,7 @@ GROUP_APIS = frozenset(
 API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(PRODUCE, "Produce", 0, 11, served_from=3),
     ApiRange(FETCH, "Fetch", 4, 12),
-    ApiRange(LIST_OFFSETS, "ListOffsets", 1, 7),
+    ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),  # 8: earliest-local, 9: pending upload, 10: a timeout (KIP-1075)
     ApiRange(METADATA, "Metadata", 0, 12),
     ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),
     ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 8),
