@@ -61,6 +61,7 @@ HANDLERS: dict[int, Handler] = {
     keys.END_TXN: transactions.handle_end_txn,
     keys.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
     keys.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
+    keys.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
     keys.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     keys.LIST_TRANSACTIONS: transactions.handle_list_transactions,
 }

@@ -1,5 +1,6 @@
 """Transactions (KIP-98, KIP-447): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
-WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66).
+WriteTxnMarkers (27), TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65),
+ListTransactions (66).
 
 Thin wiring: the decisions live in `tinystream.broker.transactions` (the
 coordinator) and, for TxnOffsetCommit, in the group coordinator. Version notes:
@@ -177,6 +178,35 @@ async def handle_write_txn_markers(ctx: BrokerContext, call: Call) -> Any:
 
 
 # -- DescribeTransactions, ListTransactions (kafka-transactions.sh) ---------------------------
+
+
+async def handle_describe_producers(ctx: BrokerContext, call: Call) -> Any:
+    """KIP-664: the producers a partition leader holds state for, with their open transaction's first offset."""
+    topics = []
+    for topic in call.body.topics:
+        parts = []
+        for index in topic.partition_indexes:
+            partition = ctx.replicas.get(TopicPartition(topic.name, int(index)))
+            error = ErrorCode.none
+            if partition is None:
+                error = ErrorCode.unknown_topic_or_partition
+            elif not partition.is_leader:
+                error = ErrorCode.not_leader_or_follower
+            producers: list[Any] = []
+            if partition is not None and error == ErrorCode.none:
+                ongoing = partition.producers.ongoing
+                for entry in partition.producers.entries():
+                    last = entry.batches[-1] if entry.batches else None
+                    producers.append(call.make(
+                        "ProducerState", producer_id=entry.producer_id, producer_epoch=entry.epoch,
+                        last_sequence=last.last_seq if last else -1, last_timestamp=last.timestamp if last else -1,
+                        coordinator_epoch=partition.coordinator_epoch(entry.producer_id),
+                        current_txn_start_offset=ongoing.get(entry.producer_id, -1),
+                    ))
+            parts.append(call.make("PartitionResponse", partition_index=index, error_code=error, error_message=None,
+                                   active_producers=tuple(producers)))
+        topics.append(call.make("TopicResponse", name=topic.name, partitions=tuple(parts)))
+    return call.respond(throttle_time=millis(0), topics=tuple(topics))
 
 
 def _start_time(ms: int) -> datetime.datetime:

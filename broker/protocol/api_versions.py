@@ -70,6 +70,7 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 
@@ -130,6 +131,7 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
     ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+    ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
     ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0),
     ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 1),
 )

@@ -104,6 +104,10 @@ class ProducerStateTable:
     def get(self, producer_id: int) -> ProducerEntry | None:
         return self._entries.get(producer_id)
 
+    def entries(self) -> list[ProducerEntry]:
+        """Every producer with state here (DescribeProducers)."""
+        return list(self._entries.values())
+
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> SequenceCheck:
         """What to do with a batch from a client; changes nothing."""
         entry = self._entries.get(producer_id)

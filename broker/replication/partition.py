@@ -321,6 +321,10 @@ class Partition:
         if kind is ControlType.ABORT:
             self.txn_index.append(AbortedTxn(producer_id, first, marker_offset, lso))
 
+    def coordinator_epoch(self, producer_id: int) -> int:
+        """The coordinator epoch of the last marker written for `producer_id` as leader here (-1: none)."""
+        return self._coordinator_epochs.get(producer_id, -1)
+
     def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
         """What a read_committed fetch of [fetch_offset, upper_offset) must drop."""
         return self.txn_index.collect(fetch_offset, upper_offset)

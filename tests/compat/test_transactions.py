@@ -304,3 +304,35 @@ def test_java_transactional_producer_and_read_committed_consumer(bootstrap, new_
     got = ch.consume_java(bootstrap, topic, 2000, timeout=60, config={"isolation.level": "read_committed"})
     assert len(got) == 2000
     assert len({(g.partition, g.offset) for g in got}) == 2000
+
+
+@pytest.mark.slow
+def test_kafka_transactions_tool_lists_describes_and_finds_no_hanging(bootstrap, new_topic):
+    """kafka-transactions.sh (TransactionsCommand): list, describe, describe-producers, find-hanging."""
+    ch.require_client("java")
+    from tinystream.testing.peers.apache_kafka import run_java_tool
+
+    topic = new_topic(partitions=1)
+    txn_id = ch.unique_name("tool")
+    producer = _producer(bootstrap, txn_id)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open", partition=0)
+    assert producer.flush(20) == 0
+
+    def tool(*args: str) -> list[list[str]]:
+        out = run_java_tool("org.apache.kafka.tools.TransactionsCommand", ["--bootstrap-server", bootstrap, *args],
+                            timeout=90)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return [[cell.strip() for cell in line.split("\t")] for line in out.stdout.splitlines() if line.strip()]
+
+    listed = tool("list")
+    assert any(row[0] == txn_id and row[3] == "Ongoing" for row in listed[1:]), listed
+    described = tool("describe", "--transactional-id", txn_id)
+    assert described[1][1] == txn_id and described[1][4] == "Ongoing" and f"{topic}-0" in described[1][8]
+    producers = tool("describe-producers", "--topic", topic, "--partition", "0")
+    assert producers[1][5] == "0", producers  # CurrentTransactionStartOffset: the open transaction starts at 0
+    broker_ids = {row[1] for row in listed[1:]}
+    for broker_id in broker_ids:
+        hanging = tool("find-hanging", "--broker-id", broker_id, "--max-transaction-timeout", "0")
+        assert hanging[1:] == [], hanging  # the coordinator knows the transaction: not hanging
+    producer.commit_transaction(30)
