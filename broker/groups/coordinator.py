@@ -165,6 +165,8 @@ class GroupCoordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         # Transactional offsets not yet committed: producer id -> group id -> partition -> offset.
         self._pending_txn: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
+        # Markers that landed while their partition was loading (the load's read may have ended before them).
+        self._deferred_txn: dict[int, list[tuple[int, bool]]] = {}
 
     # ================================================================ lifecycle
 
@@ -269,6 +271,8 @@ class GroupCoordinator:
             self._groups[group_id] = group
             self._reschedule(group)
         self._partitions[partition] = _Loading.LOADED
+        for producer_id, commit in self._deferred_txn.pop(partition, []):
+            self.complete_txn(partition, producer_id, commit)
         loaded = sum(1 for g in self._groups if self._partition(g) == partition)
         log.info("__consumer_offsets-%d loaded: %d groups", partition, loaded)
 
@@ -281,6 +285,7 @@ class GroupCoordinator:
         for by_group in self._pending_txn.values():
             for gid in [g for g in by_group if self._partition(g) == partition]:
                 del by_group[gid]
+        self._deferred_txn.pop(partition, None)
 
     def loading_partitions(self) -> frozenset[int]:
         """Partitions still loading (ListGroups answers COORDINATOR_LOAD_IN_PROGRESS while any are)."""
@@ -560,7 +565,14 @@ class GroupCoordinator:
 
     def complete_txn(self, partition: int, producer_id: int, commit: bool) -> int:
         """The marker of `producer_id`'s transaction is in __consumer_offsets-`partition`:
-        apply (COMMIT) or drop (ABORT) its pending offsets there; returns how many groups changed."""
+        apply (COMMIT) or drop (ABORT) its pending offsets there; returns how many groups changed.
+
+        While the partition is loading the completion waits for the load's end: the load's read of
+        the log may have stopped before this marker, and its pending offsets are not installed yet.
+        """
+        if self._partitions.get(partition) is _Loading.LOADING:
+            self._deferred_txn.setdefault(partition, []).append((producer_id, commit))
+            return 0
         by_group = self._pending_txn.get(producer_id)
         if not by_group:
             return 0
