@@ -336,3 +336,28 @@ def test_kafka_transactions_tool_lists_describes_and_finds_no_hanging(bootstrap,
         hanging = tool("find-hanging", "--broker-id", broker_id, "--max-transaction-timeout", "0")
         assert hanging[1:] == [], hanging  # the coordinator knows the transaction: not hanging
     producer.commit_transaction(30)
+
+
+_READ_COMMITTED = {
+    "kafka-python": {"isolation_level": "read_committed"},
+    "aiokafka": {"isolation_level": "read_committed"},
+    "confluent": {"isolation.level": "read_committed"},
+    "kcat": {"isolation.level": "read_committed"},
+    "java": {"isolation.level": "read_committed"},
+}
+
+
+@pytest.mark.parametrize("client", ch.client_params(tuple(_READ_COMMITTED)))
+def test_every_consumer_client_reads_committed_only(bootstrap, new_topic, client):
+    """Each client's read_committed path: aborted records dropped by the aborted list, markers skipped."""
+    ch.require_client(client)
+    topic = new_topic(partitions=2)
+    producer = _producer(bootstrap, ch.unique_name("rc"))
+    for prefix, commit in (("c1", True), ("ab", False), ("c2", True)):
+        producer.begin_transaction()
+        for i in range(6):
+            producer.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % 2)
+        assert producer.flush(20) == 0
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    got = ch.consume(client, bootstrap, topic, 12, timeout=30, config=_READ_COMMITTED[client])
+    assert sorted(g.value.decode() for g in got) == sorted([f"c1-{i}" for i in range(6)] + [f"c2-{i}" for i in range(6)])
