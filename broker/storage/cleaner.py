@@ -119,7 +119,7 @@ class LogCleaner:
         if not bases:
             return CleanerStats()
         self._max_offset = max_offset
-        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        self._aborted = {}
         for producer_id, first, last in aborted:
             self._aborted.setdefault(producer_id, []).append((first, last))
         latest, undecodable = self._offset_map(log, bases)
