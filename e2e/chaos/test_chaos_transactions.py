@@ -98,6 +98,11 @@ class Supervisor(threading.Thread):
         if self.current is not None:
             self.current.kill()
 
+    def abandon(self) -> None:
+        """The test ends (failed): no worker may outlive it."""
+        self.finished.set()
+        self.kill_worker()
+
     def run(self) -> None:
         while True:
             log = self.log_dir / f"worker-{len(self.runs)}.log"
@@ -109,7 +114,7 @@ class Supervisor(threading.Thread):
             tail = log.read_text(errors="replace").splitlines()[-1:] or [""]
             self.runs.append((worker.returncode, tail[0]))
             print(f"chaos-txn: worker run {len(self.runs)} exited {worker.returncode}: {tail[0]}", flush=True)
-            if worker.returncode == 0:
+            if worker.returncode == 0 or self.finished.is_set():
                 self.finished.set()
                 return
             time.sleep(0.5)
@@ -185,6 +190,20 @@ def test_transactional_pipeline_is_exactly_once_under_faults(chaos_cluster: Loca
     def _exists(topic: str) -> bool:
         return any(t["name"] == topic for t in metadata(url).get("topics", []))
 
+    converge("topics created")
+    feeder = Feeder(cluster.bootstrap)
+    stop_file = tmp_path / "stop"
+    supervisor = Supervisor(cluster.bootstrap, stop_file, cluster.log_dir)  # kept after the run
+    feeder.start()
+    supervisor.start()
+    try:
+        _run_faults_and_check(cluster, url, feeder, supervisor, stop_file, converge, _exists)
+    finally:
+        feeder.halt.set()
+        supervisor.abandon()
+
+
+def _run_faults_and_check(cluster, url, feeder, supervisor, stop_file, converge, _exists) -> None:
     def kill_and_return(broker_id: int, what: str) -> None:
         victim = cluster.broker(broker_id)
         victim.kill()
@@ -192,12 +211,6 @@ def test_transactional_pipeline_is_exactly_once_under_faults(chaos_cluster: Loca
         victim.start()
         converge(f"{what} (broker {broker_id}) killed and back")
 
-    converge("topics created")
-    feeder = Feeder(cluster.bootstrap)
-    stop_file = tmp_path / "stop"
-    supervisor = Supervisor(cluster.bootstrap, stop_file, cluster.log_dir)  # kept after the run
-    feeder.start()
-    supervisor.start()
     time.sleep(8)
     assert _exists(TXN_STATE), "the worker's transactional producer did not reach its coordinator"
     converge("pipeline running")
