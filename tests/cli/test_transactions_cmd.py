@@ -46,3 +46,20 @@ def test_hanging(broker) -> None:
     assert "no hanging transactions" in run(broker, "hanging")  # its coordinator is finishing it
     rows = orjson.loads(run(broker, "hanging", "--max-transaction-timeout", "0", "--json"))
     assert [(r["topic"], r["partition"], r["start_offset"]) for r in rows] == [("orders", 1, 0)]
+
+
+def test_group_lag_by_isolation_level(broker) -> None:
+    """An open transaction holds the last stable offset: lag to it is smaller than lag to the high watermark."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lagging",
+                                         "enable.auto.commit": False})
+    consumer.commit(offsets=[confluent_kafka.TopicPartition("orders", 1, 0)], asynchronous=False)
+    consumer.close()
+
+    def lag(isolation: str) -> str:
+        out = CliRunner().invoke(cli, ["groups", "describe", "lagging", "--isolation", isolation,
+                                       "-b", broker.bootstrap])
+        assert out.exit_code == 0, out.output
+        return [line.split() for line in out.output.splitlines() if line.startswith("orders")][0]
+
+    assert lag("read_uncommitted")[2:] == ["0", "1", "1"]  # committed, end (HW), lag
+    assert lag("read_committed")[2:] == ["0", "0", "0"]  # the open transaction starts at 0: LSO 0
