@@ -67,6 +67,7 @@ class TransactionService:
             clock=clock,
             max_timeout_ms=settings.transaction_max_timeout_ms,
             abort_check_interval_ms=settings.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            id_expiration_ms=settings.transactional_id_expiration_ms,
         )
         self._loads: set[asyncio.Task[Any]] = set()
         topics.on_partitions_opened.append(self._on_partitions_opened)

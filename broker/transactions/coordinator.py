@@ -21,7 +21,10 @@ finishes the transaction. Ongoing ones are aborted when they time out.
 
 Timeouts: every `abort_check_interval_ms`, Ongoing transactions older than
 their timeout are fenced (epoch + 1) and aborted, as Kafka's
-abortTimedOutTransactions does.
+abortTimedOutTransactions does; transactional ids idle past
+transactional.id.expiration.ms with nothing open are forgotten (a tombstone
+in __transaction_state, so the compacted topic and the coordinator's memory
+do not grow with every id ever used).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ Record = tuple[bytes, bytes | None]
 MAX_TIMEOUT_MS = 900_000
 #: transaction.abort.timed.out.transaction.cleanup.interval.ms (Kafka: 10 s).
 ABORT_CHECK_INTERVAL_MS = 10_000
+#: transactional.id.expiration.ms (Kafka: 7 days).
+ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000
 _MARKER_RETRY_S = 0.1
 _MARKER_DONE = {ErrorCode.none, ErrorCode.unknown_topic_or_partition}  # a deleted topic has nothing to mark
 _MARKER_GIVE_UP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
@@ -114,6 +119,7 @@ class TransactionCoordinator:
         clock: Callable[[], int] = _wall_clock_ms,
         max_timeout_ms: int = MAX_TIMEOUT_MS,
         abort_check_interval_ms: int = ABORT_CHECK_INTERVAL_MS,
+        id_expiration_ms: int = ID_EXPIRATION_MS,
     ) -> None:
         self._log = state_log
         self._markers = markers
@@ -122,6 +128,7 @@ class TransactionCoordinator:
         self._clock = clock
         self._max_timeout_ms = max_timeout_ms
         self._abort_check_s = abort_check_interval_ms / 1000
+        self._id_expiration_ms = id_expiration_ms
         self._partitions: dict[int, int | None] = {}  # loaded partition -> coordinator epoch (None: loading)
         self._txns: dict[str, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -323,13 +330,35 @@ class TransactionCoordinator:
             await self._fence_and_abort(meta)
         return len(expired)
 
+    async def expire_transactional_ids(self) -> int:
+        """Forget ids idle past transactional.id.expiration.ms (tombstone first); returns how many."""
+        now = self._clock()
+        expired = [m for t, m in self._txns.items() if self._status(t) is _OK and m.expired(now, self._id_expiration_ms)]
+        forgotten = 0
+        for meta in expired:
+            txn_id = meta.transactional_id
+            partition = self._partition_for(txn_id)
+            epoch = self._partitions.get(partition)
+            meta.prepare(TxnState.DEAD, event="expire", now=now)
+            try:
+                await self._log.append(partition, [(encode_key(txn_id), None)])
+            except Exception as exc:
+                log.warning("expiring transactional id %r failed: %s", txn_id, exc)
+                meta.abandon()
+                continue
+            if self._partitions.get(partition) == epoch and self._txns.get(txn_id) is meta:
+                del self._txns[txn_id]
+                forgotten += 1
+        return forgotten
+
     async def _abort_loop(self) -> None:
         while True:
             await asyncio.sleep(self._abort_check_s)
             try:
                 await self.abort_timed_out()
+                await self.expire_transactional_ids()
             except Exception:
-                log.exception("aborting timed-out transactions failed")
+                log.exception("aborting timed-out transactions or expiring ids failed")
 
     # ================================================================ internals
 

@@ -325,6 +325,13 @@ class TransactionMetadata:
             raise IllegalTransition(self.transactional_id, self.state.kafka_name, "markers written")
         return self.prepare(target, event="markers written", now=now, partitions=frozenset())
 
+    def expired(self, now: int, expiration_ms: int) -> bool:
+        """Idle past transactional.id.expiration.ms with no transaction open: the id may be forgotten (Dead)."""
+        return (
+            self.state in _COMPLETE and self.pending is None and self.last_update_ms >= 0
+            and now - self.last_update_ms > expiration_ms
+        )
+
     def timed_out(self, now: int) -> bool:
         """An Ongoing transaction older than its timeout (Kafka's abortTimedOutTransactions)."""
         return (

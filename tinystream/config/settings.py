@@ -97,6 +97,7 @@ class BrokerSettings(ComponentSettings):
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = kafka_field(
         10_000, "transaction.abort.timed.out.transaction.cleanup.interval.ms", ge=1
     )
+    transactional_id_expiration_ms: int = kafka_field(604_800_000, "transactional.id.expiration.ms", ge=1)
 
     # Replication (used from the replication issue on).
     replica_lag_time_max_ms: int = kafka_field(30_000, "replica.lag.time.max.ms", ge=1)

@@ -181,3 +181,28 @@ async def test_invalid_timeout_and_listing():
     assert [d.transactional_id for d in c.list_transactions()] == ["tx"]
     assert c.describe("nope")[0] == ErrorCode.transactional_id_not_found
     await c.stop()
+
+
+async def test_idle_transactional_ids_expire_with_a_tombstone():
+    clock, log = Clock(), MemoryLog()
+    ids = itertools.count(100)
+
+    async def next_id():
+        return next(ids)
+
+    c = TransactionCoordinator(state_log=log, markers=Markers(), next_producer_id=next_id,
+                               partition_for=lambda _txn: 0, clock=clock, abort_check_interval_ms=10**6,
+                               id_expiration_ms=1000)
+    await c.load_partition(0, 0)
+    _, pid, epoch = await c.init_producer_id(transactional_id="idle", timeout_ms=60_000)
+    _, pid2, epoch2 = await c.init_producer_id(transactional_id="busy", timeout_ms=60_000)
+    await c.add_partitions(transactional_id="busy", producer_id=pid2, producer_epoch=epoch2, partitions=[("o", 0)])
+    clock.now += 1001
+    assert await c.expire_transactional_ids() == 1  # "busy" has a transaction open: it stays
+    assert c.describe("idle")[0] == ErrorCode.transactional_id_not_found
+    assert log.records[0][-1][1] is None  # the tombstone
+    reloaded = make(log)
+    await reloaded.load_partition(0, 1)
+    assert [d.transactional_id for d in reloaded.list_transactions()] == ["busy"]
+    await c.stop()
+    await reloaded.stop()
