@@ -54,15 +54,19 @@ class TxnIndex:
         self._entries: list[AbortedTxn] = []
         self._lasts: list[int] = []  # last_offset of each entry, for bisect
         if path is not None and path.exists():
-            self._load(path.read_bytes())
+            data = path.read_bytes()
+            if self._load(data) != len(data):
+                self._rewrite()  # drop the torn or unknown tail, so later appends stay aligned
 
-    def _load(self, data: bytes) -> None:
+    def _load(self, data: bytes) -> int:
+        """Read whole entries; returns the bytes used."""
         usable = len(data) - len(data) % ENTRY_SIZE
         for pos in range(0, usable, ENTRY_SIZE):
             version, pid, first, last, lso = ENTRY.unpack_from(data, pos)
             if version != VERSION:
-                break  # an unknown entry: stop here, the replay re-derives the rest
+                return pos  # an unknown entry: stop here, the replay re-derives the rest
             self._insert(AbortedTxn(pid, first, last, lso))
+        return usable
 
     def __len__(self) -> int:
         return len(self._entries)
