@@ -75,6 +75,8 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
     schema_text = _schema_text(schema, client)
     if (idempotent or transactional) and client != "confluent":
         raise click.UsageError("--idempotent and --transactional need --client confluent")
+    if idempotent or transactional:
+        acks = "all"  # both need acks=all (the client refuses anything else)
     spec = ProduceSpec(
         topic=topic or f"bench-produce-{uuid.uuid4().hex[:8]}", partitions=partitions, records=records,
         record_size=record_size, batch_bytes=batch_size, acks=acks, compression=compression,
