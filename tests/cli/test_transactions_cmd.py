@@ -63,3 +63,11 @@ def test_group_lag_by_isolation_level(broker) -> None:
 
     assert lag("read_uncommitted")[2:] == ["0", "1", "1"]  # committed, end (HW), lag
     assert lag("read_committed")[2:] == ["0", "0", "0"]  # the open transaction starts at 0: LSO 0
+
+
+def test_metrics_show_the_open_transaction(broker) -> None:
+    text = broker.broker.metrics.exposition().decode()
+    assert 'tinystream_open_transactions{partition="1",topic="orders"} 1.0' in text
+    assert 'tinystream_last_stable_offset{partition="1",topic="orders"} 0.0' in text
+    assert 'tinystream_high_watermark{partition="1",topic="orders"} 1.0' in text
+    assert 'tinystream_transactional_ids{state="Ongoing"} 1.0' in text
