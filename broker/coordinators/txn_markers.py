@@ -6,6 +6,10 @@ wait until it is replicated (acks=all, as Kafka appends markers), then tell the
 group coordinator about markers in __consumer_offsets, so transactional
 offsets become visible on COMMIT (Kafka's scheduleHandleTxnCompletion).
 
+`MarkerChannel.verify` is a partition leader's KIP-890 question to another
+broker's coordinator (AddPartitionsToTxn v4 verify_only) before it appends a
+transactional batch that opens a transaction in one of its partitions.
+
 `MarkerChannel` is the transaction coordinator's `MarkerWriter`: partitions
 led here go through `write_local_markers`; the others are grouped by leader
 and sent as WriteTxnMarkers v1 over one broker-to-broker connection per
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS = 27
 MARKERS_VERSION = 1
+ADD_PARTITIONS_TO_TXN = 24
+VERIFY_VERSION = 4  # the batched broker form with verify_only (KIP-890)
 #: How long a marker may wait for its replicas (Kafka bounds it by request.timeout.ms).
 MARKER_TIMEOUT_MS = 30_000
 
@@ -121,6 +127,36 @@ class MarkerChannel:
                 for p in topic.partitions:
                     out[(topic.name, p.partition_index)] = p.error_code
         return {tp: out.get(tp, ErrorCode.unknown_server_error) for tp in tps}
+
+    async def verify(
+        self, coordinator: int, *, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890: ask the id's coordinator (another broker) whether each partition is in the Ongoing
+        transaction (AddPartitionsToTxn v4, verify_only). Unreachable: COORDINATOR_NOT_AVAILABLE each."""
+        api = schemas(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION)
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        topic_cls = api.request_class("AddPartitionsToTxnTopic")
+        request = api.request_type(transactions=(api.request_class("AddPartitionsToTxnTransaction")(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=True, topics=tuple(topic_cls(name=t, partitions=tuple(ids)) for t, ids in by_topic.items()),
+        ),))
+        try:
+            client = await self._client(coordinator)
+            response = await client.request(request, timeout=10)
+        except (OSError, ConnectionError, TimeoutError) as exc:
+            log.info("verifying %r with broker %d failed: %s", transactional_id, coordinator, exc)
+            await self._drop(coordinator)
+            return {tp: ErrorCode.coordinator_not_available for tp in partitions}
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for p in topic.results_by_partition:
+                    out[(topic.name, p.partition_index)] = p.partition_error_code
+        fallback = response.error_code if response.error_code != ErrorCode.none else ErrorCode.unknown_server_error
+        return {tp: out.get(tp, fallback) for tp in partitions}
 
     async def _client(self, broker_id: int) -> KafkaClient:
         client = self._clients.get(broker_id)

@@ -24,6 +24,7 @@ from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.offsets_topic import LogTxnStateTopic
 from tinystream.broker.coordinators.producer_ids import ProducerIdManager
 from tinystream.broker.coordinators.txn_markers import MarkerChannel
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.coordinator import partition_for_group
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metadata.topics import TRANSACTION_STATE_TOPIC, TopicSpec
@@ -50,6 +51,7 @@ class TransactionService:
     ) -> None:
         self._topics = topics
         self._replicas = replicas
+        self._broker_id = settings.broker_id
         existing = topics.get(TRANSACTION_STATE_TOPIC)
         self.num_partitions = (
             existing.partitions if existing is not None else settings.transaction_state_log_num_partitions
@@ -88,6 +90,21 @@ class TransactionService:
         await asyncio.gather(*self._loads, return_exceptions=True)
         await self.coordinator.stop()
         await self.markers.close()
+
+    async def verify(
+        self, *, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890: is each partition in the id's Ongoing transaction? The local coordinator answers at once;
+        another broker's is asked (AddPartitionsToTxn verify_only)."""
+        coordinator = self.coordinator
+        if coordinator.coordinates(transactional_id):
+            return coordinator.verify_partitions(transactional_id=transactional_id, producer_id=producer_id,
+                                                 producer_epoch=producer_epoch, partitions=partitions)
+        state = self._topics.partition_state(TopicPartition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)))
+        if state.leader < 0 or state.leader == self._broker_id:
+            return {tp: ErrorCode.coordinator_not_available for tp in partitions}
+        return await self.markers.verify(state.leader, transactional_id=transactional_id, producer_id=producer_id,
+                                         producer_epoch=producer_epoch, partitions=partitions)
 
     def leadership_changed(self, index: int, *, leader: bool, leader_epoch: int) -> None:
         """The controller's image made this broker leader (or not) of __transaction_state-`index`."""

@@ -5,19 +5,27 @@ brokers (markers reach remote leaders by WriteTxnMarkers), then the broker
 leading the transactional id's __transaction_state partition is SIGKILLed:
 the new leader loads the coordinator state at a new coordinator epoch and
 the next transaction commits. A read_committed consumer sees both committed
-transactions exactly once and none of the aborted records. (~40 s: slow.)
+transactions exactly once and none of the aborted records. A hand-made
+transactional batch for a partition the transaction does not hold, sent to a
+leader that is not the coordinator, is refused after that leader asks the
+coordinator (KIP-890 verification across brokers). (~40 s: slow.)
 """
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from tinystream.broker.groups.coordinator import partition_for_group
+from tinystream.broker.protocol.client import KafkaClient
 from tinystream.dev.cluster import ClusterError, LocalCluster
+from tinystream.testing.broker import now_batch, produce_request, request
 
 pytestmark = [pytest.mark.slow]
 
@@ -87,3 +95,42 @@ def test_commit_abort_and_coordinator_failover(cluster: LocalCluster) -> None:
     finally:
         consumer.close()
     assert sorted(got) == sorted([f"c{i}" for i in range(30)] + [f"d{i}" for i in range(30)])
+
+
+def test_a_leader_verifies_with_a_coordinator_on_another_broker(cluster: LocalCluster) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = f"verify-{uuid.uuid4().hex[:6]}"
+    for future in admin.create_topics([NewTopic(topic, 3, 3)]).values():
+        future.result()
+    time.sleep(1)
+    txn_id = f"tx-{uuid.uuid4().hex[:6]}"
+
+    async def scenario() -> None:
+        any_broker = await KafkaClient.connect(*cluster.brokers[0].bootstrap.rsplit(":", 1))
+        found = await any_broker.request(request(10, 3, key=txn_id, key_type=1))
+        assert found.error_code == ErrorCode.none
+        coordinator = await KafkaClient.connect(found.host, found.port)
+        for _ in range(100):
+            init = await coordinator.request(request(22, 4, transactional_id=txn_id,
+                                                     transaction_timeout=datetime.timedelta(seconds=60),
+                                                     producer_id=-1, producer_epoch=-1))
+            if init.error_code == ErrorCode.none:
+                break
+            await asyncio.sleep(0.1)
+        assert init.error_code == ErrorCode.none
+        meta = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        remote = [p for p, m in meta.items() if m.leader != found.node_id]
+        assert remote, "every partition is led by the coordinator's broker"
+        partition = remote[0]
+        leader = cluster.broker(meta[partition].leader)
+        client = await KafkaClient.connect(*leader.bootstrap.rsplit(":", 1))
+        batch = now_batch([(None, b"x")], producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                          base_sequence=0, transactional=True)
+        answer = await client.request(produce_request(topic, partition, batch, acks=-1, transactional_id=txn_id))
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.invalid_txn_state
+        for c in (any_broker, coordinator, client):
+            await c.close()
+
+    asyncio.run(scenario())
