@@ -20,6 +20,7 @@ error, and the coordinator retries it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
@@ -68,6 +69,9 @@ class MarkerChannel:
         self._cluster = cluster
         self._groups = groups
         self._clients: dict[int, KafkaClient] = {}
+        # One connection per broker, made once: requests on it are answered in order, which keeps
+        # concurrent verifications of one producer's pipelined produces in order.
+        self._connecting = asyncio.Lock()
 
     async def write_markers(
         self,
@@ -160,14 +164,18 @@ class MarkerChannel:
 
     async def _client(self, broker_id: int) -> KafkaClient:
         client = self._clients.get(broker_id)
-        if client is None or client.closed.is_set():
-            endpoint = self._cluster.broker(broker_id)
-            if endpoint is None:
-                raise ConnectionError(f"broker {broker_id} is not in the cluster view")
-            client = await KafkaClient.connect(endpoint.host, endpoint.port,
-                                               client_id=f"txn-markers-{self._cluster.broker_id}")
-            self._clients[broker_id] = client
-        return client
+        if client is not None and not client.closed.is_set():
+            return client
+        async with self._connecting:
+            client = self._clients.get(broker_id)
+            if client is None or client.closed.is_set():
+                endpoint = self._cluster.broker(broker_id)
+                if endpoint is None:
+                    raise ConnectionError(f"broker {broker_id} is not in the cluster view")
+                client = await asyncio.wait_for(KafkaClient.connect(
+                    endpoint.host, endpoint.port, client_id=f"txn-markers-{self._cluster.broker_id}"), 10)
+                self._clients[broker_id] = client
+            return client
 
     async def _drop(self, broker_id: int) -> None:
         client = self._clients.pop(broker_id, None)
