@@ -16,6 +16,7 @@ is snapshotted, flushed and closed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from tinystream.broker.coordinators.producer_ids import (
     ProducerIdManager,
 )
 from tinystream.broker.coordinators.txn_service import TransactionService
-from tinystream.broker.handlers.context import BrokerContext
+from tinystream.broker.handlers.context import BrokerContext, ConnectionAuth
 from tinystream.broker.maintenance import Maintenance, jobs
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
 from tinystream.broker.metadata.topics import TopicStore
@@ -41,6 +42,15 @@ from tinystream.broker.protocol.api_versions import advertised
 from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager, wall_clock_ms
+from tinystream.broker.security.listener import (
+    broker_principals,
+    client_listener,
+    inter_broker_credentials,
+    load_users,
+    mechanisms,
+    server_ssl_context,
+)
+from tinystream.broker.security.sasl import SaslSession
 from tinystream.broker.server.admin_http import AdminHttp
 from tinystream.broker.server.connection import KafkaServer
 from tinystream.broker.server.dispatcher import RequestDispatcher
@@ -48,6 +58,7 @@ from tinystream.broker.storage import meta_properties
 from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
+from tinystream.controller_auth import read_secret
 from tinystream.controller_client import ControllerClient
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
@@ -97,6 +108,10 @@ class Broker:
         clock: Callable[[], int] = wall_clock_ms,
         with_groups: bool = True,
     ) -> None:
+        # One client listener (broker/security/listener.py); `listeners` replaces host and port.
+        self.listener = client_listener(settings)
+        if settings.listeners:
+            settings = settings.model_copy(update={"host": self.listener.host, "port": self.listener.port})
         self.settings = settings
         self.clock = clock
         dirs = log_dirs(settings)
@@ -122,8 +137,9 @@ class Broker:
             replicas=self.replicas,
             producer_ids=ProducerIdManager(FileBlockSource(self.logs.metadata_dir)),
             metrics=self.metrics,
-            advertised=advertised(with_groups=self.groups is not None),
+            advertised=advertised(with_groups=self.groups is not None, with_sasl=self.listener.sasl),
             groups=self.groups,
+            broker_principals=broker_principals(settings, self.listener),
         )
         # Transactions need the group coordinator (TxnOffsetCommit, markers on __consumer_offsets).
         self.transactions = self._transaction_service() if self.groups is not None else None
@@ -133,14 +149,20 @@ class Broker:
             RequestDispatcher(self.ctx),
             max_request_bytes=settings.socket_request_max_bytes,
             max_connections=settings.max_connections,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            queued_max_request_bytes=(None if settings.queued_max_request_bytes < 0
+                                      else settings.queued_max_request_bytes),
             idle_timeout_ms=settings.connections_max_idle_ms,
             on_connections_changed=self.metrics.connections.set,
+            ssl_context=server_ssl_context(settings) if self.listener.tls else None,
+            new_auth=self._auth_factory(),
         )
         self.server.on_protocol_error = self.metrics.protocol_errors.inc
         self.admin = AdminHttp(self.ctx)
         self.maintenance = Maintenance(jobs(settings, self.replicas))
         self.info: BrokerInfo | None = None
         self.control: ControllerSession | None = None
+        self._fatal = asyncio.Event()  # set when the broker must stop on its own (ControllerSession.fatal_error)
         if settings.controller_url:
             self._wire_controller(settings.controller_url)
 
@@ -148,10 +170,14 @@ class Broker:
         """Replicated mode: the controller's image drives topics and roles (see `control/`)."""
         s = self.settings
         self.replicas.use_hw_checkpoint(HighWatermarkCheckpoint(self.logs.metadata_dir))
+        credentials = inter_broker_credentials(s, self.listener)
         self.fetchers = ReplicaFetcherManager(
-            broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes
+            broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes,
+            credentials=credentials,
         )
-        controller = ControllerClient(controller_url)
+        if self.transactions is not None:  # WriteTxnMarkers and KIP-890 verification go to the same listener
+            self.transactions.markers.credentials = credentials
+        controller = ControllerClient(controller_url, token=self._controller_token())
         applier = ImageApplier(broker_id=s.broker_id, cluster=self.cluster, topics=self.topics,
                                replicas=self.replicas, fetchers=self.fetchers, groups=self.groups, clock=self.clock,
                                transactions=self.transactions)
@@ -165,12 +191,31 @@ class Broker:
             applier=applier,
             clock=self.clock,
             adopt_cluster_id=self._adopt_cluster_id,
+            on_fatal=lambda _message: self._fatal.set(),
         )
         self.ctx.control = self.control
         self.ctx.forwarding = ForwardedTopicAdmin(settings=s, controller=controller, session=self.control,
                                                   cluster=self.cluster, topics=self.topics)
         # KIP-730: the controller hands out disjoint blocks; a file per broker would not be.
         self.ctx.producer_ids = ProducerIdManager(ControllerBlockSource(self.control.allocate_producer_ids))
+
+    def _auth_factory(self) -> Callable[[], ConnectionAuth]:
+        """Each connection's auth state: on a SASL listener, a SaslSession over the users file."""
+        if not self.listener.sasl:
+            return ConnectionAuth
+        users, enabled = load_users(self.settings), mechanisms(self.settings)
+        return lambda: ConnectionAuth(sasl=SaslSession(users, enabled=enabled))
+
+    async def wait_fatal(self) -> None:
+        """Returns when the broker must stop on its own (see ControllerSession.fatal_error)."""
+        await self._fatal.wait()
+
+    def _controller_token(self) -> str | None:
+        """This broker's controller API token (controller.token.file, "{broker_id}" filled in)."""
+        path = self.settings.controller_token_file
+        if not path:
+            return None
+        return read_secret(path.replace("{broker_id}", str(self.settings.broker_id)))
 
     def _adopt_cluster_id(self, cluster_id: str) -> None:
         meta_properties.adopt(self.logs.log_dirs, self.settings.broker_id, cluster_id)
@@ -241,9 +286,11 @@ class Broker:
 
 
 async def run_broker(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
-    """Run a broker until cancelled; shutdown flushes and closes every log."""
+    """Run a broker until cancelled, or until it must stop (exit code 1); shutdown flushes and closes every log."""
     broker = Broker(settings)
-    await serve_until_cancelled(broker.start, broker.stop, ready)
+    await serve_until_cancelled(broker.start, broker.stop, ready, until=broker.wait_fatal)
+    if broker.control is not None and broker.control.fatal_error:
+        raise SystemExit(f"broker {settings.broker_id}: {broker.control.fatal_error}")
 
 
 def main(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:

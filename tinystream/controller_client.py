@@ -204,12 +204,17 @@ def _admin(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class ControllerClient:
-    """One controller at `base_url` (http://host:port); reuse one per process."""
+    """One controller at `base_url` (http://host:port); reuse one per process.
 
-    def __init__(self, base_url: str, *, timeout_s: float = 10.0,
+    `token` is the caller's bearer token (tinystream/controller_auth.py); the
+    controller refuses every call but /healthz and /v1/openapi.json without one.
+    """
+
+    def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 10.0,
                  session: aiohttp.ClientSession | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
         self._session = session
         self._owns_session = session is None
 
@@ -371,7 +376,7 @@ class ControllerClient:
                     extra_timeout_s: float = 0.0) -> Any:
         url = self.base_url + path
         data = None if body is None else orjson.dumps(body)
-        headers = {"Content-Type": "application/json"} if data is not None else None
+        headers = {**self._auth, **({"Content-Type": "application/json"} if data is not None else {})}
         timeout = aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s)
         try:
             async with self._client().request(method, url, data=data, headers=headers, params=params,

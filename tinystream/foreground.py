@@ -20,13 +20,15 @@ async def serve_until_cancelled(
     start: Callable[[], Awaitable[Info]],
     stop: Callable[[], Awaitable[None]],
     ready: Callable[[Info], None] | None = None,
+    *,
+    until: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Start, tell `ready`, then wait; on cancellation run `stop` to the end (shielded)."""
+    """Start, tell `ready`, then wait (for `until()`, if given); on cancellation run `stop` to the end (shielded)."""
     info = await start()
     try:
         if ready is not None:
             ready(info)
-        await asyncio.Event().wait()
+        await (until() if until is not None else asyncio.Event().wait())
     finally:
         await asyncio.shield(stop())
 

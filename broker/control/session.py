@@ -68,6 +68,7 @@ class ControllerSession:
         applier: ImageApplier,
         clock: Callable[[], int],
         adopt_cluster_id: Callable[[str], None] | None = None,
+        on_fatal: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.controller = controller
@@ -79,6 +80,9 @@ class ControllerSession:
         self.clock = clock
         self._adopt_cluster_id = adopt_cluster_id
         self._joined = False  # the controller's cluster id adopted
+        # Called (once) when this broker must stop: the controller now names another cluster.
+        self._on_fatal = on_fatal
+        self.fatal_error: str | None = None  # set: nothing more is applied, so nothing is deleted
         self.broker_id = settings.broker_id
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
@@ -151,8 +155,7 @@ class ControllerSession:
                 self.broker_epoch = reply.broker_epoch
                 log.info("broker %d registered with the controller, epoch %d", self.broker_id, self.broker_epoch)
                 if self._joined and reply.cluster_id != self.cluster.cluster_id:
-                    log.error("the controller now names cluster %s, this broker joined %s",
-                              reply.cluster_id, self.cluster.cluster_id)
+                    self._fail(reply.cluster_id)
                 return reply.cluster_id
             except ControllerUnavailable as exc:
                 log.warning("controller unavailable (%s); retrying registration", exc)
@@ -264,8 +267,25 @@ class ControllerSession:
 
     # -- the applied image ------------------------------------------------------------------
 
+    def _fail(self, cluster_id: object) -> None:
+        """The controller names another cluster (its state reset, or a wrong controller.url): stop, keep the data.
+
+        Applying that cluster's image would delete every partition it does not
+        list, which is all of them: acknowledged data lost by one reset status.
+        """
+        if self.fatal_error is None:
+            self.fatal_error = (f"the controller now names cluster {cluster_id}, but this broker's data belongs to "
+                                f"cluster {self.cluster.cluster_id}; stopping without applying its metadata (no data "
+                                "is deleted). Restore the controller's state, or point controller.url at its cluster")
+            log.critical("%s", self.fatal_error)
+            if self._on_fatal is not None:
+                self._on_fatal(self.fatal_error)
+
     async def _apply(self, image: dict[str, Any]) -> None:
-        if int(image["version"]) <= self.version:
+        if self.fatal_error is not None or int(image["version"]) <= self.version:
+            return
+        if self._joined and image.get("cluster_id") not in (None, self.cluster.cluster_id):
+            self._fail(image.get("cluster_id"))
             return
         self.applier.apply(image)
         async with self._applied:

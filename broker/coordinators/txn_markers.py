@@ -29,9 +29,10 @@ from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC
-from tinystream.broker.protocol.client import KafkaClient
+from tinystream.broker.protocol.client import KafkaClient, SaslLogin
 from tinystream.broker.protocol.codec import schemas
 from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.security.listener import InterBrokerCredentials
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics.manager import TopicManager
 
@@ -72,6 +73,8 @@ class MarkerChannel:
         # One connection per broker, made once: requests on it are answered in order, which keeps
         # concurrent verifications of one producer's pipelined produces in order.
         self._connecting = asyncio.Lock()
+        # How to reach the other brokers' listener (TLS, SASL), as the replica fetchers do; set in replicated mode.
+        self.credentials: InterBrokerCredentials | None = None
 
     async def write_markers(
         self,
@@ -172,8 +175,13 @@ class MarkerChannel:
                 endpoint = self._cluster.broker(broker_id)
                 if endpoint is None:
                     raise ConnectionError(f"broker {broker_id} is not in the cluster view")
+                creds = self.credentials
+                login = None
+                if creds is not None and creds.mechanism and creds.username and creds.password is not None:
+                    login = SaslLogin(creds.mechanism, creds.username, creds.password)
                 client = await asyncio.wait_for(KafkaClient.connect(
-                    endpoint.host, endpoint.port, client_id=f"txn-markers-{self._cluster.broker_id}"), 10)
+                    endpoint.host, endpoint.port, client_id=f"txn-markers-{self._cluster.broker_id}",
+                    ssl_context=creds.ssl_context if creds else None, sasl=login), 10)
                 self._clients[broker_id] = client
             return client
 

@@ -22,6 +22,7 @@ from tinystream.broker.handlers import (
     produce,
     producer_id,
     records_admin,
+    sasl,
     topics_admin,
     transactions,
 )
@@ -44,7 +45,9 @@ HANDLERS: dict[int, Handler] = {
     keys.SYNC_GROUP: groups.handle_sync_group,
     keys.DESCRIBE_GROUPS: groups.handle_describe_groups,
     keys.LIST_GROUPS: groups.handle_list_groups,
+    keys.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
     keys.API_VERSIONS: api_versions.handle_api_versions,
+    keys.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
     keys.CREATE_TOPICS: topics_admin.handle_create_topics,
     keys.DELETE_TOPICS: topics_admin.handle_delete_topics,
     keys.DELETE_RECORDS: records_admin.handle_delete_records,

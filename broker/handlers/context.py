@@ -6,7 +6,7 @@ of their own, so each can be tested with a context built from in-memory parts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tinystream.broker.control.forwarding import ForwardedTopicAdmin
@@ -19,6 +19,7 @@ from tinystream.broker.metrics.broker_metrics import BrokerMetrics
 from tinystream.broker.protocol.api_versions import ApiRange
 from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
 from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.security.sasl import SaslSession
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
 
@@ -27,13 +28,27 @@ from tinystream.config.settings import BrokerSettings
 CLOSE_CONNECTION = object()
 
 
+@dataclass(slots=True)
+class ConnectionAuth:
+    """Who is on a connection: its SASL exchange (on a SASL listener) and the principal it proved."""
+
+    sasl: SaslSession | None = None  # None: the listener asks for no SASL
+    principal: str = "User:ANONYMOUS"  # or User:<sasl user>, or User:CN=<client certificate>
+    close_after_reply: bool = False  # a failed authentication: answer, then close (as Kafka does)
+
+    @property
+    def authenticated(self) -> bool:
+        return self.sasl is None or self.sasl.authenticated
+
+
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
-    """Who sent a request (for groups' client_host and for logs)."""
+    """Who sent a request (for groups' client_host, for logs, and for what it may do)."""
 
     connection_id: int
     host: str
     port: int
+    auth: ConnectionAuth = field(default_factory=ConnectionAuth)
 
 
 @dataclass(slots=True)
@@ -49,6 +64,9 @@ class BrokerContext:
     transactions: TransactionService | None = None  # None without a group coordinator (offsets need one)
     control: ControllerSession | None = None  # set with controller.url: the session and its applied image
     forwarding: ForwardedTopicAdmin | None = None  # set with controller.url: topic admin goes to the controller
+    # Principals whose Fetch replica_id is believed (followers); None: the listener authenticates no one,
+    # so any known broker id is (spoofable: use a SASL or mTLS listener).
+    broker_principals: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

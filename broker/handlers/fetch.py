@@ -45,12 +45,15 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     requests: list[FetchPartition] = []
     diverging: dict[TopicPartition, tuple[int, int]] = {}
     answered: dict[TopicPartition, FetchedPartition] = {}  # decided before reading
-    peer = replica_id >= 0 and ctx.cluster.is_peer(replica_id)
+    # A follower's Fetch moves the high watermark: believe replica_id only from an authenticated broker.
+    trusted = ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals
+    peer = replica_id >= 0 and trusted and ctx.cluster.is_peer(replica_id)
     for topic in body.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.topic, p.partition)
             requests.append(
-                FetchPartition(tp, p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1))
+                FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, ctx.settings.fetch_max_bytes),
+                               getattr(p, "current_leader_epoch", -1))
             )
             if replica_id >= 0 and not peer:
                 answered[tp] = FetchedPartition(tp, ErrorCode.topic_authorization_failed)
@@ -73,7 +76,7 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         live,
         replica_id=replica_id if peer else -1,
         min_bytes=body.min_bytes,
-        max_bytes=getattr(body, "max_bytes", 2**31 - 1),
+        max_bytes=min(getattr(body, "max_bytes", 2**31 - 1), ctx.settings.fetch_max_bytes),  # Kafka's broker cap
         # An error or a divergence already decided answers at once (Kafka's fetchMessages).
         max_wait_ms=0 if answered else to_millis(body.max_wait),
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED and not peer,

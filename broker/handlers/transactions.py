@@ -11,7 +11,10 @@ coordinator) and, for TxnOffsetCommit, in the group coordinator. Version notes:
 - AddPartitionsToTxn v4+ batches transactions and may `verify_only`
   (KIP-890's partition-leader check); v0-3 carry one transaction.
 - WriteTxnMarkers comes from another broker's transaction coordinator; only
-  v1 is advertised (Kafka 4.0 dropped v0).
+  v1 is advertised (Kafka 4.0 dropped v0). It, and AddPartitionsToTxn's
+  v4+ broker form, need an inter-broker principal where connections are
+  authenticated (Kafka's ClusterAction): anyone else gets
+  CLUSTER_AUTHORIZATION_FAILED.
 - AddOffsetsToTxn adds the group's __consumer_offsets partition to the
   transaction, so its marker reaches the group coordinator.
 """
@@ -39,6 +42,11 @@ def client_error(call: Call, error: ErrorCode) -> ErrorCode:
     return error
 
 
+def _from_broker(ctx: BrokerContext, call: Call) -> bool:
+    """Sent by another broker (or nobody is authenticated on this listener)."""
+    return ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals
+
+
 def _coordinator(ctx: BrokerContext) -> Any:
     return ctx.transactions.coordinator if ctx.transactions is not None else None
 
@@ -48,6 +56,9 @@ def _coordinator(ctx: BrokerContext) -> Any:
 
 async def handle_add_partitions_to_txn(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
+    if call.version >= 4 and not _from_broker(ctx, call):
+        return call.respond(throttle_time=millis(0), error_code=ErrorCode.cluster_authorization_failed,
+                            results_by_transaction=())
     if call.version >= 4:
         results = []
         for txn in body.transactions:
@@ -158,12 +169,16 @@ async def handle_end_txn(ctx: BrokerContext, call: Call) -> Any:
 
 async def handle_write_txn_markers(ctx: BrokerContext, call: Call) -> Any:
     results = []
+    allowed = _from_broker(ctx, call)
     for marker in call.body.markers:
         tps = [TopicPartition(t.name, int(i)) for t in marker.topics for i in t.partition_indexes]
-        errors = await write_local_markers(ctx.replicas, ctx.groups, [
-            (tp, marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch)
-            for tp in tps
-        ])
+        if not allowed:
+            errors = {tp: ErrorCode.cluster_authorization_failed for tp in tps}
+        else:
+            errors = await write_local_markers(ctx.replicas, ctx.groups, [
+                (tp, marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch)
+                for tp in tps
+            ])
         by_topic: dict[str, list[Any]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(

@@ -53,6 +53,7 @@ LEAVE_GROUP = 13
 SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -66,6 +67,7 @@ WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
@@ -98,6 +100,10 @@ GROUP_APIS = frozenset(
     }
 )
 
+# Served (and advertised) only on a SASL listener; before authentication nothing else is served there.
+SASL_APIS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
+BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
 API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(PRODUCE, "Produce", 0, 11, served_from=3),
     ApiRange(FETCH, "Fetch", 4, 12),
@@ -112,6 +118,10 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
     ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
     ApiRange(LIST_GROUPS, "ListGroups", 0, 4),
+    # v0 is advertised because librdkafka (kcat, confluent-kafka < 2.x) only sees SASL support when the range
+    # holds 0; clients that then send SaslAuthenticate (all current ones) use v1. A v0 client's unframed
+    # tokens are refused like any malformed request.
+    ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
     ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
     ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
     ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 6),
@@ -127,6 +137,7 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4),
     ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
     ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+    ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
     ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
@@ -148,7 +159,9 @@ def api_name(api_key: int) -> str:
     return api.name if api else f"Unknown({api_key})"
 
 
-def advertised(*, with_groups: bool = True) -> tuple[ApiRange, ...]:
+def advertised(*, with_groups: bool = True, with_sasl: bool = False) -> tuple[ApiRange, ...]:
     """The rows ApiVersions answers with, in key order."""
     rows = API_TABLE if with_groups else tuple(a for a in API_TABLE if a.key not in GROUP_APIS)
+    if not with_sasl:
+        rows = tuple(a for a in rows if a.key not in SASL_APIS)
     return tuple(sorted(rows, key=lambda a: a.key))

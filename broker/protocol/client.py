@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import struct
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
-from tinystream.broker.protocol.codec import decode_response, encode_request
+import scramp
+
+from tinystream.broker.protocol.codec import build, decode_response, encode_request, schemas
 from tinystream.broker.protocol.framing import FrameDecoder
 
 _SIZE = struct.Struct(">i")
@@ -23,6 +27,17 @@ _SIZE = struct.Struct(">i")
 
 class ConnectionClosed(ConnectionError):
     pass
+
+
+class SaslRefused(ConnectionError):
+    """The broker refused our SASL mechanism or credentials."""
+
+
+@dataclass(frozen=True, slots=True)
+class SaslLogin:
+    mechanism: str  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    username: str
+    password: str
 
 
 class KafkaClient:
@@ -36,9 +51,39 @@ class KafkaClient:
         self.closed = asyncio.Event()
 
     @classmethod
-    async def connect(cls, host: str, port: int, *, client_id: str | None = "tinystream-client") -> KafkaClient:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer, client_id)
+    async def connect(cls, host: str, port: int, *, client_id: str | None = "tinystream-client",
+                      ssl_context: ssl.SSLContext | None = None, sasl: SaslLogin | None = None) -> KafkaClient:
+        """Connect (over TLS with `ssl_context`), then log in with `sasl` (SaslHandshake v1 + SaslAuthenticate)."""
+        reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context,
+                                                       server_hostname=host if ssl_context else None)
+        client = cls(reader, writer, client_id)
+        if sasl is not None:
+            try:
+                await client._login(sasl)
+            except BaseException:
+                await client.close()
+                raise
+        return client
+
+    async def _login(self, login: SaslLogin) -> None:
+        shake = await self.request(build(schemas(17, 1).request_type, {"mechanism": login.mechanism}))
+        if shake.error_code != 0:
+            raise SaslRefused(f"SaslHandshake {login.mechanism}: error {shake.error_code}; broker offers "
+                              f"{list(shake.mechanisms)}")
+        if login.mechanism == "PLAIN":
+            await self._authenticate(b"\x00" + login.username.encode() + b"\x00" + login.password.encode())
+            return
+        scram = scramp.ScramClient([login.mechanism], login.username, login.password)
+        server_first = await self._authenticate(scram.get_client_first().encode())
+        scram.set_server_first(server_first.decode())
+        server_final = await self._authenticate(scram.get_client_final().encode())
+        scram.set_server_final(server_final.decode())  # checks the server knew our credentials too
+
+    async def _authenticate(self, token: bytes) -> bytes:
+        reply = await self.request(build(schemas(36, 2).request_type, {"auth_bytes": token}))
+        if reply.error_code != 0:
+            raise SaslRefused(f"SaslAuthenticate: error {reply.error_code}: {reply.error_message}")
+        return bytes(reply.auth_bytes)
 
     async def request(self, body: Any, *, timeout: float | None = 30.0) -> Any:
         """Send a kio request entity; return the kio response entity."""

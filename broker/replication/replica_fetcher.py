@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.metadata.cluster import ClusterView
-from tinystream.broker.protocol.client import KafkaClient
+from tinystream.broker.protocol.client import KafkaClient, SaslLogin
 from tinystream.broker.protocol.codec import build, millis, schemas
 from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.security.listener import InterBrokerCredentials
 from tinystream.broker.storage.base import LogError
 from tinystream.broker.storage.topic_partition import TopicPartition
 
@@ -91,8 +92,13 @@ class LeaderFetcher:
             endpoint = self.manager.cluster.broker(self.leader_id)
             if endpoint is None:
                 raise ConnectionError(f"leader {self.leader_id} is not in the cluster view")
+            creds = self.manager.credentials
+            login = None
+            if creds is not None and creds.mechanism and creds.username and creds.password is not None:
+                login = SaslLogin(creds.mechanism, creds.username, creds.password)
             self._client = await KafkaClient.connect(
-                endpoint.host, endpoint.port, client_id=f"replica-fetcher-{self.manager.broker_id}"
+                endpoint.host, endpoint.port, client_id=f"replica-fetcher-{self.manager.broker_id}",
+                ssl_context=creds.ssl_context if creds else None, sasl=login,
             )
         return self._client
 
@@ -231,8 +237,10 @@ class ReplicaFetcherManager:
         cluster: ClusterView,
         max_bytes: int,
         max_wait_ms: int = FETCH_WAIT_MS,
+        credentials: InterBrokerCredentials | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.credentials = credentials  # TLS and SASL login towards the leaders' listener
         self.replicas = replicas
         self.cluster = cluster
         self.max_bytes = max_bytes

@@ -8,9 +8,12 @@ One `KafkaConnection` (an asyncio.Protocol) per client socket:
 - responses are written strictly in request order (Kafka's rule): a finished
   task waits until every earlier one on the connection has been written;
 - a request that wants no answer (Produce acks=0) yields None and is skipped;
-- backpressure: reading pauses while `max_in_flight` requests are pending or
-  the transport's write buffer is full (the client is not reading), so a slow
-  or hostile peer costs bounded memory;
+- backpressure: reading and starting requests pause while `max_in_flight`
+  requests are pending, while the transport's write buffer is full (the client
+  is not reading: finished answers wait, unwritten, and count as pending), or
+  while the whole server holds `queued_max_request_bytes` of requests not yet
+  answered (Kafka's queued.max.request.bytes), so a slow or hostile peer costs
+  bounded memory; frames already received wait in the decoder;
 - bad input (oversized or malformed frame, unknown API or version) is logged
   once and closes only that connection; an ApiVersions request at a version we
   do not know gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511 rule) and
@@ -20,9 +23,10 @@ Log lines about a request (bad input, a failed handler) carry `client_id`,
 `correlation_id`, `api` and `peer` as record extras, so a JSON log
 (`--log-format json`) can be searched by them.
 
-`KafkaServer` owns the listening socket, the connection limit
-(max.connections: extra connections are closed at once) and the idle sweep
-(connections.max.idle.ms).
+`KafkaServer` owns the listening socket, the connection limits
+(max.connections, and max.connections.per.ip so that one host cannot take
+them all: extra connections are closed at once), the queued-request budget and
+the idle sweep (connections.max.idle.ms).
 """
 
 from __future__ import annotations
@@ -32,16 +36,18 @@ import collections
 import itertools
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo
+from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo, ConnectionAuth
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
 from tinystream.broker.protocol.framing import FrameDecoder
+from tinystream.broker.security.listener import peer_certificate_principal
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +116,7 @@ def request_extras(frame: memoryview | bytes) -> dict[str, object]:
     return extras
 
 
+WRITE_BUFFER_HIGH = 4 * 1024 * 1024  # buffered answer bytes before writing (and then reading) pauses
 _PEEK = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
 
@@ -121,12 +128,13 @@ class KafkaConnection(asyncio.Protocol):
         self._server = server
         self._id = connection_id
         self._decoder = FrameDecoder(server.max_request_bytes)
-        # (api_key, answer, log extras naming the request)
-        self._pending: collections.deque[tuple[int, asyncio.Future, dict[str, object]]] = collections.deque()
+        # (api_key, answer, log extras naming the request, request bytes held against the server's budget)
+        self._pending: collections.deque[tuple[int, asyncio.Future, dict[str, object], int]] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._client = ClientInfo(connection_id, "", 0)
         self._reading_paused = False
         self._writing_paused = False
+        self._draining = False
         self._closed = False
         self.last_active = time.monotonic()
 
@@ -136,17 +144,22 @@ class KafkaConnection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
-        self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0)
+        auth = self._server.new_auth()
+        cert_principal = peer_certificate_principal(transport.get_extra_info("peercert"))
+        if cert_principal is not None:  # mTLS: the certificate names the client
+            auth.principal = cert_principal
+        self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0, auth)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # Responses are written as whole frames; a large buffer before pausing keeps
         # big Fetch responses from pausing the reader after every write.
-        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         if not self._server.admit(self):
             self._server.bad_input.warning(
-                "refusing connection from %s:%s: max.connections=%d reached",
+                "refusing connection from %s:%s: max.connections=%d or max.connections.per.ip=%d reached",
                 self._client.host, self._client.port, self._server.max_connections,
+                self._server.max_connections_per_ip,
             )
             self._closed = True
             transport.abort()
@@ -154,7 +167,8 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._server.release(self)
-        for api_key, fut, _ in self._pending:
+        for api_key, fut, _, size in self._pending:
+            self._server.return_bytes(size)
             if not fut.done() and self._server.dispatcher.cancel_on_disconnect(api_key):
                 fut.cancel()
         self._pending.clear()
@@ -165,10 +179,23 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = time.monotonic()
         try:
             self._decoder.receive_data(data)
-            while not self._closed and (frame := self._decoder.next_frame()) is not None:
+        except ProtocolError as exc:
+            self._fail(str(exc))
+            return
+        self._drain()
+
+    def _drain(self) -> None:
+        """Start the received requests, as long as the limits allow (the rest wait in the decoder)."""
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while not self._closed and not self._must_wait() and (frame := self._decoder.next_frame()) is not None:
                 self._on_frame(frame)
         except ProtocolError as exc:
             self._fail(str(exc))
+        finally:
+            self._draining = False
 
     def eof_received(self) -> bool | None:
         # Kafka closes the channel when a read hits end of stream; so do we (a
@@ -182,7 +209,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._update_reading()
+        self._on_done(None)  # answers that finished while the client was not reading
 
     # -- requests ---------------------------------------------------------------
 
@@ -209,26 +236,36 @@ class KafkaConnection(asyncio.Protocol):
         header = request.header
         if not self._server.dispatcher.serves(header.api_key):
             raise UnsupportedRequest(header.api_key, header.api_version, "not served by this broker")
+        if not self._client.auth.authenticated and header.api_key not in api_versions.BEFORE_AUTHENTICATION:
+            raise UnsupportedRequest(header.api_key, header.api_version, "sent before SASL authentication")
         task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
+        self._server.take_bytes(len(frame))
         self._pending.append((header.api_key, task, {
             "api": api_versions.api_name(header.api_key), "api_version": header.api_version,
             "correlation_id": header.correlation_id, "client_id": header.client_id,
-        }))
+        }, len(frame)))
         task.add_done_callback(self._on_done)
         self._update_reading()
 
     def _enqueue_result(self, api_key: int, result: bytes | None) -> None:
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         fut.set_result(result)
-        self._pending.append((api_key, fut, {}))
+        self._pending.append((api_key, fut, {}, 0))
         self._on_done(fut)
 
-    def _on_done(self, _: asyncio.Future) -> None:
-        """Write every finished response at the head of the queue, in request order."""
+    def _on_done(self, _: asyncio.Future | None) -> None:
+        """Write every finished response at the head of the queue, in request order.
+
+        Not while the client is not reading (writes paused): the answers stay
+        queued, so reading stays paused too, until resume_writing.
+        """
         transport = self._transport
         ready: list[bytes | bytearray] = []
-        while self._pending and self._pending[0][1].done():
-            _, fut, extras = self._pending.popleft()
+        room = WRITE_BUFFER_HIGH - (transport.get_write_buffer_size() if transport is not None else 0)
+        while self._pending and self._pending[0][1].done() and (
+                self._closed or (not self._writing_paused and (room > 0 or not ready))):
+            _, fut, extras, size = self._pending.popleft()
+            self._server.return_bytes(size)
             if fut.cancelled():
                 continue
             exc = fut.exception()  # retrieved even when the answer can no longer be sent
@@ -248,8 +285,15 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if result is not None:
                 ready.append(result)
+                room -= len(result)
+            if self._client.auth.close_after_reply:  # a refused login: its answer, then nothing more
+                self._flush(ready)
+                self._close()
+                return
         self._flush(ready)
         self.last_active = time.monotonic()
+        if self._pending and self._pending[0][1].done() and not self._writing_paused and not self._closed:
+            asyncio.get_running_loop().call_soon(self._on_done, None)  # the rest, once this write left
         self._update_reading()
 
     def _flush(self, ready: list[bytes | bytearray]) -> None:
@@ -264,17 +308,22 @@ class KafkaConnection(asyncio.Protocol):
         else:
             self._transport.writelines(ready)
 
+    def _must_wait(self) -> bool:
+        return (self._writing_paused or len(self._pending) >= self._server.max_in_flight
+                or self._server.over_budget(self))
+
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self._closed:
             return
-        should_pause = self._writing_paused or len(self._pending) >= self._server.max_in_flight
+        should_pause = self._must_wait()
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
+            self._drain()  # frames received before the pause
 
     # -- closing ----------------------------------------------------------------
 
@@ -307,6 +356,15 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 self._transport.close()
 
+    @property
+    def peer_host(self) -> str:
+        return self._client.host
+
+    def budget_freed(self) -> None:
+        self._update_reading()
+        if not self._reading_paused:
+            self._drain()
+
     def close_idle(self) -> None:
         log.info("closing idle connection %s", self._describe())
         self._close()
@@ -325,12 +383,23 @@ class KafkaServer:
         max_request_bytes: int,
         max_connections: int,
         idle_timeout_ms: int,
+        max_connections_per_ip: int | None = None,
+        queued_max_request_bytes: int | None = None,
         max_in_flight: int = 100,
         on_connections_changed: Callable[[int], None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        new_auth: Callable[[], ConnectionAuth] = ConnectionAuth,
     ) -> None:
         self.dispatcher = dispatcher
+        self.ssl_context = ssl_context  # TLS on the listener (SSL, SASL_SSL)
+        self.new_auth = new_auth  # each connection's auth state (a SaslSession on a SASL listener)
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip or max_connections
+        self.queued_max_request_bytes = queued_max_request_bytes  # None: no server-wide budget
+        self.queued_bytes = 0  # request bytes started and not yet answered, every connection
+        self._waiting_for_budget: set[KafkaConnection] = set()
+        self._per_ip: collections.Counter[str] = collections.Counter()
         self.max_in_flight = max_in_flight
         self.bad_input = BadInputLog()
         self._idle_timeout = idle_timeout_ms / 1000.0
@@ -349,7 +418,8 @@ class KafkaServer:
         """Listen; returns the bound (host, port) (port 0 picks a free one)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(self, next(self._ids)), host=host, port=port, reuse_address=True, backlog=1024
+            lambda: KafkaConnection(self, next(self._ids)), host=host, port=port, reuse_address=True, backlog=1024,
+            ssl=self.ssl_context, ssl_handshake_timeout=10.0 if self.ssl_context else None,
         )
         self._sweeper = asyncio.create_task(self._sweep_idle(), name="kafka-idle-sweep")
         bound = self._server.sockets[0].getsockname()
@@ -367,18 +437,48 @@ class KafkaServer:
             await self._server.wait_closed()
 
     def admit(self, conn: KafkaConnection) -> bool:
-        if len(self._connections) >= self.max_connections:
+        host = conn.peer_host
+        if len(self._connections) >= self.max_connections or self._per_ip[host] >= self.max_connections_per_ip:
             return False
         self._connections.add(conn)
+        self._per_ip[host] += 1
         if self._on_connections_changed:
             self._on_connections_changed(len(self._connections))
         return True
 
     def release(self, conn: KafkaConnection) -> None:
+        self._waiting_for_budget.discard(conn)
         if conn in self._connections:
             self._connections.discard(conn)
+            self._per_ip[conn.peer_host] -= 1
+            if self._per_ip[conn.peer_host] <= 0:
+                del self._per_ip[conn.peer_host]
             if self._on_connections_changed:
                 self._on_connections_changed(len(self._connections))
+
+    # -- the queued-request budget (queued.max.request.bytes) ----------------------------
+
+    def take_bytes(self, size: int) -> None:
+        self.queued_bytes += size
+
+    def return_bytes(self, size: int) -> None:
+        if not size:
+            return
+        self.queued_bytes -= size
+        if self._waiting_for_budget and not self._budget_spent():
+            waiting, self._waiting_for_budget = self._waiting_for_budget, set()
+            for conn in waiting:
+                conn.budget_freed()
+
+    def _budget_spent(self) -> bool:
+        return self.queued_max_request_bytes is not None and self.queued_bytes >= self.queued_max_request_bytes
+
+    def over_budget(self, conn: KafkaConnection) -> bool:
+        """Whether `conn` must wait to start requests; it is told (budget_freed) when it may go on."""
+        if not self._budget_spent():
+            return False
+        self._waiting_for_budget.add(conn)
+        return True
 
     async def _sweep_idle(self) -> None:
         interval = min(max(self._idle_timeout / 4, 0.05), 10.0)

@@ -49,13 +49,15 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 import orjson
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
+from referencing import Registry, Resource
+from referencing.exceptions import NoSuchResource
 
 from tinystream.broker.storage.base import CorruptRecordError
 from tinystream.broker.storage.batch import decode_records
 from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
-from tinystream.config.topic_configs import VALUE_SCHEMA
+from tinystream.config.topic_configs import VALUE_SCHEMA, pattern_problem, remote_reference
 
 SCHEMA_CONFIG = VALUE_SCHEMA  # the topic config (tinystream/config/topic_configs.py)
 
@@ -70,7 +72,7 @@ _PORTABLE_DRAFTS = frozenset({
 _ANNOTATIONS = frozenset({"$schema", "$comment", "title", "description", "default", "examples", "deprecated",
                           "readOnly", "writeOnly"})
 _ASSERTIONS = frozenset({"type", "enum", "const", "multipleOf", "maximum", "minimum", "exclusiveMaximum",
-                         "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems",
+                         "exclusiveMinimum", "maxLength", "minLength", "maxItems", "minItems",
                          "uniqueItems", "maxProperties", "minProperties", "required"})
 # Only keywords where a stricter subschema makes a stricter schema: `not`, `oneOf` and if/then/else
 # would turn a stricter fast check (fastjsonschema's `$` is ECMA's end of input, Python's `$` also
@@ -174,13 +176,53 @@ def compile_schema(text: str) -> CompiledSchema:
     schema = _parse(text)
     if not isinstance(schema, (dict, bool)):
         raise InvalidSchema(f"a JSON Schema is an object or a boolean, got {type(schema).__name__}")
-    cls = jsonschema.validators.validator_for(schema, default=_DEFAULT_DRAFT)
+    cls = _with_re2(jsonschema.validators.validator_for(schema, default=_DEFAULT_DRAFT))
     try:
         cls.check_schema(schema)
     except SchemaError as exc:
         where = _json_path(exc.path)
         raise InvalidSchema(f"invalid JSON Schema at {where}: {exc.message}") from None
-    return CompiledSchema(cls(schema, format_checker=cls.FORMAT_CHECKER), _fast_validator(schema))
+    bad_pattern = pattern_problem(schema)
+    if bad_pattern is not None:
+        raise InvalidSchema(f"a pattern RE2 cannot run (no lookaround or backreference): {bad_pattern}")
+    remote = remote_reference(schema)
+    if remote is not None:  # a topic made before the config check refused these
+        raise InvalidSchema(f"remote reference {remote!r}: only references inside the document (#...) are allowed")
+    registry: Registry[Any] = Registry(retrieve=_never_retrieve)  # a second guard: config checks refuse them first
+    return CompiledSchema(cls(schema, format_checker=cls.FORMAT_CHECKER, registry=registry), _fast_validator(schema))
+
+
+@functools.cache
+def _with_re2(cls: Any) -> Any:
+    """`cls` with `pattern` and `patternProperties` run by RE2: linear time, whatever the record."""
+    return jsonschema.validators.extend(cls, {"pattern": _re2_pattern, "patternProperties": _re2_pattern_properties})
+
+
+def _re2_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "string") and not _re2(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _re2_pattern_properties(validator: Any, properties: dict[str, Any], instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in properties.items():
+        compiled = _re2(pattern)
+        for key, value in instance.items():
+            if compiled.search(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _re2(pattern: str) -> Any:
+    import re2  # google-re2
+
+    return re2.compile(pattern)
+
+
+def _never_retrieve(uri: str) -> Resource[Any]:
+    """jsonschema's default would urlopen a remote `$ref` (with no timeout): a broker never fetches."""
+    raise NoSuchResource(ref=uri)
 
 
 def _json_path(path: Any) -> str:

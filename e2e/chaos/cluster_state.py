@@ -15,14 +15,16 @@ from typing import Any
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def metadata(controller_url: str, *, timeout_s: float = 2.0) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{controller_url}/v1/metadata", timeout=timeout_s) as response:  # noqa: S310
+def metadata(controller_url: str, *, token: str, timeout_s: float = 2.0) -> dict[str, Any]:
+    """The image, read with a controller API token (LocalCluster.admin_token)."""
+    request = urllib.request.Request(f"{controller_url}/v1/metadata", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
         return json.loads(response.read())
 
 
-def try_metadata(controller_url: str) -> dict[str, Any] | None:
+def try_metadata(controller_url: str, *, token: str) -> dict[str, Any] | None:
     try:
-        return metadata(controller_url)
+        return metadata(controller_url, token=token)
     except (OSError, ValueError):
         return None  # the controller is restarting
 
@@ -78,9 +80,9 @@ def wait_for(check: Callable[[], list[str]], *, timeout_s: float, what: str) -> 
     raise AssertionError(f"{what}: not reached in {timeout_s:.0f} s: {'; '.join(problems[:8])}")
 
 
-def wait_converged(controller_url: str, *, topics: Iterable[str], brokers: int, timeout_s: float) -> float:
+def wait_converged(controller_url: str, *, token: str, topics: Iterable[str], brokers: int, timeout_s: float) -> float:
     topics = list(topics)
-    return wait_for(lambda: not_converged(try_metadata(controller_url), topics=topics, brokers=brokers),
+    return wait_for(lambda: not_converged(try_metadata(controller_url, token=token), topics=topics, brokers=brokers),
                     timeout_s=timeout_s, what="full ISRs on every partition")
 
 

@@ -76,7 +76,7 @@ def _require_replication(cluster: LocalCluster) -> None:
     deadline = time.monotonic() + REGISTER_TIMEOUT_S
     live: set[int] = set()
     while time.monotonic() < deadline:
-        image = try_metadata(cluster.controller_url)
+        image = try_metadata(cluster.controller_url, token=cluster.admin_token)
         live = live_brokers(image) if image else set()
         if len(live) == BROKERS:
             return

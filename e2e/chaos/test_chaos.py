@@ -89,8 +89,13 @@ class Scenario:
     def url(self) -> str:
         return self.cluster.controller_url
 
+    @property
+    def token(self) -> str:
+        return self.cluster.admin_token
+
     def converge(self, what: str) -> None:
-        took = wait_converged(self.url, topics=[TOPIC, OFFSETS_TOPIC], brokers=BROKERS, timeout_s=CONVERGE_TIMEOUT_S)
+        took = wait_converged(self.url, token=self.token, topics=[TOPIC, OFFSETS_TOPIC], brokers=BROKERS,
+                              timeout_s=CONVERGE_TIMEOUT_S)
         self.steps.append(f"{what}: full ISRs again after {took:.1f} s")
         print(f"chaos: {self.steps[-1]}", flush=True)
 
@@ -108,7 +113,7 @@ class Scenario:
     # -- faults ----------------------------------------------------------------------
 
     def kill_leader(self, partition: int) -> None:
-        image = metadata(self.url)
+        image = metadata(self.url, token=self.token)
         leader = leader_of(image, TOPIC, partition)
         epoch = leader_epochs(image, TOPIC)[partition]
         victim = self.cluster.broker(leader)
@@ -117,7 +122,7 @@ class Scenario:
         acked = self.ledger.wait_ack_sent_after(t0, partitions={partition}, timeout_s=45)
         failover = acked - t0
         self.failovers.append((f"p{partition} (leader {leader} killed)", failover))
-        image = metadata(self.url)
+        image = metadata(self.url, token=self.token)
         state = partitions(image, TOPIC)[partition]
         assert state["leader"] != leader and state["leader_epoch"] > epoch, state
         print(f"chaos: killed broker {leader} leading {TOPIC}-{partition}: new leader {state['leader']}, "
@@ -127,11 +132,11 @@ class Scenario:
 
     def pause_broker(self, broker_id: int) -> None:
         child = self.cluster.broker(broker_id)
-        led = [p for p, s in partitions(metadata(self.url), TOPIC).items() if s["leader"] == broker_id]
+        led = [p for p, s in partitions(metadata(self.url, token=self.token), TOPIC).items() if s["leader"] == broker_id]
         child.pause()
         t0 = time.monotonic()
         time.sleep(SESSION_TIMEOUT_MS / 1000 + 2.0)
-        fenced = [b for b in metadata(self.url)["brokers"] if b["broker_id"] == broker_id][0]["fenced"]
+        fenced = [b for b in metadata(self.url, token=self.token)["brokers"] if b["broker_id"] == broker_id][0]["fenced"]
         if led:
             acked = self.ledger.wait_ack_sent_after(t0, partitions=set(led), timeout_s=30)
             print(f"chaos: broker {broker_id} (leading {led}) frozen; writes acknowledged again after "
@@ -141,14 +146,14 @@ class Scenario:
         self.converge(f"broker {broker_id} resumed after SIGSTOP")
 
     def restart_controller(self) -> None:
-        version = metadata(self.url)["version"]
+        version = metadata(self.url, token=self.token)["version"]
         self.cluster.controller.kill()
         t0 = time.monotonic()
         # Brokers keep serving without their controller: writes go on being acknowledged.
         self.ledger.wait_ack_sent_after(t0, timeout_s=10)
         time.sleep(1.0)
         self.cluster.controller.start()
-        image = metadata(self.url)
+        image = metadata(self.url, token=self.token)
         assert image["version"] >= version, f"controller restarted with metadata version {image['version']} < {version}"
         assert partitions(image, TOPIC), "controller lost the topic across a restart"
         self.converge("controller restarted (SIGKILL) on its state file")
@@ -173,7 +178,7 @@ def test_no_acknowledged_record_is_lost_under_faults(chaos_cluster: LocalCluster
     _create_topic(cluster.bootstrap)
     run = Scenario(cluster)
     run.converge("topic created")
-    epochs_before = sum(leader_epochs(metadata(run.url), TOPIC).values())
+    epochs_before = sum(leader_epochs(metadata(run.url, token=run.token), TOPIC).values())
     for worker in (*run.producers, run.reader):
         worker.start()
     run.progressing("warm-up")
@@ -212,7 +217,7 @@ def test_no_acknowledged_record_is_lost_under_faults(chaos_cluster: LocalCluster
     wait_for(lambda: replicas_not_at(admin_urls, TOPIC, ends), timeout_s=20, what="every replica holds the whole log")
 
     verdict = run.ledger.verify(log)
-    epochs_after = sum(leader_epochs(metadata(run.url), TOPIC).values())
+    epochs_after = sum(leader_epochs(metadata(run.url, token=run.token), TOPIC).values())
     worst = max((t for _, t in run.failovers), default=0.0)
     print(f"\n=== chaos figures (seed {SEED}) ===")
     print(f"records acknowledged      {verdict.acknowledged}")
@@ -247,14 +252,15 @@ def test_no_acknowledged_record_is_lost_under_faults(chaos_cluster: LocalCluster
 def test_acks_all_is_refused_below_min_insync_replicas(chaos_cluster: LocalCluster) -> None:
     cluster = chaos_cluster
     _create_topic(cluster.bootstrap)
-    wait_converged(cluster.controller_url, topics=[TOPIC], brokers=BROKERS, timeout_s=CONVERGE_TIMEOUT_S)
-    survivor = leader_of(metadata(cluster.controller_url), TOPIC, 0)
+    wait_converged(cluster.controller_url, token=cluster.admin_token, topics=[TOPIC], brokers=BROKERS,
+                   timeout_s=CONVERGE_TIMEOUT_S)
+    survivor = leader_of(metadata(cluster.controller_url, token=cluster.admin_token), TOPIC, 0)
     others = [b for b in range(BROKERS) if b != survivor]
     for b in others:
         cluster.broker(b).kill()
     try:
         # The survivor leads partition 0 alone once the controller has fenced the others.
-        wait_for(lambda: [] if (image := try_metadata(cluster.controller_url)) and
+        wait_for(lambda: [] if (image := try_metadata(cluster.controller_url, token=cluster.admin_token)) and
                  partitions(image, TOPIC)[0]["isr"] == [survivor] else ["ISR not shrunk"],
                  timeout_s=30, what=f"ISR of {TOPIC}-0 down to [{survivor}]")
         results: list[KafkaError | None] = []
@@ -272,4 +278,5 @@ def test_acks_all_is_refused_below_min_insync_replicas(chaos_cluster: LocalClust
     finally:
         for b in others:
             cluster.broker(b).start()
-    wait_converged(cluster.controller_url, topics=[TOPIC], brokers=BROKERS, timeout_s=CONVERGE_TIMEOUT_S)
+    wait_converged(cluster.controller_url, token=cluster.admin_token, topics=[TOPIC], brokers=BROKERS,
+                   timeout_s=CONVERGE_TIMEOUT_S)

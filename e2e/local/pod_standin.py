@@ -28,6 +28,7 @@ Test support only: it does no scheduling, volumes or probes beyond that.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import json
@@ -35,6 +36,7 @@ import logging
 import os
 import re
 import sys
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,7 +247,11 @@ class PodStandIn:
         spec = sts["spec"]["template"]["spec"]
         container = spec["containers"][0]
         etc = self.workdir / run.name / "etc"
+        mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts") or []}
+        local_mounts: dict[str, Path] = {}  # a Secret's mount path -> where its files are here
         for volume in spec.get("volumes") or []:
+            if "secret" in volume and volume["name"] in mounts:
+                local_mounts[mounts[volume["name"]]] = await self._secret_files(run, volume["secret"]["secretName"])
             if "configMap" in volume:
                 config_map = await self.api.get("v1", "configmaps", volume["configMap"]["name"])
                 assert config_map is not None, f"{run.name}: ConfigMap {volume['configMap']['name']} is missing"
@@ -260,9 +266,25 @@ class PodStandIn:
             "TINYSTREAM_ADMIN_PORT": str(run.admin_port), "TINYSTREAM_LOG_DIRS": str(run.data_dir),
             "TINYSTREAM_CONTROLLER_URL": self._resolve(self._config_value(etc, "controller.url")),
         })
+        token_file = self._config_value(etc, "controller.token.file")
+        for mount, local in local_mounts.items():
+            if token_file.startswith(mount):
+                env["TINYSTREAM_CONTROLLER_TOKEN_FILE"] = str(local) + token_file[len(mount):]
         return Child(name=run.name, argv=[sys.executable, "-m", "tinystream", *args],
                      env={**os.environ, **env}, log_path=self.workdir / "logs" / f"{run.name}.log",
                      data_path=run.data_dir, broker_id=run.ordinal)
+
+    async def _secret_files(self, run: PodRun, name: str, *, timeout_s: float = 30.0) -> Path:
+        """A Secret volume's files; like the kubelet, wait for a Secret that does not exist yet."""
+        deadline = time.monotonic() + timeout_s
+        while (secret := await self.api.get("v1", "secrets", name)) is None:
+            assert time.monotonic() < deadline, f"{run.name}: Secret {name} never appeared"
+            await asyncio.sleep(0.2)
+        folder = self.workdir / run.name / "secrets" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for key, data in (secret.get("data") or {}).items():
+            (folder / key).write_bytes(base64.b64decode(data))
+        return folder
 
     @staticmethod
     def _config_value(etc: Path, key: str) -> str:

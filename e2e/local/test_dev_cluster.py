@@ -18,10 +18,13 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tinystream.controller_auth import ADMIN, read_secret, token_for
 
 READY_TIMEOUT_S = 60
 
@@ -56,8 +59,9 @@ class Dev:
         return self.process.wait(timeout=60)
 
 
-def _get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=5) as response:
+def _get_json(url: str, *, token: str | None = None) -> dict:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(request, timeout=5) as response:
         assert response.status == 200
         return json.loads(response.read())
 
@@ -86,7 +90,12 @@ def test_dev_three_brokers(tmp_path: Path) -> None:
         assert len(_get_json(dashboard + "/api/brokers")["brokers"]) == 3
 
         deadline = time.monotonic() + 20
-        while len([b for b in _get_json(controller + "/v1/metadata")["brokers"] if not b["fenced"]]) < 3:
+        secret = read_secret(tmp_path / "controller" / "controller.secret")
+        with pytest.raises(urllib.error.HTTPError) as refused:  # the epochs are not for anyone to read
+            _get_json(controller + "/v1/metadata")
+        assert refused.value.code == 401
+        while len([b for b in _get_json(controller + "/v1/metadata", token=token_for(secret, ADMIN))["brokers"]
+                   if not b["fenced"]]) < 3:
             if time.monotonic() > deadline:
                 pytest.skip("replication not in place: brokers did not register with the controller")
             time.sleep(0.2)

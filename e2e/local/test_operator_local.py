@@ -38,6 +38,7 @@ from kmock_helpers import Api, declare, ready_condition, running_operator  # noq
 from pod_standin import PodStandIn  # noqa: E402
 
 from tinystream.operator.k8s.controller_host import OperatorController  # noqa: E402
+from tinystream.operator.k8s.controller_secret import derived_secrets  # noqa: E402
 from tinystream.operator.service.controller_service import DriverTiming  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -85,7 +86,7 @@ class World:
 def new_controller(port: int = 0, session_timeout_ms: int | None = None) -> OperatorController:
     overrides = {} if session_timeout_ms is None else {"broker_session_timeout_ms": session_timeout_ms}
     return OperatorController(host="127.0.0.1", port=port, timing=DriverTiming(tick_interval_s=0.25),
-                              config_overrides=overrides)
+                              config_overrides=overrides, secret_source=derived_secrets("e2e-master"))
 
 def topic_partitions(obj: dict) -> list[dict]:
     return (obj.get("status") or {}).get("partitions") or []

@@ -38,9 +38,12 @@ class ControllerConfig:
     unclean_leader_election_enable: bool = False  # cluster default (Kafka: false)
     delete_topic_enable: bool = True  # delete.topic.enable (Kafka: true)
     preferred_leader_election: PreferredElection = PreferredElection.ON_TICK
+    # Partitions in the whole cluster (KIP-578's max.partitions): one CreateTopics must not make
+    # every broker open, replicate and hold more partitions than it can.
+    max_partitions: int = 20_000
 
     def __post_init__(self) -> None:
-        for name in ("broker_session_timeout_ms", "num_partitions", "default_replication_factor"):
+        for name in ("broker_session_timeout_ms", "num_partitions", "default_replication_factor", "max_partitions"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{_NAMES[name]} must be a positive integer, got {value!r}")
@@ -67,6 +70,7 @@ class ControllerConfig:
             "unclean_leader_election_enable": bool,
             "delete_topic_enable": bool,
             "preferred_leader_election": PreferredElection,
+            "max_partitions": int,
         }
         kwargs = {by_key[k]: convert(hints[by_key[k]], v, path=f"$.config.{k}") for k, v in data.items()}
         try:
@@ -82,4 +86,5 @@ _NAMES = {
     "unclean_leader_election_enable": "unclean.leader.election.enable",
     "delete_topic_enable": "delete.topic.enable",
     "preferred_leader_election": "preferred.leader.election",
+    "max_partitions": "max.partitions",
 }

@@ -441,12 +441,20 @@ def _create_topic(step: _Step, e: CreateTopic) -> None:
         if rf < 1:
             raise _Rejected(ControllerError.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
         assignment = _place(step, partitions=partitions, rf=rf, first=0)
+    _check_partition_limit(step, len(assignment))
     records = _new_partitions(step, assignment, first=0)
     topic_id, step.ids = step.ids.next_uuid()
     step.image.add_topic(TopicRecord(name=e.topic, topic_id=topic_id, config=e.config, partitions=tuple(records)))
     step.image.actions.append(
         TopicCreated(topic=e.topic, topic_id=topic_id, partitions=len(records), replication_factor=len(assignment[0]))
     )
+
+
+def _check_partition_limit(step: _Step, adding: int) -> None:
+    total = sum(len(step.image.partitions(name)) for name in step.image.topic_names()) + adding
+    if total > step.config.max_partitions:
+        raise _Rejected(ControllerError.POLICY_VIOLATION,
+                        f"the cluster would have {total} partitions, more than max.partitions={step.config.max_partitions}")
 
 
 def _create_partitions(step: _Step, e: CreatePartitions) -> None:
@@ -472,6 +480,7 @@ def _create_partitions(step: _Step, e: CreatePartitions) -> None:
         _check_manual(step, assignment, rf=rf)
     else:
         assignment = _place(step, partitions=e.count - current, rf=rf, first=current)
+    _check_partition_limit(step, len(assignment))
     records = _new_partitions(step, assignment, first=current)
     step.image.append_partitions(topic.name, records)
     step.image.actions.append(PartitionsCreated(topic=topic.name, partitions=tuple(r.partition for r in records)))

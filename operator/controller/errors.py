@@ -42,6 +42,7 @@ class ControllerError(enum.Enum):
     # talking to a stale controller and should look for the active one.
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
     TOPIC_DELETION_DISABLED = 73
     FENCED_LEADER_EPOCH = 74
     STALE_BROKER_EPOCH = 77

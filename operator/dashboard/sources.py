@@ -104,12 +104,14 @@ class HttpClusterSource:
         self,
         controller_url: Callable[[], str | None] | str | None,
         *,
+        controller_token: str | None = None,  # the controller API wants one (tinystream/controller_auth.py)
         admin_urls: AdminUrls = admin_urls_from_template(None),  # noqa: B008 - a pure function, built once
         timeout_s: float = FETCH_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._controller_url = controller_url if callable(controller_url) else (lambda: controller_url)
         self._admin_urls = admin_urls
+        self._controller_headers = {"Authorization": f"Bearer {controller_token}"} if controller_token else {}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
@@ -124,8 +126,8 @@ class HttpClusterSource:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         return self._session
 
-    async def _json(self, url: str) -> Any:
-        async with self._http().get(url) as response:
+    async def _json(self, url: str, headers: Mapping[str, str] | None = None) -> Any:
+        async with self._http().get(url, headers=headers) as response:
             response.raise_for_status()
             return await response.json(content_type=None)
 
@@ -140,7 +142,7 @@ class HttpClusterSource:
         error: str | None = None
         if url:
             try:
-                metadata = await self._json(f"{url.rstrip('/')}/v1/metadata")
+                metadata = await self._json(f"{url.rstrip('/')}/v1/metadata", self._controller_headers)
             except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
                 error = _describe(exc)
         else:

@@ -55,6 +55,7 @@ class Kind:
 
 KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind("v1", "ConfigMap", "configmaps"),
+    Kind("v1", "Secret", "secrets"),
     Kind("v1", "Service", "services"),
     Kind("v1", "Pod", "pods"),
     Kind("v1", "Node", "nodes", namespaced=False),

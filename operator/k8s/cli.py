@@ -27,8 +27,10 @@ import kopf
 
 from tinystream.config import load_settings
 from tinystream.config.settings import OperatorSettings
+from tinystream.controller_auth import ensure_secret_file
 from tinystream.log_format import configure, current_format
 from tinystream.operator.k8s.controller_host import OperatorController
+from tinystream.operator.k8s.controller_secret import derived_secrets
 from tinystream.operator.k8s.dashboard_host import OperatorDashboard
 from tinystream.operator.k8s.handlers import Deps, default_connect, make_registry
 from tinystream.operator.k8s.metrics import OperatorMetrics
@@ -80,7 +82,9 @@ def operator(log_level: str | None, peering: bool) -> None:
     # http://<operator service>:<controller port>/clusters/<namespace>/<name> (resources.controller_url).
     # ... and serves GET /metrics there: reconcile series and each cluster's controller series (metrics.py).
     metrics = OperatorMetrics()
-    controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller)
+    master = ensure_secret_file(settings.secret_file or Path.home() / ".tinystream" / "operator-controller.secret")
+    controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller,
+                                    secret_source=derived_secrets(master))
     # Every cluster's dashboard on dashboard.port (the chart's Service port "dashboard"); 0: none.
     dashboard = OperatorDashboard(controller, port=ctx.dashboard_port) if ctx.dashboard_port else None
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,

@@ -31,6 +31,10 @@ With `metrics` (the operator's registry, operator/k8s/metrics.py), the same
 server answers GET /metrics: the operator's reconcile series, every open
 cluster's controller series and the API's per-request series.
 
+Callers authenticate with tokens signed by the cluster's own secret
+(controller_secret.py: derived from the operator's secret, broker tokens in a Secret);
+a cluster whose service is not open has no secret here and refuses every call.
+
 `forget` (cluster deleted) stops the cluster's service; its state went with
 the resource.
 """
@@ -45,6 +49,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tinystream.controller_auth import ADMIN, token_for
 from tinystream.operator.controller import (
     AlterTopicConfig,
     ControllerError,
@@ -62,6 +67,8 @@ from tinystream.operator.controller import (
 from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.k8s.controller_secret import SecretSource
+from tinystream.operator.k8s.errors import KubeApiError
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.status_store import ClusterStatusStore
 from tinystream.operator.k8s.topics import AlterConfig, GrowPartitions, TopicAction, TopicView
@@ -82,6 +89,7 @@ class OperatorController:
     def __init__(self, *, host: str = "0.0.0.0", port: int = 9091, timing: DriverTiming = DriverTiming(),
                  clock: Callable[[], int] = monotonic_ms,
                  store_factory: Callable[[KubeClient, ClusterKey], Any] = ClusterStatusStore,
+                 secret_source: SecretSource,
                  metrics: ControllerMetrics | None = None,
                  config_overrides: Mapping[str, Any] | None = None) -> None:
         self.host = host
@@ -89,10 +97,12 @@ class OperatorController:
         self.timing = timing
         self.clock = clock
         self.store_factory = store_factory
+        self.secret_source = secret_source  # the cluster's API secret (controller_secret.py)
         self.config_overrides = dict(config_overrides or {})  # ControllerConfig fields for every cluster
         self._client: KubeClient | None = None
         self._runner: web.AppRunner | None = None
         self._services: dict[ClusterKey, ControllerService] = {}
+        self._secrets: dict[ClusterKey, str] = {}  # signs each open cluster's API tokens
         self._drivers: dict[ClusterKey, asyncio.Task[None]] = {}
         self._opening: dict[ClusterKey, asyncio.Lock] = {}
         # GET /metrics on the controller port: every open cluster's image series, labelled namespace/cluster.
@@ -113,7 +123,7 @@ class OperatorController:
 
     async def start(self, client: KubeClient) -> None:
         self._client = client
-        runner = web.AppRunner(make_clusters_app(self._lookup, metrics=self.metrics),
+        runner = web.AppRunner(make_clusters_app(self._lookup, secrets=self._secret, metrics=self.metrics),
                                shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
         await runner.setup()
         self._runner = runner
@@ -147,10 +157,19 @@ class OperatorController:
             service.begin_close()
             return
         del self._services[key]
+        self._secrets.pop(key, None)
         await service.close()
 
     def _lookup(self, namespace: str, name: str) -> ControllerService | None:
         return self._services.get(ClusterKey(namespace, name))
+
+    def _secret(self, namespace: str, name: str) -> str | None:
+        return self._secrets.get(ClusterKey(namespace, name))
+
+    def admin_token(self, cluster: ClusterKey) -> str | None:
+        """A token for the cluster's API as admin (the operator's own dashboard), once its service is open."""
+        secret = self._secrets.get(cluster)
+        return token_for(secret, ADMIN) if secret is not None else None
 
     def clusters(self) -> list[ClusterKey]:
         """The clusters whose controller runs here, sorted (the dashboard's index)."""
@@ -173,6 +192,10 @@ class OperatorController:
             if service is not None:
                 return service
             store = self.store_factory(self._client, cluster)
+            try:
+                self._secrets[cluster] = await self.secret_source(self._client, cluster)
+            except (KubeApiError, LookupError, OSError) as exc:
+                raise ControllerUnavailable(f"cannot read or make the controller secret of {cluster}: {exc}") from exc
             try:
                 service = await ControllerService.open(store, clock=self.clock, timing=self.timing,
                                                        config_overrides=self.config_overrides)

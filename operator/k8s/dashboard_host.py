@@ -56,14 +56,16 @@ class ClusterDashboardSource:
     """An HttpClusterSource on one cluster's controller API, with admin URLs from its broker pods."""
 
     def __init__(self, client: KubeClient, cluster: ClusterKey, controller_url: str, *,
-                 pods_ttl_s: float = PODS_TTL_S, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 controller_token: str | None = None, pods_ttl_s: float = PODS_TTL_S,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self._cluster = cluster
         self._pods_ttl_s = pods_ttl_s
         self._monotonic = monotonic
         self._urls: dict[int, str] = {}
         self._read_at: float | None = None
-        self._http = HttpClusterSource(controller_url, admin_urls=self._admin_urls)
+        self._http = HttpClusterSource(controller_url, controller_token=controller_token,
+                                       admin_urls=self._admin_urls)
 
     def _admin_urls(self, _: Mapping[str, Any] | None) -> Mapping[int, str]:
         return self._urls
@@ -105,7 +107,8 @@ class OperatorDashboard:
     def _source(self, ref: ClusterRef) -> ClusterDashboardSource:
         assert self._client is not None, "the dashboard has not started"
         key = ClusterKey(ref.namespace, ref.name)
-        return ClusterDashboardSource(self._client, key, self.controller.cluster_url(key), pods_ttl_s=self.pods_ttl_s)
+        return ClusterDashboardSource(self._client, key, self.controller.cluster_url(key),
+                                      controller_token=self.controller.admin_token(key), pods_ttl_s=self.pods_ttl_s)
 
     async def start(self, client: KubeClient) -> str | None:
         """Listen; the URL, or None when the port cannot be bound (logged, not fatal)."""

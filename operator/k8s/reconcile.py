@@ -40,7 +40,13 @@ from typing import Any
 
 from tinystream.operator.k8s.conditions import ClusterReason, Condition, ready
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
-from tinystream.operator.k8s.resources import Names, broker_config_problems, label_selector_string, owned_objects
+from tinystream.operator.k8s.resources import (
+    Names,
+    broker_config_problems,
+    label_selector_string,
+    owned_objects,
+    serves_dashboard,
+)
 
 REVISION_LABEL = "controller-revision-hash"
 WAIT_S = 5.0  # how soon to look again while waiting for pods or ISRs
@@ -298,7 +304,7 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
                 "volumeClaimTemplates", obj["spec"]["volumeClaimTemplates"])
         if existing is None or differs(obj, existing):
             actions.append(Apply(obj, create=existing is None))
-    if not spec.dashboard and ("Service", Names.of(spec).dashboard) in observed.objects:
+    if not serves_dashboard(spec, ctx) and ("Service", Names.of(spec).dashboard) in observed.objects:
         actions.append(Delete("v1", "Service", Names.of(spec).dashboard))
     sts_changing = any(isinstance(a, Apply) and a.key[0] == "StatefulSet" for a in actions)
 

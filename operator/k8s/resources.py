@@ -43,12 +43,13 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 CONFIG_HASH_ANNOTATION = "tinystream.io/config-hash"
 RACK_KEY_ANNOTATION = "tinystream.io/rack-topology-key"
 MANAGED_BY = "tinystream-operator"
+TOKENS_MOUNT = "/etc/tinystream/controller-auth"  # the brokers' controller API tokens (controller_secret.py)
 RUN_AS = 10001  # the image's non-root user (Dockerfile)
 
 # Keys the operator sets itself; the CRD refuses them in spec.config as well.
 OPERATOR_OWNED_KEYS = frozenset({
     "broker.id", "broker.rack", "host", "port", "admin.port", "advertised.host", "advertised.port",
-    "log.dirs", "controller.url",
+    "log.dirs", "controller.url", "controller.token.file",
 })
 
 
@@ -124,6 +125,16 @@ def controller_url(cluster: ClusterSpec, ctx: OperatorContext) -> str:
             f"/clusters/{cluster.namespace}/{cluster.name}")
 
 
+def tokens_name(cluster: str) -> str:
+    """The Secret with one controller API token per broker id (made by controller_secret.py)."""
+    return f"{cluster}-broker-tokens"
+
+
+def token_file_setting() -> str:
+    """The brokers' controller.token.file: each broker fills in its own id."""
+    return f"{TOKENS_MOUNT}/broker-{{broker_id}}"
+
+
 def broker_admin_url(cluster: ClusterSpec, ordinal: int) -> str:
     """A broker's admin HTTP API through the headless Service (pod DNS; broker id = ordinal)."""
     names = Names.of(cluster)
@@ -139,6 +150,7 @@ def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Confi
         "admin.port": cluster.admin_port,
         "log.dirs": f"{DATA_DIR}/data",
         "controller.url": controller_url(cluster, ctx),
+        "controller.token.file": token_file_setting(),
     }
     user = {k: v for k, v in cluster.config.items() if k not in OPERATOR_OWNED_KEYS}
     return {**dict(sorted(user.items())), **owned}
@@ -303,6 +315,7 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
         "readinessProbe": _probe("/readyz", period=5, failures=3),
         "volumeMounts": [{"name": "data", "mountPath": DATA_DIR},
                          {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                         {"name": "controller-tokens", "mountPath": TOKENS_MOUNT, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
@@ -313,6 +326,9 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": [{"name": "config", "configMap": {"name": names.config}},
+                    # The controller API tokens (controller_secret.py), made when the controller first opens.
+                    {"name": "controller-tokens", "secret": {"secretName": tokens_name(cluster.name),
+                                                             "defaultMode": 0o440}},
                     {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
                             "seccompProfile": {"type": "RuntimeDefault"}},
@@ -355,11 +371,17 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
     }
 
 
+def serves_dashboard(cluster: ClusterSpec, ctx: OperatorContext) -> bool:
+    """The cluster wants a dashboard and the operator serves one (dashboard.port 0 turns the operator's off;
+    a Service with port 0 is refused by the API server)."""
+    return cluster.dashboard and ctx.dashboard_port > 0
+
+
 def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int) -> list[dict[str, Any]]:
     """Every object the cluster should own, in a safe creation order (config before pods)."""
     cm = config_map(cluster, ctx)
     objects = [cm, headless_service(cluster), client_service(cluster), controller_service(cluster, ctx)]
-    if cluster.dashboard:
+    if serves_dashboard(cluster, ctx):
         objects.append(dashboard_service(cluster, ctx))
     objects.append(pod_disruption_budget(cluster))
     objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))

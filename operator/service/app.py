@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from tinystream.config.settings import ControllerSettings
+from tinystream.controller_auth import ADMIN, ensure_secret_file, token_for
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 from tinystream.operator.dashboard import DashboardServer, HttpClusterSource, make_dashboard_app
 from tinystream.operator.service.controller_service import Clock, ControllerService, DriverTiming, monotonic_ms
@@ -48,6 +51,8 @@ class ControllerInfo:
     cluster_id: str
     metadata_version: int
     state_file: str
+    secret_file: str  # signs the API's tokens (tinystream/controller_auth.py)
+    admin_token: str = dataclasses.field(repr=False)
 
     @property
     def url(self) -> str:
@@ -61,6 +66,7 @@ def config_overrides(settings: ControllerSettings) -> dict[str, Any]:
         "broker_session_timeout_ms": settings.broker_session_timeout_ms,
         "num_partitions": settings.num_partitions,
         "default_replication_factor": settings.default_replication_factor,
+        "max_partitions": settings.max_partitions,
     }
 
 
@@ -87,6 +93,8 @@ class ControllerServer:
         # GET /metrics on the API port: this controller's registry (metrics.py).
         self.metrics = ControllerMetrics()
         self.metrics.watch(lambda: [] if self.service is None else [((), self.service)])
+        # Every call but /healthz needs a token this secret made; a missing file is made (0600).
+        self.secret_file = settings.secret_file or str(Path(settings.state_file).parent / "controller.secret")
 
     async def start(self) -> ControllerInfo:
         try:
@@ -97,7 +105,8 @@ class ControllerServer:
             await self.store.close()
             raise
         try:
-            app = make_app(self.service, metrics=self.metrics)
+            secret = ensure_secret_file(self.secret_file)
+            app = make_app(self.service, secret=secret, metrics=self.metrics)
             runner = web.AppRunner(app, shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
             await runner.setup()
             self._runner = runner
@@ -116,14 +125,16 @@ class ControllerServer:
             cluster_id=image.cluster_id,
             metadata_version=image.version,
             state_file=str(self.settings.state_file),
+            secret_file=self.secret_file,
+            admin_token=token_for(secret, ADMIN),
         )
         log.info("controller for cluster %s listening on %s", info.cluster_id, info.url)
-        await self._start_dashboard(info.url)
+        await self._start_dashboard(info.url, info.admin_token)
         return info
 
     # -- the dashboard (operator/dashboard): one host, on dashboard.port -------------------------------
 
-    async def _start_dashboard(self, api_url: str) -> None:
+    async def _start_dashboard(self, api_url: str, token: str) -> None:
         """Best effort: a taken dashboard.port is logged, never fatal (the API does not need it).
 
         One dashboard host per process: this one, unless `dashboard.enabled` is
@@ -132,7 +143,7 @@ class ControllerServer:
         """
         if not self.settings.dashboard_enabled:
             return
-        server = DashboardServer(make_dashboard_app(HttpClusterSource(api_url)), host=self.settings.host,
+        server = DashboardServer(make_dashboard_app(HttpClusterSource(api_url, controller_token=token)), host=self.settings.host,
                                  port=self.settings.dashboard_port)
         try:
             self.dashboard_url = await server.start()

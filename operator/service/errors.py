@@ -44,6 +44,7 @@ HTTP_STATUS: dict[ControllerError, int] = {
     ControllerError.INVALID_CONFIG: 400,
     ControllerError.NOT_CONTROLLER: 503,
     ControllerError.INVALID_REQUEST: 400,
+    ControllerError.POLICY_VIOLATION: 403,
     ControllerError.TOPIC_DELETION_DISABLED: 403,
     ControllerError.FENCED_LEADER_EPOCH: 409,
     ControllerError.STALE_BROKER_EPOCH: 409,

@@ -6,6 +6,19 @@ refusal by the core becomes `{"error", "code", "message"}` with the status
 from errors.py; so do routing errors (404/405), oversized bodies (413) and,
 as a last resort, bugs (500, logged). Paths are versioned under /v1; the
 table with bodies and replies is in README.md and at /v1/openapi.json.
+
+Who may call what (tokens: tinystream/controller_auth.py). Epochs are not
+public: with them anyone could forge an AlterPartition.
+
+    anyone              GET /healthz, /v1/openapi.json, /metrics
+    any principal       GET /v1/metadata, /v1/state, /v1/topics/{name}
+    broker-<id> itself  register, heartbeat, producer-ids, partitions/alter: for its own id only
+    a broker or admin   topic create, delete, partitions, config (brokers forward their clients' requests)
+    admin               drain, undrain, unregister, preferred elections, reassignments
+
+A controller made without a secret (tests of the API itself) lets every caller
+act as admin; `tinystream controller`, `tinystream dev` and the operator always
+have one.
 """
 
 from __future__ import annotations
@@ -17,6 +30,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tinystream.controller_auth import ADMIN, bearer, broker_id_of, principal_of
 from tinystream.operator.controller import (
     AllocateProducerIds,
     AlterPartition,
@@ -89,10 +103,12 @@ def _routes(prefix: str = "") -> list[web.RouteDef]:
     ]
 
 
-def make_app(service: ControllerService, *, metrics: ControllerMetrics | None = None) -> web.Application:
-    """The API of one controller; with `metrics`, also GET /metrics and per-request counters."""
+def make_app(service: ControllerService, *, secret: str | None,
+             metrics: ControllerMetrics | None = None) -> web.Application:
+    """The API of one controller, whose tokens `secret` signs; with `metrics`, also GET /metrics."""
     app = web.Application(middlewares=_middlewares(metrics), client_max_size=MAX_BODY_BYTES)
     app[SERVICE_KEY] = service
+    app[SECRET_KEY] = lambda _request: secret
     app.add_routes(_routes())
     if metrics is not None:
         app.router.add_get("/metrics", metrics_handler(metrics))
@@ -102,23 +118,27 @@ def make_app(service: ControllerService, *, metrics: ControllerMetrics | None = 
 def _middlewares(metrics: ControllerMetrics | None, *, strip_prefix: str = "") -> list[Any]:
     # The metrics middleware is outermost: it sees the status _errors turned an exception into.
     if metrics is None:
-        return [_errors]
-    return [http_middleware(metrics, strip_prefix=strip_prefix), _errors]
+        return [_errors, _authenticate]
+    return [http_middleware(metrics, strip_prefix=strip_prefix), _errors, _authenticate]
 
 
 # The Kubernetes operator serves one controller per TinyStreamCluster from one port:
 # the same API under /clusters/{namespace}/{cluster} (the brokers' controller.url).
 CLUSTER_PREFIX = "/clusters/{namespace}/{cluster}"
 ServiceLookup = Callable[[str, str], "ControllerService | None"]
+SecretLookup = Callable[[str, str], "str | None"]
 LOOKUP_KEY = web.AppKey("controller_lookup", object)
+SECRET_KEY = web.AppKey("controller_secret", object)  # request -> the secret its tokens must be made with
 
 
 async def _root_healthz(request: web.Request) -> web.Response:
     return reply({"status": "ok"})
 
 
-def make_clusters_app(lookup: ServiceLookup, *, metrics: ControllerMetrics | None = None) -> web.Application:
-    """Many controllers behind one server; `lookup(namespace, cluster)` finds each request's.
+def make_clusters_app(lookup: ServiceLookup, *, secrets: SecretLookup,
+                      metrics: ControllerMetrics | None = None) -> web.Application:
+    """Many controllers behind one server; `lookup(namespace, cluster)` finds each request's,
+    `secrets(namespace, cluster)` the secret of its tokens (a token of one cluster is worthless at another).
 
     A cluster without a running controller (not reconciled yet, deleted)
     answers NOT_CONTROLLER, which brokers treat as "retry later". With
@@ -129,6 +149,7 @@ def make_clusters_app(lookup: ServiceLookup, *, metrics: ControllerMetrics | Non
     app = web.Application(middlewares=_middlewares(metrics, strip_prefix=CLUSTER_PREFIX),
                           client_max_size=MAX_BODY_BYTES)
     app[LOOKUP_KEY] = lookup
+    app[SECRET_KEY] = lambda request: _cluster_secret(secrets, request)
     app.add_routes([web.get("/healthz", _root_healthz), *_routes(CLUSTER_PREFIX)])
     if metrics is not None:
         app.router.add_get("/metrics", metrics_handler(metrics))
@@ -164,6 +185,61 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         log.exception("unexpected error in %s %s", request.method, request.path)
         error = ApiError.internal(f"unexpected error in {request.method} {request.path}; see the controller log")
         return reply(error.body(), status=error.status)
+
+
+def _cluster_secret(secrets: SecretLookup, request: web.Request) -> str:
+    """A cluster served here always has a secret; one without is not open: nobody may call it."""
+    namespace, cluster = request.match_info["namespace"], request.match_info["cluster"]
+    secret = secrets(namespace, cluster)
+    if secret is None:
+        raise ApiError.from_controller(ControllerError.NOT_CONTROLLER,
+                                       f"no controller runs for cluster {namespace}/{cluster} in this operator")
+    return secret
+
+
+PUBLIC_PATHS = ("/healthz", "/v1/openapi.json", "/metrics")
+PRINCIPAL = web.RequestKey("principal", str)  # who is calling
+AUTHENTICATION_FAILED = ("SASL_AUTHENTICATION_FAILED", 58)
+AUTHORIZATION_FAILED = ("CLUSTER_AUTHORIZATION_FAILED", 31)
+
+
+@web.middleware
+async def _authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    route = request.match_info.route.resource
+    path = route.canonical if route is not None else request.path
+    if path.endswith(PUBLIC_PATHS) or request.match_info.http_exception is not None:
+        return await handler(request)
+    secret = request.app[SECRET_KEY](request)  # type: ignore[operator]
+    if secret is None:
+        request[PRINCIPAL] = ADMIN  # a controller without a secret: the API's own tests
+        return await handler(request)
+    token = bearer(request.headers.get("Authorization"))
+    principal = principal_of(secret, token) if token else None
+    if principal is None:
+        why = "the token was not made for this cluster" if token else "no bearer token (Authorization: Bearer ...)"
+        raise ApiError(*AUTHENTICATION_FAILED, 401, f"{_where(request)}: {why}")
+    request[PRINCIPAL] = principal
+    return await handler(request)
+
+
+def _refuse(request: web.Request, needs: str) -> ApiError:
+    return ApiError(*AUTHORIZATION_FAILED, 403, f"{_where(request)}: {request[PRINCIPAL]} may not do this ({needs})")
+
+
+def _require_admin(request: web.Request) -> None:
+    if request[PRINCIPAL] != ADMIN:
+        raise _refuse(request, "admin only")
+
+
+def _require_broker_or_admin(request: web.Request) -> None:
+    if request[PRINCIPAL] != ADMIN and broker_id_of(request[PRINCIPAL]) is None:
+        raise _refuse(request, "a broker or admin")
+
+
+def _require_self(request: web.Request, broker_id: int) -> None:
+    """Only broker-<id> itself (or the admin, a super user) speaks for broker <id>."""
+    if broker_id_of(request[PRINCIPAL]) != broker_id and request[PRINCIPAL] != ADMIN:
+        raise _refuse(request, f"only broker-{broker_id} acts as broker {broker_id}")
 
 
 def _service(request: web.Request) -> ControllerService:
@@ -284,6 +360,7 @@ async def metadata(request: web.Request) -> web.Response:
 
 async def register_broker(request: web.Request) -> web.Response:
     body: RegisterRequest = await _body(request, RegisterRequest)
+    _require_self(request, body.broker_id)
     decision = await _run(
         request,
         RegisterBroker(
@@ -306,6 +383,7 @@ async def register_broker(request: web.Request) -> web.Response:
 
 async def heartbeat(request: web.Request) -> web.Response:
     broker_id = _broker_id(request)
+    _require_self(request, broker_id)
     body: HeartbeatRequest = await _body(request, HeartbeatRequest)
     decision = await _run(
         request,
@@ -330,6 +408,7 @@ async def heartbeat(request: web.Request) -> web.Response:
 
 async def _broker_change(request: web.Request, make: Callable[[int], Event]) -> web.Response:
     broker_id = _broker_id(request)
+    _require_admin(request)
     await _body(request, EmptyRequest)
     decision = await _run(request, make(broker_id))
     image = decision.state.image
@@ -360,6 +439,7 @@ async def unregister_broker(request: web.Request) -> web.Response:
 async def allocate_producer_ids(request: web.Request) -> web.Response:
     """AllocateProducerIds (KIP-730): the next block, saved before it is answered."""
     body: AllocateProducerIdsRequest = await _body(request, AllocateProducerIdsRequest)
+    _require_self(request, body.broker_id)
     decision = await _run(request, AllocateProducerIds(broker_id=body.broker_id, broker_epoch=body.broker_epoch))
     block = next(a for a in decision.actions if isinstance(a, ProducerIdsAllocated))
     return reply(
@@ -377,6 +457,7 @@ async def allocate_producer_ids(request: web.Request) -> web.Response:
 async def alter_partition(request: web.Request) -> web.Response:
     """A leader's ISR change (KIP-497), accepted only with the current epochs."""
     body: AlterPartitionRequest = await _body(request, AlterPartitionRequest)
+    _require_self(request, body.broker_id)
     decision = await _run(
         request,
         AlterPartition(
@@ -397,6 +478,7 @@ async def alter_partition(request: web.Request) -> web.Response:
 
 
 async def elect_preferred_leaders(request: web.Request) -> web.Response:
+    _require_admin(request)
     body: ElectLeadersRequest = await _body(request, ElectLeadersRequest)
     decision = await _run(request, ElectPreferredLeaders(partitions=body.partitions))
     changed = [a.to_dict() for a in decision.actions if isinstance(a, LeaderChanged)]
@@ -404,6 +486,7 @@ async def elect_preferred_leaders(request: web.Request) -> web.Response:
 
 
 async def reassign_partitions(request: web.Request) -> web.Response:
+    _require_admin(request)
     body: ReassignRequest = await _body(request, ReassignRequest)
     decision = await _run(request, ReassignPartitions(assignments=body.assignments))
     image = decision.state.image
@@ -433,6 +516,7 @@ def _topic_reply(
 
 
 async def create_topic(request: web.Request) -> web.Response:
+    _require_broker_or_admin(request)
     body: CreateTopicRequest = await _body(request, CreateTopicRequest)
     event = CreateTopic(
         topic=body.name,
@@ -456,6 +540,7 @@ async def describe_topic(request: web.Request) -> web.Response:
 
 async def delete_topic(request: web.Request) -> web.Response:
     name = _topic_name(request)
+    _require_broker_or_admin(request)
     await _body(request, EmptyRequest)
     decision = await _run(request, DeleteTopic(topic=name))
     return reply(_admin_reply(request, decision, name=name))
@@ -463,6 +548,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 async def create_partitions(request: web.Request) -> web.Response:
     name = _topic_name(request)
+    _require_broker_or_admin(request)
     body: CreatePartitionsRequest = await _body(request, CreatePartitionsRequest)
     event = CreatePartitions(topic=name, count=body.count, replica_assignment=body.replica_assignment)
     decision = await _run(request, event, validate_only=body.validate_only)
@@ -471,6 +557,7 @@ async def create_partitions(request: web.Request) -> web.Response:
 
 async def alter_topic_config(request: web.Request) -> web.Response:
     name = _topic_name(request)
+    _require_broker_or_admin(request)
     body: AlterConfigRequest = await _body(request, AlterConfigRequest)
     event = AlterTopicConfig(topic=name, config=body.config, replace=body.replace)
     decision = await _run(request, event, validate_only=body.validate_only)

@@ -18,7 +18,7 @@ labels (operator/k8s/metrics.py); the local controller has no extra labels.
 
     metrics = ControllerMetrics()
     metrics.watch(lambda: [((), service)])
-    app = make_app(service, metrics=metrics)      # GET /metrics + the middleware
+    app = make_app(service, secret=secret, metrics=metrics)  # GET /metrics + the middleware
 
 Names and meanings: operator/dashboard/METRICS.md ("Controller").
 """

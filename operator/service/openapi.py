@@ -245,7 +245,9 @@ _ENDPOINTS: list[tuple[str, str, str, str | None, tuple[int, str], tuple[int, ..
      "ReassignRequest", (200, "ReassignReply"), (400, 404, 409), []),
 ]
 
-_STATUS_TEXT = {400: "bad request", 403: "forbidden by policy", 404: "unknown broker, topic or partition",
+_PUBLIC = ("/healthz", "/v1/openapi.json")
+_STATUS_TEXT = {400: "bad request", 401: "no token, or one this cluster's secret did not make",
+                403: "forbidden by policy, or for this principal", 404: "unknown broker, topic or partition",
                 409: "stale epoch or conflicting state", 503: "retry later"}
 
 
@@ -265,7 +267,9 @@ def _document() -> dict[str, Any]:
         if path == "/v1/metadata":
             content = {"anyOf": [content, {"$ref": "#/components/schemas/Unchanged"}]}
         op["responses"][str(status)] = {"description": "success", "content": {"application/json": {"schema": content}}}
-        for code in sorted(set(errors) | {500}):
+        if path not in _PUBLIC:
+            op["security"] = [{"bearer": []}]
+        for code in sorted(set(errors) | {500} | (set() if path in _PUBLIC else {401, 403})):
             op["responses"][str(code)] = {
                 "description": _STATUS_TEXT.get(code, "unexpected error"),
                 "content": {"application/json": {"schema": _ERROR}},
@@ -278,10 +282,13 @@ def _document() -> dict[str, Any]:
             "title": "TinyStream controller API",
             "version": API_VERSION,
             "description": "Broker registration, heartbeats, metadata images, ISR changes and topic admin. "
-            "Errors answer {error: KAFKA_ERROR_NAME, code, message}.",
+            "Errors answer {error: KAFKA_ERROR_NAME, code, message}. Every path but /healthz and "
+            "/v1/openapi.json needs a bearer token: broker-<id> (acts only as that broker) or admin.",
         },
         "paths": paths,
-        "components": {"schemas": schemas},
+        "components": {"schemas": schemas,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                      "description": "tinystream token --secret-file ..."}}},
     }
 
 

@@ -9,6 +9,8 @@ Lateness follows Spark's rules for a stateful aggregation with a watermark
 watermark is max(event time seen in earlier micro-batches) - delay; a row
 whose window already ended at or before the watermark is dropped; in append
 mode a window is written once, when the watermark passes its end.
+`fixed_windows` and `session_starts` assign each event the windows the
+aggregations put it in, for the late-events side output (late_events.py).
 """
 
 from __future__ import annotations
@@ -79,6 +81,19 @@ def revenue_by_country(events: DataFrame, users: DataFrame, *, window: str = "10
         .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
                 "country", "orders", "revenue_cents")
     )
+
+
+def fixed_windows(events: DataFrame, window: str, slide: str | None = None) -> DataFrame:
+    """Each event once per tumbling (or sliding) window it falls in, as window_start / window_end columns."""
+    assigned = events.select("*", F.window("event_time", window, slide or window).alias("window"))
+    return assigned.select(*events.columns, F.col("window.start").alias("window_start"),
+                           F.col("window.end").alias("window_end"))
+
+
+def session_starts(events: DataFrame, gap: str) -> DataFrame:
+    """Each event with the session it opens, [event_time, event_time + gap): Spark's lateness test for sessions."""
+    return events.select("*", F.col("event_time").alias("window_start"),
+                         (F.col("event_time") + F.expr(f"INTERVAL {gap}")).alias("window_end"))
 
 
 def to_records(result: DataFrame, key_column: str) -> DataFrame:

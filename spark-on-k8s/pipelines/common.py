@@ -10,6 +10,10 @@ Every pipeline is `python <pipeline>.py [--bootstrap HOST:PORT] [--generate N]`:
 * `--trigger available-now` (the default) processes what is there and stops, then
   prints the output topic; `--trigger continuous` keeps running (a streaming job
   on Kubernetes), one micro-batch every `--interval`.
+* `--late-policy drop|update|side-output` says what happens to events behind the
+  watermark (tinystream.spark.late_events): dropped (append mode), windows
+  re-written as late events update them (update mode), or dropped events written
+  to `--late-topic` (default `<output topic>-late`) with their lateness, and counted.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ def parse_args(description: str, *, output_topic: str) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--partitions", type=int, default=3, help="partitions of topics this run creates")
     parser.add_argument("--show", type=int, default=15, help="rows of the result to print")
+    parser.add_argument("--late-policy", choices=("drop", "update", "side-output"), default="drop",
+                        help="events behind the watermark: drop them, update written windows, or write them "
+                             "to --late-topic (default %(default)s)")
+    parser.add_argument("--late-topic", default=None, help="late events with --late-policy side-output "
+                                                           "(default: <output topic>-late)")
     return parser.parse_args()
 
 
@@ -64,17 +73,28 @@ def run_pipeline(
     description: str,
     output_topic: str,
     build: Callable[[Any, Any], Any],
+    assign: Callable[[Any], Any],
     key_column: str,
     sort_by: tuple[str, ...],
 ) -> list[dict[str, Any]]:
-    """Parse args, (generate,) run `build(spark, events)` into the output topic, print the result."""
+    """Parse args, (generate,) run `build(spark, events)` into the output topic, print the result.
+
+    `assign(events)` gives each event the windows `build` puts it in (for the late-events side output).
+    """
     from tinystream.spark.events import create_topic, generate_rounds, produce_events
-    from tinystream.spark.windows import parse_events, to_records
+    from tinystream.spark.late_events import LatePolicy, SideOutput, TopicOutput, windowed_writer
+    from tinystream.spark.windows import parse_events
 
     args = parse_args(description, output_topic=output_topic)
     spark = session(os.path.basename(sys.argv[0]).removesuffix(".py"))
     checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="tinystream-pipeline-")
-    for topic in (args.input_topic, args.output_topic):
+    policy = LatePolicy(args.late_policy)
+    output = TopicOutput(args.bootstrap, args.output_topic)
+    late_topic = args.late_topic or f"{args.output_topic}-late"
+    side_output = SideOutput(spark, args.input_topic, TopicOutput(args.bootstrap, late_topic), checkpoint,
+                             assign) if policy is LatePolicy.SIDE_OUTPUT else None
+    topics = [args.input_topic, args.output_topic] + ([late_topic] if side_output else [])
+    for topic in topics:
         create_topic(args.bootstrap, topic, partitions=args.partitions)
     rounds = generate_rounds(args.generate, rounds=2, seed=args.seed) if args.generate else [[]]
     for number, batch in enumerate(rounds, start=1):
@@ -86,9 +106,8 @@ def run_pipeline(
         if args.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
         result = build(spark, parse_events(reader.load()))
-        writer = (to_records(result, key_column).writeStream.format("tinystream")
-                  .option("bootstrap.servers", args.bootstrap).option("topic", args.output_topic)
-                  .option("checkpointLocation", checkpoint).outputMode("append"))
+        writer = windowed_writer(result, policy=policy, key_column=key_column, output=output,
+                                 checkpoint=checkpoint, side_output=side_output)
         if args.trigger == "continuous":
             query = writer.trigger(processingTime=args.interval).start()
             print(f"streaming {args.input_topic} -> {args.output_topic} every {args.interval}; Ctrl-C stops")
@@ -99,12 +118,15 @@ def run_pipeline(
         query.awaitTermination()
         read = sum(p["numInputRows"] for p in query.recentProgress)
         print(f"round {number}: read {read} records in {time.monotonic() - started:.1f} s")
+        if side_output:
+            print(f"round {number}: {side_output.late_count} late events so far in {late_topic}")
     rows = [json.loads(r.value) for r in (
         spark.read.format("tinystream").option("bootstrap.servers", args.bootstrap)
         .option("subscribe", args.output_topic).load().selectExpr("cast(value as string) as value").collect()
     )]
     rows.sort(key=lambda r: tuple(r[c] for c in sort_by))
-    print_table(rows, args.show, title=f"{len(rows)} rows in {args.output_topic}")
+    written = "rows (a window once per update)" if policy is LatePolicy.UPDATE else "rows"
+    print_table(rows, args.show, title=f"{len(rows)} {written} in {args.output_topic}")
     return rows
 
 

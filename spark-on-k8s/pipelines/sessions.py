@@ -5,13 +5,14 @@
 
 from common import run_pipeline
 
-from tinystream.spark.windows import user_sessions
+from tinystream.spark.windows import session_starts, user_sessions
 
 if __name__ == "__main__":
     run_pipeline(
         description=__doc__,
         output_topic="user-sessions",
         build=lambda spark, events: user_sessions(events, gap="5 seconds", watermark="5 seconds"),
+        assign=lambda events: session_starts(events, "5 seconds"),
         key_column="user",
         sort_by=("session_start", "user"),
     )

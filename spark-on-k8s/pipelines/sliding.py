@@ -5,7 +5,7 @@
 
 from common import run_pipeline
 
-from tinystream.spark.windows import sliding_user_counts
+from tinystream.spark.windows import fixed_windows, sliding_user_counts
 
 if __name__ == "__main__":
     run_pipeline(
@@ -13,6 +13,7 @@ if __name__ == "__main__":
         output_topic="user-activity-20s",
         build=lambda spark, events: sliding_user_counts(
             events, window="20 seconds", slide="10 seconds", watermark="5 seconds"),
+        assign=lambda events: fixed_windows(events, "20 seconds", "10 seconds"),
         key_column="user",
         sort_by=("window_start", "user"),
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from common import run_pipeline
 
-from tinystream.spark.windows import revenue_by_country
+from tinystream.spark.windows import fixed_windows, revenue_by_country
 
 USERS_CSV = os.environ.get("TINYSTREAM_USERS_CSV", str(Path(__file__).with_name("data") / "users.csv"))
 
@@ -27,6 +27,7 @@ if __name__ == "__main__":
         description=__doc__,
         output_topic="revenue-by-country-10s",
         build=build,
+        assign=lambda events: fixed_windows(events, "10 seconds"),
         key_column="country",
         sort_by=("window_start", "country"),
     )

@@ -5,13 +5,14 @@
 
 from common import run_pipeline
 
-from tinystream.spark.windows import tumbling_page_counts
+from tinystream.spark.windows import fixed_windows, tumbling_page_counts
 
 if __name__ == "__main__":
     run_pipeline(
         description=__doc__,
         output_topic="page-views-10s",
         build=lambda spark, events: tumbling_page_counts(events, window="10 seconds", watermark="5 seconds"),
+        assign=lambda events: fixed_windows(events, "10 seconds"),
         key_column="page",
         sort_by=("window_start", "page"),
     )

@@ -22,8 +22,9 @@ from tinystream.broker.app import Broker
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings
+from tinystream.controller_auth import broker_principal, read_secret, token_for, write_token_file
 from tinystream.controller_client import ControllerClient
-from tinystream.operator.service.app import ControllerServer
+from tinystream.operator.service.app import ControllerInfo, ControllerServer
 from tinystream.testing.broker import test_settings
 
 # -- one broker ------------------------------------------------------------------------------
@@ -81,20 +82,24 @@ async def wait_until(predicate: Callable[[], object], timeout: float = 10.0, wha
 
 
 class Cluster:
-    def __init__(self, tmp_path, url: str) -> None:
+    def __init__(self, tmp_path, controller: ControllerInfo) -> None:
         self.tmp_path = tmp_path
-        self.url = url
+        self.url = controller.url
+        self.secret = read_secret(controller.secret_file)
         self.brokers: dict[int, Broker] = {}
-        self.admin = ControllerClient(url)
+        self.admin = ControllerClient(self.url, token=controller.admin_token)
         self._clients: list[KafkaClient] = []
 
     async def start(self, broker_id: int, **overrides) -> Broker:
+        token_file = self.tmp_path / "tokens" / f"broker-{broker_id}"
+        write_token_file(token_file, token_for(self.secret, broker_principal(broker_id)))
         settings = test_settings(
             self.tmp_path / f"broker-{broker_id}",
             **{
                 "broker.id": broker_id,
                 "host": "127.0.0.1",
                 "controller.url": self.url,
+                "controller.token.file": str(token_file),
                 "replica.lag.time.max.ms": LAG_TIME_MS,
                 "broker.heartbeat.interval.ms": 500,
                 "offsets.topic.replication.factor": 3,
@@ -155,7 +160,7 @@ async def controller(tmp_path):
 
 @pytest.fixture
 async def cluster(tmp_path, controller):
-    c = Cluster(tmp_path, controller.url)
+    c = Cluster(tmp_path, controller)
     await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
     await wait_until(lambda: all(len(b.cluster.brokers()) == 3 for b in c.brokers.values()), what="3 live brokers")
     try:

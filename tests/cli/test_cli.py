@@ -66,3 +66,35 @@ def test_topics_create_with_schema(tmp_path) -> None:
         assert spec.configs["tinystream.value.schema"] == good.read_text()
         refused = runner.invoke(cli, ["topics", "create", "events2", "-b", broker.bootstrap, "--schema", str(bad)])
         assert refused.exit_code != 0 and "tinystream.value.schema" in refused.output
+
+
+def test_token_makes_a_brokers_or_the_admins_controller_token(tmp_path):
+    from tinystream.controller_auth import ensure_secret_file, principal_of  # noqa: PLC0415
+
+    secret_file = tmp_path / "controller.secret"
+    secret = ensure_secret_file(secret_file)
+    assert oct(secret_file.stat().st_mode & 0o777) == "0o600"
+    made = CliRunner().invoke(cli, ["token", "--secret-file", str(secret_file), "--broker", "3"])
+    assert made.exit_code == 0, made.output
+    assert principal_of(secret, made.output.strip()) == "broker-3"
+    out = tmp_path / "admin.token"
+    made = CliRunner().invoke(cli, ["token", "--secret-file", str(secret_file), "--admin", "--out", str(out)])
+    assert made.exit_code == 0 and principal_of(secret, out.read_text().strip()) == "admin"
+    both = CliRunner().invoke(cli, ["token", "--secret-file", str(secret_file), "--admin", "--broker", "1"])
+    assert both.exit_code == 2 and "exactly one of --broker ID and --admin" in both.output
+
+
+def test_users_add_list_delete_keep_only_salted_credentials(tmp_path):
+    from tinystream.broker.security.scram_users import UserStore  # noqa: PLC0415
+
+    users, pw = tmp_path / "users.json", tmp_path / "pw"
+    pw.write_text("correct horse\n")
+    added = CliRunner().invoke(cli, ["users", "add", "alice", "--file", str(users), "--password-file", str(pw)])
+    assert added.exit_code == 0, added.output
+    assert "correct horse" not in users.read_text() and oct(users.stat().st_mode & 0o777) == "0o600"
+    assert UserStore.load(users).check_plain("alice", "correct horse")
+    assert not UserStore.load(users).check_plain("alice", "wrong")
+    listed = CliRunner().invoke(cli, ["users", "list", "--file", str(users)])
+    assert "alice" in listed.output and "SCRAM-SHA-512" in listed.output
+    gone = CliRunner().invoke(cli, ["users", "delete", "bob", "--file", str(users)])
+    assert gone.exit_code == 1 and "no user 'bob'" in gone.output

@@ -164,3 +164,39 @@ def batch_reader(spark, bootstrap: str, topic: str, **options: str):
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load()
+
+
+def run_windowed(spark, broker, tmp_path, topic: str, rounds, build, key_column: str, *, policy: str = "drop",
+                 assign=None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """topic -> windows -> topic, one Trigger.AvailableNow run per round from one checkpoint, as the pipelines do.
+
+    Returns the output rows in the order written, and the late-events topic's rows (side-output policy).
+    """
+    import json  # noqa: PLC0415
+
+    from tinystream.spark.late_events import LatePolicy, SideOutput, TopicOutput, windowed_writer  # noqa: PLC0415
+    from tinystream.spark.windows import parse_events  # noqa: PLC0415
+
+    source, sink, late = topic, topic + "-out", topic + "-late"
+    create_topic(broker.bootstrap, source, 3)
+    create_topic(broker.bootstrap, sink, 1)  # one partition: the order written is the order read
+    create_topic(broker.bootstrap, late, 1)
+    checkpoint = str(tmp_path / "ck")
+    output = TopicOutput(broker.bootstrap, sink, broker.traits.writer_options)
+    side_output = SideOutput(spark, source, TopicOutput(broker.bootstrap, late, broker.traits.writer_options),
+                             checkpoint, assign) if assign else None
+    for batch in rounds:
+        produce(broker.bootstrap, source, [{"key": e.key, "value": e.to_json(), "timestamp": e.ts} for e in batch],
+                extra=broker.traits.producer_conf)
+        events = parse_events(stream_reader(spark, broker.bootstrap, source, startingOffsets="earliest"))
+        writer = windowed_writer(build(events), policy=LatePolicy(policy), key_column=key_column, output=output,
+                                 checkpoint=checkpoint, side_output=side_output)
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination(180)
+        if query.exception():
+            raise AssertionError(f"streaming query failed: {query.exception()}")
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        return [json.loads(r.value) for r in batch_reader(spark, broker.bootstrap, name).orderBy("offset").collect()]
+
+    return rows(sink), rows(late)

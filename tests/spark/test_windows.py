@@ -8,10 +8,9 @@ same checkpoint, so the second round meets the watermark the first left.
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import pytest
-from spark_helpers import batch_reader, create_topic, produce, stream_reader
+from spark_helpers import run_windowed
 from window_reference import sessions, windowed
 
 from tinystream.spark.events import Lateness, generate_rounds
@@ -27,23 +26,7 @@ def ms(text: str) -> int:
 
 
 def run_pipeline(spark, broker, tmp_path, topic, build, key_column):
-    from tinystream.spark.windows import parse_events, to_records  # noqa: PLC0415
-
-    source, sink = topic, topic + "-out"
-    create_topic(broker.bootstrap, source, 3)
-    create_topic(broker.bootstrap, sink, 1)
-    for batch in ROUNDS:
-        produce(broker.bootstrap, source,
-                [{"key": e.key, "value": e.to_json(), "timestamp": e.ts} for e in batch],
-                extra=broker.traits.producer_conf)
-        events = parse_events(stream_reader(spark, broker.bootstrap, source, startingOffsets="earliest"))
-        writer = (to_records(build(events), key_column).writeStream.format("tinystream")
-                  .option("bootstrap.servers", broker.bootstrap).option("topic", sink)
-                  .option("checkpointLocation", str(tmp_path / "ck")).outputMode("append"))
-        for k, v in broker.traits.writer_options.items():
-            writer = writer.option(k, v)
-        writer.trigger(availableNow=True).start().awaitTermination(180)
-    return [json.loads(r.value) for r in batch_reader(spark, broker.bootstrap, sink).collect()]
+    return run_windowed(spark, broker, tmp_path, topic, ROUNDS, build, key_column)[0]
 
 
 def test_generator_has_late_events_both_sides_of_the_watermark():

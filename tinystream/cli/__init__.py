@@ -21,6 +21,8 @@ _COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "config": ("tinystream.cli.config_cmd", "config", ()),
     "broker": ("tinystream.cli.server_cmds", "broker", ()),
     "controller": ("tinystream.cli.server_cmds", "controller", ()),
+    "token": ("tinystream.cli.server_cmds", "token", ()),
+    "users": ("tinystream.cli.users_cmd", "users", ()),
     "dev": ("tinystream.cli.server_cmds", "dev", ()),
     "topics": ("tinystream.cli.client_cmds", "topics", ()),
     "produce": ("tinystream.cli.client_cmds", "produce", ()),

@@ -43,9 +43,30 @@ def controller(**kwargs: Any) -> None:
 
     def announce(info: Any) -> None:
         click.echo(f"controller ready url={info.url} cluster_id={info.cluster_id}")
+        click.echo(f"controller API tokens are signed by {info.secret_file}; a broker's token: "
+                   f"tinystream token --secret-file {info.secret_file} --broker ID")
         sys.stdout.flush()
 
     run_controller_main(effective.settings, ready=announce)
+
+
+@click.command()
+@click.option("--secret-file", type=click.Path(dir_okay=False, exists=True), required=True,
+              help="The controller's secret (controller.secret.file; by default beside its state file).")
+@click.option("--broker", "broker_id", type=click.IntRange(0), default=None, help="A token for this broker id.")
+@click.option("--admin", is_flag=True, help="A token for the admin principal (operators, the CLI, dashboards).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write it to this file (0600).")
+def token(secret_file: str, broker_id: int | None, admin: bool, out: str | None) -> None:
+    """Make a controller API token: for one broker (controller.token.file) or the admin."""
+    from tinystream.controller_auth import ADMIN, broker_principal, read_secret, token_for, write_token_file
+
+    if (broker_id is None) == (not admin):
+        raise click.UsageError("give exactly one of --broker ID and --admin")
+    made = token_for(read_secret(secret_file), ADMIN if admin else broker_principal(broker_id or 0))
+    if out:
+        write_token_file(out, made)
+    else:
+        click.echo(made)
 
 
 @click.command()

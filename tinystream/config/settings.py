@@ -48,6 +48,24 @@ class BrokerSettings(ComponentSettings):
     admin_port: int = kafka_field(0, "admin.port", ge=0, le=65535)  # 0: pick a free port
     log_dirs: str = kafka_field("./data", "log.dirs", min_length=1)
     controller_url: str | None = kafka_field(None, "controller.url")
+    # The bearer token this broker shows the controller API (tinystream/controller_auth.py);
+    # "{broker_id}" in the path is replaced, so one mounted folder can hold every broker's token.
+    controller_token_file: str | None = kafka_field(None, "controller.token.file")
+
+    # Security (broker/security): one client listener, e.g. listeners=SASL_SSL://0.0.0.0:9093 (it then
+    # replaces host and port); replication runs on it too, as the inter-broker user.
+    listeners: str | None = kafka_field(None, "listeners")
+    listener_security_protocol_map: str = kafka_field(
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "listener.security.protocol.map")
+    ssl_keystore_location: str | None = kafka_field(None, "ssl.keystore.location")  # PEM: certificate chain + key
+    ssl_truststore_location: str | None = kafka_field(None, "ssl.truststore.location")  # PEM: trusted CAs
+    ssl_client_auth: str = kafka_field("none", "ssl.client.auth", pattern="^(none|requested|required)$")
+    sasl_enabled_mechanisms: str = kafka_field("SCRAM-SHA-256,SCRAM-SHA-512", "sasl.enabled.mechanisms")
+    sasl_users_file: str | None = kafka_field(None, "sasl.users.file")  # salted SCRAM credentials (users add)
+    sasl_mechanism_inter_broker_protocol: str = kafka_field("SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol")
+    inter_broker_sasl_username: str | None = kafka_field(None, "inter.broker.sasl.username")
+    inter_broker_sasl_password_file: str | None = kafka_field(None, "inter.broker.sasl.password.file")
+    super_users: str = kafka_field("", "super.users")  # "User:CN=broker;User:admin": brokers (mTLS) and admins
 
     # Log defaults for topics (Kafka: log.* broker keys feed the topic configs).
     log_segment_bytes: int = kafka_field(1024**3, "log.segment.bytes", ge=14)
@@ -78,6 +96,12 @@ class BrokerSettings(ComponentSettings):
     # Network.
     socket_request_max_bytes: int = kafka_field(104_857_600, "socket.request.max.bytes", ge=1)
     max_connections: int = kafka_field(1000, "max.connections", ge=1)
+    # The most a Fetch answer may hold, whatever the client asks (Kafka's broker fetch.max.bytes, 55 MiB).
+    fetch_max_bytes: int = kafka_field(57_671_680, "fetch.max.bytes", ge=1024)
+    # One host may not take every connection (parked sockets would lock followers and clients out).
+    max_connections_per_ip: int = kafka_field(250, "max.connections.per.ip", ge=1)
+    # Request bytes the broker holds unanswered, all connections together; reading pauses beyond it (-1: no limit).
+    queued_max_request_bytes: int = kafka_field(134_217_728, "queued.max.request.bytes", ge=-1)
     connections_max_idle_ms: int = kafka_field(600_000, "connections.max.idle.ms", ge=1)
 
     # Groups and the offsets topic.
@@ -113,9 +137,12 @@ class ControllerSettings(ComponentSettings):
     dashboard_enabled: bool = kafka_field(True, "dashboard.enabled")
     dashboard_port: int = kafka_field(3200, "dashboard.port", ge=0, le=65535)
     state_file: str = kafka_field("./data/controller/state.json", "state.file", min_length=1)
+    # The secret that signs API tokens; made (0600) beside the state file when missing.
+    secret_file: str | None = kafka_field(None, "controller.secret.file")
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     num_partitions: int = kafka_field(1, "num.partitions", ge=1, le=10_000)
+    max_partitions: int = kafka_field(20_000, "max.partitions", ge=1)  # in the whole cluster (KIP-578)
 
 
 class OperatorSettings(ComponentSettings):
@@ -126,6 +153,9 @@ class OperatorSettings(ComponentSettings):
     dashboard_port: int = kafka_field(3200, "dashboard.port", ge=0, le=65535)
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     reconcile_interval_s: int = kafka_field(30, "reconcile.interval.s", ge=1)
+    # The master secret each cluster's controller API secret is derived from (controller_secret.py);
+    # the chart mounts its Secret here. Unset: ~/.tinystream/operator-controller.secret, made when missing.
+    secret_file: str | None = kafka_field(None, "controller.secret.file")
 
 
 COMPONENTS: dict[str, type[ComponentSettings]] = {

@@ -144,6 +144,65 @@ def _schema_problem(text: object) -> tuple[str, str] | None:
     except SchemaError as exc:
         where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
         return f"not a valid JSON Schema at {where}", exc.message
+    bad_pattern = pattern_problem(schema)
+    if bad_pattern is not None:
+        return "a schema with a pattern the broker cannot run in linear time", bad_pattern
+    remote = remote_reference(schema)
+    if remote is not None:
+        return ("a schema with a remote reference", f"{remote!r}: only references inside the document (#...) are "
+                "allowed; a broker must not fetch URLs (a topic config would make it call any address)")
+    return None
+
+
+_REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def patterns(schema: object) -> list[str]:
+    """Every regular expression in `schema`: `pattern` values and `patternProperties` keys, at any depth."""
+    found: list[str] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "pattern" and isinstance(value, str):
+                found.append(value)
+            elif key == "patternProperties" and isinstance(value, dict):
+                found += [k for k in value if isinstance(k, str)]
+            found += patterns(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            found += patterns(item)
+    return found
+
+
+def pattern_problem(schema: object) -> str | None:
+    """Why a pattern of `schema` cannot run under RE2 (linear time: no catastrophic backtracking), if one cannot.
+
+    Python's `re` on every produced record let one topic schema such as `(a+)+$` stall the
+    broker; RE2 refuses what it cannot run in linear time (lookarounds, backreferences).
+    """
+    import re2  # google-re2
+
+    for text in patterns(schema):
+        try:
+            re2.compile(text)
+        except Exception as exc:  # noqa: BLE001 - re2.error / re2.Error by version
+            return f"{text!r}: {exc}"
+    return None
+
+
+def remote_reference(schema: object) -> str | None:
+    """The first reference in `schema` that points outside the document (not starting with '#'), if any."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key in _REFERENCE_KEYWORDS and isinstance(value, str) and not value.startswith("#"):
+                return value
+            found = remote_reference(value)
+            if found is not None:
+                return found
+    elif isinstance(schema, list):
+        for item in schema:
+            found = remote_reference(item)
+            if found is not None:
+                return found
     return None
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinystream.config import COMPONENTS
+from tinystream.controller_auth import ADMIN, broker_principal, ensure_secret_file, token_for, write_token_file
 from tinystream.dev.dashboard import Dashboard
 
 READY_TIMEOUT_S = 60.0
@@ -252,11 +253,13 @@ def _with_settings(argv: list[str], items: Sequence[str]) -> list[str]:
 
 
 def broker_argv(*, broker_id: int, port: int, log_dir: Path, controller_url: str | None,
-                overrides: Sequence[str]) -> list[str]:
+                overrides: Sequence[str], token_file: Path | None = None) -> list[str]:
     argv = [sys.executable, "-m", "tinystream", "broker", "--broker-id", str(broker_id),
             "--port", str(port), "--log-dirs", str(log_dir), "--admin-port", "0"]
     if controller_url:
         argv += ["--controller-url", controller_url]
+    if token_file:
+        argv += ["--set", f"controller.token.file={token_file}"]
     return _with_settings(argv, overrides)
 
 
@@ -294,10 +297,13 @@ class LocalCluster:
         to_broker, to_controller = split_settings([*replicated_defaults(brokers), *overrides])
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         port = (CONTROLLER_PORT if first_port else 0) if controller_port is None else controller_port
+        # The controller API takes only tokens its secret made (tinystream/controller_auth.py);
+        # each broker gets its own, beside the secret.
+        self.secret_file = self.data_dir / "controller" / "controller.secret"
         self.controller = Child(
             name="controller",
             argv=controller_argv(port=port, state_file=self.data_dir / "controller" / "state.json",
-                                 overrides=to_controller),
+                                 overrides=[*to_controller, f"controller.secret.file={self.secret_file}"]),
             env=dict(env), log_path=self.log_dir / "controller.log", data_path=self.data_dir / "controller",
         )
         self._broker_settings = to_broker
@@ -321,6 +327,11 @@ class LocalCluster:
         return self.controller.url
 
     @property
+    def admin_token(self) -> str:
+        """A token for the controller API's admin principal."""
+        return token_for(ensure_secret_file(self.secret_file), ADMIN)
+
+    @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap or "?" for b in self.brokers)
 
@@ -333,12 +344,17 @@ class LocalCluster:
         """Start the controller, then every broker; returns the bootstrap list. Raises ClusterError."""
         self._stopping = False
         try:
+            secret = ensure_secret_file(self.secret_file)
             self.controller.start()
             for b in self.brokers:
                 if not b.argv:
+                    assert b.broker_id is not None
                     port = (self._first_port + b.broker_id) if self._first_port else 0
+                    token_file = self.data_dir / "controller" / f"broker-{b.broker_id}.token"
+                    write_token_file(token_file, token_for(secret, broker_principal(b.broker_id)))
                     b.argv = broker_argv(broker_id=b.broker_id, port=port, log_dir=b.data_path,
-                                         controller_url=self.controller.url, overrides=self._broker_settings)
+                                         controller_url=self.controller.url, overrides=self._broker_settings,
+                                         token_file=token_file)
             threads = [threading.Thread(target=self._start_quietly, args=(b,)) for b in self.brokers]
             for t in threads:
                 t.start()
@@ -351,6 +367,7 @@ class LocalCluster:
             if dashboard:
                 self._dashboard = Dashboard(
                     controller_url=lambda: self.controller.url,
+                    controller_token=token_for(secret, ADMIN),
                     admin_urls=lambda: {b.broker_id: b.admin_url for b in self.brokers
                                         if b.admin_url and b.broker_id is not None},
                     port=self.dashboard_port,

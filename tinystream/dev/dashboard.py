@@ -32,13 +32,14 @@ class Dashboard:
         *,
         controller_url: Callable[[], str | None],
         admin_urls: Callable[[], Mapping[int, str]],
+        controller_token: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         def broker_admin_urls(_: Mapping[str, Any] | None) -> Mapping[int, str]:
             return admin_urls()
 
-        source = HttpClusterSource(controller_url, admin_urls=broker_admin_urls)
+        source = HttpClusterSource(controller_url, controller_token=controller_token, admin_urls=broker_admin_urls)
         self._server = ThreadedDashboard(lambda: make_dashboard_app(source), host=host, port=port)
 
     def start(self) -> str:

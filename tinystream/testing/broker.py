@@ -210,3 +210,37 @@ async def create_topic(client: Any, name: str, partitions: int = 1, configs: dic
     response = await client.request(create_topics_request([(name, partitions, 1, configs or {})]))
     assert response.topics[0].error_code == ErrorCode.none, response
     return response.topics[0]
+
+
+def throwaway_tls(folder: Path) -> tuple[Path, Path]:
+    """A CA (trustme, the test extra) and a certificate for 127.0.0.1: (keystore PEM, truststore PEM)."""
+    import trustme
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    keystore, truststore = folder / "broker.pem", folder / "ca.pem"
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    ca.cert_pem.write_to_path(str(truststore))
+    return keystore, truststore
+
+
+def sasl_ssl_settings(folder: Path, *, users: dict[str, str], tls: tuple[Path, Path] | None = None,
+                      mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+                      **overrides: Any) -> tuple[BrokerSettings, Path]:
+    """Settings of a broker on SASL_SSL://127.0.0.1:0 with these users (and a new CA unless `tls` is given).
+
+    Returns the settings and the CA's PEM (the clients' truststore).
+    """
+    from tinystream.broker.security.scram_users import UserStore
+
+    keystore, truststore = tls or throwaway_tls(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    store = UserStore()
+    for name, password in users.items():
+        store.set_password(name, password)
+    store.save(folder / "users.json")
+    settings = test_settings(folder / "data", **{
+        "listeners": "SASL_SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
+        "ssl.truststore.location": str(truststore), "sasl.users.file": str(folder / "users.json"),
+        "sasl.enabled.mechanisms": mechanisms, **overrides})
+    return settings, truststore

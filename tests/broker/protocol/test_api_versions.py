@@ -5,7 +5,7 @@ from __future__ import annotations
 from kio.index import load_request_schema
 
 from tinystream.broker.handlers import HANDLERS
-from tinystream.broker.protocol.api_versions import API_TABLE, GROUP_APIS, advertised, lookup
+from tinystream.broker.protocol.api_versions import API_TABLE, GROUP_APIS, SASL_APIS, advertised, lookup
 
 
 def test_every_served_version_has_a_kio_schema():
@@ -35,4 +35,5 @@ def test_librdkafka_windows():
 def test_without_groups_the_group_apis_are_not_advertised():
     keys = {a.key for a in advertised(with_groups=False)}
     assert not keys & GROUP_APIS and 10 in keys  # FindCoordinator stays
-    assert [a.key for a in advertised()] == sorted(a.key for a in API_TABLE)
+    assert [a.key for a in advertised(with_sasl=True)] == sorted(a.key for a in API_TABLE)
+    assert not {a.key for a in advertised()} & SASL_APIS  # only a SASL listener serves them

@@ -113,15 +113,20 @@ _SUBSET_SCHEMAS = [
     SCHEMA,
     json.dumps({"type": "object", "additionalProperties": False, "minProperties": 1,
                 "properties": {"id": {"type": "integer", "exclusiveMinimum": 0, "multipleOf": 3},
-                               "name": {"type": "string", "pattern": "^[a-c]+$", "maxLength": 3},
+                               "name": {"type": "string", "enum": ["a", "ab", "abc"], "maxLength": 3},
                                "tags": {"type": "array", "items": {"enum": ["a", 1, None, True]},
                                         "uniqueItems": True}}}),
     json.dumps({"anyOf": [{"type": "integer", "maximum": 10}, {"type": "array", "minItems": 2},
-                          {"pattern": "a$"}, {"multipleOf": 0.5}]}),
+                          {"maxLength": 1}, {"multipleOf": 0.5}]}),
     json.dumps({"allOf": [{"type": ["number", "string"]}, {"const": 1}]}),
-    json.dumps({"type": ["object", "null"], "propertyNames": {"maxLength": 3, "pattern": "^[a-z]+$"},
+    json.dumps({"type": ["object", "null"], "propertyNames": {"maxLength": 3, "minLength": 1},
                 "required": ["x"]}),
 ]
+# `pattern` is not in the subset: fastjsonschema runs Python's re (backtracking); RE2 runs it in jsonschema.
+
+
+def test_a_schema_with_a_pattern_takes_the_re2_path():
+    assert value_schema.compile_schema(json.dumps({"type": "string", "pattern": "^a"})).fast is None
 # Keywords outside the subset, each with a value jsonschema and fastjsonschema judge differently:
 # the fast path must not be used for them.
 _NOT_PORTABLE = [
@@ -290,3 +295,77 @@ def test_kafka_python_sees_invalid_record(running):
     with pytest.raises(InvalidRecordError):
         producer.send(topic, b'{"name": "x"}').get(10)
     producer.close()
+
+
+# --------------------------------------------------------------------------- remote references (issue 12, 4)
+
+
+@pytest.fixture
+def listener():
+    """An HTTP server that counts requests: a broker must never call it."""
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            hits.append(self.path)
+            body = b'{"type": "string"}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/schema.json", hits
+    server.shutdown()
+
+
+async def test_a_remote_ref_is_invalid_config_and_never_fetched(broker, client, listener):
+    url, hits = listener
+    remote = json.dumps({"type": "object", "properties": {"name": {"$ref": url}}})
+    resp = await client.request(create_topics_request([("ssrf", 1, 1, {KEY: remote})]))
+    assert resp.topics[0].error_code == ErrorCode.invalid_config, resp.topics[0]
+    assert url in resp.topics[0].error_message and "only references inside the document" in resp.topics[0].error_message
+    with pytest.raises(value_schema.InvalidSchema, match="remote reference"):
+        value_schema.check_schema(remote)  # a topic stored before the check: its schema is refused, not fetched
+    assert hits == []
+
+
+def test_local_refs_still_validate():
+    local = json.dumps({"$defs": {"id": {"type": "integer", "minimum": 0}},
+                        "type": "object", "properties": {"id": {"$ref": "#/$defs/id"}}})
+    assert value_schema.violation(batch(b'{"id": 3}'), local) is None
+    assert value_schema.violation(batch(b'{"id": -3}'), local).rule == "minimum"
+
+
+# --------------------------------------------------------------------------- regex cost (issue 12, 4)
+
+
+def test_a_backtracking_pattern_costs_linear_time():
+    import time  # noqa: PLC0415
+
+    evil = json.dumps({"type": "string", "pattern": "^(a+)+$"})
+    record = json.dumps("a" * 5000 + "!").encode()  # Python's re would take longer than the universe
+    started = time.perf_counter()
+    found = value_schema.violation(batch(record), evil)
+    assert found is not None and found.rule == "pattern"
+    assert time.perf_counter() - started < 1.0
+    assert value_schema.violation(batch(b'"aaaa"'), evil) is None
+
+
+def test_pattern_properties_run_under_re2_too():
+    schema = json.dumps({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}})
+    assert value_schema.violation(batch(b'{"x-a": 1, "y": "s"}'), schema) is None
+    assert value_schema.violation(batch(b'{"x-a": "one"}'), schema).rule == "type"
+
+
+@pytest.mark.parametrize("pattern", ["(?=a)b", "(a)\\1"])
+def test_patterns_re2_cannot_run_are_invalid_config(pattern):
+    with pytest.raises(value_schema.InvalidSchema, match="RE2"):
+        value_schema.check_schema(json.dumps({"type": "string", "pattern": pattern}))

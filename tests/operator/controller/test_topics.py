@@ -188,3 +188,15 @@ def test_value_schema_is_checked_to_be_a_json_schema(three: Cluster) -> None:
     assert "tinystream.value.schema" in bad.message and "not a valid JSON Schema at $.type" in bad.message
     not_json = three.apply(CreateTopic(topic="u", config={"tinystream.value.schema": "{"}), ok=False)
     assert not_json.error is ControllerError.INVALID_CONFIG and "not a JSON document" in not_json.message
+
+
+def test_the_cluster_wide_partition_limit_refuses_creates_and_growth() -> None:
+    cluster = Cluster(config=ControllerConfig(max_partitions=10))
+    cluster.start_brokers([1, 2])
+    cluster.apply(CreateTopic(topic="a", partitions=6, replication_factor=1))
+    refused = cluster.apply(CreateTopic(topic="b", partitions=5, replication_factor=1), ok=False)
+    assert refused.error is ControllerError.POLICY_VIOLATION and "max.partitions=10" in refused.message
+    grown = cluster.apply(CreatePartitions(topic="a", count=11), ok=False)
+    assert grown.error is ControllerError.POLICY_VIOLATION and "11 partitions" in grown.message
+    cluster.apply(CreateTopic(topic="b", partitions=4, replication_factor=1))  # exactly the limit is fine
+    assert ControllerConfig.from_dict(ControllerConfig(max_partitions=10).to_dict()).max_partitions == 10

@@ -35,6 +35,7 @@ RESOURCES = [
     ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True, {"status"}),
     ("v1/services", "Service", True, {"status"}),
     ("v1/configmaps", "ConfigMap", True, set()),
+    ("v1/secrets", "Secret", True, set()),
     ("v1/pods", "Pod", True, {"status"}),
     ("v1/events", "Event", True, set()),
     ("v1/nodes", "Node", False, {"status"}),
@@ -170,3 +171,8 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
         stop.set()
         await asyncio.to_thread(thread.join, 15)
         assert not thread.is_alive(), "the operator did not stop within 15 s"
+
+
+async def memory_secret(_client: Any, _cluster: Any) -> str:
+    """A controller secret for OperatorController tests without a Kubernetes API (memory state stores)."""
+    return "test-secret"

@@ -15,6 +15,7 @@ from k8s_requirements import require
 require('yaml', 'kopf', 'kmock')
 
 import asyncio
+import base64
 import contextlib
 import time
 
@@ -27,6 +28,7 @@ from kmock_helpers import Api, declare, ready_condition, running_operator
 from tinystream.broker.app import Broker
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.controller_secret import derived_secrets
 from tinystream.operator.k8s.status_store import decode_state
 from tinystream.operator.service.controller_service import DriverTiming
 from tinystream.testing.broker import test_settings
@@ -48,14 +50,24 @@ def topic(name: str, **spec):
 
 
 def new_controller() -> OperatorController:
-    return OperatorController(host="127.0.0.1", port=0, timing=TIMING)
+    return OperatorController(host="127.0.0.1", port=0, timing=TIMING, secret_source=derived_secrets("test-master"))
+
+
+async def broker_token_file(api, tmp_path) -> str:
+    """broker-0's controller API token, from the Secret the operator made, as the pod would mount it."""
+    tokens = await api.get("v1", "secrets", "demo-broker-tokens")
+    assert tokens is not None, "the operator made no broker tokens Secret"
+    path = tmp_path / "tokens" / "broker-0"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(base64.b64decode(tokens["data"]["broker-0"]))
+    return str(path.parent / "broker-{broker_id}")
 
 
 @contextlib.asynccontextmanager
-async def real_broker(tmp_path, url: str):
+async def real_broker(tmp_path, url: str, token_file: str):
     settings = test_settings(tmp_path / "broker-0", **{
         "broker.id": 0, "host": "127.0.0.1", "controller.url": url,
-        "broker.heartbeat.interval.ms": 200,
+        "controller.token.file": token_file, "broker.heartbeat.interval.ms": 200,
     })
     broker = Broker(settings, in_memory=True, with_groups=False)
     await broker.start()
@@ -102,12 +114,15 @@ async def test_topic_status_and_refusals_come_from_the_core(server, api, tmp_pat
                                      and controller.service(KEY) is not None)
         assert cluster["status"]["clusterId"] == controller.service(KEY).image.cluster_id
         async with aiohttp.ClientSession() as http:  # the broker-facing API, per cluster, on one port
-            async with http.get(controller.cluster_url(KEY) + "/v1/metadata") as r:
+            admin = {"Authorization": f"Bearer {controller.admin_token(KEY)}"}
+            async with http.get(controller.cluster_url(KEY) + "/v1/metadata", headers=admin) as r:
                 assert r.status == 200 and (await r.json())["cluster_id"] == cluster["status"]["clusterId"]
-            async with http.get(controller.url + "/clusters/streaming/nope/v1/metadata") as r:
+            async with http.get(controller.cluster_url(KEY) + "/v1/metadata") as r:  # no token: no epochs
+                assert r.status == 401 and (await r.json())["error"] == "SASL_AUTHENTICATION_FAILED"
+            async with http.get(controller.url + "/clusters/streaming/nope/v1/metadata", headers=admin) as r:
                 assert r.status == 503 and (await r.json())["error"] == "NOT_CONTROLLER"
 
-        async with real_broker(tmp_path, controller.cluster_url(KEY)) as broker:
+        async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)) as broker:
             await eventually(lambda: broker.info and 0 in controller.service(KEY).image.brokers
                              and not controller.service(KEY).image.brokers[0].fenced, "broker 0 registered")
             assert broker.cluster.cluster_id == cluster["status"]["clusterId"]  # adopted from the operator
@@ -156,7 +171,7 @@ async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_pa
         await api.create(TS, "tinystreamclusters", CLUSTER)
         await api.wait_for(TS, "tinystreamclusters", "demo",  # saved while opening; registered just after
                            lambda o: ((o or {}).get("status") or {}).get("controller") and first.service(KEY))
-        async with real_broker(tmp_path, first.cluster_url(KEY)):
+        async with real_broker(tmp_path, first.cluster_url(KEY), await broker_token_file(api, tmp_path)):
             await eventually(lambda: 0 in first.service(KEY).image.brokers
                              and not first.service(KEY).image.brokers[0].fenced, "broker 0 registered")
             await api.create(TS, "topics", topic("orders"))

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+from kmock_helpers import memory_secret
 
 from tinystream.operator.controller import BrokerHeartbeat, RegisterBroker
 from tinystream.operator.k8s.controller_host import OperatorController
@@ -60,7 +61,8 @@ class StubKube:
 @pytest_asyncio.fixture
 async def controller():
     host = OperatorController(host="127.0.0.1", port=0, timing=DriverTiming(tick_interval_s=0.2),
-                              store_factory=lambda client, key: MemoryStateStore())
+                              store_factory=lambda client, key: MemoryStateStore(),
+                              secret_source=memory_secret)
     await host.start(client=StubKube())
     service = await host.attach(KEY)
     registered = await service.submit(RegisterBroker(broker_id=0, incarnation_id="i0",
@@ -153,7 +155,8 @@ async def test_operator_startup_serves_the_dashboard_and_cleanup_stops_it():
     import kmock
     from kmock_helpers import Api, declare, running_operator
 
-    controller = OperatorController(host="127.0.0.1", port=0, timing=DriverTiming(tick_interval_s=0.2))
+    controller = OperatorController(host="127.0.0.1", port=0, timing=DriverTiming(tick_interval_s=0.2),
+                                    secret_source=memory_secret)
     board = OperatorDashboard(controller, host="127.0.0.1", port=0)
     async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator):
         declare(emulator)

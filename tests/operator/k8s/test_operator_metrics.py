@@ -9,6 +9,7 @@ require('kopf')
 import aiohttp
 import kopf
 import pytest
+from kmock_helpers import memory_secret
 from prometheus_client.parser import text_string_to_metric_families
 
 from tinystream.operator.k8s.controller_host import OperatorController
@@ -69,13 +70,15 @@ async def test_operator_serves_metrics_with_every_clusters_controller_series():
     metrics = OperatorMetrics()
     metrics.observe("cluster_health", 0.01)
     host = OperatorController(host="127.0.0.1", port=0, timing=DriverTiming(tick_interval_s=0.2),
-                              store_factory=lambda client, key: MemoryStateStore(), metrics=metrics.controller)
+                              store_factory=lambda client, key: MemoryStateStore(),
+                              secret_source=memory_secret, metrics=metrics.controller)
     await host.start(client=object())  # the memory stores never use the client
     try:
         await host.attach(ClusterKey("ns", "demo"))
         await host.attach(ClusterKey("other", "big"))
         async with aiohttp.ClientSession() as http:
-            async with http.get(host.cluster_url(ClusterKey("ns", "demo")) + "/v1/metadata") as response:
+            admin = {"Authorization": f"Bearer {host.admin_token(ClusterKey('ns', 'demo'))}"}
+            async with http.get(host.cluster_url(ClusterKey("ns", "demo")) + "/v1/metadata", headers=admin) as response:
                 assert response.status == 200
             async with http.get(host.url + "/metrics") as response:
                 assert response.status == 200

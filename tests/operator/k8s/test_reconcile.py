@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.reconcile import (
@@ -130,7 +131,6 @@ def test_roll_moves_leadership_away_before_restarting_a_leader():
 
 def test_roll_restarts_a_drained_victim_that_left_its_isrs():
     # After MoveLeadership broker 2 left every ISR (KIP-841) and its readiness probe fails: restart it.
-    import dataclasses
 
     s, observed = outdated_world(parts((0, [2, 0, 1], [0, 1]), (1, [1, 2, 0], [1, 0])), ready=(True, True, False))
     observed = dataclasses.replace(observed, drained_for_roll=frozenset({2}))
@@ -144,7 +144,6 @@ def test_roll_restarts_a_drained_victim_that_left_its_isrs():
 
 
 def test_roll_waits_while_the_drained_victim_terminates():
-    import dataclasses
 
     s, observed = outdated_world(parts((0, [2, 0, 1], [0, 1])), ready=(True, True, False))
     pods = observed.pods[:2] + (dataclasses.replace(observed.pods[2], terminating=True),)
@@ -154,7 +153,6 @@ def test_roll_waits_while_the_drained_victim_terminates():
 
 
 def test_a_roll_undone_before_its_victim_restarted_ends_the_drain():
-    import dataclasses
 
     s = spec()
     observed = dataclasses.replace(world(s, partitions=parts((0, [2, 0, 1], [0, 1]))),
@@ -227,6 +225,15 @@ def test_scale_down_without_controller_view_is_refused():
 def test_disabling_the_dashboard_deletes_its_service():
     plan = plan_cluster(spec(dashboard={"enabled": False}), None, world(spec()), ctx=CTX)
     assert Delete("v1", "Service", "demo-dashboard") in plan.actions
+
+
+def test_an_operator_without_a_dashboard_makes_no_dashboard_service():
+    # dashboard.port 0 turns the operator's dashboard off; a Service on port 0 is refused by a real API server.
+    no_dashboard = dataclasses.replace(CTX, dashboard_port=0)
+    plan = plan_cluster(spec(), None, world(spec()), ctx=no_dashboard)
+    assert Delete("v1", "Service", "demo-dashboard") in plan.actions
+    fresh = plan_cluster(spec(), None, Observed(), ctx=no_dashboard)
+    assert not any(isinstance(a, Apply) and a.key == ("Service", "demo-dashboard") for a in fresh.actions)
 
 
 def test_claim_templates_are_kept_on_patch():

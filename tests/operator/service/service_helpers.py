@@ -58,7 +58,7 @@ class Controller:
     async def start(self) -> ControllerInfo:
         self.server = ControllerServer(self.settings, store=self.store, timing=self.timing, clock=self.clock)
         self.info = await self.server.start()
-        self.client = ControllerClient(self.info.url, timeout_s=5.0)
+        self.client = ControllerClient(self.info.url, token=self.info.admin_token, timeout_s=5.0)
         self.http = aiohttp.ClientSession()
         return self.info
 
@@ -74,11 +74,15 @@ class Controller:
     # -- raw HTTP --------------------------------------------------------------
 
     async def request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
-                      params: dict[str, str] | None = None) -> tuple[int, Any]:
-        assert self.http is not None
+                      params: dict[str, str] | None = None, token: str | None = "admin") -> tuple[int, Any]:
+        """A raw call; `token` "admin" (default) sends the admin's, None sends none, anything else as given."""
+        assert self.http is not None and self.info is not None
+        token = self.info.admin_token if token == "admin" else token
+        headers = {"Authorization": f"Bearer {token}"} if token else None
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())  # stdlib: big ints too
         payload_in = io.BytesIO(data) if data is not None and len(data) > 1 << 20 else data  # aiohttp: big bodies as files
-        async with self.http.request(method, self.url + path, data=payload_in, params=params) as response:
+        async with self.http.request(method, self.url + path, data=payload_in, params=params,
+                                     headers=headers) as response:
             payload = await response.read()
             assert response.content_type == "application/json", (response.status, payload[:200])
             return response.status, orjson.loads(payload)

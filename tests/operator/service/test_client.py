@@ -17,7 +17,7 @@ from tinystream.controller_client import (
 
 
 async def test_a_brokers_life_through_the_client(controller: Controller) -> None:
-    async with ControllerClient(controller.url + "/") as client:  # a trailing slash is fine
+    async with ControllerClient(controller.url + "/", token=controller.info.admin_token) as client:  # slash: fine
         assert (await client.health())["cluster_id"] == controller.info.cluster_id
         reg = await client.register_broker(broker_id=5, incarnation_id="x", host="127.0.0.1", port=9092, rack="r1")
         assert reg.fenced

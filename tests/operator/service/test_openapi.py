@@ -8,7 +8,7 @@ from tinystream.operator.service import make_app, openapi_document
 
 
 async def test_every_route_is_described(controller: Controller) -> None:
-    app = make_app(controller.server.service)  # the same routes as the running one
+    app = make_app(controller.server.service, secret=None)  # the same routes as the running one
     routes = {
         (route.method.lower(), route.resource.canonical)
         for route in app.router.routes()

@@ -1,0 +1,97 @@
+"""SCRAM credentials kept salted, as Kafka keeps them: salt, StoredKey, ServerKey, iterations.
+
+A password never reaches the broker's disk: `tinystream users add` derives the
+credentials (RFC 5802) and writes them to `sasl.users.file`:
+
+    {"users": {"alice": {"SCRAM-SHA-512": {"salt": "<b64>", "stored_key": "<b64>",
+                                           "server_key": "<b64>", "iterations": 4096}}}}
+
+PLAIN is checked against the same credentials: the password it carries is
+salted and hashed the same way and compared with StoredKey, so one file
+serves every mechanism.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import scramp
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+MIN_ITERATIONS = 4096  # Kafka's minimum
+_HASH = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    @classmethod
+    def from_password(cls, mechanism: str, password: str, *, iterations: int = MIN_ITERATIONS) -> ScramCredential:
+        salt, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
+            password, iteration_count=iterations)
+        return cls(salt, stored_key, server_key, count)
+
+    def matches_password(self, mechanism: str, password: str) -> bool:
+        """Whether `password` (from PLAIN) is the one these credentials were made from."""
+        digest = _HASH[mechanism]
+        salted = hashlib.pbkdf2_hmac(digest().name, password.encode(), self.salt, self.iterations)
+        client_key = hmac.new(salted, b"Client Key", digest).digest()
+        return hmac.compare_digest(digest(client_key).digest(), self.stored_key)
+
+    def to_json(self) -> dict[str, Any]:
+        b64 = base64.b64encode
+        return {"salt": b64(self.salt).decode(), "stored_key": b64(self.stored_key).decode(),
+                "server_key": b64(self.server_key).decode(), "iterations": self.iterations}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ScramCredential:
+        b64 = base64.b64decode
+        return cls(b64(data["salt"]), b64(data["stored_key"]), b64(data["server_key"]), int(data["iterations"]))
+
+
+class UserStore:
+    """user -> mechanism -> credential; loaded from (and saved to) `sasl.users.file`."""
+
+    def __init__(self, users: dict[str, dict[str, ScramCredential]] | None = None) -> None:
+        self.users = users or {}
+
+    def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.users.get(user, {}).get(mechanism)
+
+    def set_password(self, user: str, password: str, *, mechanisms: tuple[str, ...] = SCRAM_MECHANISMS,
+                     iterations: int = MIN_ITERATIONS) -> None:
+        if not user or "," in user or "=" in user:
+            raise ValueError(f"a SCRAM user name is non-empty without ',' or '=', not {user!r}")
+        self.users[user] = {m: ScramCredential.from_password(m, password, iterations=iterations) for m in mechanisms}
+
+    def check_plain(self, user: str, password: str) -> bool:
+        creds = self.users.get(user, {})
+        return any(c.matches_password(m, password) for m, c in creds.items())
+
+    @classmethod
+    def load(cls, path: str | Path) -> UserStore:
+        data = json.loads(Path(path).read_text())
+        users = {name: {m: ScramCredential.from_json(c) for m, c in mechs.items() if m in SCRAM_MECHANISMS}
+                 for name, mechs in (data.get("users") or {}).items()}
+        return cls(users)
+
+    def save(self, path: str | Path) -> None:
+        body = {"users": {name: {m: c.to_json() for m, c in mechs.items()} for name, mechs in self.users.items()}}
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(body, out, indent=1)
+        os.replace(tmp, path)

@@ -1,0 +1,54 @@
+"""The SASL state machine without a socket: SCRAM and PLAIN, refusals, order."""
+
+from __future__ import annotations
+
+import pytest
+import scramp
+
+from tinystream.broker.security.sasl import AuthenticationFailed, IllegalSaslState, SaslSession
+from tinystream.broker.security.scram_users import UserStore
+
+USERS = UserStore()
+USERS.set_password("alice", "pw")
+
+
+def scram_login(session: SaslSession, mechanism: str, user: str, password: str) -> None:
+    client = scramp.ScramClient([mechanism], user, password)
+    client.set_server_first(session.step(client.get_client_first().encode()).decode())
+    client.set_server_final(session.step(client.get_client_final().encode()).decode())
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_logs_in_with_the_right_password_only(mechanism):
+    good = SaslSession(USERS, enabled=(mechanism,))
+    assert good.handshake(mechanism) is None
+    scram_login(good, mechanism, "alice", "pw")
+    assert good.authenticated and good.principal == "User:alice"
+    bad = SaslSession(USERS, enabled=(mechanism,))
+    bad.handshake(mechanism)
+    with pytest.raises(AuthenticationFailed, match="invalid credentials"):
+        scram_login(bad, mechanism, "alice", "nope")
+    assert not bad.authenticated
+    with pytest.raises(IllegalSaslState):
+        bad.step(b"again")  # a failed session takes nothing more
+
+
+def test_plain_checks_the_salted_credentials_and_refuses_another_authzid():
+    session = SaslSession(USERS, enabled=("PLAIN",))
+    session.handshake("PLAIN")
+    assert session.step(b"\x00alice\x00pw") == b"" and session.principal == "User:alice"
+    for token in (b"\x00alice\x00bad", b"bob\x00alice\x00pw", b"alice-pw"):
+        other = SaslSession(USERS, enabled=("PLAIN",))
+        other.handshake("PLAIN")
+        with pytest.raises(AuthenticationFailed):
+            other.step(token)
+
+
+def test_handshake_refuses_a_disabled_mechanism_and_order_is_enforced():
+    session = SaslSession(USERS, enabled=("SCRAM-SHA-512",))
+    with pytest.raises(IllegalSaslState):
+        session.step(b"n,,n=alice,r=x")  # before a handshake
+    assert "not enabled" in session.handshake("PLAIN")
+    assert session.handshake("SCRAM-SHA-512") is None
+    with pytest.raises(IllegalSaslState):
+        session.handshake("SCRAM-SHA-512")  # only one handshake
