@@ -4,7 +4,7 @@ Start-up order, so a client never meets a half-built broker:
 log dirs and meta.properties (cluster id; refuses a dir of another node;
 under a controller the id is the controller's, adopted at registration) ->
 topic store -> partitions opened (producer state restored) -> group
-coordinator -> Kafka listener -> admin HTTP -> background maintenance ->
+coordinator -> transaction coordinator -> Kafka listener -> admin HTTP -> background maintenance ->
 `ready(BrokerInfo)`. Shutdown reverses it: the listener stops accepting and
 drops its connections, maintenance and the coordinator stop, then every log
 is snapshotted, flushed and closed.
@@ -32,6 +32,7 @@ from tinystream.broker.coordinators.producer_ids import (
     FileBlockSource,
     ProducerIdManager,
 )
+from tinystream.broker.coordinators.txn_service import TransactionService
 from tinystream.broker.handlers.context import BrokerContext, ConnectionAuth
 from tinystream.broker.maintenance import Maintenance, jobs
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
@@ -140,6 +141,9 @@ class Broker:
             groups=self.groups,
             broker_principals=broker_principals(settings, self.listener),
         )
+        # Transactions need the group coordinator (TxnOffsetCommit, markers on __consumer_offsets).
+        self.transactions = self._transaction_service() if self.groups is not None else None
+        self.ctx.transactions = self.transactions
         self.metrics.watch_partitions(self.replicas.partitions)
         self.server = KafkaServer(
             RequestDispatcher(self.ctx),
@@ -166,13 +170,17 @@ class Broker:
         """Replicated mode: the controller's image drives topics and roles (see `control/`)."""
         s = self.settings
         self.replicas.use_hw_checkpoint(HighWatermarkCheckpoint(self.logs.metadata_dir))
+        credentials = inter_broker_credentials(s, self.listener)
         self.fetchers = ReplicaFetcherManager(
             broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes,
-            credentials=inter_broker_credentials(s, self.listener),
+            credentials=credentials,
         )
+        if self.transactions is not None:  # WriteTxnMarkers and KIP-890 verification go to the same listener
+            self.transactions.markers.credentials = credentials
         controller = ControllerClient(controller_url, token=self._controller_token())
         applier = ImageApplier(broker_id=s.broker_id, cluster=self.cluster, topics=self.topics,
-                               replicas=self.replicas, fetchers=self.fetchers, groups=self.groups, clock=self.clock)
+                               replicas=self.replicas, fetchers=self.fetchers, groups=self.groups, clock=self.clock,
+                               transactions=self.transactions)
         self.control = ControllerSession(
             settings=s,
             controller=controller,
@@ -216,6 +224,12 @@ class Broker:
     def _group_service(self) -> GroupService:
         return GroupService(settings=self.settings, topics=self.topics, replicas=self.replicas, clock=self.clock)
 
+    def _transaction_service(self) -> TransactionService:
+        return TransactionService(
+            settings=self.settings, topics=self.topics, replicas=self.replicas, cluster=self.cluster,
+            producer_ids=lambda: self.ctx.producer_ids, groups=self.groups, clock=self.clock,
+        )
+
     async def start(self) -> BrokerInfo:
         """Open everything and listen; on failure whatever was started is stopped again."""
         try:
@@ -232,6 +246,8 @@ class Broker:
                 await self.groups.start()
             else:
                 await self.groups.coordinator.start()  # partitions load as this broker gains leadership
+        if self.transactions is not None:
+            await self.transactions.start(load_local=self.control is None)
         s = self.settings
         bound_host, port = await self.server.start(s.host, s.port)
         host = _advertised_host(s, bound_host)
@@ -260,6 +276,8 @@ class Broker:
             await self.control.stop(fence=fence)
         await self.server.stop()
         await self.maintenance.stop()
+        if self.transactions is not None:
+            await self.transactions.stop()
         if self.groups is not None:
             await self.groups.stop()
         await self.admin.stop()

@@ -18,8 +18,13 @@ from tinystream.broker.control.image import topic_spec
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.metadata.cluster import ClusterView
-from tinystream.broker.metadata.topics import OFFSETS_TOPIC
-from tinystream.broker.topics.manager import OFFSETS_TOPIC_CONFIG, TopicManager, TopicResult
+from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from tinystream.broker.topics.manager import (
+    OFFSETS_TOPIC_CONFIG,
+    TRANSACTION_STATE_TOPIC_CONFIG,
+    TopicManager,
+    TopicResult,
+)
 from tinystream.config.settings import BrokerSettings
 from tinystream.controller_client import ControllerClient, ControllerClientError
 
@@ -95,6 +100,8 @@ class ForwardedTopicAdmin:
     async def auto_create(self, name: str) -> TopicResult:
         if name == OFFSETS_TOPIC:
             return await self.ensure_offsets_topic()
+        if name == TRANSACTION_STATE_TOPIC:
+            return await self.ensure_transaction_state_topic()
         result = await self.create_topic(name)
         if result.error == ErrorCode.topic_already_exists:
             await self.session.pull(wait_ms=0)
@@ -115,6 +122,22 @@ class ForwardedTopicAdmin:
         if result.error == ErrorCode.topic_already_exists:
             await self._refresh()
             return TopicResult(ErrorCode.none, spec=self.topics.get(OFFSETS_TOPIC))
+        return result
+
+    async def ensure_transaction_state_topic(self) -> TopicResult:
+        spec = self.topics.get(TRANSACTION_STATE_TOPIC)
+        if spec is not None:
+            return TopicResult(ErrorCode.none, spec=spec)
+        live = len(self.cluster.brokers())
+        result = await self._forward(TRANSACTION_STATE_TOPIC, self.controller.create_topic(
+            TRANSACTION_STATE_TOPIC,
+            partitions=self.settings.transaction_state_log_num_partitions,
+            replication_factor=max(min(self.settings.transaction_state_log_replication_factor, live), 1),
+            config=TRANSACTION_STATE_TOPIC_CONFIG,
+        ))
+        if result.error == ErrorCode.topic_already_exists:
+            await self._refresh()
+            return TopicResult(ErrorCode.none, spec=self.topics.get(TRANSACTION_STATE_TOPIC))
         return result
 
     async def delete_topic(self, name: str) -> TopicResult:

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tinystream.broker.coordinators.group_service import GroupService
+from tinystream.broker.coordinators.txn_service import TransactionService
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
-from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TopicSpec
+from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicSpec
 from tinystream.broker.replication.partition import PartitionState
 from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager
@@ -65,6 +66,7 @@ class ImageApplier:
         fetchers: ReplicaFetcherManager,
         groups: GroupService | None,
         clock: Callable[[], int],
+        transactions: TransactionService | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.cluster = cluster
@@ -72,6 +74,7 @@ class ImageApplier:
         self.replicas = replicas
         self.fetchers = fetchers
         self.groups = groups
+        self.transactions = transactions
         self.clock = clock
         self.version = -1  # the applied image's version
         self.image: dict[str, Any] | None = None
@@ -164,9 +167,15 @@ class ImageApplier:
             self.fetchers.unfollow(tp)
             if tp.topic == OFFSETS_TOPIC and (not was_leader or old_epoch != state.leader_epoch):
                 self._group_partition(tp.partition, load=True)
+            if tp.topic == TRANSACTION_STATE_TOPIC and self.transactions is not None and (
+                not was_leader or old_epoch != state.leader_epoch
+            ):
+                self.transactions.leadership_changed(tp.partition, leader=True, leader_epoch=state.leader_epoch)
         else:
             if tp.topic == OFFSETS_TOPIC and tp.partition in self._led_offsets:
                 self._group_partition(tp.partition, load=False)
+            if tp.topic == TRANSACTION_STATE_TOPIC and self.transactions is not None and was_leader:
+                self.transactions.leadership_changed(tp.partition, leader=False, leader_epoch=state.leader_epoch)
             if state.leader >= 0:
                 self.fetchers.follow(tp, leader=state.leader, leader_epoch=state.leader_epoch)
             else:
@@ -176,6 +185,8 @@ class ImageApplier:
         self.fetchers.unfollow(tp)
         if tp.topic == OFFSETS_TOPIC and tp.partition in self._led_offsets:
             self._group_partition(tp.partition, load=False)
+        if tp.topic == TRANSACTION_STATE_TOPIC and self.transactions is not None:
+            self.transactions.leadership_changed(tp.partition, leader=False, leader_epoch=-1)
         self.replicas.delete_partition(tp)
         self.partition_epochs.pop(tp, None)
 

@@ -14,6 +14,14 @@ state machine produced them (a delete's tombstones never overtake an earlier
 commit of the same group). Offsets are appended before the commit is
 answered; group metadata after every completed rebalance (Kafka's storeGroup).
 
+Transactional offsets (KIP-98, KIP-447): TxnOffsetCommit appends the offsets
+inside the producer's transaction and keeps them pending under (producer id,
+group); `complete_txn`, called when the transaction coordinator's marker
+lands in the group's __consumer_offsets partition, makes them the committed
+offsets (COMMIT) or drops them (ABORT). Loading does the same from the log.
+OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a
+partition with a pending transactional offset.
+
 Timers: one per group, armed at the group's next deadline; an injected
 `Scheduler` and clock make tests deterministic.
 
@@ -50,7 +58,7 @@ from tinystream.broker.groups.group import (
     StoreGroup,
     SyncReply,
 )
-from tinystream.broker.groups.persistence import OffsetsTopic, Record
+from tinystream.broker.groups.persistence import OffsetsTopic, Record, TxnMarker, TxnRecord
 from tinystream.broker.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -155,6 +163,10 @@ class GroupCoordinator:
         self._sync_waiters: dict[tuple[str, str], asyncio.Future[SyncGroupResult]] = {}
         self._timers: dict[str, tuple[int, TimerHandle]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Transactional offsets not yet committed: producer id -> group id -> partition -> offset.
+        self._pending_txn: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
+        # Markers that landed while their partition was loading (the load's read may have ended before them).
+        self._deferred_txn: dict[int, list[tuple[int, bool]]] = {}
 
     # ================================================================ lifecycle
 
@@ -191,15 +203,27 @@ class GroupCoordinator:
         self._load_tokens[partition] = token
         group_values: dict[str, GroupMetadataValue | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetCommitValue | None]] = defaultdict(dict)
+        pending: dict[int, dict[str, dict[tuple[str, int], OffsetCommitValue]]] = {}
         try:
-            for count, (key_bytes, value_bytes) in enumerate(self._offsets_topic.read(partition), 1):
+            for count, entry in enumerate(self._offsets_topic.read(partition), 1):
+                if isinstance(entry, TxnMarker):
+                    done = pending.pop(entry.producer_id, {})
+                    if entry.commit:
+                        for gid, committed in done.items():
+                            offsets[gid].update(committed)
+                    continue
+                producer_id = entry.producer_id if isinstance(entry, TxnRecord) else -1
+                key_bytes, value_bytes = entry[0], entry[1]
                 try:
                     key = decode_key(key_bytes)
                     value = decode_value(key, value_bytes)
                 except RecordDecodeError as exc:
                     log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc)
                     continue
-                if isinstance(key, OffsetCommitKey):
+                if isinstance(key, OffsetCommitKey) and producer_id >= 0:
+                    if isinstance(value, OffsetCommitValue):
+                        pending.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = value
+                elif isinstance(key, OffsetCommitKey):
                     assert value is None or isinstance(value, OffsetCommitValue)
                     offsets[key.group][(key.topic, key.partition)] = value
                 elif isinstance(key, GroupMetadataKey):
@@ -217,7 +241,14 @@ class GroupCoordinator:
         if self._load_tokens.get(partition) != token:
             return
         now = self._clock()
-        for group_id in group_values.keys() | offsets.keys():
+        for producer_id, by_group in pending.items():  # transactions still open in this partition
+            for gid, values in by_group.items():
+                self._pending_txn.setdefault(producer_id, {})[gid] = {
+                    tp: CommittedOffset(offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
+                                        commit_timestamp=v.commit_timestamp)
+                    for tp, v in values.items()
+                }
+        for group_id in group_values.keys() | offsets.keys() | {g for by in pending.values() for g in by}:
             value = group_values.get(group_id)
             kept = {
                 tp: CommittedOffset(
@@ -240,6 +271,8 @@ class GroupCoordinator:
             self._groups[group_id] = group
             self._reschedule(group)
         self._partitions[partition] = _Loading.LOADED
+        for producer_id, commit in self._deferred_txn.pop(partition, []):
+            self.complete_txn(partition, producer_id, commit)
         loaded = sum(1 for g in self._groups if self._partition(g) == partition)
         log.info("__consumer_offsets-%d loaded: %d groups", partition, loaded)
 
@@ -249,6 +282,10 @@ class GroupCoordinator:
         self._load_tokens.pop(partition, None)
         for group in [g for gid, g in self._groups.items() if self._partition(gid) == partition]:
             self._drop_group(group, ErrorCode.not_coordinator)
+        for by_group in self._pending_txn.values():
+            for gid in [g for g in by_group if self._partition(g) == partition]:
+                del by_group[gid]
+        self._deferred_txn.pop(partition, None)
 
     def loading_partitions(self) -> frozenset[int]:
         """Partitions still loading (ListGroups answers COORDINATOR_LOAD_IN_PROGRESS while any are)."""
@@ -451,10 +488,116 @@ class GroupCoordinator:
         self._discard_if_pristine(group)
         return {tp: results[tp] for tp in offsets}
 
+    async def txn_offset_commit(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: offsets appended inside the producer's transaction, visible on its COMMIT marker.
+
+        KIP-447: a generation / member id, when given, is checked as for
+        OffsetCommit; without one (generation -1) any group may be written,
+        and an unknown group is created (Kafka's getOrMaybeCreateGroup).
+        """
+        error = self._status(group_id, allow_empty_id=False)
+        group = self._groups.get(group_id)
+        if error is _OK and group is None:
+            group = self._new_group(group_id)
+        now = self._clock()
+        if error is _OK and group is not None and generation_id >= 0:
+            error = group.validate_commit(
+                member_id=member_id, group_instance_id=group_instance_id, generation_id=generation_id, now=now
+            )
+        if error is not _OK or group is None:
+            if group is not None:
+                self._discard_if_pristine(group)
+            return {tp: error for tp in offsets}
+        results: dict[tuple[str, int], ErrorCode] = {}
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        for tp, (offset, leader_epoch, metadata) in offsets.items():
+            if metadata is not None and len(metadata) > self._metadata_max:
+                results[tp] = ErrorCode.offset_metadata_too_large
+                continue
+            accepted[tp] = CommittedOffset(offset=offset, leader_epoch=leader_epoch, metadata=metadata or "",
+                                           commit_timestamp=now)
+            results[tp] = _OK
+        if accepted:
+            records: list[Record] = [
+                (
+                    encode_key(OffsetCommitKey(group_id, topic, partition)),
+                    encode_offset_commit_value(OffsetCommitValue(
+                        offset=c.offset, leader_epoch=c.leader_epoch, metadata=c.metadata,
+                        commit_timestamp=c.commit_timestamp,
+                    )),
+                )
+                for (topic, partition), c in accepted.items()
+            ]
+            partition = self._partition(group_id)
+
+            async def run() -> ErrorCode:
+                try:
+                    await self._offsets_topic.append(partition, records, producer_id=producer_id,
+                                                     producer_epoch=producer_epoch)
+                except Exception as exc:
+                    code = append_failure_code(exc)
+                    if code is ErrorCode.unknown_server_error:
+                        log.exception("__consumer_offsets-%d: transactional append failed", partition)
+                    return code
+                return _OK
+
+            append_error = await self._await_append(self._spawn(run()))
+            if append_error is _OK:
+                self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(accepted)
+            else:
+                mapped = offset_commit_error(append_error)
+                if append_error in (ErrorCode.invalid_producer_epoch, ErrorCode.invalid_txn_state):
+                    mapped = append_error
+                for tp in accepted:
+                    results[tp] = mapped
+        self._reschedule(group)
+        return {tp: results[tp] for tp in offsets}
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> int:
+        """The marker of `producer_id`'s transaction is in __consumer_offsets-`partition`:
+        apply (COMMIT) or drop (ABORT) its pending offsets there; returns how many groups changed.
+
+        While the partition is loading the completion waits for the load's end: the load's read of
+        the log may have stopped before this marker, and its pending offsets are not installed yet.
+        """
+        if self._partitions.get(partition) is _Loading.LOADING:
+            self._deferred_txn.setdefault(partition, []).append((producer_id, commit))
+            return 0
+        by_group = self._pending_txn.get(producer_id)
+        if not by_group:
+            return 0
+        done = [gid for gid in by_group if self._partition(gid) == partition]
+        for gid in done:
+            offsets = by_group.pop(gid)
+            group = self._groups.get(gid)
+            if commit and group is not None:
+                group.apply_offsets(offsets)
+                self._reschedule(group)
+        if not by_group:
+            del self._pending_txn[producer_id]
+        return len(done)
+
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        return any(tp in by_group.get(group_id, {}) for by_group in self._pending_txn.values())
+
     async def fetch_offsets(
-        self, *, group_id: str, partitions: list[tuple[str, int]] | None
+        self, *, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool = False
     ) -> FetchOffsetsResult:
-        """OffsetFetch; `partitions=None` means every partition the group committed."""
+        """OffsetFetch; `partitions=None` means every partition the group committed.
+
+        require_stable (KIP-447): a partition with a pending transactional
+        offset answers UNSTABLE_OFFSET_COMMIT (retriable) instead of an offset.
+        """
         error = self._status(group_id, allow_empty_id=True)
         if error is not _OK:
             return FetchOffsetsResult(error=error)
@@ -465,11 +608,14 @@ class GroupCoordinator:
         else:
             wanted = list(partitions)
         out: dict[tuple[str, int], OffsetAndMetadata] = {}
+        unstable: dict[tuple[str, int], ErrorCode] = {}
         for tp in wanted:
             c = committed.get(tp)
             # Kafka: nothing committed -> offset -1, no leader epoch, metadata "".
             out[tp] = OffsetAndMetadata(-1, -1, "") if c is None else OffsetAndMetadata(c.offset, c.leader_epoch, c.metadata)
-        return FetchOffsetsResult(error=_OK, offsets=out)
+            if require_stable and self.has_pending_txn_offset(group_id, tp):
+                unstable[tp] = ErrorCode.unstable_offset_commit
+        return FetchOffsetsResult(error=_OK, offsets=out, partition_errors=unstable)
 
     def committed(self, group_id: str) -> dict[tuple[str, int], int]:
         """Committed offsets of a group coordinated here (for lag reporting); {} otherwise."""

@@ -77,6 +77,7 @@ class OffsetAndMetadata(NamedTuple):
 class FetchOffsetsResult:
     error: ErrorCode
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    partition_errors: dict[tuple[str, int], ErrorCode] = field(default_factory=dict)  # UNSTABLE_OFFSET_COMMIT
 
 
 class DescribedMember(NamedTuple):

@@ -24,6 +24,7 @@ from tinystream.broker.handlers import (
     records_admin,
     sasl,
     topics_admin,
+    transactions,
 )
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol import api_versions as keys
@@ -58,4 +59,12 @@ HANDLERS: dict[int, Handler] = {
     keys.DELETE_GROUPS: groups.handle_delete_groups,
     keys.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     keys.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    keys.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+    keys.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+    keys.END_TXN: transactions.handle_end_txn,
+    keys.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
+    keys.TXN_OFFSET_COMMIT: transactions.handle_txn_offset_commit,
+    keys.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
+    keys.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
+    keys.LIST_TRANSACTIONS: transactions.handle_list_transactions,
 }

@@ -13,6 +13,7 @@ from tinystream.broker.control.forwarding import ForwardedTopicAdmin
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.producer_ids import ProducerIdManager
+from tinystream.broker.coordinators.txn_service import TransactionService
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metrics.broker_metrics import BrokerMetrics
 from tinystream.broker.protocol.api_versions import ApiRange
@@ -60,6 +61,7 @@ class BrokerContext:
     metrics: BrokerMetrics
     advertised: tuple[ApiRange, ...]
     groups: GroupService | None = None  # None when the broker runs without a group coordinator
+    transactions: TransactionService | None = None  # None without a group coordinator (offsets need one)
     control: ControllerSession | None = None  # set with controller.url: the session and its applied image
     forwarding: ForwardedTopicAdmin | None = None  # set with controller.url: topic admin goes to the controller
     # Principals whose Fetch replica_id is believed (followers); None: the listener authenticates no one,

@@ -4,9 +4,12 @@
   client so, and every fetch is a full fetch; a request naming a session we
   never gave is FETCH_SESSION_ID_NOT_FOUND, which makes clients start over
   with a full fetch.
-- isolation_level: without transactions the last stable offset is the high
-  watermark, so read_committed and read_uncommitted read the same data
-  (read_committed gets an empty aborted-transactions list, as Kafka sends).
+- isolation_level (KIP-98): read_committed (1) reads up to each partition's
+  last stable offset and gets the aborted transactions that overlap the
+  range returned (producer id, first offset), from the partition's aborted
+  index; the client drops those records and skips control batches.
+  read_uncommitted reads to the high watermark and gets no list (null).
+  Both see `last_stable_offset`.
 - replica_id >= 0 marks a follower broker's fetch (it reads past the high
   watermark and moves it). Only a peer broker of this cluster may send one
   (CVE-2018-1288); anyone else gets TOPIC_AUTHORIZATION_FAILED on every
@@ -76,11 +79,20 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         max_bytes=min(getattr(body, "max_bytes", 2**31 - 1), ctx.settings.fetch_max_bytes),  # Kafka's broker cap
         # An error or a divergence already decided answers at once (Kafka's fetchMessages).
         max_wait_ms=0 if answered else to_millis(body.max_wait),
+        read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED and not peer,
     )
     answered.update((f.tp, f) for f in fetched)
     results = [answered[r.tp] for r in requests]
     read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     return _response(ctx, call, results, diverging, read_committed, version)
+
+
+def _aborted(call: Call, r: FetchedPartition, read_committed: bool) -> tuple[Any, ...] | None:
+    if not read_committed:
+        return None
+    return tuple(
+        call.make("AbortedTransaction", producer_id=a.producer_id, first_offset=a.first_offset) for a in r.aborted or ()
+    )
 
 
 def _top_level_error(call: Call, error: ErrorCode) -> Any:
@@ -95,7 +107,6 @@ def _response(
     read_committed: bool,
     version: int,
 ) -> Any:
-    aborted = () if read_committed else None
     by_topic: dict[str, list[Any]] = {}
     metrics = ctx.metrics
     for r in results:
@@ -105,7 +116,7 @@ def _response(
             "high_watermark": r.high_watermark,
             "last_stable_offset": r.last_stable_offset,
             "log_start_offset": r.log_start_offset,
-            "aborted_transactions": aborted,
+            "aborted_transactions": _aborted(call, r, read_committed),
             "preferred_read_replica": -1,
             "records": r.records if r.records is not None else b"",
         }

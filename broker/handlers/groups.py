@@ -14,8 +14,9 @@ protocol decisions live in `tinystream.broker.groups`. Version notes:
   with UNKNOWN_TOPIC_OR_PARTITION (Kafka checks the metadata cache too).
 - OffsetFetch v8 batches groups; before v2 a group error goes into every
   partition, as there is no top-level error field.
-- FindCoordinator v4 batches keys. Transaction coordinators (key type 1) are
-  refused with INVALID_REQUEST: this broker has no transactions.
+- FindCoordinator v4 batches keys. Key type 1 finds a transaction
+  coordinator: the leader of the id's __transaction_state partition (the
+  topic is created on first use, as Kafka does).
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
-from tinystream.broker.metadata.topics import OFFSETS_TOPIC
+from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.storage.topic_partition import TopicPartition
 
 GROUP_KEY = 0
+TRANSACTION_KEY = 1
 
 
 def _coordinator(ctx: BrokerContext) -> Any:
@@ -58,8 +60,10 @@ async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
 
 
 async def _find(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    if key_type == TRANSACTION_KEY:
+        return await _find_transaction_coordinator(ctx, key)
     if key_type != GROUP_KEY:
-        return ErrorCode.invalid_request, "transactions are not supported by this broker", -1, "", -1
+        return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
     if ctx.control is None:
         error, message = ctx.groups.ensure_offsets_topic()
         if error != ErrorCode.none:
@@ -71,6 +75,21 @@ async def _find(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode,
     if result.error != ErrorCode.none:
         return ErrorCode.coordinator_not_available, result.message, -1, "", -1
     state = ctx.topics.partition_state(TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(key)))
+    leader = ctx.cluster.broker(state.leader) if state.leader >= 0 else None
+    if leader is None:
+        return ErrorCode.coordinator_not_available, "the coordinator's partition has no live leader", -1, "", -1
+    return ErrorCode.none, None, leader.broker_id, leader.host, leader.port
+
+
+async def _find_transaction_coordinator(ctx: BrokerContext, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    if ctx.transactions is None:
+        return ErrorCode.coordinator_not_available, "this broker runs no transaction coordinator", -1, "", -1
+    if not key:
+        return ErrorCode.invalid_request, "a transactional id is required", -1, "", -1
+    result = await topic_admin.ensure_transaction_state_topic(ctx)
+    if result.error != ErrorCode.none:
+        return ErrorCode.coordinator_not_available, result.message, -1, "", -1
+    state = ctx.topics.partition_state(TopicPartition(TRANSACTION_STATE_TOPIC, ctx.transactions.partition_for(key)))
     leader = ctx.cluster.broker(state.leader) if state.leader >= 0 else None
     if leader is None:
         return ErrorCode.coordinator_not_available, "the coordinator's partition has no live leader", -1, "", -1
@@ -225,7 +244,8 @@ async def _fetch_group(
     ctx: BrokerContext, call: Call, group_id: str, topics: Any, topic_class: str, partition_class: str
 ) -> tuple[ErrorCode, tuple]:
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
-    result = await _coordinator(ctx).fetch_offsets(group_id=group_id, partitions=wanted)
+    require_stable = bool(getattr(call.body, "require_stable", False))  # v7+, KIP-447
+    result = await _coordinator(ctx).fetch_offsets(group_id=group_id, partitions=wanted, require_stable=require_stable)
     top_level_error = call.version >= 2
     partition_error = ErrorCode.none if top_level_error else result.error
     by_topic: dict[str, list[Any]] = {}
@@ -243,7 +263,7 @@ async def _fetch_group(
                 committed_offset=committed.offset if committed else -1,
                 committed_leader_epoch=committed.leader_epoch if committed else -1,
                 metadata=committed.metadata if committed else "",
-                error_code=partition_error,
+                error_code=result.partition_errors.get((topic, partition), partition_error),
             )
         )
     return result.error, tuple(call.make(topic_class, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())

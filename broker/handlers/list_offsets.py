@@ -1,9 +1,15 @@
-"""ListOffsets (key 2, v1-7) and OffsetForLeaderEpoch (key 23, v2-4).
+"""ListOffsets (key 2, v1-10) and OffsetForLeaderEpoch (key 23, v2-4).
 
 ListOffsets timestamps (Kafka's ListOffsetsRequest):
   -2 EARLIEST: the log start offset;
-  -1 LATEST: the high watermark for clients (= the last stable offset: no
-     transactions here), the log end offset for a follower (replica_id >= 0);
+  -4 EARLIEST_LOCAL (v8+, KIP-405): the first offset on local disk, which is
+     the log start offset here (no tiered storage), as Kafka answers for a
+     topic without remote storage;
+  -5 EARLIEST_PENDING_UPLOAD (v9+, KIP-1005): nothing is pending upload
+     without tiered storage: -1, as Kafka answers for such topics;
+  -1 LATEST: the high watermark for read_uncommitted clients, the last
+     stable offset for read_committed ones (isolation_level 1, v2+: KIP-98),
+     the log end offset for a follower (replica_id >= 0);
   -3 MAX_TIMESTAMP (v7, KIP-734): the record with the largest timestamp; the
      winning batch is found from batch headers and only it is decoded;
   >= 0: the first RECORD whose timestamp is at or after it: the log's time
@@ -32,17 +38,22 @@ from tinystream.broker.storage.topic_partition import TopicPartition
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+EARLIEST_PENDING_UPLOAD = -5
 
 
 async def handle_list_offsets(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     for_replica = body.replica_id >= 0
+    read_committed = getattr(body, "isolation_level", 0) == 1
     topics = []
     for topic in body.topics:
         parts = []
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            error, timestamp, offset, epoch = _answer(ctx, tp, p.timestamp, getattr(p, "current_leader_epoch", -1), for_replica)
+            error, timestamp, offset, epoch = _answer(
+                ctx, tp, p.timestamp, getattr(p, "current_leader_epoch", -1), for_replica, read_committed
+            )
             parts.append(
                 call.make(
                     "ListOffsetsPartitionResponse",
@@ -59,7 +70,8 @@ async def handle_list_offsets(ctx: BrokerContext, call: Call) -> Any:
 
 
 def _answer(
-    ctx: BrokerContext, tp: TopicPartition, timestamp: int, current_epoch: int, for_replica: bool
+    ctx: BrokerContext, tp: TopicPartition, timestamp: int, current_epoch: int, for_replica: bool,
+    read_committed: bool = False,
 ) -> tuple[ErrorCode, int, int, int]:
     partition = ctx.replicas.get(tp)
     if partition is None:
@@ -70,11 +82,16 @@ def _answer(
     if error != ErrorCode.none:
         return error, -1, -1, -1
     try:
-        if timestamp == EARLIEST:
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset = partition.log_start_offset
             return ErrorCode.none, -1, offset, epoch_at(partition, offset)
+        if timestamp == EARLIEST_PENDING_UPLOAD:
+            return ErrorCode.none, -1, -1, -1
         if timestamp == LATEST:
-            offset = partition.log_end_offset if for_replica else partition.high_watermark
+            if for_replica:
+                offset = partition.log_end_offset
+            else:
+                offset = partition.last_stable_offset if read_committed else partition.high_watermark
             return ErrorCode.none, -1, offset, partition.leader_epoch
         if timestamp == MAX_TIMESTAMP:
             found = max_timestamp_offset(partition)

@@ -11,6 +11,16 @@ value is checked (`value_schema`) and a bad one rejects the batch with
 INVALID_RECORD, naming the record in `record_errors` (v8+, KIP-467) and the
 record and rule in `error_message`.
 
+Transactional batches that would open their producer's transaction in a
+partition are verified with the transactional id's coordinator first
+(KIP-890 part 1): at once when it runs here, else by AddPartitionsToTxn
+verify_only to its broker. A partition that is not part of the Ongoing
+transaction is refused with INVALID_TXN_STATE, a stale epoch with
+INVALID_PRODUCER_EPOCH, an unreachable coordinator with NOT_ENOUGH_REPLICAS
+(retriable). Only requests with such batches await before appending; the
+verification answers of one connection come back in order, so pipelined
+requests still append in order.
+
 acks: 0 gets no response at all (and the connection is closed if something
 failed, Kafka's only way to tell such a client); 1 answers after the local
 append; -1 waits for the high watermark (`ReplicaManager.wait_replicated`).
@@ -35,6 +45,7 @@ from tinystream.broker.storage.batch import (
     CODEC_MASK,
     LOG_OVERHEAD,
     MAGIC,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     read_header,
 )
@@ -74,6 +85,8 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     legacy = version < 3
     rejected: dict[TopicPartition, AppendOutcome] = {}
     batches: list[tuple[TopicPartition, memoryview, tuple]] = []
+    unverified: list[tuple[TopicPartition, memoryview, BatchHeader]] = []
+    txn_id: str | None = getattr(body, "transactional_id", None)
     order: list[TopicPartition] = []
     for topic in body.topic_data:
         name = topic.name
@@ -97,8 +110,12 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
                     refused := _schema_check(ctx, tp, pdata.records, schema)
                 ):
                     rejected[tp] = refused
+                elif header.attributes & TRANSACTIONAL_BIT and txn_id and _needs_verification(ctx, txn_id, tp, header):
+                    unverified.append((tp, memoryview(pdata.records), header))
                 else:
                     batches.append((tp, memoryview(pdata.records), header))
+    if unverified:  # KIP-890: only these wait (for their coordinator) before the request's appends
+        batches += await _verify(ctx, txn_id, unverified, rejected)
     outcomes = ctx.replicas.append(batches, required_acks=acks) if batches else {}
     metrics = ctx.metrics
     for tp, _batch, header in batches:
@@ -116,6 +133,62 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     if legacy:
         return _legacy_response(call, order, outcomes)
     return _response(call, order, outcomes)
+
+
+def _needs_verification(ctx: BrokerContext, transactional_id: str, tp: TopicPartition, header: BatchHeader) -> bool:
+    """A transactional batch that would open its producer's transaction in this partition (KIP-890 part 1).
+
+    Later batches of an open transaction, at its epoch, are not asked about again (Kafka's
+    verification guard is also kept per producer until its first append); another epoch is.
+    """
+    if ctx.transactions is None:
+        return False
+    partition = ctx.replicas.get(tp)
+    if partition is None or not partition.is_leader:
+        return False  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+    if header.producer_id not in partition.producers.ongoing:
+        return True
+    entry = partition.producers.get(header.producer_id)
+    return entry is None or entry.epoch != header.producer_epoch
+
+
+async def _verify(
+    ctx: BrokerContext,
+    transactional_id: str | None,
+    unverified: list[tuple[TopicPartition, memoryview, BatchHeader]],
+    rejected: dict[TopicPartition, AppendOutcome],
+) -> list[tuple[TopicPartition, memoryview, BatchHeader]]:
+    """Ask the transactional id's coordinator (here, or another broker) about each partition; returns
+    the batches to append, and puts the refused ones into `rejected`.
+
+    Not in the transaction: INVALID_TXN_STATE. A stale epoch (PRODUCER_FENCED at the coordinator):
+    INVALID_PRODUCER_EPOCH, the partition-level form. A coordinator that cannot answer:
+    NOT_ENOUGH_REPLICAS, retriable for every client version, as Kafka maps it.
+    """
+    assert ctx.transactions is not None and transactional_id
+    by_producer: dict[tuple[int, int], list[tuple[TopicPartition, memoryview, BatchHeader]]] = {}
+    for item in unverified:
+        by_producer.setdefault((item[2].producer_id, item[2].producer_epoch), []).append(item)
+    accepted = []
+    for (producer_id, epoch), items in by_producer.items():
+        errors = await ctx.transactions.verify(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch,
+            partitions=[(tp.topic, tp.partition) for tp, _, _ in items],
+        )
+        for tp, records, header in items:
+            error = errors[(tp.topic, tp.partition)]
+            if error == ErrorCode.none:
+                accepted.append((tp, records, header))
+            elif error == ErrorCode.invalid_txn_state:
+                rejected[tp] = AppendOutcome(
+                    error, message=f"{tp.topic}-{tp.partition} is not part of transaction {transactional_id!r}"
+                )
+            elif error in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
+                rejected[tp] = AppendOutcome(ErrorCode.invalid_producer_epoch, message="fenced by a newer epoch")
+            else:
+                rejected[tp] = AppendOutcome(ErrorCode.not_enough_replicas,
+                                             message=f"the transaction coordinator could not verify: {error.name}")
+    return accepted
 
 
 def _schema_check(ctx: BrokerContext, tp: TopicPartition, records: bytes, schema: str) -> AppendOutcome | None:

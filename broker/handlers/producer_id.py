@@ -1,4 +1,4 @@
-"""InitProducerId (key 22, v0-4): producer ids for idempotent producers.
+"""InitProducerId (key 22, v0-4): producer ids for idempotent and transactional producers.
 
 Without a transactional id Kafka hands out a fresh producer id at epoch 0 on
 every call, whatever id and epoch the request carries (TransactionCoordinator:
@@ -8,9 +8,12 @@ When no block of ids can be had (the controller is unreachable) the answer
 is COORDINATOR_LOAD_IN_PROGRESS, retriable, as Kafka's RPCProducerIdManager
 answers while its next block is pending (KAFKA-14694).
 
-Transactions are not implemented: a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the fatal error clients report
-clearly, instead of a retriable one that would make them spin.
+With a transactional id the transaction coordinator answers (it must be the
+id's coordinator: NOT_COORDINATOR otherwise): the id keeps its producer id
+and gets the next epoch, fencing any older producer with the same id
+(PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH before, KIP-588); an
+Ongoing transaction is aborted first (CONCURRENT_TRANSACTIONS meanwhile).
+v3+ may name the caller's own producer id and epoch (KIP-360) to bump it.
 """
 
 from __future__ import annotations
@@ -20,17 +23,24 @@ from typing import Any
 from tinystream.broker.coordinators.producer_ids import ProducerIdsUnavailable
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers.context import BrokerContext, Call
-from tinystream.broker.protocol.codec import millis
+from tinystream.broker.handlers.transactions import client_error
+from tinystream.broker.protocol.codec import millis, to_millis
 
 
 async def handle_init_producer_id(ctx: BrokerContext, call: Call) -> Any:
-    if call.body.transactional_id is not None:
-        return call.respond(
-            throttle_time=millis(0),
-            error_code=ErrorCode.transactional_id_authorization_failed,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+    body = call.body
+    if body.transactional_id is not None:
+        if ctx.transactions is None:
+            error, producer_id, epoch = ErrorCode.coordinator_not_available, -1, -1
+        else:
+            error, producer_id, epoch = await ctx.transactions.coordinator.init_producer_id(
+                transactional_id=body.transactional_id,
+                timeout_ms=to_millis(body.transaction_timeout),
+                producer_id=getattr(body, "producer_id", -1),
+                producer_epoch=getattr(body, "producer_epoch", -1),
+            )
+        return call.respond(throttle_time=millis(0), error_code=client_error(call, error), producer_id=producer_id,
+                            producer_epoch=epoch)
     try:
         producer_id = await ctx.producer_ids.next_id()
     except ProducerIdsUnavailable:

@@ -34,6 +34,12 @@ async def ensure_offsets_topic(ctx: BrokerContext) -> TopicResult:
     return ctx.topics.ensure_offsets_topic()
 
 
+async def ensure_transaction_state_topic(ctx: BrokerContext) -> TopicResult:
+    if ctx.forwarding is not None:
+        return await ctx.forwarding.ensure_transaction_state_topic()
+    return ctx.topics.ensure_transaction_state_topic()
+
+
 async def delete_topic(ctx: BrokerContext, name: str) -> TopicResult:
     if ctx.forwarding is not None:
         return await ctx.forwarding.delete_topic(name)

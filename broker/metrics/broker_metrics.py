@@ -46,6 +46,11 @@ class _PartitionCollector(Collector):
                                    labels=["topic", "partition"])
         expired = CounterMetricFamily("tinystream_log_records_expired",
                                       "Offsets removed from the log's start by retention", labels=["topic", "partition"])
+        lso = GaugeMetricFamily("tinystream_last_stable_offset",
+                                "Last stable offset: read_committed consumers read up to here (KIP-98)",
+                                labels=["topic", "partition"])
+        open_txns = GaugeMetricFamily("tinystream_open_transactions",
+                                      "Producers with a transaction open in the partition", labels=["topic", "partition"])
         count = 0
         leaders = 0
         for p in self._partitions():
@@ -60,12 +65,14 @@ class _PartitionCollector(Collector):
             end.add_metric(labels, p.log_end_offset)
             start.add_metric(labels, p.log_start_offset)
             hw.add_metric(labels, p.high_watermark)
+            lso.add_metric(labels, p.last_stable_offset)
+            open_txns.add_metric(labels, len(p.producers.ongoing))
             appended.add_metric(labels, p.records_appended)
             read.add_metric(labels, p.records_read)
             expired.add_metric(labels, p.records_expired)
         yield GaugeMetricFamily("tinystream_partitions", "Partitions hosted by this broker", value=count)
         yield GaugeMetricFamily("tinystream_leader_partitions", "Partitions this broker leads", value=leaders)
-        yield from (size, end, start, hw, segments, appended, read, expired)
+        yield from (size, end, start, hw, lso, open_txns, segments, appended, read, expired)
 
 
 class _BrokerStateCollector(Collector):
@@ -147,6 +154,16 @@ class _BrokerStateCollector(Collector):
         yield lag
         yield committed_g
         yield from activity.families()
+        states = GaugeMetricFamily("tinystream_transactional_ids",
+                                   "Transactional ids coordinated here, by transaction state", labels=["state"])
+        transactions = getattr(self._ctx, "transactions", None)
+        if transactions is not None:
+            by_state: dict[str, int] = {}
+            for d in transactions.coordinator.list_transactions():
+                by_state[d.state.kafka_name] = by_state.get(d.state.kafka_name, 0) + 1
+            for state, n in sorted(by_state.items()):
+                states.add_metric([state], n)
+        yield states
 
 
 class _GroupActivity:

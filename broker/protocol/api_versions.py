@@ -60,6 +60,11 @@ DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+WRITE_TXN_MARKERS = 27
+TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 SASL_AUTHENTICATE = 36
@@ -67,6 +72,9 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 # Requests without a group coordinator wired: advertised only when one is.
 GROUP_APIS = frozenset(
@@ -80,6 +88,15 @@ GROUP_APIS = frozenset(
         DESCRIBE_GROUPS,
         LIST_GROUPS,
         DELETE_GROUPS,
+        # Transactions: TxnOffsetCommit needs the group coordinator, and so does the
+        # transaction service (the broker wires both or neither).
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        WRITE_TXN_MARKERS,
+        TXN_OFFSET_COMMIT,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
     }
 )
 
@@ -90,7 +107,7 @@ BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICA
 API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(PRODUCE, "Produce", 0, 11, served_from=3),
     ApiRange(FETCH, "Fetch", 4, 12),
-    ApiRange(LIST_OFFSETS, "ListOffsets", 1, 7),
+    ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),  # 8: earliest-local, 9: pending upload, 10: a timeout (KIP-1075)
     ApiRange(METADATA, "Metadata", 0, 12),
     ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),
     ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 8),
@@ -111,6 +128,13 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2),
     ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
     ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
+    # Transactions (KIP-98/447), transaction version 1: AddPartitionsToTxn v4-5 are the batched
+    # broker form (KIP-890 verify_only); EndTxn 5, TxnOffsetCommit 5 and Produce 12 are TV2, not served.
+    ApiRange(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5),
+    ApiRange(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4),
+    ApiRange(END_TXN, "EndTxn", 0, 4),
+    ApiRange(WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1),
+    ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4),
     ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
     ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
     ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
@@ -118,6 +142,9 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
     ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+    ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
+    ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0),
+    ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 1),
 )
 
 _BY_KEY = {api.key: api for api in API_TABLE}

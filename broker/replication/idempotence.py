@@ -15,6 +15,13 @@ checked before it is appended (Kafka's ProducerStateManager / ProducerAppendInfo
 - a producer id we hold nothing for is accepted at any sequence (KIP-360: its
   state may have expired, or it may be new to this partition).
 
+Transactions (KIP-98): the table also keeps, per producer, the first offset
+of its open transaction in this partition (`ongoing`, Kafka's
+currentTxnFirstOffset): set by the first transactional batch, cleared by the
+COMMIT or ABORT marker (`end_txn`), which also moves the producer to the
+marker's epoch, so a fenced zombie's later batches are refused. The smallest
+open first offset bounds the last stable offset (see `partition`).
+
 State survives restarts two ways: `snapshot()` / `ProducerStateTable.restore()`
 give a JSON document tagged with the log end offset it covers, and `replay()`
 rebuilds entries from stored batch headers (no record decoding) from that
@@ -32,7 +39,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.storage.batch import CONTROL_BIT, BatchHeader
+from tinystream.broker.storage.batch import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader
 
 #: Batches remembered per producer (Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN).
 BATCHES_TO_RETAIN = 5
@@ -88,6 +95,7 @@ class ProducerStateTable:
 
     def __init__(self) -> None:
         self._entries: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction here
         self.changes = 0  # bumped on every change (snapshot bookkeeping)
 
     def __len__(self) -> int:
@@ -95,6 +103,10 @@ class ProducerStateTable:
 
     def get(self, producer_id: int) -> ProducerEntry | None:
         return self._entries.get(producer_id)
+
+    def entries(self) -> list[ProducerEntry]:
+        """Every producer with state here (DescribeProducers)."""
+        return list(self._entries.values())
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> SequenceCheck:
         """What to do with a batch from a client; changes nothing."""
@@ -141,8 +153,12 @@ class ProducerStateTable:
         last_offset: int,
         timestamp: int,
         now_ms: int,
+        *,
+        transactional: bool = False,
     ) -> None:
         """Remember an appended batch (from a client, or replayed from the log)."""
+        if transactional and producer_id not in self.ongoing:
+            self.ongoing[producer_id] = first_offset
         entry = self._entries.get(producer_id)
         if entry is None:
             entry = self._entries[producer_id] = ProducerEntry(producer_id, epoch)
@@ -156,25 +172,49 @@ class ProducerStateTable:
         entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
         self.changes += 1
 
+    def end_txn(self, producer_id: int, epoch: int, marker_offset: int, now_ms: int) -> int | None:
+        """A COMMIT/ABORT marker at `marker_offset`: close the producer's open transaction.
+
+        Returns the transaction's first offset here, or None when the producer
+        had written nothing transactional to this partition (a marker for an
+        empty transaction, which Kafka writes too). The producer moves to the
+        marker's epoch (the coordinator may have bumped it to fence a zombie).
+        """
+        first = self.ongoing.pop(producer_id, None)
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            entry = self._entries[producer_id] = ProducerEntry(producer_id, epoch)
+        elif epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
+        self.changes += 1
+        return first
+
+    def replay_header(self, header: BatchHeader, now_ms: int) -> bool:
+        """Apply one stored data batch's header (control batches are the caller's: see `end_txn`)."""
+        producer_id = header.producer_id
+        if producer_id < 0 or header.attributes & CONTROL_BIT:
+            return False
+        base_offset, delta, base_seq = header.base_offset, header.last_offset_delta, header.base_sequence
+        last_seq = (base_seq + delta) % SEQUENCE_MODULUS if base_seq >= 0 else -1
+        self.record(
+            producer_id, header.producer_epoch, base_seq, last_seq,
+            base_offset, base_offset + delta, header.max_timestamp, now_ms,
+            transactional=bool(header.attributes & TRANSACTIONAL_BIT),
+        )
+        return True
+
     def replay(self, headers: Iterable[BatchHeader], now_ms: int) -> int:
-        """Rebuild from the stored batches' headers, in offset order; returns batches seen."""
-        seen = 0
-        for header in headers:
-            producer_id = header.producer_id
-            if producer_id < 0 or header.attributes & CONTROL_BIT:
-                continue
-            base_offset, delta, base_seq = header.base_offset, header.last_offset_delta, header.base_sequence
-            last_seq = (base_seq + delta) % SEQUENCE_MODULUS if base_seq >= 0 else -1
-            self.record(
-                producer_id, header.producer_epoch, base_seq, last_seq,
-                base_offset, base_offset + delta, header.max_timestamp, now_ms,
-            )
-            seen += 1
-        return seen
+        """Rebuild from the stored data batches' headers, in offset order; returns batches seen."""
+        return sum(self.replay_header(header, now_ms) for header in headers)
 
     def expire(self, now_ms: int, max_idle_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
         """Drop producers idle for longer than max_idle_ms; returns how many."""
-        stale = [pid for pid, e in self._entries.items() if now_ms - e.last_seen_ms > max_idle_ms]
+        stale = [
+            pid for pid, e in self._entries.items()
+            if now_ms - e.last_seen_ms > max_idle_ms and pid not in self.ongoing  # an open transaction stays
+        ]
         for pid in stale:
             del self._entries[pid]
         if stale:
@@ -183,6 +223,7 @@ class ProducerStateTable:
 
     def clear(self) -> None:
         self._entries.clear()
+        self.ongoing.clear()
         self.changes += 1
 
     # -- snapshots ----------------------------------------------------------------
@@ -191,8 +232,9 @@ class ProducerStateTable:
         """The table as JSON, valid for a log whose end offset is `end_offset`."""
         return orjson.dumps(
             {
-                "version": 1,
+                "version": 2,
                 "end_offset": end_offset,
+                "ongoing": [[pid, first] for pid, first in self.ongoing.items()],
                 "producers": [
                     [e.producer_id, e.epoch, e.last_seen_ms, [list(_astuple(b)) for b in e.batches]]
                     for e in self._entries.values()
@@ -205,7 +247,7 @@ class ProducerStateTable:
         """(table, end offset it covers) from `snapshot()` output; ValueError if unreadable."""
         try:
             doc = orjson.loads(data)
-            if doc.get("version") != 1:
+            if doc.get("version") not in (1, 2):
                 raise ValueError(f"unknown producer snapshot version {doc.get('version')!r}")
             table = cls()
             for producer_id, epoch, last_seen, batches in doc["producers"]:
@@ -213,6 +255,8 @@ class ProducerStateTable:
                 for b in batches:
                     entry.batches.append(BatchMetadata(*(int(x) for x in b)))
                 table._entries[entry.producer_id] = entry
+            for pid, first in doc.get("ongoing", ()):
+                table.ongoing[int(pid)] = int(first)
             return table, int(doc["end_offset"])
         except (KeyError, TypeError, orjson.JSONDecodeError) as exc:
             raise ValueError(f"unreadable producer snapshot: {exc}") from exc

@@ -15,6 +15,14 @@ A Partition is a leader or a follower (Kafka's Partition.scala, reduced):
   (`check_leader_epoch`, KIP-320): older is FENCED_LEADER_EPOCH, newer
   UNKNOWN_LEADER_EPOCH.
 
+Transactions (KIP-98): transactional batches open a producer's transaction
+in this partition (`producers.ongoing`); a COMMIT/ABORT marker written by
+`append_marker` (leader, on the coordinator's WriteTxnMarkers) or copied by
+a follower closes it (`observe`). The last stable offset (LSO) is the first
+offset of the earliest transaction not yet decided *and replicated*, else the
+HW: read_committed fetches stop there. Aborted transactions go to the
+partition's `TxnIndex`, which answers a fetch's `aborted_transactions`.
+
 No asyncio here: callers get a result that says whether the HW moved, and
 wake whoever waits (the purgatory) themselves. Time comes in as `now_ms`.
 """
@@ -33,8 +41,11 @@ from tinystream.broker.storage.batch import (
     BatchHeader,
     check_batch,
     count_records,
+    read_header,
 )
+from tinystream.broker.storage.control_records import ControlType, build_marker, control_type
 from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.storage.txn_index import AbortedTxn, TxnIndex
 
 
 class Role(enum.Enum):
@@ -74,11 +85,16 @@ class Partition:
         broker_id: int,
         state: PartitionState,
         producers: ProducerStateTable | None = None,
+        txn_index: TxnIndex | None = None,
     ) -> None:
         self.tp = tp
         self.log = log
         self.broker_id = broker_id
         self.producers = producers if producers is not None else ProducerStateTable()
+        self.txn_index = txn_index if txn_index is not None else TxnIndex()
+        # Decided transactions whose marker is not below the HW yet: (first offset, marker offset).
+        self._unreplicated: list[tuple[int, int]] = []
+        self._coordinator_epochs: dict[int, int] = {}  # producer id -> epoch of the last marker's coordinator
         self._state = state
         self._follower_leo: dict[int, int] = {}
         self._follower_seen_ms: dict[int, int] = {}  # last caught-up time (Kafka's lastCaughtUpTimeMs)
@@ -117,6 +133,19 @@ class Partition:
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: min(first offset of every undecided or unreplicated transaction, HW)."""
+        hw = self._hw
+        if self._unreplicated:
+            self._unreplicated = [(f, m) for f, m in self._unreplicated if m >= hw]
+        lso = hw
+        for first in self.producers.ongoing.values():
+            lso = min(lso, first)
+        for first, _ in self._unreplicated:
+            lso = min(lso, first)
+        return lso
 
     @property
     def log_end_offset(self) -> int:
@@ -175,15 +204,22 @@ class Partition:
         attributes = header.attributes
         if attributes & CONTROL_BIT:
             return AppendOutcome(ErrorCode.invalid_record, message="clients may not write control batches")
+        producer_id = header.producer_id
         if attributes & TRANSACTIONAL_BIT:
-            return AppendOutcome(ErrorCode.invalid_record, message="transactions are not supported by this broker")
+            if producer_id < 0:
+                return AppendOutcome(ErrorCode.invalid_record, message="a transactional batch needs a producer id")
+        elif producer_id >= 0 and producer_id in self.producers.ongoing:
+            # Kafka's ProducerAppendInfo: no plain batches inside an open transaction.
+            return AppendOutcome(
+                ErrorCode.invalid_txn_state,
+                message=f"producer {producer_id} has an open transaction here; its batches must be transactional",
+            )
         if required_acks == -1 and len(self._state.isr) < self.log.config.min_insync_replicas:
             return AppendOutcome(
                 ErrorCode.not_enough_replicas,
                 message=f"{len(self._state.isr)} in-sync replicas, min.insync.replicas="
                 f"{self.log.config.min_insync_replicas}",
             )
-        producer_id = header.producer_id
         if producer_id >= 0:
             epoch = header.producer_epoch
             first_seq = header.base_sequence
@@ -213,7 +249,7 @@ class Partition:
         if producer_id >= 0:
             self.producers.record(
                 producer_id, epoch, first_seq, last_seq, result.base_offset, result.last_offset,
-                result.max_timestamp, now_ms,
+                result.max_timestamp, now_ms, transactional=bool(attributes & TRANSACTIONAL_BIT),
             )
         self.records_appended += header.record_count
         return AppendOutcome(
@@ -225,6 +261,73 @@ class Partition:
             hw_moved=self._maybe_advance_hw(),
             appended_bytes=len(batch),
         )
+
+    def append_marker(
+        self, *, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
+    ) -> AppendOutcome:
+        """Write a COMMIT/ABORT marker for `producer_id` (WriteTxnMarkers, from the coordinator).
+
+        Refused when not leader, when a newer coordinator already wrote for
+        this producer (TRANSACTION_COORDINATOR_FENCED) or when the producer is
+        at a newer epoch here (INVALID_PRODUCER_EPOCH), as Kafka's
+        ProducerAppendInfo.appendEndTxnMarker checks.
+        """
+        if not self.is_leader:
+            return AppendOutcome(ErrorCode.not_leader_or_follower)
+        if coordinator_epoch < self._coordinator_epochs.get(producer_id, -1):
+            return AppendOutcome(ErrorCode.transaction_coordinator_fenced,
+                                 message=f"coordinator epoch {coordinator_epoch} is older than the last marker's")
+        entry = self.producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            return AppendOutcome(ErrorCode.invalid_producer_epoch,
+                                 message=f"marker epoch {producer_epoch} is older than {entry.epoch}")
+        batch = build_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                             coordinator_epoch=coordinator_epoch, timestamp=now_ms)
+        header = read_header(batch)
+        try:
+            result = self.log.append(batch, leader_epoch=self.leader_epoch, now_ms=now_ms, header=header)
+        except LogError as exc:
+            return AppendOutcome(code_for_log_error(exc), message=str(exc))
+        except OSError as exc:
+            return AppendOutcome(ErrorCode.kafka_storage_error, message=str(exc))
+        self._end_txn(producer_id, producer_epoch, result.base_offset,
+                      ControlType.COMMIT if commit else ControlType.ABORT, now_ms)
+        self._coordinator_epochs[producer_id] = coordinator_epoch
+        return AppendOutcome(
+            ErrorCode.none, result.base_offset, result.last_offset, result.log_append_time,
+            self.log.log_start_offset, hw_moved=self._maybe_advance_hw(), appended_bytes=len(batch),
+        )
+
+    def observe(self, header: BatchHeader, batch: memoryview, now_ms: int) -> None:
+        """A stored batch (replayed at open, or copied from the leader): update producer and transaction state."""
+        if header.attributes & CONTROL_BIT:
+            if header.producer_id < 0:
+                return
+            try:
+                kind = control_type(batch)
+            except LogError:
+                return  # not a transaction marker we can read: nothing to end
+            self._end_txn(header.producer_id, header.producer_epoch, header.base_offset, kind, now_ms)
+        else:
+            self.producers.replay_header(header, now_ms)
+
+    def _end_txn(self, producer_id: int, epoch: int, marker_offset: int, kind: ControlType, now_ms: int) -> None:
+        lso = self.last_stable_offset
+        first = self.producers.end_txn(producer_id, epoch, marker_offset, now_ms)
+        if first is None:
+            return
+        if marker_offset >= self._hw:
+            self._unreplicated.append((first, marker_offset))
+        if kind is ControlType.ABORT:
+            self.txn_index.append(AbortedTxn(producer_id, first, marker_offset, lso))
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        """The coordinator epoch of the last marker written for `producer_id` as leader here (-1: none)."""
+        return self._coordinator_epochs.get(producer_id, -1)
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """What a read_committed fetch of [fetch_offset, upper_offset) must drop."""
+        return self.txn_index.collect(fetch_offset, upper_offset)
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """A follower fetched from `fetch_offset` (= its log end offset); True if the HW moved.
@@ -309,22 +412,32 @@ class Partition:
 
     # -- reads -------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, for_replica: bool, min_one: bool) -> ReadResult:
-        """Batches from `offset`; clients see only what is below the HW."""
+    def read(
+        self, offset: int, max_bytes: int, *, for_replica: bool, min_one: bool, read_committed: bool = False
+    ) -> ReadResult:
+        """Batches from `offset`; clients see only what is below the HW (read_committed: the LSO)."""
         if for_replica:
             return self.log.read(offset, max_bytes, max_offset=None, min_one=min_one)
-        result = self.log.read(offset, max_bytes, max_offset=self._hw, min_one=min_one)
+        limit = self.last_stable_offset if read_committed else self._hw
+        result = self.log.read(offset, max_bytes, max_offset=limit, min_one=min_one)
         if result.data:
             self.records_read += count_records(result.data)
         return result
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete segments past retention (never past the HW); returns segments deleted, counts the offsets."""
+        """Delete segments past retention (never past the LSO: an open transaction keeps its records);
+        returns segments deleted, counts the offsets."""
         before = self.log.log_start_offset
-        deleted = self.log.enforce_retention(now_ms, high_watermark=self._hw)
+        deleted = self.log.enforce_retention(now_ms, high_watermark=self.last_stable_offset)
         self.records_expired += max(self.log.log_start_offset - before, 0)
+        if self.log.log_start_offset > before:
+            self.txn_index.trim_before(self.log.log_start_offset)
         return deleted
 
     def after_log_truncation(self) -> None:
-        """The log lost its tail (follower divergence): producer state and HW follow it."""
-        self._hw = min(self._hw, self.log.log_end_offset)
+        """The log lost its tail (follower divergence): HW, the aborted index and undecided
+        transactions follow it (the caller rebuilds producer state)."""
+        leo = self.log.log_end_offset
+        self._hw = min(self._hw, leo)
+        self.txn_index.truncate_to(leo)
+        self._unreplicated = [(f, m) for f, m in self._unreplicated if m < leo]

@@ -15,6 +15,9 @@
 - Producer state (`idempotence`) is restored when a partition opens, from the
   snapshot next to its log plus a replay of batch headers after it, and
   snapshotted again by `write_snapshots` (periodically and at shutdown).
+- Transactions: `append_markers` writes the coordinator's COMMIT/ABORT
+  markers as leader; a read_committed `fetch` stops at each partition's last
+  stable offset and carries the aborted transactions of the range read.
 - Maintenance passes: retention (never past the high watermark), time-based
   roll, flush.ms (the log applies flush.messages itself on append), producer
   expiry, compaction. The file-backed log serialises its writers, so these
@@ -38,6 +41,8 @@ from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRange
 from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.storage.log_scan import scan_batches
 from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.broker.storage.txn_index import FILE_NAME as TXN_INDEX_FILE
+from tinystream.broker.storage.txn_index import AbortedTxn, TxnIndex
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +67,7 @@ class FetchedPartition:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: bytes | memoryview | None = None
+    aborted: tuple[AbortedTxn, ...] | None = None  # read_committed only: aborted transactions in the range read
 
     @property
     def size(self) -> int:
@@ -121,7 +127,9 @@ class ReplicaManager:
             self.purgatory.notify(tp)  # acks=all waiters re-check leadership
             return existing
         partition_log = self.logs.open(tp, config, now)
-        partition = Partition(tp, partition_log, broker_id=self.broker_id, state=state)
+        directory = self.logs.partition_dir(tp)
+        txn_index = TxnIndex(directory / TXN_INDEX_FILE if directory is not None else None)
+        partition = Partition(tp, partition_log, broker_id=self.broker_id, state=state, txn_index=txn_index)
         hw = self._checkpointed_hws.pop(tp, None)
         if hw is not None:
             partition.restore_high_watermark(hw)
@@ -202,6 +210,26 @@ class ReplicaManager:
                 self.purgatory.notify(tp)
         return out
 
+    def append_markers(
+        self, markers: Iterable[tuple[TopicPartition, int, int, bool, int]]
+    ) -> dict[TopicPartition, AppendOutcome]:
+        """WriteTxnMarkers as leader: each (tp, producer id, epoch, commit, coordinator epoch) gets a marker."""
+        now = self.clock()
+        out: dict[TopicPartition, AppendOutcome] = {}
+        for tp, producer_id, epoch, commit, coordinator_epoch in markers:
+            partition = self._partitions.get(tp)
+            if partition is None:
+                out[tp] = AppendOutcome(ErrorCode.unknown_topic_or_partition)
+                continue
+            outcome = partition.append_marker(
+                producer_id=producer_id, producer_epoch=epoch, commit=commit,
+                coordinator_epoch=coordinator_epoch, now_ms=now,
+            )
+            out[tp] = outcome
+            if outcome.appended_bytes:
+                self.purgatory.notify(tp)
+        return out
+
     async def wait_replicated(self, outcomes: dict[TopicPartition, AppendOutcome], timeout_ms: int) -> dict[
         TopicPartition, AppendOutcome
     ]:
@@ -243,15 +271,18 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         max_wait_ms: int,
+        read_committed: bool = False,
     ) -> list[FetchedPartition]:
-        """Read; wait for min_bytes up to max_wait_ms (replica_id >= 0: an authorised follower)."""
+        """Read; wait for min_bytes up to max_wait_ms (replica_id >= 0: an authorised follower;
+        read_committed: up to the last stable offset, with the aborted transactions read)."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
         for_replica = replica_id >= 0
         if for_replica:
             self._record_follower(requests, replica_id)
         keys = [r.tp for r in requests]
         while True:
-            results = self._read_all(requests, for_replica=for_replica, max_bytes=max_bytes)
+            results = self._read_all(requests, for_replica=for_replica, max_bytes=max_bytes,
+                                     read_committed=read_committed and not for_replica)
             ready = sum(r.size for r in results)
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - time.monotonic()
@@ -267,19 +298,24 @@ class ReplicaManager:
                 if partition.record_follower_fetch(replica_id, r.fetch_offset, now):
                     self.purgatory.notify(r.tp)
 
-    def _read_all(self, requests: list[FetchPartition], *, for_replica: bool, max_bytes: int) -> list[FetchedPartition]:
+    def _read_all(
+        self, requests: list[FetchPartition], *, for_replica: bool, max_bytes: int, read_committed: bool = False
+    ) -> list[FetchedPartition]:
         remaining = max(max_bytes, 0)
         min_one = True  # KIP-74: the first partition with data returns a whole batch regardless
         out = []
         for r in requests:
-            fetched = self._read_one(r, for_replica=for_replica, limit=min(r.max_bytes, remaining), min_one=min_one)
+            fetched = self._read_one(r, for_replica=for_replica, limit=min(r.max_bytes, remaining), min_one=min_one,
+                                     read_committed=read_committed)
             if fetched.size:
                 min_one = False
                 remaining = max(remaining - fetched.size, 0)
             out.append(fetched)
         return out
 
-    def _read_one(self, r: FetchPartition, *, for_replica: bool, limit: int, min_one: bool) -> FetchedPartition:
+    def _read_one(
+        self, r: FetchPartition, *, for_replica: bool, limit: int, min_one: bool, read_committed: bool = False
+    ) -> FetchedPartition:
         partition = self._partitions.get(r.tp)
         if partition is None:
             return FetchedPartition(r.tp, ErrorCode.unknown_topic_or_partition)
@@ -287,20 +323,27 @@ class ReplicaManager:
             return FetchedPartition(r.tp, ErrorCode.not_leader_or_follower)
         epoch_error = partition.check_leader_epoch(r.current_leader_epoch)
         hw = partition.high_watermark
+        lso = partition.last_stable_offset
+        no_aborts = () if read_committed else None
         if epoch_error != ErrorCode.none:
-            return FetchedPartition(r.tp, epoch_error, hw, hw, partition.log_start_offset)
+            return FetchedPartition(r.tp, epoch_error, hw, lso, partition.log_start_offset)
         if limit <= 0 and not min_one:
-            return FetchedPartition(r.tp, ErrorCode.none, hw, hw, partition.log_start_offset, b"")
+            return FetchedPartition(r.tp, ErrorCode.none, hw, lso, partition.log_start_offset, b"", no_aborts)
         try:
-            result: ReadResult = partition.read(r.fetch_offset, max(limit, 0), for_replica=for_replica, min_one=min_one)
+            result: ReadResult = partition.read(
+                r.fetch_offset, max(limit, 0), for_replica=for_replica, min_one=min_one, read_committed=read_committed
+            )
         except OffsetOutOfRangeError:
-            return FetchedPartition(r.tp, ErrorCode.offset_out_of_range, hw, hw, partition.log_start_offset)
+            return FetchedPartition(r.tp, ErrorCode.offset_out_of_range, hw, lso, partition.log_start_offset)
         except LogError as exc:
-            return FetchedPartition(r.tp, code_for_log_error(exc), hw, hw, partition.log_start_offset)
+            return FetchedPartition(r.tp, code_for_log_error(exc), hw, lso, partition.log_start_offset)
         except OSError:
             log.exception("reading %s failed", r.tp)
-            return FetchedPartition(r.tp, ErrorCode.kafka_storage_error, hw, hw, partition.log_start_offset)
-        return FetchedPartition(r.tp, ErrorCode.none, hw, hw, result.log_start_offset, result.data)
+            return FetchedPartition(r.tp, ErrorCode.kafka_storage_error, hw, lso, partition.log_start_offset)
+        aborted = no_aborts
+        if read_committed and len(result.data):
+            aborted = tuple(partition.aborted_transactions(r.fetch_offset, result.next_offset))
+        return FetchedPartition(r.tp, ErrorCode.none, hw, lso, result.log_start_offset, result.data, aborted)
 
     # -- producer state -------------------------------------------------------------------
 
@@ -325,8 +368,12 @@ class ReplicaManager:
 
     @staticmethod
     def _replay(partition: Partition, offset: int, now: int) -> int:
-        """Feed batch headers from `offset` to the log end into the producer table."""
-        return partition.producers.replay((header for header, _ in scan_batches(partition.log, offset)), now)
+        """Feed stored batches from `offset` to the log end into producer and transaction state."""
+        seen = 0
+        for header, batch in scan_batches(partition.log, offset):
+            partition.observe(header, batch, now)
+            seen += 1
+        return seen
 
     def write_snapshots(self) -> int:
         """Snapshot the producer state of partitions that changed since their last snapshot.
@@ -396,7 +443,9 @@ class ReplicaManager:
         cleaned = 0
         for partition in self.partitions():
             try:
-                cleaned += self.logs.clean(partition.log, now)
+                aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in partition.txn_index.entries()]
+                cleaned += self.logs.clean(partition.log, now, max_offset=partition.last_stable_offset,
+                                           aborted=aborted)
             except (LogError, OSError):
                 log.exception("compacting %s failed", partition.tp)
         return cleaned

@@ -22,6 +22,12 @@ What a rewrite preserves (so fetches, idempotence and replication keep working):
   recompressed with it); maxTimestamp is recomputed over the survivors for
   CreateTime and kept for LogAppendTime;
 - control batches (transaction markers) are kept unchanged;
+- transactions (KIP-98): batches at or past ``max_offset`` (the partition's
+  last stable offset: undecided transactions) are neither cleaned nor
+  counted in the offset map, and batches of aborted transactions
+  (``aborted``: producer id, first offset, marker offset) are removed and
+  never win the map, so an aborted value never hides a committed one
+  (Kafka's cleaner discards aborted records the same way);
 - a batch whose records all go is dropped; a segment left empty is deleted.
 
 Tombstone age is the record's timestamp (the batch's maxTimestamp under
@@ -94,14 +100,28 @@ class LogCleaner:
 
     def __init__(self, *, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
         self.max_decompressed_bytes = max_decompressed_bytes
+        self._max_offset: int | None = None
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
 
-    def clean(self, log: CompactableLog, now_ms: int) -> CleanerStats:
-        """One compaction pass over the closed segments of ``log``."""
+    def clean(
+        self,
+        log: CompactableLog,
+        now_ms: int,
+        *,
+        max_offset: int | None = None,
+        aborted: Iterable[tuple[int, int, int]] = (),
+    ) -> CleanerStats:
+        """One compaction pass over the closed segments of ``log`` (see the module docstring for
+        ``max_offset`` and ``aborted``)."""
         if not log.config.compacted:
             return CleanerStats()
         bases = log.closed_segment_bases()
         if not bases:
             return CleanerStats()
+        self._max_offset = max_offset
+        self._aborted = {}
+        for producer_id, first, last in aborted:
+            self._aborted.setdefault(producer_id, []).append((first, last))
         latest, undecodable = self._offset_map(log, bases)
         horizon = now_ms - log.config.delete_retention_ms
         totals = dict.fromkeys(
@@ -135,6 +155,15 @@ class LogCleaner:
         return CleanerStats(segments_scanned=len(bases), undecodable_batches=undecodable, **totals)
 
     # ------------------------------------------------------------------ passes
+    def _untouchable(self, header: BatchHeader) -> bool:
+        """A batch of a transaction not yet decided (at or past the last stable offset)."""
+        return self._max_offset is not None and header.base_offset >= self._max_offset
+
+    def _is_aborted(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last for first, last in self._aborted.get(header.producer_id, ()))
+
     def _offset_map(self, log: CompactableLog, bases: list[int]) -> tuple[dict[bytes, int], int]:
         latest: dict[bytes, int] = {}
         undecodable = 0
@@ -142,7 +171,7 @@ class LogCleaner:
             try:
                 for data in log.segment_batches(base):
                     header = parse_header(data)
-                    if header.is_control:
+                    if header.is_control or self._untouchable(header) or self._is_aborted(header):
                         continue
                     try:
                         records = decode_records(data, max_decompressed_bytes=self.max_decompressed_bytes)
@@ -162,8 +191,10 @@ class LogCleaner:
     ) -> tuple[bytes | None, int, int, int]:
         """(batch to keep — ``data`` itself when unchanged, None when empty —, tombstones dropped, records in, out)."""
         header = parse_header(data)
-        if header.is_control:
+        if header.is_control or self._untouchable(header):
             return data, 0, header.record_count, header.record_count
+        if self._is_aborted(header):
+            return None, 0, header.record_count, 0
         try:
             records = decode_records(data, max_decompressed_bytes=self.max_decompressed_bytes)
         except (CorruptRecordError, LogError):
@@ -212,9 +243,11 @@ def _rebuild(header: BatchHeader, records: list[Record]) -> bytes:
     )
 
 
-def clean(log: CompactableLog, now_ms: int) -> CleanerStats:
+def clean(
+    log: CompactableLog, now_ms: int, *, max_offset: int | None = None, aborted: Iterable[tuple[int, int, int]] = ()
+) -> CleanerStats:
     """One compaction pass with default settings (truthy when the log changed)."""
-    return LogCleaner().clean(log, now_ms)
+    return LogCleaner().clean(log, now_ms, max_offset=max_offset, aborted=aborted)
 
 
 def _delta(record: Record, index: int) -> int:

@@ -78,8 +78,17 @@ class LogManager:
         self._dirs.pop(tp, None)
 
     @staticmethod
-    def clean(partition_log: PartitionLog, now_ms: int) -> bool:
-        """One compaction pass over a compacted topic's closed segments; True if it changed the log."""
+    def clean(
+        partition_log: PartitionLog,
+        now_ms: int,
+        *,
+        max_offset: int | None = None,
+        aborted: Iterable[tuple[int, int, int]] = (),
+    ) -> bool:
+        """One compaction pass over a compacted topic's closed segments; True if it changed the log.
+
+        `max_offset` (the last stable offset) and `aborted` (producer id, first offset, marker offset)
+        keep the cleaner away from undecided transactions and drop aborted ones (see `cleaner`)."""
         if not partition_log.config.compacted or not isinstance(partition_log, CompactableLog):
             return False
-        return bool(clean(partition_log, now_ms))
+        return bool(clean(partition_log, now_ms, max_offset=max_offset, aborted=aborted))

@@ -27,6 +27,7 @@ from tinystream.broker.errors import ErrorCode
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metadata.topics import (
     OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     InvalidTopicName,
     TopicSpec,
     TopicStore,
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 MAX_PARTITIONS_PER_TOPIC = 10_000
 #: Kafka's offsets.topic.segment.bytes default; the offsets topic is compacted.
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+#: Kafka's transaction.state.log.segment.bytes default; compacted like the offsets topic.
+TRANSACTION_STATE_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +194,8 @@ class TopicManager:
         """Metadata-triggered creation with the broker defaults (auto.create.topics.enable)."""
         if name == OFFSETS_TOPIC:
             return self.ensure_offsets_topic()
+        if name == TRANSACTION_STATE_TOPIC:
+            return self.ensure_transaction_state_topic()
         return self.create(name)
 
     def ensure_offsets_topic(self) -> TopicResult:
@@ -202,6 +207,18 @@ class TopicManager:
             num_partitions=self.settings.offsets_topic_num_partitions,
             replication_factor=min(self.settings.offsets_topic_replication_factor, len(self.cluster.brokers())),
             configs=OFFSETS_TOPIC_CONFIG,
+            internal_allowed=True,
+        )
+
+    def ensure_transaction_state_topic(self) -> TopicResult:
+        spec = self.store.get(TRANSACTION_STATE_TOPIC)
+        if spec is not None:
+            return TopicResult(ErrorCode.none, spec=spec)
+        return self.create(
+            TRANSACTION_STATE_TOPIC,
+            num_partitions=self.settings.transaction_state_log_num_partitions,
+            replication_factor=min(self.settings.transaction_state_log_replication_factor, len(self.cluster.brokers())),
+            configs=TRANSACTION_STATE_TOPIC_CONFIG,
             internal_allowed=True,
         )
 

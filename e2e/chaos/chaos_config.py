@@ -21,5 +21,7 @@ CLUSTER_SETTINGS = [
     f"replica.lag.time.max.ms={REPLICA_LAG_MS}",
     "broker.heartbeat.interval.ms=500",
     "offsets.topic.num.partitions=6",  # fewer partitions to re-replicate after a wipe
+    "transaction.state.log.num.partitions=6",  # the same for the transaction coordinators' state
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",  # abandoned transactions end sooner
     "auto.create.topics.enable=false",
 ]

@@ -14,6 +14,14 @@ RecordBatches (the broker is what is measured; see produce_workloads.py);
 `--client confluent` gives librdkafka's figure and `--client java` Kafka's
 own ProducerPerformance (needs tools/install-kafka-jars.sh).
 
+`--transactional` (confluent client) makes it a transactional producer
+committing every `--txn-records` records (1000 by default; 100 shows the
+per-transaction cost); `--idempotent` is the baseline to compare with:
+idempotent produce, acks=all, same client.
+
+    tinystream bench produce --client confluent --idempotent --peer kafka
+    tinystream bench produce --client confluent --transactional --txn-records 100 --peer kafka
+
 `--schema FILE|builtin` (raw client) sends JSON values and measures them
 twice on the same broker: into a topic without a schema, then into one with
 `tinystream.value.schema` set, and reports the cost of validation.
@@ -52,18 +60,28 @@ from tinystream.bench.runs import run_everywhere
               help="Also run against `kafka`, `tansu`, or a shell command that prints bootstrap=HOST:PORT.")
 @click.option("--schema", default=None, metavar="FILE|builtin",
               help="raw client: JSON values, measured without then with this topic value schema.")
+@click.option("--idempotent", is_flag=True, help="confluent client: enable.idempotence (acks=all).")
+@click.option("--transactional", is_flag=True,
+              help="confluent client: a transactional producer (acks=all) committing every --txn-records records.")
+@click.option("--txn-records", default=1000, show_default=True, type=click.IntRange(1),
+              help="Records per transaction with --transactional.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def produce_bench_command(bootstrap, records, record_size, batch_size, acks, topic, partitions, compression,
-                          client, connections, in_flight, warmup, peers, schema, as_json, quiet) -> None:
+                          client, connections, in_flight, warmup, peers, schema, idempotent, transactional,
+                          txn_records, as_json, quiet) -> None:
     """Produce benchmark: records/s, MB/s and latency p50/p99/p99.9, ours and peers."""
     warmup = min(records // 10, 200_000) if warmup is None else warmup
     schema_text = _schema_text(schema, client)
+    if (idempotent or transactional) and client != "confluent":
+        raise click.UsageError("--idempotent and --transactional need --client confluent")
+    if idempotent or transactional:
+        acks = "all"  # both need acks=all (the client refuses anything else)
     spec = ProduceSpec(
         topic=topic or f"bench-produce-{uuid.uuid4().hex[:8]}", partitions=partitions, records=records,
         record_size=record_size, batch_bytes=batch_size, acks=acks, compression=compression,
         connections=connections, in_flight=in_flight, warmup_records=warmup, progress=not quiet,
-        schema=schema_text,
+        schema=schema_text, idempotent=idempotent, txn_records=txn_records if transactional else 0,
     )
     workload = {
         "client": client, "records": records, "record_size": record_size, "batch_size": batch_size,
@@ -71,6 +89,8 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
         "compression": compression, "topic": spec.topic, "warmup": warmup,
         **({"connections": connections, "in_flight": in_flight} if client == "raw" else {}),
         **({"schema": schema} if schema else {}),
+        **({"idempotent": True} if idempotent else {}),
+        **({"transactional": True, "records_per_transaction": txn_records} if transactional else {}),
     }
     run_everywhere(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
                    bootstrap=bootstrap, peers=peers, as_json=as_json, quiet=quiet)

@@ -9,7 +9,10 @@ command can run one workload against several brokers and compare.
   offsets show every record.
 * confluent: confluent-kafka's Producer, one produce() call per record (the
   Python loop is the limit; it is a real client's figure); latency per
-  record, sampled.
+  record, sampled. `idempotent` turns on enable.idempotence (acks=all);
+  `txn_records` > 0 makes it a transactional producer that commits every
+  that many records (KIP-98), so the cost of transactions shows against
+  idempotent produce on the same broker.
 * java: org.apache.kafka.tools.ProducerPerformance from the Kafka jars
   (kafka-producer-perf-test), its own figures parsed from its last line.
 """
@@ -58,6 +61,8 @@ class ProduceSpec:
     warmup_records: int = 0
     progress: bool = True
     schema: str | None = None  # raw client: JSON values, measured on a topic without then with this schema
+    idempotent: bool = False  # confluent client: enable.idempotence (acks=all)
+    txn_records: int = 0  # confluent client: > 0 is a transactional producer committing every that many records
 
 
 class ProduceError(RuntimeError):
@@ -249,8 +254,10 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
         "bootstrap.servers": target.bootstrap, "acks": ACKS[spec.acks], "linger.ms": 5,
         "batch.size": spec.batch_bytes, "compression.type": spec.compression,
         "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_097_151,
-        "enable.idempotence": False,
+        "enable.idempotence": spec.idempotent or spec.txn_records > 0,
     }
+    if spec.idempotent or spec.txn_records:
+        conf["acks"] = -1  # idempotence and transactions need acks=all
     values = payloads(1024, spec.record_size)
     latencies = Latencies()
     errors: list[str] = []
@@ -265,11 +272,23 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
         if err is not None:
             errors.append(str(err))
 
+    transactions = 0
+
     def produce(count: int, label: str, show: bool) -> float:
-        producer = Producer(conf)
+        nonlocal transactions
+        txn = spec.txn_records
+        producer = Producer({**conf, "transactional.id": f"bench-{spec.topic}-{label}"} if txn else conf)
+        if txn:
+            producer.init_transactions(60)
         progress = Progress(label, count, enabled=show)
         start = time.perf_counter()
+        transactions = 0
         for i in range(count):
+            if txn and i % txn == 0:
+                if i:
+                    producer.commit_transaction(120)
+                    transactions += 1
+                producer.begin_transaction()
             callback = sampled if i % 100 == 0 else failed_only
             while True:
                 try:
@@ -281,6 +300,9 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
             if i & 0x3FF == 0:
                 producer.poll(0)
                 progress.update(i, i * spec.record_size)
+        if txn:
+            producer.commit_transaction(120)
+            transactions += 1
         remaining = producer.flush(120)
         elapsed = time.perf_counter() - start
         if remaining or errors:
@@ -295,7 +317,10 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
         target=target.name, bootstrap=target.bootstrap, client="confluent", operation="produce",
         records=spec.records, bytes=spec.records * spec.record_size, seconds=elapsed,
         latency_ms=latencies.summary(), latency_unit="record (1 in 100 sampled)", version=target.version,
-        extra={"acks": spec.acks, "compression": spec.compression, "batch.size": spec.batch_bytes, "linger.ms": 5},
+        extra={"acks": "all" if conf["acks"] == -1 else spec.acks, "compression": spec.compression,
+               "batch.size": spec.batch_bytes, "linger.ms": 5, "idempotent": conf["enable.idempotence"],
+               **({"records_per_transaction": spec.txn_records, "transactions": transactions}
+                  if spec.txn_records else {})},
     )
 
 

@@ -28,6 +28,7 @@ _COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "produce": ("tinystream.cli.client_cmds", "produce", ()),
     "consume": ("tinystream.cli.client_cmds", "consume", ()),
     "groups": ("tinystream.cli.client_cmds", "groups", ()),
+    "transactions": ("tinystream.cli.transactions_cmd", "transactions", ()),
     "bench": ("tinystream.cli.bench_cmds", "bench", ()),
     "status": ("tinystream.cli.status_cmd", "status", ()),
     "operator": ("tinystream.operator.k8s.cli", "operator", ("kopf", "kubernetes")),  # extra [operator]

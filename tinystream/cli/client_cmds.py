@@ -269,18 +269,23 @@ def groups_list(bootstrap: str) -> None:
 @groups.command("describe")
 @bootstrap_option
 @click.argument("group_id")
+@click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]), default="read_uncommitted",
+              show_default=True, help="Lag to the high watermark, or to the last stable offset (transactions).")
 @reports_client_errors
-def groups_describe(bootstrap: str, group_id: str) -> None:
-    """State, members and per-partition lag of GROUP_ID."""
+def groups_describe(bootstrap: str, group_id: str, isolation: str) -> None:
+    """State, members and per-partition lag of GROUP_ID (to the LSO with --isolation read_committed)."""
     with admin(bootstrap) as client, translated(bootstrap):
         described = client.describe_groups([group_id])
-    for group in described:
+    # kafka-python < 2.3 answers a list of GroupInformation tuples, 2.3+ a dict of dicts by group id.
+    groups_found = described.values() if isinstance(described, dict) else described
+    for group in groups_found:
         info = group if isinstance(group, dict) else group._asdict()
         members = info.get("members") or []
-        click.echo(f"group {group_id}  state={info.get('state')}  protocol={info.get('protocol')}  "
-                   f"members={len(members)}")
+        state = info.get("state") or info.get("group_state")
+        protocol = info.get("protocol") or info.get("protocol_data") or info.get("protocol_type")
+        click.echo(f"group {group_id}  state={state}  protocol={protocol}  members={len(members)}")
     click.echo(f"{'TOPIC':<30} {'PARTITION':>9} {'COMMITTED':>12} {'END':>12} {'LAG':>10}")
-    for row in group_lag(bootstrap, group_id):
+    for row in group_lag(bootstrap, group_id, isolation=isolation):
         click.echo(f"{row.topic:<30} {row.partition:>9} {row.committed:>12} {row.end_offset:>12} {row.lag:>10}")
 
 

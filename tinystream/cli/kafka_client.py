@@ -69,14 +69,17 @@ class PartitionLag:
         return self.end_offset - self.committed if self.committed >= 0 else self.end_offset
 
 
-def group_lag(bootstrap: str, group_id: str) -> list[PartitionLag]:
-    """Committed offset, log end offset and lag for every partition the group committed."""
+def group_lag(bootstrap: str, group_id: str, *, isolation: str = "read_uncommitted") -> list[PartitionLag]:
+    """Committed offset, end offset and lag for every partition the group committed.
+
+    The end is the high watermark (read_uncommitted) or the last stable offset (read_committed, KIP-98):
+    what a consumer of that isolation level can reach."""
     with admin(bootstrap) as client, translated(bootstrap):
         committed = client.list_group_offsets({group_id: None})[group_id]
     partitions = sorted(committed, key=lambda tp: (tp.topic, tp.partition))
     if not partitions:
         return []
-    probe = consumer(bootstrap, enable_auto_commit=False)
+    probe = consumer(bootstrap, enable_auto_commit=False, isolation_level=isolation)
     try:
         with translated(bootstrap):
             ends = probe.end_offsets(partitions)

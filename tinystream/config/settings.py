@@ -114,6 +114,16 @@ class BrokerSettings(ComponentSettings):
     group_min_session_timeout_ms: int = kafka_field(6000, "group.min.session.timeout.ms", ge=0)
     group_max_session_timeout_ms: int = kafka_field(1_800_000, "group.max.session.timeout.ms", ge=0)
 
+    # Transactions and the transaction state topic (KIP-98).
+    transaction_state_log_num_partitions: int = kafka_field(50, "transaction.state.log.num.partitions", ge=1)
+    # Kafka: 3; 1 fits one laptop broker (as offsets.topic.replication.factor here)
+    transaction_state_log_replication_factor: int = kafka_field(1, "transaction.state.log.replication.factor", ge=1)
+    transaction_max_timeout_ms: int = kafka_field(900_000, "transaction.max.timeout.ms", ge=1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = kafka_field(
+        10_000, "transaction.abort.timed.out.transaction.cleanup.interval.ms", ge=1
+    )
+    transactional_id_expiration_ms: int = kafka_field(604_800_000, "transactional.id.expiration.ms", ge=1)
+
     # Replication (used from the replication issue on).
     replica_lag_time_max_ms: int = kafka_field(30_000, "replica.lag.time.max.ms", ge=1)
     replica_fetch_max_bytes: int = kafka_field(1_048_576, "replica.fetch.max.bytes", ge=1)

@@ -273,10 +273,11 @@ def controller_argv(*, port: int, state_file: Path, overrides: Sequence[str]) ->
 
 def replicated_defaults(brokers: int) -> list[str]:
     """Cluster defaults for N local brokers: RF min(N, 3) like Kafka's production advice, Kafka's own
-    offsets.topic.replication.factor of 3 (capped at N), and groups that start without the 3 s wait."""
+    offsets.topic.replication.factor and transaction.state.log.replication.factor of 3 (capped at N),
+    and groups that start without the 3 s wait."""
     rf = min(brokers, 3)
     return [f"default.replication.factor={rf}", f"offsets.topic.replication.factor={rf}",
-            "group.initial.rebalance.delay.ms=0"]
+            f"transaction.state.log.replication.factor={rf}", "group.initial.rebalance.delay.ms=0"]
 
 
 class LocalCluster:

@@ -141,11 +141,12 @@ def now_batch(records: Any, **kwargs: Any) -> bytes:
 
 
 def produce_request(
-    topic: str, partition: int, records: bytes | None, *, version: int = 9, acks: int = 1, timeout_ms: int = 5000
+    topic: str, partition: int, records: bytes | None, *, version: int = 9, acks: int = 1, timeout_ms: int = 5000,
+    transactional_id: str | None = None,
 ) -> Any:
     return request(
         0, version,
-        transactional_id=None, acks=acks, timeout=millis(timeout_ms),
+        transactional_id=transactional_id, acks=acks, timeout=millis(timeout_ms),
         topic_data=(
             entity(0, version, "TopicProduceData", name=topic,
                    partition_data=(entity(0, version, "PartitionProduceData", index=partition, records=records),)),

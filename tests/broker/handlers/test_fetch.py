@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 
 import pytest
@@ -178,9 +179,10 @@ async def test_diverging_epoch_v12(broker, client):
 # -- ListOffsets -------------------------------------------------------------------------
 
 
-def list_offsets(topic: str, partition: int, timestamp: int, *, version: int = 7, replica_id: int = -1):
+def list_offsets(topic: str, partition: int, timestamp: int, *, version: int = 7, replica_id: int = -1,
+                 isolation_level: int = 0):
     return request(
-        2, version, replica_id=replica_id, isolation_level=0,
+        2, version, replica_id=replica_id, isolation_level=isolation_level, timeout=datetime.timedelta(seconds=5),
         topics=(entity(2, version, "ListOffsetsTopic", name=topic, partitions=(
             entity(2, version, "ListOffsetsPartition", partition_index=partition, timestamp=timestamp,
                    current_leader_epoch=-1),)),),
@@ -205,6 +207,36 @@ async def test_list_offsets_earliest_latest_and_by_time(broker, client):
     assert lo(await client.request(list_offsets("lo", 0, t0 + 1000))).offset == -1
     top = lo(await client.request(list_offsets("lo", 0, -3)))
     assert (top.offset, top.timestamp) == (2, t0 + 20)
+
+
+@pytest.mark.parametrize("version", [8, 9, 10])
+async def test_list_offsets_v8_to_v10_earliest_local_and_pending_upload(broker, client, version):
+    """KIP-405 / KIP-1005 without tiered storage: earliest-local is the log start, nothing pends upload."""
+    topic = f"local{version}"
+    await create_topic(client, topic)
+    for i in range(3):
+        await client.request(produce_request(topic, 0, now_batch([(None, b"%d" % i)])))
+    assert lo(await client.request(list_offsets(topic, 0, -4, version=version))).offset == 0
+    assert lo(await client.request(list_offsets(topic, 0, -1, version=version))).offset == 3
+    if version >= 9:
+        assert lo(await client.request(list_offsets(topic, 0, -5, version=version))).offset == -1
+
+
+async def test_read_committed_latest_is_the_last_stable_offset(broker, client):
+    """ListOffsets LATEST by isolation level; Fetch at read_committed stops at the LSO with the aborts listed."""
+    await create_topic(client, "lso")
+    await client.request(produce_request("lso", 0, now_batch([(None, b"plain")])))  # 0
+    txn = now_batch([(None, b"t1"), (None, b"t2")], producer_id=77, producer_epoch=0, base_sequence=0,
+                    transactional=True)  # 1-2, no transactional id in the request: not verified
+    await client.request(produce_request("lso", 0, txn))
+    assert lo(await client.request(list_offsets("lso", 0, -1, isolation_level=0))).offset == 3
+    assert lo(await client.request(list_offsets("lso", 0, -1, isolation_level=1))).offset == 1
+    committed = (await client.request(fetch_request([("lso", 0, 0)], isolation_level=1))).responses[0].partitions[0]
+    assert (committed.high_watermark, committed.last_stable_offset) == (3, 1)
+    assert [r.value for b in split_batches(committed.records) for r in decode_records(b)] == [b"plain"]
+    assert committed.aborted_transactions == ()
+    uncommitted = (await client.request(fetch_request([("lso", 0, 0)]))).responses[0].partitions[0]
+    assert uncommitted.aborted_transactions is None and len(list(split_batches(uncommitted.records))) == 2
 
 
 async def test_list_offsets_max_timestamp_inside_a_batch(broker, client):

@@ -26,9 +26,13 @@ async def test_find_coordinator_names_this_broker_and_creates_the_offsets_topic(
     assert broker.topics.get("__consumer_offsets").partitions == 4
 
 
-async def test_find_transaction_coordinator_is_refused(broker, client):
+async def test_find_transaction_coordinator_creates_the_state_topic(broker, client):
+    """Key type 1 (KIP-98): the leader of the id's __transaction_state partition, created on first use."""
     resp = await client.request(find_coordinator("tx", key_type=1))
-    assert resp.error_code == ErrorCode.invalid_request and "transactions" in resp.error_message
+    assert resp.error_code == ErrorCode.none and resp.node_id == broker.settings.broker_id
+    assert broker.topics.get("__transaction_state") is not None
+    unknown = await client.request(find_coordinator("tx", key_type=7))
+    assert unknown.error_code == ErrorCode.invalid_request
 
 
 def join(group: str, member: str, *, version: int = 9, session_ms: int = 10000, rebalance_ms: int = 10000):

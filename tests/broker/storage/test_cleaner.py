@@ -204,3 +204,19 @@ def test_module_level_clean_reports_change(log_factory):
     log.roll(now_ms=0)
     assert cleaner_module.clean(log, now_ms=0)
     assert not cleaner_module.clean(log, now_ms=0)  # nothing left to do
+
+
+def test_aborted_transactions_are_dropped_and_undecided_ones_left_alone(log_factory):
+    """KIP-98: an aborted value never hides the committed one; nothing past the LSO is cleaned."""
+    log = log_factory(compacted_config(segment_bytes=10**6))
+    append_kv(log, [(b"k", b"committed")])  # 0
+    append_kv(log, [(b"k", b"aborted")], producer_id=7, producer_epoch=0, transactional=True)  # 1
+    marker = build_batch([Record(key=b"\x00\x00\x00\x00", value=b"\x00\x00\x00\x00\x00\x00")], control=True,
+                         transactional=True, producer_id=7)
+    log.append(marker, leader_epoch=0, now_ms=0)  # 2: ABORT
+    append_kv(log, [(b"j", b"old")])  # 3
+    append_kv(log, [(b"j", b"open")], producer_id=8, producer_epoch=0, transactional=True)  # 4: undecided
+    log.roll(now_ms=0)
+    LogCleaner().clean(log, now_ms=0, max_offset=4, aborted=[(7, 1, 2)])
+    assert records_by_offset(log) == {0: (b"k", b"committed"), 3: (b"j", b"old"), 4: (b"j", b"open")}
+    assert [h.is_control for h, _ in log.batches_from(0)] == [False, True, False, False]
