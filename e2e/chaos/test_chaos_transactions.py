@@ -184,11 +184,12 @@ def test_transactional_pipeline_is_exactly_once_under_faults(chaos_cluster: Loca
 
     def converge(what: str) -> None:
         topics = [SRC, DST, OFFSETS_TOPIC] + ([TXN_STATE] if _exists(TXN_STATE) else [])
-        took = wait_converged(url, topics=topics, brokers=BROKERS, timeout_s=CONVERGE_TIMEOUT_S)
+        took = wait_converged(url, token=cluster.admin_token, topics=topics, brokers=BROKERS,
+                              timeout_s=CONVERGE_TIMEOUT_S)
         print(f"chaos-txn: {what}: full ISRs again after {took:.1f} s", flush=True)
 
     def _exists(topic: str) -> bool:
-        return any(t["name"] == topic for t in metadata(url).get("topics", []))
+        return any(t["name"] == topic for t in metadata(url, token=cluster.admin_token).get("topics", []))
 
     converge("topics created")
     feeder = Feeder(cluster.bootstrap)
@@ -215,14 +216,17 @@ def _run_faults_and_check(cluster, url, feeder, supervisor, stop_file, converge,
     assert _exists(TXN_STATE), "the worker's transactional producer did not reach its coordinator"
     converge("pipeline running")
 
-    kill_and_return(leader_of(metadata(url), DST, 2), "leader of txn-out-2")
-    kill_and_return(leader_of(metadata(url), TXN_STATE, partition_for_group(TXN_ID, TXN_STATE_PARTITIONS)),
+    def image():
+        return metadata(url, token=cluster.admin_token)
+
+    kill_and_return(leader_of(image(), DST, 2), "leader of txn-out-2")
+    kill_and_return(leader_of(image(), TXN_STATE, partition_for_group(TXN_ID, TXN_STATE_PARTITIONS)),
                     "transaction coordinator")
-    kill_and_return(leader_of(metadata(url), OFFSETS_TOPIC, partition_for_group(GROUP, 6)), "group coordinator")
+    kill_and_return(leader_of(image(), OFFSETS_TOPIC, partition_for_group(GROUP, 6)), "group coordinator")
     supervisor.kill_worker()
     time.sleep(12)  # the next worker fences the killed one, aborts its transaction, rejoins the group
     print(f"chaos-txn: worker SIGKILLed; runs so far {supervisor.runs}", flush=True)
-    paused = cluster.broker(leader_of(metadata(url), DST, 4))
+    paused = cluster.broker(leader_of(image(), DST, 4))
     paused.pause()
     time.sleep(6)
     paused.resume()
