@@ -123,8 +123,17 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
     pytest.importorskip("kopf", reason="the operator extra renders the pod spec")
     if os.geteuid() != 0:
         pytest.skip("giving the data volume to the image's user (uid 10001) needs root")
+    from tinystream.controller_auth import broker_principal, read_secret, token_for, write_token_file
     from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
-    from tinystream.operator.k8s.resources import CONFIG_DIR, CONFIG_FILE, DATA_DIR, RUN_AS, config_map, statefulset
+    from tinystream.operator.k8s.resources import (
+        CONFIG_DIR,
+        CONFIG_FILE,
+        DATA_DIR,
+        RUN_AS,
+        TOKENS_MOUNT,
+        config_map,
+        statefulset,
+    )
 
     cluster = ClusterSpec.from_resource({"metadata": {"name": "demo", "namespace": "streaming", "uid": "u"},
                                          "spec": {"brokers": 1, "config": {"log.retention.ms": 3_600_000}}})
@@ -144,11 +153,16 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: http_status(f"http://127.0.0.1:{controller_port}/healthz")[0] == 200, "the controller")
+        # The broker tokens Secret the operator makes, as the pod mounts it (readable by the image's user).
+        tokens = tmp_path / "tokens"
+        secret = read_secret(tmp_path / "controller.secret")  # made by the controller beside its state
+        write_token_file(tokens / "broker-0", token_for(secret, broker_principal(0)))
+        os.chown(tokens / "broker-0", RUN_AS, RUN_AS)
         # Host networking stands in for the pod network: the ports are this test's, the rest is the pod's.
         container.append(docker(
             "run", "-d", "--network", "host", "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--user", f"{RUN_AS}:{RUN_AS}",
-            "-v", f"{etc}:{CONFIG_DIR}:ro", "-v", f"{data}:{DATA_DIR}",
+            "-v", f"{etc}:{CONFIG_DIR}:ro", "-v", f"{data}:{DATA_DIR}", "-v", f"{tokens}:{TOKENS_MOUNT}:ro",
             "-e", "TINYSTREAM_BROKER_ID=0", "-e", "TINYSTREAM_ADVERTISED_HOST=127.0.0.1",
             "-e", f"TINYSTREAM_PORT={port}", "-e", f"TINYSTREAM_ADVERTISED_PORT={port}",
             "-e", f"TINYSTREAM_ADMIN_PORT={admin}",

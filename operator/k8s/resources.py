@@ -43,7 +43,8 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 CONFIG_HASH_ANNOTATION = "tinystream.io/config-hash"
 RACK_KEY_ANNOTATION = "tinystream.io/rack-topology-key"
 MANAGED_BY = "tinystream-operator"
-TOKENS_MOUNT = "/etc/tinystream/controller-auth"  # the brokers' controller API tokens (controller_secret.py)
+TOKENS_MOUNT = "/etc/tinystream-auth"  # the brokers' controller API tokens; not inside CONFIG_DIR: a mount point
+# cannot be made inside a read-only volume (found by the image test: runc "read-only file system")
 RUN_AS = 10001  # the image's non-root user (Dockerfile)
 
 # Keys the operator sets itself; the CRD refuses them in spec.config as well.
