@@ -73,6 +73,8 @@ if ! grep -q '^runtime *= *"runc"' /etc/containers/containers.conf 2>/dev/null; 
   mkdir -p /etc/containers && printf '\n[engine]\nruntime = "runc"\n' >>/etc/containers/containers.conf
   log "set runtime = runc in /etc/containers/containers.conf"
 fi
+# kind's podman provider mounts /lib/modules read-only into every node; a VM without modules lacks it.
+mkdir -p /lib/modules
 if ! grep -q '^default_ulimits' /etc/containers/containers.conf 2>/dev/null; then
   # kind's nodes run systemd + containerd + kubelet: podman's default nofile limit is too low for them.
   mkdir -p /etc/containers
@@ -90,7 +92,8 @@ image_label() { podman image inspect --format "{{ index .Labels \"$2\" }}" "$1" 
 PACKAGES=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2
 PACKAGES+=,pigz,fuse-overlayfs,e2fsprogs,bash,ca-certificates,curl,jq,procps,containerd,runc
 PACKAGES+=,containernetworking-plugins,busybox-static,socat,ebtables
-BASE_STAMP="$KIND_VERSION-$(echo "$PACKAGES" | sha256sum | cut -c1-12)-$SELF_HASH"
+BASE_REVISION=1  # raise when stage 1 below changes (editing the rest of this script must not re-debootstrap)
+BASE_STAMP="$KIND_VERSION-$(echo "$PACKAGES" | sha256sum | cut -c1-12)-r$BASE_REVISION"
 KIND_SRC=$(cd /tmp && go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
 [[ -d "$KIND_SRC/images/base/files" ]] || die "kind $KIND_VERSION's module has no images/base/files"
 
@@ -173,12 +176,12 @@ build_image() {
   local ref=$1 dir=$2 entrypoint=$3 out
   out="$CACHE/images/$(echo "$ref" | tr '/:' '__').tar"
   printf 'FROM scratch\nCOPY . /\nENTRYPOINT %s\n' "$entrypoint" >"$dir/Containerfile"
-  podman build -q --no-hosts --no-hostname -f "$dir/Containerfile" -t "$ref" "$dir" >/dev/null
+  podman build -q -f "$dir/Containerfile" -t "$ref" "$dir" >/dev/null
   rm -f "$out" && podman save -q --format docker-archive -o "$out" "$ref" >/dev/null
   echo "$out"
 }
 
-IMAGES_STAMP="$K8S_VERSION-$BASE_STAMP-$(cat "$BIN"/.*.version 2>/dev/null | sha256sum | cut -c1-12)"
+IMAGES_STAMP="$K8S_VERSION-$BASE_STAMP-$(cat "$BIN"/.*.version 2>/dev/null | sha256sum | cut -c1-12)-$SELF_HASH"
 if [[ "$(cat "$CACHE/images/.stamp" 2>/dev/null)" != "$IMAGES_STAMP" ]]; then
   [[ -d "$ROOTFS/usr" ]] || die "$ROOTFS is gone; delete $CACHE and run again"
   rm -f "$CACHE"/images/*.tar
@@ -190,14 +193,32 @@ if [[ "$(cat "$CACHE/images/.stamp" 2>/dev/null)" != "$IMAGES_STAMP" ]]; then
       kube-apiserver|kube-controller-manager|kube-scheduler|etcd)
         cp "$BIN/$name" "$dir/usr/local/bin/"
         build_image "$ref" "$dir" "[\"/usr/local/bin/$name\"]" >/dev/null ;;
-      kube-proxy)  # kube-proxy programs iptables: the nft-backed iptables and conntrack of the base
+      kube-proxy)  # programs iptables: Debian's, legacy and nft, the backend picked on first use (below)
         cp "$BIN/kube-proxy" "$dir/usr/local/bin/"
-        copy_with_libs "$dir" /usr/sbin/xtables-nft-multi /usr/sbin/conntrack /usr/sbin/ip6tables /usr/sbin/iptables
-        for t in iptables ip6tables iptables-save iptables-restore ip6tables-save ip6tables-restore; do
-          ln -sf /usr/sbin/xtables-nft-multi "$dir/usr/sbin/$t"
-        done
-        mkdir -p "$dir/usr/lib/x86_64-linux-gnu" && cp -a "$ROOTFS/usr/lib/x86_64-linux-gnu/xtables" "$dir/usr/lib/x86_64-linux-gnu/"
+        copy_with_libs "$dir" /usr/sbin/xtables-nft-multi /usr/sbin/xtables-legacy-multi /usr/sbin/conntrack
+        mkdir -p "$dir/usr/lib/x86_64-linux-gnu" "$dir/bin"
+        cp -a "$ROOTFS/usr/lib/x86_64-linux-gnu/xtables" "$dir/usr/lib/x86_64-linux-gnu/"
         copy_with_libs "$dir" $(cd "$ROOTFS" && ls usr/lib/x86_64-linux-gnu/xtables/*.so | sed 's#^#/#')
+        cp "$ROOTFS/bin/busybox" "$dir/bin/busybox"
+        for t in sh grep ln; do ln -sf busybox "$dir/bin/$t"; done
+        # kind's entrypoint puts the node on the host's backend (legacy here); kube-proxy must
+        # use the same one. As kubernetes-sigs/iptables-wrappers does: count each backend's rules
+        # on first use, point the iptables names at the busier one, run the call again.
+        cat >"$dir/usr/sbin/iptables-wrapper" <<'WRAPPER'
+#!/bin/sh
+legacy=$( (xtables-legacy-multi iptables-save; xtables-legacy-multi ip6tables-save) 2>/dev/null | grep -c '^-')
+nft=$( (xtables-nft-multi iptables-save; xtables-nft-multi ip6tables-save) 2>/dev/null | grep -c '^-')
+mode=nft
+[ "$legacy" -gt "$nft" ] && mode=legacy
+for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+  ln -sf "xtables-$mode-multi" "/usr/sbin/$t"
+done
+exec "$0" "$@"
+WRAPPER
+        chmod 0755 "$dir/usr/sbin/iptables-wrapper"
+        for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+          ln -sf iptables-wrapper "$dir/usr/sbin/$t"
+        done
         build_image "$ref" "$dir" '["/usr/local/bin/kube-proxy"]' >/dev/null ;;
       coredns)
         cp "$BIN/coredns" "$dir/coredns"
@@ -256,10 +277,11 @@ log "importing $(ls "$CACHE"/images/*.tar | wc -l) images into the node's contai
 podman exec "$builder" sh -c '
   set -e
   containerd >/var/log/containerd-build.log 2>&1 &
+  pid=$!
   for _ in $(seq 1 50); do ctr version >/dev/null 2>&1 && break; sleep 0.2; done
   for tar in /kind/images/*.tar; do ctr -n k8s.io images import --no-unpack --all-platforms "$tar" >/dev/null; done
-  ctr -n k8s.io images ls -q | grep -v "^sha256:"
-  kill %1; wait || true
+  ctr -n k8s.io images ls -q | grep -v "^sha256:" | sed "s/^/  /"
+  kill "$pid"; wait "$pid" || true
   rm -rf /kind/images /var/log/containerd-build.log'
 podman commit -q \
   --change 'ENV container=docker' --change 'STOPSIGNAL SIGRTMIN+3' \
