@@ -42,7 +42,9 @@ MESSAGES = [f"m{i}" for i in range(200)]
 CLIENT_SCRIPT = (HERE / "inpod_client.py").read_text()
 MIN_ISR = 2
 
-pytestmark = pytest.mark.kind  # left out of `make test` (-m "not kind"); `make test-kind` runs it
+# Left out of `make test` (-m "not kind"); `make test-kind` runs it. The first test also waits for the
+# cluster and the image builds, and the rolls take minutes on 2 cores: beyond pytest-timeout's 300 s.
+pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
 
 def tsc(kube: Kube) -> dict:
