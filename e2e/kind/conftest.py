@@ -86,8 +86,10 @@ def load_broker_image(provider: Provider, tmp: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def kind_cluster(provider: Provider, tmp_path_factory) -> Kube:
-    tmp = tmp_path_factory.mktemp("kind")
+def kind_cluster(provider: Provider) -> Kube:
+    # Not under pytest's basetemp: other pytest runs on the machine rotate /tmp/pytest-of-<user>.
+    tmp = ROOT / ".cache" / "kind-e2e"
+    tmp.mkdir(parents=True, exist_ok=True)
     kubeconfig, config = tmp / "kubeconfig", tmp / "kind-config.yaml"
     config.write_text(kind_config(provider))
     provider.kind("delete", "cluster", "--name", KIND_CLUSTER, check=False, timeout=300)  # a leftover run
