@@ -193,7 +193,8 @@ class OperatorController:
     async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
         try:
             service = await self.attach(cluster)
-        except ControllerUnavailable:
+        except ControllerUnavailable as exc:  # said out loud: on a real cluster a refused save hid here
+            log.warning("controller of %s unavailable: %s", cluster, exc)
             return None
         return tuple(
             PartitionView(topic=name, partition=p.partition, leader=p.leader, replicas=tuple(p.replicas),
