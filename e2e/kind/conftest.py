@@ -31,22 +31,16 @@ from kind_helpers import (  # noqa: E402
     IMAGE_REPO,
     IMAGE_TAGS,
     KIND_CLUSTER,
+    MEASURED,
     ROOT,
     Kube,
     Provider,
     choose_provider,
     kind_config,
+    measure,
     wire_pod_network,
 )
 from manifests import NAMESPACE  # noqa: E402
-
-#: name -> printable value, filled by the fixtures and tests, printed by pytest_terminal_summary.
-MEASURED: dict[str, str] = {}
-
-
-def measure(name: str, value: str) -> None:
-    MEASURED[name] = value
-    print(f"kind e2e: {name}: {value}", flush=True)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -41,6 +41,17 @@ OFFLINE_NODE_IMAGE = f"localhost/tinystream/kind-node:{K8S_VERSION}"
 K8S_BIN = Path(os.environ.get("K8S_BIN") or ROOT / ".cache" / "k8s" / "bin")
 
 
+#: name -> printable value, filled by the fixtures and tests, printed at the end of the run
+#: (conftest.pytest_terminal_summary). Here, not in conftest: a test module importing conftest
+#: would get a second copy of it (--import-mode=importlib).
+MEASURED: dict[str, str] = {}
+
+
+def measure(name: str, value: str) -> None:
+    MEASURED[name] = value
+    print(f"kind e2e: {name}: {value}", flush=True)
+
+
 def tool(name: str) -> str | None:
     """A tool from the project's build (.cache/k8s/bin), else PATH, else $GOPATH/bin."""
     built = K8S_BIN / name

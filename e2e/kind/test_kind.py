@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from conftest import measure
-from kind_helpers import HERE, IMAGE_REPO, IMAGE_TAGS, Kube, tool
+from kind_helpers import HERE, IMAGE_REPO, IMAGE_TAGS, Kube, measure, tool
 from manifests import (
     CLIENT_POD,
     CLUSTER,
@@ -237,8 +236,11 @@ def test_port_forward_reaches_bootstrap(kube):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         def connected():
-            with socket.create_connection(("127.0.0.1", 19092), timeout=2):
-                return True
+            try:
+                with socket.create_connection(("127.0.0.1", 19092), timeout=2):
+                    return True
+            except OSError:  # kubectl is not listening yet
+                return False
         wait_until(connected, timeout=30, what="port-forward", interval=1)
         from kafka import KafkaAdminClient  # bootstrap metadata over the forwarded port
         admin = KafkaAdminClient(bootstrap_servers="127.0.0.1:19092", request_timeout_ms=10000)
