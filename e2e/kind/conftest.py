@@ -71,6 +71,7 @@ def load_broker_image(provider: Provider, tmp: Path) -> None:
     refs = [f"{IMAGE_REPO}:{tag}" for tag in IMAGE_TAGS]
     if provider.engine == "podman":  # kind's podman provider loads archives, not images from podman's store
         archive = tmp / "tinystream-images.tar"
+        archive.unlink(missing_ok=True)  # podman will not write over an archive
         provider.engine_cmd("save", "-m", "--format", "docker-archive", "-o", str(archive), *refs, timeout=900)
         provider.kind("load", "image-archive", str(archive), "--name", KIND_CLUSTER)
     else:
