@@ -2,7 +2,8 @@
 
 The whole session shares one kind cluster (1 control plane + 2 workers in two
 zones), created from kind-config.yaml and deleted at the end
-(TINYSTREAM_E2E_KEEP=1 keeps it for debugging). The provider is chosen by
+(TINYSTREAM_E2E_KEEP=1 keeps it for debugging; TINYSTREAM_E2E_REUSE=1 then runs
+chosen tests on it as it is, e.g. `-k failover`). The provider is chosen by
 kind_helpers.choose_provider(): kind's stock node image where Docker can pull
 it, else the offline node image with podman. Where neither can run, every
 test skips with the exact reason and the command that fixes it.
@@ -87,12 +88,17 @@ def kind_cluster(provider: Provider) -> Kube:
     tmp.mkdir(parents=True, exist_ok=True)
     kubeconfig, config = tmp / "kubeconfig", tmp / "kind-config.yaml"
     config.write_text(kind_config(provider))
+    kube = Kube(kubeconfig)
+    if os.environ.get("TINYSTREAM_E2E_REUSE") == "1" and KIND_CLUSTER in provider.kind("get", "clusters").stdout:
+        # Debugging: the cluster a TINYSTREAM_E2E_KEEP=1 run left, as it is (images, release, objects).
+        kubeconfig.write_text(provider.kind("get", "kubeconfig", "--name", KIND_CLUSTER).stdout)
+        yield kube
+        return
     provider.kind("delete", "cluster", "--name", KIND_CLUSTER, check=False, timeout=300)  # a leftover run
     start = time.monotonic()
     wait = () if provider.own_cni else ("--wait", "300s")  # without a CNI no node is Ready until wired
     provider.kind("create", "cluster", "--name", KIND_CLUSTER, "--config", str(config), "--image",
                   provider.node_image, "--kubeconfig", str(kubeconfig), *wait, timeout=900)
-    kube = Kube(kubeconfig)
     try:
         if provider.own_cni:
             wire_pod_network(provider, kube)
@@ -111,6 +117,8 @@ def kind_cluster(provider: Provider) -> Kube:
 def installed(kind_cluster: Kube) -> Kube:
     """The chart installed as a user would: CRDs included (no --skip-crds), the operator Ready."""
     kind_cluster.helm_install_started = time.monotonic()
+    if os.environ.get("TINYSTREAM_E2E_REUSE") == "1" and kind_cluster.helm("status", "ts", check=False).returncode == 0:
+        return kind_cluster
     kind_cluster.helm("install", "ts", str(ROOT / "charts" / "tinystream"), "--create-namespace",
                       "--set", f"image.repository={IMAGE_REPO}", "--set", f"image.tag={IMAGE_TAGS[0]}",
                       "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m", timeout=400)
