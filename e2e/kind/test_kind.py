@@ -299,23 +299,28 @@ def test_port_forward_reaches_bootstrap(kube):
         proc.wait(10)
 
 
-def test_leader_failover_loses_no_acknowledged_record(kube):
+@pytest.mark.parametrize("how", ["graceful", "sigkill"])
+def test_leader_failover_loses_no_acknowledged_record(kube, how):
+    """Delete the pod leading partition 0 under an acks=all writer: gracefully (SIGTERM, the broker's
+    controlled shutdown hands its leaderships over), or forced with no grace period (SIGKILL: the
+    controller finds out when the broker's session expires)."""
     parts = kube.json("tst", WRITES)["status"]["partitions"]
     leader = parts[0]["leader"]
     led = [p["partition"] for p in parts if p["leader"] == leader]
-    writer = Writer(kube, "failover", seconds=60).start()
+    writer = Writer(kube, f"failover-{how}", seconds=60).start()
     wait_until(lambda: len(writer.acked) > 100, timeout=60, what="the writer under way", interval=1)
     killed_at = time.monotonic()
-    kube.kubectl("delete", "pod", f"{CLUSTER}-broker-{leader}", "--wait=false")
+    force = ("--grace-period=0", "--force") if how == "sigkill" else ()
+    kube.kubectl("delete", "pod", f"{CLUSTER}-broker-{leader}", "--wait=false", *force)
 
     def moved():
         now = kube.json("tst", WRITES)["status"]["partitions"]
         return all(p["leader"] not in (-1, leader) for p in now if p["partition"] in led)
     wait_until(moved, timeout=120, what=f"new leaders for partitions {led}", interval=0.5)
-    measure("failover: pod kill -> new leaders in Topic status", f"{time.monotonic() - killed_at:.1f} s")
+    measure(f"failover ({how}): pod kill -> new leaders in Topic status", f"{time.monotonic() - killed_at:.1f} s")
     writer.join()
-    measure("failover: longest time without an ack (acks=all writer)", f"{writer.longest_stall():.1f} s")
-    writer.check_nothing_lost(kube, "failover")
+    measure(f"failover ({how}): longest time without an ack (acks=all writer)", f"{writer.longest_stall():.1f} s")
+    writer.check_nothing_lost(kube, f"failover ({how})")
     assert sorted(consume_all(kube, pod=f"{CLUSTER}-broker-{(leader + 1) % 3}")) == sorted(MESSAGES)
     wait_until(lambda: ready_brokers(kube, 3), timeout=600, what="the deleted broker back")
 
