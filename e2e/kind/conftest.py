@@ -38,6 +38,7 @@ from kind_helpers import (  # noqa: E402
     Provider,
     choose_provider,
     kind_config,
+    load_image,
     measure,
     wire_pod_network,
 )
@@ -69,15 +70,7 @@ def load_broker_image(provider: Provider, tmp: Path) -> None:
         provider.engine_cmd("tag", first, f"{IMAGE_REPO}:{tag}")
     measure("broker image build", f"{time.monotonic() - start:.0f} s")
     start = time.monotonic()
-    refs = [f"{IMAGE_REPO}:{tag}" for tag in IMAGE_TAGS]
-    if provider.engine == "podman":  # kind's podman provider loads archives, not images from podman's store
-        archive = tmp / "tinystream-images.tar"
-        archive.unlink(missing_ok=True)  # podman will not write over an archive
-        provider.engine_cmd("save", "-m", "--format", "docker-archive", "-o", str(archive), *refs, timeout=900)
-        provider.kind("load", "image-archive", str(archive), "--name", KIND_CLUSTER)
-    else:
-        for ref in refs:
-            provider.kind("load", "docker-image", ref, "--name", KIND_CLUSTER)
+    load_image(provider, [f"{IMAGE_REPO}:{tag}" for tag in IMAGE_TAGS], tmp)
     measure("broker image load", f"{time.monotonic() - start:.0f} s")
 
 

@@ -141,6 +141,20 @@ def choose_provider() -> Provider | str:
     return f"kind e2e cannot run here: stock kind: {stock}; offline kind: {offline}"
 
 
+def load_image(provider: Provider, ref: str | list[str], tmp: Path) -> None:
+    """Images from the provider's engine into every node of the kind cluster."""
+    refs = [ref] if isinstance(ref, str) else ref
+    if provider.engine == "podman":  # kind's podman provider loads archives, not images from podman's store
+        archive = tmp / "images.tar"
+        archive.unlink(missing_ok=True)  # podman will not write over an archive
+        provider.engine_cmd("save", "-m", "--format", "docker-archive", "-o", str(archive), *refs, timeout=900)
+        provider.kind("load", "image-archive", str(archive), "--name", KIND_CLUSTER)
+        archive.unlink()
+    else:
+        for one in refs:
+            provider.kind("load", "docker-image", one, "--name", KIND_CLUSTER)
+
+
 def kind_config(provider: Provider) -> str:
     """kind-config.yaml, plus `disableDefaultCNI` where the node image has no CNI of its own."""
     text = (HERE / "kind-config.yaml").read_text()
