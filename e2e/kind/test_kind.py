@@ -441,7 +441,7 @@ def test_spark_pipeline_in_cluster_mode(kube, provider):
     start = time.monotonic()
     result = subprocess.run(
         ["bash", str(ROOT / "spark-on-k8s" / "k8s" / "submit.sh"), "--cluster", CLUSTER, "--namespace", NAMESPACE,
-         "--pipeline", "tumbling", "--image", image, "--generate", "300", "--wait"],
+         "--pipeline", "tumbling", "--image", image, "--generate", "300", "--cpu-request", "250m", "--wait"],
         capture_output=True, text=True, timeout=1500,
         env={**os.environ, "KUBECONFIG": kube.env_kubeconfig, "SPARK_SUBMIT": str(Path(sys.executable).with_name(
             "spark-submit")), "PATH": f"{Path(tool('kubectl') or 'kubectl').parent}:{os.environ['PATH']}"})
