@@ -57,10 +57,10 @@ if [[ "${1:-}" == "--if-needed" && "${TINYSTREAM_KIND_PROVIDER:-auto}" != "offli
 fi
 
 [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, privileged podman)"
-if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null; then
-  log "apt-get install podman debootstrap"
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq podman debootstrap >/dev/null \
-    || die "apt-get install -y podman debootstrap failed"
+if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null || ! command -v gcc >/dev/null; then
+  log "apt-get install podman debootstrap gcc"
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq podman debootstrap gcc libc6-dev \
+    >/dev/null || die "apt-get install -y podman debootstrap gcc libc6-dev failed"
 fi
 for tool in podman debootstrap gcc go; do
   command -v "$tool" >/dev/null || die "$tool is missing (apt-get install -y podman debootstrap gcc; Go from go.dev)"
@@ -126,9 +126,10 @@ if [[ "$(image_label "$BASE_IMAGE" io.tinystream.stamp)" != "$BASE_STAMP" ]]; th
   grep -q 'restrict_oom_score_adj = true' "$rootfs/etc/containerd/config.toml" || die "containerd config changed shape"
   # Debian puts the CNI plugins in /usr/lib/cni; containerd looks in /opt/cni/bin.
   rm -rf "$rootfs/opt/cni/bin" && ln -s /usr/lib/cni "$rootfs/opt/cni/bin"
-  chroot "$rootfs" /bin/sh -c 'ctr oci spec' \
-    | jq '.hooks.createContainer[.hooks.createContainer | length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' \
-    | jq 'del(.process.rlimits)' >"$rootfs/etc/containerd/cri-base.json"
+  # (the rootfs's own ctr and jq: the host needs neither)
+  chroot "$rootfs" /bin/sh -c 'ctr oci spec \
+    | jq ".hooks.createContainer[.hooks.createContainer | length] |= . + {\"path\": \"/kind/bin/mount-product-files.sh\"}" \
+    | jq "del(.process.rlimits)"' >"$rootfs/etc/containerd/cri-base.json"
   # The base Dockerfile's systemd steps.
   rm -f "$rootfs"/lib/systemd/system/sysinit.target.wants/systemd-tmpfiles-setup.service \
         "$rootfs"/lib/systemd/system/multi-user.target.wants/* "$rootfs"/etc/systemd/system/*.wants/* \
