@@ -13,6 +13,7 @@ a reader finds afterwards: an acknowledged record that is missing is lost.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -443,8 +444,11 @@ def test_spark_pipeline_in_cluster_mode(kube, provider):
         ["bash", str(ROOT / "spark-on-k8s" / "k8s" / "submit.sh"), "--cluster", CLUSTER, "--namespace", NAMESPACE,
          "--pipeline", "tumbling", "--image", image, "--generate", "300", "--cpu-request", "250m", "--wait"],
         capture_output=True, text=True, timeout=1500,
-        env={**os.environ, "KUBECONFIG": kube.env_kubeconfig, "SPARK_SUBMIT": str(Path(sys.executable).with_name(
-            "spark-submit")), "PATH": f"{Path(tool('kubectl') or 'kubectl').parent}:{os.environ['PATH']}"})
+        env={**os.environ, "KUBECONFIG": kube.env_kubeconfig,
+             "SPARK_SUBMIT": str(Path(sys.executable).with_name("spark-submit")),
+             # the venv's pyspark: spark-submit looks for its home with whatever `python3` is first on PATH
+             "SPARK_HOME": str(Path(importlib.util.find_spec("pyspark").origin).parent),
+             "PATH": f"{Path(tool('kubectl') or 'kubectl').parent}:{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     measure("spark submit -> driver Succeeded (tumbling, 300 events)", f"{time.monotonic() - start:.0f} s")
     printed = re.search(r"(\d+) rows in page-views-10s", result.stdout)
