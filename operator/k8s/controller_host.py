@@ -59,9 +59,13 @@ from tinystream.operator.controller import (
     ReassignPartitions,
     UndrainBroker,
 )
+from tinystream.operator.controller.config import overrides_from_settings
+from tinystream.operator.controller.errors import StateFormatError
 from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.k8s.errors import KubeApiError
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.status_store import ClusterStatusStore
 from tinystream.operator.k8s.topics import AlterConfig, GrowPartitions, TopicAction, TopicView
@@ -174,15 +178,27 @@ class OperatorController:
                 return service
             store = self.store_factory(self._client, cluster)
             try:
+                overrides = {**self.config_overrides, **await self._cluster_settings(cluster)}
                 service = await ControllerService.open(store, clock=self.clock, timing=self.timing,
-                                                       config_overrides=self.config_overrides)
-            except (OSError, StateFileError) as exc:
+                                                       config_overrides=overrides)
+            except (OSError, StateFileError, StateFormatError) as exc:
                 raise ControllerUnavailable(f"cannot open the controller state of {cluster}: {exc}") from exc
             self._services[cluster] = service
             self._drivers[cluster] = asyncio.create_task(service.run_driver(), name=f"controller-{cluster}")
             log.info("controller of %s: cluster id %s, metadata version %d", cluster,
                      service.image.cluster_id, service.image.version)
             return service
+
+    async def _cluster_settings(self, cluster: ClusterKey) -> dict[str, Any]:
+        """ControllerConfig fields the cluster's spec.config sets (default.replication.factor, ...).
+
+        Read when the cluster's controller opens; a later edit takes effect at the next open
+        (an operator restart)."""
+        try:
+            obj = await self._client.get(API_VERSION, CLUSTER_KIND, cluster.name, cluster.namespace)
+        except KubeApiError as exc:
+            raise StateFileError(f"cannot read TinyStreamCluster {cluster}: {exc}") from exc
+        return overrides_from_settings(((obj or {}).get("spec") or {}).get("config") or {})
 
     async def forget(self, cluster: ClusterKey) -> None:
         await self._close(cluster)
