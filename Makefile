@@ -67,7 +67,9 @@ test-slow: $(VENV)/.tools
 
 # The real-cluster suite: every Kubernetes binary (Go module proxy), then the
 # offline kind node image where kind's stock one cannot be pulled (podman,
-# root), then e2e/kind on a 3-node kind cluster. Cold ~35 min, warm ~15 min.
+# root), then e2e/kind on a 3-node kind cluster. Measured on 2 cores: warm ~17 min
+# (almost all of it the suite); cold adds the binaries (~17-25 min), the node image
+# (~2.5 min), the broker and Spark images (~4 min).
 test-kind: $(VENV)/.installed
 	bash tools/k8s/build-binaries.sh
 	bash tools/k8s/build-node-image.sh --if-needed
