@@ -5,6 +5,7 @@
 #
 #   tools/build-base-image.sh                    # -> tinystream-base:bookworm
 #   docker build --build-arg BASE_IMAGE=tinystream-base:bookworm -t tinystream:dev .
+#   ENGINE=podman tools/build-base-image.sh      # into podman's store (the kind suite's offline path)
 #
 # The machine's CA bundle and pip settings go into the base, so pip inside the
 # build reaches PyPI the way the host does (a TLS-inspecting proxy's CA, say).
@@ -12,6 +13,8 @@ set -euo pipefail
 
 TAG="${TAG:-tinystream-base:bookworm}"
 MIRROR="${MIRROR:-http://deb.debian.org/debian}"
+ENGINE="${ENGINE:-docker}"
+docker() { command "$ENGINE" "$@"; }
 
 if docker image inspect "$TAG" >/dev/null 2>&1; then
   echo "base image: $TAG (already built)"

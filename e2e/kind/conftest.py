@@ -1,18 +1,25 @@
-"""The kind end-to-end suite: a real Kubernetes (kind in Docker), the chart, the image.
+"""The kind end-to-end suite: a real Kubernetes (kind), the chart with its CRDs, the real image.
 
-It runs wherever a Docker engine, kind, helm and kubectl are available, and
-skips with the reason (and the install command) everywhere else. The whole
-session shares one kind cluster, created from kind-config.yaml and deleted
-at the end (TINYSTREAM_E2E_KEEP=1 keeps it for debugging).
+The whole session shares one kind cluster (1 control plane + 2 workers in two
+zones), created from kind-config.yaml and deleted at the end
+(TINYSTREAM_E2E_KEEP=1 keeps it for debugging; TINYSTREAM_E2E_REUSE=1 then runs
+chosen tests on it as it is, e.g. `-k failover`). The provider is chosen by
+kind_helpers.choose_provider(): kind's stock node image where Docker can pull
+it, else the offline node image with podman. Where neither can run, every
+test skips with the exact reason and the command that fixes it.
 
-    bash tools/install-kind.sh && bash tools/install-helm.sh
-    .venv/bin/python -m pytest e2e/kind -v          # or: bash e2e/kind/run.sh
+    make test-kind                                  # builds what is missing, then runs this suite
+    .venv/bin/python -m pytest e2e/kind -v -m kind  # the suite alone
+
+Measurements (helm install -> Ready, failover, records acked/lost, creation
+times) are collected in `MEASURED` and printed at the end of the run.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,41 +28,94 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "image"))
 
 from image_build import build_image  # noqa: E402
-from kind_helpers import HERE, IMAGE_REPO, IMAGE_TAGS, KIND_CLUSTER, NODE_IMAGE, ROOT, Kube, go_bin, missing_tools, run  # noqa: E402
+from kind_helpers import (  # noqa: E402
+    IMAGE_REPO,
+    IMAGE_TAGS,
+    KIND_CLUSTER,
+    MEASURED,
+    ROOT,
+    Kube,
+    Provider,
+    choose_provider,
+    kind_config,
+    load_image,
+    measure,
+    wire_pod_network,
+)
+from manifests import NAMESPACE  # noqa: E402
 
 
-def pytest_collection_modifyitems(config, items):
-    # A conftest hook sees every collected item of the session: touch only ours.
-    ours = [item for item in items if HERE in Path(str(item.path)).parents]
-    if not ours:
-        return
-    missing = missing_tools()
-    if missing:
-        skip = pytest.mark.skip(reason="kind e2e needs " + "; ".join(missing))
-        for item in ours:
-            item.add_marker(skip)
+def pytest_terminal_summary(terminalreporter):
+    if MEASURED:
+        terminalreporter.section("kind e2e measurements")
+        for name, value in MEASURED.items():
+            terminalreporter.write_line(f"{name}: {value}")
 
 
 @pytest.fixture(scope="session")
-def kind_cluster(tmp_path_factory) -> Kube:
-    kind = go_bin("kind")
-    kubeconfig = tmp_path_factory.mktemp("kind") / "kubeconfig"
-    run(kind, "create", "cluster", "--name", KIND_CLUSTER, "--config", str(HERE / "kind-config.yaml"),
-        "--image", NODE_IMAGE, "--kubeconfig", str(kubeconfig), "--wait", "180s", timeout=900)
+def provider() -> Provider:
+    chosen = choose_provider()
+    if isinstance(chosen, str):
+        pytest.skip(chosen)
+    measure("provider", f"{chosen.name} ({chosen.engine}, node image {chosen.node_image.split('@')[0]})")
+    return chosen
+
+
+def load_broker_image(provider: Provider, tmp: Path) -> None:
+    """The project's image under both tags, built by the provider's engine and loaded into every node."""
+    first = f"{IMAGE_REPO}:{IMAGE_TAGS[0]}"
+    start = time.monotonic()
+    build_image(first, engine=provider.engine)
+    for tag in IMAGE_TAGS[1:]:  # same image, another name: a tag change is an image change for the StatefulSet
+        provider.engine_cmd("tag", first, f"{IMAGE_REPO}:{tag}")
+    measure("broker image build", f"{time.monotonic() - start:.0f} s")
+    start = time.monotonic()
+    load_image(provider, [f"{IMAGE_REPO}:{tag}" for tag in IMAGE_TAGS], tmp)
+    measure("broker image load", f"{time.monotonic() - start:.0f} s")
+
+
+@pytest.fixture(scope="session")
+def kind_cluster(provider: Provider) -> Kube:
+    # Not under pytest's basetemp: other pytest runs on the machine rotate /tmp/pytest-of-<user>.
+    tmp = ROOT / ".cache" / "kind-e2e"
+    tmp.mkdir(parents=True, exist_ok=True)
+    kubeconfig, config = tmp / "kubeconfig", tmp / "kind-config.yaml"
+    config.write_text(kind_config(provider))
+    kube = Kube(kubeconfig)
+    if os.environ.get("TINYSTREAM_E2E_REUSE") == "1" and KIND_CLUSTER in provider.kind("get", "clusters").stdout:
+        # Debugging: the cluster a TINYSTREAM_E2E_KEEP=1 run left, as it is (images, release, objects).
+        kubeconfig.write_text(provider.kind("get", "kubeconfig", "--name", KIND_CLUSTER).stdout)
+        yield kube
+        return
+    provider.kind("delete", "cluster", "--name", KIND_CLUSTER, check=False, timeout=300)  # a leftover run
+    start = time.monotonic()
+    wait = () if provider.own_cni else ("--wait", "300s")  # without a CNI no node is Ready until wired
+    provider.kind("create", "cluster", "--name", KIND_CLUSTER, "--config", str(config), "--image",
+                  provider.node_image, "--kubeconfig", str(kubeconfig), *wait, timeout=900)
     try:
-        build_image(f"{IMAGE_REPO}:{IMAGE_TAGS[0]}")  # the Dockerfile's base, or a local one without Docker Hub
-        for tag in IMAGE_TAGS:  # same image, two names: a tag change is an image change for the StatefulSet
-            run("docker", "tag", f"{IMAGE_REPO}:{IMAGE_TAGS[0]}", f"{IMAGE_REPO}:{tag}")
-            run(kind, "load", "docker-image", f"{IMAGE_REPO}:{tag}", "--name", KIND_CLUSTER, timeout=900)
-        yield Kube(kubeconfig)
+        if provider.own_cni:
+            wire_pod_network(provider, kube)
+        kube.kubectl("wait", "nodes", "--all", "--for=condition=Ready", "--timeout=300s", namespace=None, timeout=360)
+        for ns, deploy in (("kube-system", "coredns"), ("local-path-storage", "local-path-provisioner")):
+            kube.kubectl("rollout", "status", f"deploy/{deploy}", "--timeout=300s", namespace=ns, timeout=360)
+        measure("cluster creation (3 nodes Ready, DNS and storage up)", f"{time.monotonic() - start:.0f} s")
+        load_broker_image(provider, tmp)
+        yield kube
     finally:
         if os.environ.get("TINYSTREAM_E2E_KEEP") != "1":
-            run(kind, "delete", "cluster", "--name", KIND_CLUSTER, check=False, timeout=300)
+            provider.kind("delete", "cluster", "--name", KIND_CLUSTER, check=False, timeout=300)
 
 
 @pytest.fixture(scope="session")
 def installed(kind_cluster: Kube) -> Kube:
+    """The chart installed as a user would: CRDs included (no --skip-crds), the operator Ready."""
+    kind_cluster.helm_install_started = time.monotonic()
+    if os.environ.get("TINYSTREAM_E2E_REUSE") == "1" and kind_cluster.helm("status", "ts", check=False).returncode == 0:
+        return kind_cluster
     kind_cluster.helm("install", "ts", str(ROOT / "charts" / "tinystream"), "--create-namespace",
                       "--set", f"image.repository={IMAGE_REPO}", "--set", f"image.tag={IMAGE_TAGS[0]}",
-                      "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m")
+                      "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m", timeout=400)
+    measure("helm install --wait (CRDs + operator Ready)",
+            f"{time.monotonic() - kind_cluster.helm_install_started:.0f} s")
+    assert NAMESPACE in kind_cluster.kubectl("get", "ns", "-o", "name", namespace=None).stdout
     return kind_cluster

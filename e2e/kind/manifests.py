@@ -44,3 +44,66 @@ spec:
   config:
     min.insync.replicas: 2
 """
+
+
+WRITES = "writes"  # the topic of the failure tests' acks=all writer
+CLIENT_POD = "e2e-client"
+
+
+def writes_topic() -> str:
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: Topic
+metadata:
+  name: {WRITES}
+  namespace: {NAMESPACE}
+spec:
+  cluster: {CLUSTER}
+  partitions: 3
+  replicationFactor: 3
+  config:
+    min.insync.replicas: 2
+"""
+
+
+def client_pod(image: str) -> str:
+    """A pod of the project's image that only waits: the in-cluster Kafka clients run in it (inpod_client.py)."""
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {CLIENT_POD}
+  namespace: {NAMESPACE}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: client
+      image: {image}
+      imagePullPolicy: Never
+      command: ["python3", "-c", "import time; time.sleep(10**9)"]
+"""
+
+
+def bad_topic(name: str, spec: str) -> str:
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: Topic
+metadata:
+  name: {name}
+  namespace: {NAMESPACE}
+spec:
+  cluster: {CLUSTER}
+{spec}
+"""
+
+
+def bad_cluster(name: str, spec: str) -> str:
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: TinyStreamCluster
+metadata:
+  name: {name}
+  namespace: {NAMESPACE}
+spec:
+{spec}
+"""

@@ -88,3 +88,23 @@ _NAMES = {
     "preferred_leader_election": "preferred.leader.election",
     "max_partitions": "max.partitions",
 }
+
+
+def overrides_from_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The ControllerConfig fields named (by Kafka name) among `settings`, typed; other keys are ignored.
+
+    A TinyStreamCluster's spec.config holds broker settings and these cluster-wide ones together, values
+    integer-or-string (booleans quoted). Found on a real cluster: `default.replication.factor: 3` there
+    reached the brokers but not the controller, which created every RF -1 topic (KIP-464) with 1."""
+    by_key = {key: attr for attr, key in _NAMES.items()}
+    picked = {key: value for key, value in settings.items() if key in by_key}
+    typed: dict[str, Any] = {}
+    for key, value in picked.items():
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            value = value.strip().lower() == "true"
+        elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        typed[key] = value
+    parsed = ControllerConfig.from_dict(typed)  # StateFormatError names a bad value
+    return {by_key[key]: getattr(parsed, by_key[key]) for key in typed}
+

@@ -64,11 +64,14 @@ from tinystream.operator.controller import (
     ReassignPartitions,
     UndrainBroker,
 )
+from tinystream.operator.controller.config import overrides_from_settings
+from tinystream.operator.controller.errors import StateFormatError
 from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.controller_secret import SecretSource
 from tinystream.operator.k8s.errors import KubeApiError
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.status_store import ClusterStatusStore
 from tinystream.operator.k8s.topics import AlterConfig, GrowPartitions, TopicAction, TopicView
@@ -199,9 +202,10 @@ class OperatorController:
             except (KubeApiError, LookupError, OSError) as exc:
                 raise ControllerUnavailable(f"cannot read or make the controller secret of {cluster}: {exc}") from exc
             try:
+                overrides = {**self.config_overrides, **await self._cluster_settings(cluster)}
                 service = await ControllerService.open(store, clock=self.clock, timing=self.timing,
-                                                       config_overrides=self.config_overrides)
-            except (OSError, StateFileError) as exc:
+                                                       config_overrides=overrides)
+            except (OSError, StateFileError, StateFormatError) as exc:
                 raise ControllerUnavailable(f"cannot open the controller state of {cluster}: {exc}") from exc
             self._services[cluster] = service
             self._drivers[cluster] = asyncio.create_task(service.run_driver(), name=f"controller-{cluster}")
@@ -213,6 +217,17 @@ class OperatorController:
         log.warning("another operator took over the controller state of %s: no longer serving it", cluster)
         asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.forget(cluster)))
 
+    async def _cluster_settings(self, cluster: ClusterKey) -> dict[str, Any]:
+        """ControllerConfig fields the cluster's spec.config sets (default.replication.factor, ...).
+
+        Read when the cluster's controller opens; a later edit takes effect at the next open
+        (an operator restart)."""
+        try:
+            obj = await self._client.get(API_VERSION, CLUSTER_KIND, cluster.name, cluster.namespace)
+        except KubeApiError as exc:
+            raise StateFileError(f"cannot read TinyStreamCluster {cluster}: {exc}") from exc
+        return overrides_from_settings(((obj or {}).get("spec") or {}).get("config") or {})
+
     async def forget(self, cluster: ClusterKey) -> None:
         await self._close(cluster)
         self._opening.pop(cluster, None)
@@ -222,7 +237,8 @@ class OperatorController:
     async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
         try:
             service = await self.attach(cluster)
-        except ControllerUnavailable:
+        except ControllerUnavailable as exc:  # said out loud: on a real cluster a refused save hid here
+            log.warning("controller of %s unavailable: %s", cluster, exc)
             return None
         return tuple(
             PartitionView(topic=name, partition=p.partition, leader=p.leader, replicas=tuple(p.replicas),

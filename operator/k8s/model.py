@@ -124,6 +124,8 @@ class OperatorContext:
     """Facts about the running operator that the owned objects depend on."""
 
     broker_image: str = "tinystream:0.1.0"
-    operator_service: str = "tinystream.tinystream.svc"  # DNS name of the operator's Service
+    #: Fully qualified DNS name of the operator's Service: it is the target of ExternalName Services,
+    #: and a resolver does not search-expand a CNAME target (found on a real cluster: `x.ns.svc` did not resolve).
+    operator_service: str = "tinystream.tinystream.svc.cluster.local"
     controller_port: int = CONTROLLER_PORT
     dashboard_port: int = DASHBOARD_PORT  # the operator's dashboard (and its Service's port)

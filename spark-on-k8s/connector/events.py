@@ -158,10 +158,15 @@ def produce_events(
     return count
 
 
-def create_topic(bootstrap: str, topic: str, *, partitions: int = 3, timeout_s: float = 30.0) -> None:
-    """Create a topic; an existing one is fine."""
+def create_topic(bootstrap: str, topic: str, *, partitions: int = 3, timeout_s: float = 30.0,
+                 replication_factor: int = -1) -> None:
+    """Create a topic; an existing one is fine.
+
+    The replication factor defaults to the cluster's own (`default.replication.factor`: -1 in
+    CreateTopics, KIP-464). It was 1: on a real cluster with min.insync.replicas=2 (e2e/kind) every
+    acks=all write to the pipeline's topics then failed with NOT_ENOUGH_REPLICAS."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=timeout_s)
+    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor)], request_timeout=timeout_s)
     for future in futures.values():
         try:
             future.result(timeout_s)

@@ -3,6 +3,7 @@
 #
 #   spark-on-k8s/k8s/submit.sh --cluster demo [--namespace tinystream] [--pipeline tumbling]
 #       [--image tinystream-spark:0.1.0] [--generate 2000] [--continuous] [--wait]
+#       [--cpu-request 250m]   # driver and executor CPU requests (Spark asks 1 CPU each by default)
 #
 # What it does:
 #   1. applies rbac.yaml and checkpoint-pvc.yaml in the namespace (idempotent);
@@ -26,6 +27,7 @@ GENERATE=""
 TRIGGER="available-now"
 WAIT=1
 EXECUTORS=1
+CPU_REQUEST=""
 SPARK_SUBMIT="${SPARK_SUBMIT:-$(command -v spark-submit || true)}"
 
 usage() { sed -n '2,20p' "$0"; exit "${1:-0}"; }
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
     --image) IMAGE="$2"; shift 2 ;;
     --generate) GENERATE="$2"; shift 2 ;;
     --executors) EXECUTORS="$2"; shift 2 ;;
+    --cpu-request) CPU_REQUEST="$2"; shift 2 ;;
     --continuous) TRIGGER="continuous"; WAIT=0; shift ;;
     --wait) WAIT=1; shift ;;
     -h|--help) usage 0 ;;
@@ -57,6 +60,11 @@ BOOTSTRAP="$SERVICE.$NAMESPACE.svc:$PORT"
 SERVER="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 APP="tinystream-$PIPELINE-$(date +%s)"
 ARGS=(--bootstrap "$BOOTSTRAP" --trigger "$TRIGGER" --checkpoint "/checkpoints/$APP")
+# On a small cluster (kind on a laptop) 1 CPU per pod may not fit: the driver and executors share the
+# node of the checkpoint claim (ReadWriteOnce).
+CONF=()
+[ -n "$CPU_REQUEST" ] && CONF+=(--conf "spark.kubernetes.driver.request.cores=$CPU_REQUEST"
+                              --conf "spark.kubernetes.executor.request.cores=$CPU_REQUEST")
 [ -n "$GENERATE" ] && ARGS+=(--generate "$GENERATE")
 
 echo "submitting $PIPELINE as $APP against $BOOTSTRAP (image $IMAGE)"
@@ -78,6 +86,7 @@ echo "submitting $PIPELINE as $APP against $BOOTSTRAP (image $IMAGE)"
   --conf spark.sql.shuffle.partitions=4 \
   --conf spark.sql.session.timeZone=UTC \
   --conf spark.pyspark.python=/opt/venv/bin/python \
+  "${CONF[@]}" \
   --py-files local:///opt/tinystream/pipelines/common.py \
   "local:///opt/tinystream/pipelines/$PIPELINE.py" "${ARGS[@]}"
 

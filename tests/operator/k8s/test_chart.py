@@ -154,6 +154,16 @@ def test_operator_deployment_is_locked_down_and_probed():
     assert pod["serviceAccountName"] == sa["metadata"]["name"]
 
 
+@pytest.mark.parametrize(("extra", "domain"), [((), "cluster.local"), (("--set", "clusterDomain=k8s.example"), "k8s.example")])
+def test_operator_service_name_is_fully_qualified(extra, domain):
+    """The name becomes an ExternalName Service's target (a CNAME), which resolvers do not search-expand:
+    on a real cluster `ts-tinystream.<ns>.svc` left the brokers unable to reach the controller API."""
+    deployment, = by_kind(render(HELM, *extra, namespace="streaming"), "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    service, = by_kind(render(HELM, *extra, namespace="streaming"), "Service")
+    assert env["TINYSTREAM_OPERATOR_SERVICE"] == f"{service['metadata']['name']}.streaming.svc.{domain}"
+
+
 def test_rbac_is_least_privilege():
     for values in VALUE_SETS.values():
         for doc in render(HELM, *values, namespace="streaming"):

@@ -50,7 +50,8 @@ def test_operator_context_outside_a_cluster_keeps_defaults_and_serialises():
     ctx = cli.operator_context({}, OperatorSettings())
     assert ctx == OperatorContext(controller_port=OperatorSettings().controller_port,
                                   dashboard_port=OperatorSettings().dashboard_port)
-    assert json.loads(json.dumps(dataclasses.asdict(ctx)))["operator_service"] == "tinystream.tinystream.svc"
+    assert json.loads(json.dumps(dataclasses.asdict(ctx)))["operator_service"] == \
+        "tinystream.tinystream.svc.cluster.local"
     assert cli.operator_context({"TINYSTREAM_OPERATOR_SERVICE": "op.ns.svc"}, OperatorSettings()).operator_service == "op.ns.svc"
 
 

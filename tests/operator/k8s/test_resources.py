@@ -25,7 +25,8 @@ from tinystream.operator.k8s.resources import (
     statefulset,
 )
 
-CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts-op.ops.svc", controller_port=9091)
+CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts-op.ops.svc.cluster.local",
+                      controller_port=9091)
 BODY = {
     "apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamCluster",
     "metadata": {"name": "demo", "namespace": "streaming", "uid": "uid-1", "generation": 4},
@@ -98,7 +99,7 @@ def test_services_route_to_brokers_and_operator(spec):
     client = objs[("Service", "demo-kafka")]["spec"]
     sts = objs[("StatefulSet", "demo-broker")]["spec"]
     assert client["selector"] == sts["selector"]["matchLabels"]
-    assert objs[("Service", "demo-controller")]["spec"]["externalName"] == "ts-op.ops.svc"
+    assert objs[("Service", "demo-controller")]["spec"]["externalName"] == "ts-op.ops.svc.cluster.local"
     dashboard = objs[("Service", "demo-dashboard")]["spec"]
     assert dashboard["ports"][0]["port"] == 3200  # the operator serves every cluster's dashboard
     assert dashboard["type"] == "ExternalName" and dashboard["externalName"] == CTX.operator_service
