@@ -66,13 +66,20 @@ def test_instrumented_handlers_keep_their_kopf_ids():
                        "topic_health"}
 
 
+class NoClusters:
+    """A Kubernetes API that has no TinyStreamCluster objects (the controller reads spec.config on open)."""
+
+    async def get(self, *_args, **_kwargs):
+        return None
+
+
 async def test_operator_serves_metrics_with_every_clusters_controller_series():
     metrics = OperatorMetrics()
     metrics.observe("cluster_health", 0.01)
     host = OperatorController(host="127.0.0.1", port=0, timing=DriverTiming(tick_interval_s=0.2),
                               store_factory=lambda client, key: MemoryStateStore(),
                               secret_source=memory_secret, metrics=metrics.controller)
-    await host.start(client=object())  # the memory stores never use the client
+    await host.start(client=NoClusters())  # memory stores; the clusters' spec.config is read (none here)
     try:
         await host.attach(ClusterKey("ns", "demo"))
         await host.attach(ClusterKey("other", "big"))
