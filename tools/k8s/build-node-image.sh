@@ -97,7 +97,10 @@ BASE_STAMP="$KIND_VERSION-$(echo "$PACKAGES" | sha256sum | cut -c1-12)-r$BASE_RE
 KIND_SRC=$(cd /tmp && go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
 [[ -d "$KIND_SRC/images/base/files" ]] || die "kind $KIND_VERSION's module has no images/base/files"
 
-if [[ "$(image_label "$BASE_IMAGE" io.tinystream.stamp)" != "$BASE_STAMP" ]]; then
+# Stage 2 copies binaries out of the rootfs: rebuild the base when its image or its rootfs is missing
+# (another checkout's podman storage can hold the image without this .cache).
+if [[ "$(image_label "$BASE_IMAGE" io.tinystream.stamp)" != "$BASE_STAMP" \
+      || ! -f "$CACHE/base-rootfs/.debootstrap-$BASE_STAMP" ]]; then
   rootfs="$CACHE/base-rootfs"
   if [[ ! -f "$rootfs/.debootstrap-$BASE_STAMP" ]]; then
     rm -rf "$rootfs" && mkdir -p "$rootfs"
