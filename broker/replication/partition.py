@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from tinystream.broker.errors import ErrorCode, code_for_log_error
 from tinystream.broker.replication.idempotence import SEQUENCE_MODULUS, ProducerStateTable, Verdict
-from tinystream.broker.storage.base import LogError, PartitionLog, ReadResult
+from tinystream.broker.storage.base import AppendResult, LogError, PartitionLog, ReadResult
 from tinystream.broker.storage.batch import (
     CONTROL_BIT,
     TRANSACTIONAL_BIT,
@@ -240,12 +240,10 @@ class Partition:
                 )
             if check.verdict is Verdict.REJECT:
                 return AppendOutcome(check.error, message=check.message)
-        try:
-            result = self.log.append(batch, leader_epoch=self.leader_epoch, now_ms=now_ms, header=header)
-        except LogError as exc:
-            return AppendOutcome(code_for_log_error(exc), message=str(exc))
-        except OSError as exc:
-            return AppendOutcome(ErrorCode.kafka_storage_error, message=str(exc))
+        result, refused = self._log_append(batch, header, now_ms)
+        if refused is not None:
+            return refused
+        assert result is not None
         if producer_id >= 0:
             self.producers.record(
                 producer_id, epoch, first_seq, last_seq, result.base_offset, result.last_offset,
@@ -261,6 +259,16 @@ class Partition:
             hw_moved=self._maybe_advance_hw(),
             appended_bytes=len(batch),
         )
+
+    def _log_append(self, batch: bytes | memoryview, header: BatchHeader,
+                    now_ms: int) -> tuple[AppendResult | None, AppendOutcome | None]:
+        """Append to the log as leader; (result, None), or (None, the refusal) when the log says no."""
+        try:
+            return self.log.append(batch, leader_epoch=self.leader_epoch, now_ms=now_ms, header=header), None
+        except LogError as exc:
+            return None, AppendOutcome(code_for_log_error(exc), message=str(exc))
+        except OSError as exc:
+            return None, AppendOutcome(ErrorCode.kafka_storage_error, message=str(exc))
 
     def append_marker(
         self, *, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
@@ -284,12 +292,10 @@ class Partition:
         batch = build_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                              coordinator_epoch=coordinator_epoch, timestamp=now_ms)
         header = read_header(batch)
-        try:
-            result = self.log.append(batch, leader_epoch=self.leader_epoch, now_ms=now_ms, header=header)
-        except LogError as exc:
-            return AppendOutcome(code_for_log_error(exc), message=str(exc))
-        except OSError as exc:
-            return AppendOutcome(ErrorCode.kafka_storage_error, message=str(exc))
+        result, refused = self._log_append(batch, header, now_ms)
+        if refused is not None:
+            return refused
+        assert result is not None
         self._end_txn(producer_id, producer_epoch, result.base_offset,
                       ControlType.COMMIT if commit else ControlType.ABORT, now_ms)
         self._coordinator_epochs[producer_id] = coordinator_epoch
