@@ -32,6 +32,7 @@ requests pipelined on one connection reach the log in the order sent.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import struct
 from typing import Any
@@ -107,7 +108,7 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
                 if header is None:
                     rejected[tp] = AppendOutcome(error, message=message)
                 elif (schema := spec.configs.get(value_schema.SCHEMA_CONFIG)) and (
-                    refused := _schema_check(ctx, tp, pdata.records, schema)
+                    refused := await _schema_check(ctx, tp, pdata.records, header, schema)
                 ):
                     rejected[tp] = refused
                 elif header.attributes & TRANSACTIONAL_BIT and txn_id and _needs_verification(ctx, txn_id, tp, header):
@@ -191,7 +192,15 @@ async def _verify(
     return accepted
 
 
-def _schema_check(ctx: BrokerContext, tp: TopicPartition, records: bytes, schema: str) -> AppendOutcome | None:
+#: Batches this large, and every compressed one (a small batch may hold 64 MiB
+#: of values), are validated on a worker thread, so validation cannot stall the
+#: event loop (heartbeats, other clients).
+OFF_LOOP_VALIDATION_BYTES = 256 * 1024
+
+
+async def _schema_check(
+    ctx: BrokerContext, tp: TopicPartition, records: bytes, header: BatchHeader, schema: str
+) -> AppendOutcome | None:
     """INVALID_RECORD naming the first record that breaks the topic's schema; None if all pass.
 
     Only the leader validates: elsewhere the append answers NOT_LEADER_OR_FOLLOWER
@@ -201,7 +210,10 @@ def _schema_check(ctx: BrokerContext, tp: TopicPartition, records: bytes, schema
     if partition is None or not partition.is_leader:
         return None
     try:
-        found = value_schema.violation(records, schema)
+        if len(records) >= OFF_LOOP_VALIDATION_BYTES or header.attributes & CODEC_MASK:
+            found = await asyncio.to_thread(value_schema.violation, records, schema)
+        else:
+            found = value_schema.violation(records, schema)
     except value_schema.InvalidSchema as exc:  # stored before validation existed, or altered behind our back
         return AppendOutcome(ErrorCode.invalid_record, message=f"the topic's value schema is unusable: {exc}")
     if found is None:

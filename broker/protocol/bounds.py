@@ -9,6 +9,12 @@ their `kafka_type` metadata; no layout is restated here) and refuses any varint
 longer than five bytes, any length or count past 2**31 - 1, and any string,
 array or tagged field longer than the bytes actually left.
 
+It also caps the array items of one request at `MAX_REQUEST_ITEMS`: a 100 MiB
+request can hold 10^8 one-byte items (empty strings), which decode into as many
+Python objects over many seconds; no real request comes near the cap (the
+largest are bounded by max.partitions), so it is refused from the declared
+counts alone, before anything is decoded.
+
 It also refuses a null (-1 length) in a field the schema says is not
 nullable: kio would hand such a field over as None, and handlers rightly
 expect a list or a string there (found by fuzzing too).
@@ -53,10 +59,21 @@ _FIXED = {
     "uuid": 16,
 }
 _INT31 = 2**31 - 1
+#: Array items (at every depth) one request may declare.
+MAX_REQUEST_ITEMS = 1_000_000
 
-# A step reads from buf at pos (never past end) and returns the new position. `sink`,
-# when a list, collects the tagged-field sections that hold tags kio does not know.
-Step = Callable[[Any, int, int, Any], int]
+
+
+@dataclasses.dataclass(slots=True)
+class _Walk:
+    """State of one walk: the unknown-tag sections found (when asked for) and the items still allowed."""
+
+    unknown: list[Any] | None
+    items_left: int = MAX_REQUEST_ITEMS
+
+
+# A step reads from buf at pos (never past end) and returns the new position.
+Step = Callable[[Any, int, int, _Walk], int]
 
 
 def check_entity(
@@ -70,7 +87,7 @@ def check_entity(
     """
     if end is None:
         end = len(buf)
-    return _entity_step(entity_type)(buf, pos, end, sink)
+    return _entity_step(entity_type)(buf, pos, end, _Walk(sink))
 
 
 def strip_unknown_tags(buf: Any, sections: list[Any]) -> bytes:
@@ -111,7 +128,7 @@ def read_uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
 
 
 def _fixed(size: int) -> Step:
-    def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
+    def step(buf: Any, pos: int, end: int, walk: _Walk) -> int:
         pos += size
         if pos > end:
             raise MalformedRequest("truncated field")
@@ -135,7 +152,7 @@ def _compact_length(buf: Any, pos: int, end: int) -> tuple[int, int]:
 def _sized(flexible: bool, width: int, nullable: bool) -> Step:
     """string / bytes / records: compact length or legacy int16 / int32 length."""
 
-    def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
+    def step(buf: Any, pos: int, end: int, walk: _Walk) -> int:
         if flexible:
             n, pos = _compact_length(buf, pos, end)
         else:
@@ -155,7 +172,7 @@ def _sized(flexible: bool, width: int, nullable: bool) -> Step:
 
 
 def _array(flexible: bool, item: Step, item_size: int | None, nullable: bool) -> Step:
-    def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
+    def step(buf: Any, pos: int, end: int, walk: _Walk) -> int:
         if flexible:
             n, pos = _compact_length(buf, pos, end)
         else:
@@ -169,27 +186,30 @@ def _array(flexible: bool, item: Step, item_size: int | None, nullable: bool) ->
             return pos
         if n > end - pos:  # every item takes at least one byte
             raise MalformedRequest(f"array of {n} items past the end of the request")
+        walk.items_left -= n
+        if walk.items_left < 0:
+            raise MalformedRequest(f"more than {MAX_REQUEST_ITEMS} array items in one request")
         if item_size is not None:
             pos += n * item_size
             if pos > end:
                 raise MalformedRequest("array past the end of the request")
             return pos
         for _ in range(n):
-            pos = item(buf, pos, end, sink)
+            pos = item(buf, pos, end, walk)
         return pos
 
     return step
 
 
 def _nullable_entity(inner: Step) -> Step:
-    def step(buf: Any, pos: int, end: int, sink: Any = None) -> int:
+    def step(buf: Any, pos: int, end: int, walk: _Walk) -> int:
         if pos >= end:
             raise MalformedRequest("truncated struct marker")
         marker = buf[pos]
         pos += 1
         if marker == 0xFF:  # -1: null (KIP-893)
             return pos
-        return inner(buf, pos, end, sink)
+        return inner(buf, pos, end, walk)
 
     return step
 
@@ -236,9 +256,9 @@ def _entity_step(entity_type: type) -> Step:
         else:
             tagged[int(tag)] = step
 
-    def walk(buf: Any, pos: int, end: int, sink: Any = None) -> int:
+    def walk_entity(buf: Any, pos: int, end: int, walk: _Walk) -> int:
         for step in steps:
-            pos = step(buf, pos, end, sink)
+            pos = step(buf, pos, end, walk)
         if not flexible:
             return pos
         count_start = pos
@@ -255,14 +275,14 @@ def _entity_step(entity_type: type) -> Step:
                 raise MalformedRequest(f"tagged field {tag} of {size} bytes past the end of the request")
             known = tagged.get(tag)
             if known is not None:
-                stop = known(buf, pos, pos + size, sink)
+                stop = known(buf, pos, pos + size, walk)
                 if stop != pos + size:
                     raise MalformedRequest(f"tagged field {tag} does not fill its {size} bytes")
             else:
                 unknown.append((tag_start, pos + size))
             pos += size
-        if unknown and sink is not None:
-            sink.append((count_start, count_end, count - len(unknown), unknown))
+        if unknown and walk.unknown is not None:
+            walk.unknown.append((count_start, count_end, count - len(unknown), unknown))
         return pos
 
-    return walk
+    return walk_entity

@@ -11,8 +11,10 @@ its four bytes arrive, before any buffer is sized from it. Memory held per
 connection is what the peer actually sent, never what it declared.
 
 Zero copy where it can be: a frame lying inside one received chunk comes back as
-a memoryview of that chunk; only a frame spread over several chunks is joined
-(one copy).
+a memoryview of that chunk; a small frame spread over several chunks is joined
+(one copy). A large frame (from `ASSEMBLE_FROM` bytes) is appended to one
+growing buffer as its chunks arrive: the same one copy, spread over the reads
+instead of one long join (60 ms for 100 MiB) on the event loop.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ _SIZE = struct.Struct(">i")
 # every request starts with. Anything shorter cannot be a request.
 MIN_REQUEST_SIZE = 8
 
+ASSEMBLE_FROM = 1 << 20
+
 
 class FrameDecoder:
     """Splits a byte stream into size-prefixed frames."""
 
-    __slots__ = ("_chunks", "_buffered", "_offset", "_limit", "_need", "_closed")
+    __slots__ = ("_chunks", "_buffered", "_offset", "_limit", "_need", "_closed", "_large")
 
     def __init__(self, max_frame_size: int) -> None:
         self._chunks: deque[bytes] = deque()  # received, not yet consumed
@@ -41,23 +45,31 @@ class FrameDecoder:
         self._limit = max_frame_size
         self._need = -1  # size of the frame being received, -1 while reading the prefix
         self._closed = False  # an error was raised; the stream cannot be resynchronised
+        self._large: bytearray | None = None  # a large frame being assembled (its bytes left _chunks)
 
     @property
     def buffered(self) -> int:
         """Bytes received and not yet returned as frames."""
-        return self._buffered
+        return self._buffered + (len(self._large) if self._large is not None else 0)
 
     @property
     def in_frame(self) -> bool:
         """True while part of a frame (or its prefix) has arrived but not all of it."""
-        return self._buffered > 0
+        return self.buffered > 0
 
     def receive_data(self, data: bytes) -> None:
         if self._closed:
             raise InvalidFrame("stream already failed")
-        if data:
-            self._chunks.append(data)
-            self._buffered += len(data)
+        if not data:
+            return
+        if self._large is not None and (room := self._need - len(self._large)) > 0:
+            view = memoryview(data)
+            self._large += view[:room]
+            if len(data) <= room:
+                return
+            data = bytes(view[room:])  # the start of the next frame
+        self._chunks.append(data)
+        self._buffered += len(data)
 
     def next_frame(self) -> memoryview | None:
         """The next whole frame without its size prefix, or None if more data is needed.
@@ -78,9 +90,22 @@ class FrameDecoder:
                 self._closed = True
                 raise InvalidFrame(f"request size {size} is below the minimum {MIN_REQUEST_SIZE}")
             self._need = size
+        if self._need >= ASSEMBLE_FROM:
+            return self._assembled()
         if self._buffered < self._need:
             return None
         frame = self._take(self._need)
+        self._need = -1
+        return frame
+
+    def _assembled(self) -> memoryview | None:
+        """The large frame once all of it is in its buffer (receive_data appends to it)."""
+        if self._large is None:
+            self._large = bytearray(self._take(min(self._buffered, self._need)) if self._buffered else b"")
+        if len(self._large) < self._need:
+            return None
+        frame = memoryview(self._large).toreadonly()  # kio reads read-only buffers only
+        self._large = None
         self._need = -1
         return frame
 

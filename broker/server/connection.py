@@ -8,6 +8,7 @@ One `KafkaConnection` (an asyncio.Protocol) per client socket:
 - responses are written strictly in request order (Kafka's rule): a finished
   task waits until every earlier one on the connection has been written;
 - a request that wants no answer (Produce acks=0) yields None and is skipped;
+- one Fetch at a time per connection (its answer written before the next starts);
 - backpressure: reading and starting requests pause while `max_in_flight`
   requests are pending, while the transport's write buffer is full (the client
   is not reading: finished answers wait, unwritten, and count as pending), or
@@ -50,6 +51,27 @@ from tinystream.broker.protocol.framing import FrameDecoder
 from tinystream.broker.security.listener import peer_certificate_principal
 
 log = logging.getLogger(__name__)
+
+#: Requests this large are decoded on a worker thread (a 100 MiB frame of tiny
+#: array items takes seconds to decode; the event loop must keep serving).
+OFF_LOOP_DECODE_BYTES = 1 << 20
+
+
+def _api_key(frame: memoryview) -> int:
+    return int.from_bytes(frame[:2], "big", signed=True)
+
+
+def _named(frame: memoryview | bytes, exc: MalformedRequest) -> MalformedRequest:
+    """The same error, prefixed with the API, version and correlation id the frame declares."""
+    api_key, version, correlation_id = peek(frame)
+    return MalformedRequest(f"{api_versions.api_name(api_key)} v{version} correlation_id={correlation_id}: {exc}")
+
+
+def _extras(request: Request) -> dict[str, object]:
+    header = request.header
+    return {"api": api_versions.api_name(header.api_key), "api_version": header.api_version,
+            "correlation_id": header.correlation_id, "client_id": header.client_id}
+
 
 class Dispatcher(Protocol):
     def dispatch(self, request: Request, client: ClientInfo) -> Awaitable[bytes | None | object]:
@@ -135,6 +157,7 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._draining = False
+        self._held: memoryview | None = None  # a received Fetch waiting for the previous one to be written
         self._closed = False
         self.last_active = time.monotonic()
 
@@ -190,7 +213,15 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._draining = True
         try:
-            while not self._closed and not self._must_wait() and (frame := self._decoder.next_frame()) is not None:
+            while not self._closed and not self._must_wait():
+                frame = self._held if self._held is not None else self._decoder.next_frame()
+                if frame is None:
+                    break
+                self._held = None
+                if _api_key(frame) == api_versions.FETCH and self._fetch_in_flight():
+                    self._held = frame  # one Fetch at a time per connection, as Kafka serves them
+                    self._update_reading()
+                    break
                 self._on_frame(frame)
         except ProtocolError as exc:
             self._fail(str(exc))
@@ -220,6 +251,9 @@ class KafkaConnection(asyncio.Protocol):
             self._fail(str(exc), extra=request_extras(frame))
 
     def _start_request(self, frame: memoryview) -> None:
+        if len(frame) >= OFF_LOOP_DECODE_BYTES:
+            self._start_large_request(frame)
+            return
         try:
             request = decode_request(frame)
         except UnsupportedRequest as exc:
@@ -229,21 +263,46 @@ class KafkaConnection(asyncio.Protocol):
                 return
             raise
         except MalformedRequest as exc:
-            api_key, version, correlation_id = peek(frame)
-            raise MalformedRequest(
-                f"{api_versions.api_name(api_key)} v{version} correlation_id={correlation_id}: {exc}"
-            ) from exc
+            raise _named(frame, exc) from exc
+        self._admit(request)
+        task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
+        self._queue(task, request.header.api_key, len(frame), _extras(request))
+
+    def _start_large_request(self, frame: memoryview) -> None:
+        """Decode a large request on a worker thread, so heartbeats and other connections keep moving.
+
+        Its place in the response order is taken now; a malformed or refused
+        request closes the connection when its turn comes, as on the fast path.
+        """
+        api_key, version, correlation_id = peek(frame)
+
+        async def decode_then_dispatch() -> bytes | None | object:
+            try:
+                request = await asyncio.to_thread(decode_request, frame)
+                self._admit(request)
+            except MalformedRequest as exc:
+                self._fail(str(_named(frame, exc)), extra=request_extras(frame))
+                return CLOSE_CONNECTION
+            except ProtocolError as exc:
+                self._fail(str(exc), extra=request_extras(frame))
+                return CLOSE_CONNECTION
+            return await self._server.dispatcher.dispatch(request, self._client)
+
+        self._queue(asyncio.ensure_future(decode_then_dispatch()), api_key, len(frame), {
+            "api": api_versions.api_name(api_key), "api_version": version, "correlation_id": correlation_id,
+        })
+
+    def _admit(self, request: Request) -> None:
+        """Refuse what this broker does not serve, and anything but the login before authentication."""
         header = request.header
         if not self._server.dispatcher.serves(header.api_key):
             raise UnsupportedRequest(header.api_key, header.api_version, "not served by this broker")
         if not self._client.auth.authenticated and header.api_key not in api_versions.BEFORE_AUTHENTICATION:
             raise UnsupportedRequest(header.api_key, header.api_version, "sent before SASL authentication")
-        task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
-        self._server.take_bytes(len(frame))
-        self._pending.append((header.api_key, task, {
-            "api": api_versions.api_name(header.api_key), "api_version": header.api_version,
-            "correlation_id": header.correlation_id, "client_id": header.client_id,
-        }, len(frame)))
+
+    def _queue(self, task: asyncio.Future, api_key: int, size: int, extras: dict[str, object]) -> None:
+        self._server.take_bytes(size)
+        self._pending.append((api_key, task, extras, size))
         task.add_done_callback(self._on_done)
         self._update_reading()
 
@@ -310,7 +369,16 @@ class KafkaConnection(asyncio.Protocol):
 
     def _must_wait(self) -> bool:
         return (self._writing_paused or len(self._pending) >= self._server.max_in_flight
-                or self._server.over_budget(self))
+                or self._server.over_budget(self) or (self._held is not None and self._fetch_in_flight()))
+
+    def _fetch_in_flight(self) -> bool:
+        """A Fetch on this connection is unanswered or its answer is not yet written.
+
+        Fetch answers are the large ones (up to fetch.max.bytes each): a client
+        that pipelines many and never reads would otherwise make the broker
+        hold all of them, finished and unwritten, in memory.
+        """
+        return any(api_key == api_versions.FETCH for api_key, *_ in self._pending)
 
     def _update_reading(self) -> None:
         transport = self._transport

@@ -5,9 +5,11 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tinystream.broker.protocol.errors import FrameTooLarge, InvalidFrame
-from tinystream.broker.protocol.framing import MIN_REQUEST_SIZE, FrameDecoder, frame
+from tinystream.broker.protocol.framing import ASSEMBLE_FROM, MIN_REQUEST_SIZE, FrameDecoder, frame
 
 
 def frames_of(decoder: FrameDecoder) -> list[bytes]:
@@ -89,3 +91,28 @@ def test_partial_prefix_needs_more() -> None:
     d = FrameDecoder(1000)
     d.receive_data(b"\x00\x00")
     assert d.next_frame() is None and d.in_frame
+
+
+LARGE = [b"s" * 10, bytes(range(256)) * (ASSEMBLE_FROM // 256 + 3), b"t" * 20, b"u" * ASSEMBLE_FROM, b"v" * 9]
+LARGE_STREAM = b"".join(frame(p) for p in LARGE)
+
+
+@given(cuts=st.lists(st.integers(1, len(LARGE_STREAM) - 1), max_size=30, unique=True))
+def test_large_frames_are_assembled_from_any_chunking(cuts: list[int]) -> None:
+    d = FrameDecoder(4 << 20)
+    got: list[bytes] = []
+    bounds = [0, *sorted(cuts), len(LARGE_STREAM)]
+    for start, stop in zip(bounds, bounds[1:]):
+        d.receive_data(LARGE_STREAM[start:stop])
+        got.extend(frames_of(d))
+    assert got == LARGE
+    assert d.buffered == 0 and not d.in_frame
+
+
+def test_an_assembled_frame_is_read_only_like_a_received_one() -> None:
+    d = FrameDecoder(4 << 20)
+    d.receive_data(frame(b"w" * ASSEMBLE_FROM)[:1000])
+    assert d.next_frame() is None
+    d.receive_data(frame(b"w" * ASSEMBLE_FROM)[1000:])
+    assembled = d.next_frame()
+    assert assembled is not None and assembled.readonly  # kio refuses writable buffers

@@ -7,22 +7,34 @@
 - One host cannot hold every connection (max.connections.per.ip).
 - The server-wide budget of unanswered request bytes (queued.max.request.bytes)
   makes new requests wait, whoever sends them.
+- A request of 10^8 one-byte array items (100 MiB) used to be decoded on the
+  event loop for many seconds; its item count alone now refuses it, and large
+  requests are decoded on a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import struct
 import time
 
 import pytest
 
 from tinystream.broker.protocol.codec import encode_request
+from tinystream.broker.protocol.encoder import uvarint
 from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request
 
 from .test_server import answers_api_versions, closed_by_peer, raw
 
 MIB = 1 << 20
+
+
+def resident_bytes() -> int:
+    """This process's resident set (the broker runs in the test's process)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 async def connect_from(broker, source_ip: str):
@@ -56,8 +68,9 @@ async def test_a_client_that_never_reads_gets_no_more_buffered_answers(broker, c
     sock.setblocking(False)
     await asyncio.get_running_loop().sock_connect(sock, (broker.info.host, broker.info.port))
     reader, writer = await asyncio.open_connection(sock=sock)
-    fetch = fetch_request([("big", 0, 0)], max_bytes=4 * MIB, partition_max_bytes=4 * MIB)
-    for correlation_id in range(60):  # ~240 MiB of answers if the broker wrote them all
+    rss_before = resident_bytes()
+    fetch = fetch_request([("big", 0, 0)], max_bytes=2**31 - 1, partition_max_bytes=2**31 - 1)  # 2 GiB each
+    for correlation_id in range(100):  # ~400 MiB of answers if the broker wrote them all
         writer.write(encode_request(fetch, correlation_id=correlation_id, client_id="hoarder"))
     await writer.drain()
     worst = 0
@@ -67,6 +80,8 @@ async def test_a_client_that_never_reads_gets_no_more_buffered_answers(broker, c
         worst = max(worst, *buffered)
         await asyncio.sleep(0.05)
     assert worst < 16 * MIB, f"{worst / MIB:.0f} MiB buffered for a client that reads nothing"
+    grown = resident_bytes() - rss_before
+    assert grown < 100 * MIB, f"resident memory grew {grown / MIB:.0f} MiB"
     assert await answers_api_versions(*(await raw(broker)))  # everyone else is served meanwhile
     writer.close()
 
@@ -96,3 +111,41 @@ async def test_a_fetch_answer_is_capped_by_the_brokers_fetch_max_bytes(broker, c
     answer = await client.request(fetch_request([("capped", 0, 0)], max_bytes=1 << 30, partition_max_bytes=1 << 30))
     records = answer.responses[0].partitions[0].records
     assert 0 < len(records) <= 1 * MIB + (MIB // 2) + 4096, len(records)  # asked for 1 GiB: got about 1 MiB
+
+
+def many_empty_group_names(count: int) -> bytes:
+    """A framed DescribeGroups v5 naming `count` empty groups: one byte each, 10^8 fit in 100 MiB."""
+    header = struct.pack(">hhih", 15, 5, 7, 4) + b"evil" + b"\x00"  # api 15 v5, correlation 7, client id, no tags
+    body = uvarint(count + 1) + b"\x01" * count + b"\x00" + b"\x00"  # the groups, include_authorized_operations, tags
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def test_a_request_of_a_hundred_million_items_is_refused_at_once_while_others_are_served(broker):
+    frame = many_empty_group_names(10**8)
+    assert len(frame) < 100 * MIB  # within socket.request.max.bytes: only its item count is hostile
+    reader, writer = await raw(broker)
+    pinger = await raw(broker)
+    slowest = 0.0
+    sent = asyncio.Event()
+
+    async def ping() -> None:  # a member's heartbeat stands for any small request on another connection
+        nonlocal slowest
+        while not sent.is_set():
+            started = time.monotonic()
+            assert await answers_api_versions(*pinger)
+            slowest = max(slowest, time.monotonic() - started)
+            await asyncio.sleep(0.02)
+
+    pinging = asyncio.ensure_future(ping())
+    writer.write(frame)
+    await writer.drain()
+    sent_at = time.monotonic()
+    assert await closed_by_peer(reader)
+    refused_after = time.monotonic() - sent_at
+    sent.set()
+    await pinging
+    assert refused_after < 0.1, f"refused {refused_after * 1000:.0f} ms after the last byte left"
+    assert slowest < 1.0, f"a small request on another connection waited {slowest:.2f} s"
+    assert broker.server.queued_bytes == 0
+    assert await answers_api_versions(*(await raw(broker)))
