@@ -9,6 +9,12 @@ connections. Afterwards:
 - the broker still serves a real client (kafka-python produces and consumes),
 - a topic the corpus never names ("precious") holds exactly what it held before.
 
+A second run fuzzes a SASL_SSL listener: the login exchange (SaslHandshake,
+SaslAuthenticate with PLAIN and SCRAM messages) mutated inside TLS, the same
+corpus sent before any login, and raw bytes where a TLS handshake is due.
+Nobody gets in, nothing crashes, and a client with the right password still
+logs in and finds its data unchanged.
+
 The seed is printed; set TINYSTREAM_FUZZ_SEED to replay, TINYSTREAM_FUZZ_SECONDS to run longer.
 """
 
@@ -19,10 +25,12 @@ import datetime
 import logging
 import os
 import random
+import ssl
 import struct
 import time
 import uuid
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.protocol.codec import encode_request, millis
@@ -132,11 +140,12 @@ def random_frame(rng: random.Random) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-async def blast(host: str, port: int, frames: list[bytes]) -> None:
-    """Send frames on one connection, draining answers, until done or closed."""
+async def blast(host: str, port: int, frames: list[bytes], tls: ssl.SSLContext | None = None) -> None:
+    """Send frames on one connection (over TLS with `tls`), draining answers, until done or closed."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
-    except (TimeoutError, OSError):
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None), 2)
+    except (TimeoutError, OSError, ssl.SSLError):
         return
     drain = asyncio.ensure_future(reader.read(1 << 20))
     try:
@@ -210,3 +219,61 @@ async def test_fuzzed_requests_leave_the_broker_serving_and_data_intact(broker, 
     assert await asyncio.to_thread(kafka_python_round_trip) == [b"after0", b"after1", b"after2"]
     resp = await client.request(fetch_request([("precious", 0, 0)]))
     assert resp.responses[0].partitions[0].error_code == ErrorCode.none
+
+
+def sasl_corpus() -> list[bytes]:
+    """The login exchange at each version, then requests that must wait for a login."""
+    bodies = [
+        request(17, 0, mechanism="PLAIN"), request(17, 1, mechanism="SCRAM-SHA-512"),
+        request(17, 1, mechanism="GSSAPI"),
+        request(36, 0, auth_bytes=b"\x00alice\x00guess"), request(36, 1, auth_bytes=b"alice\x00alice\x00x"),
+        request(36, 2, auth_bytes=b"n,,n=alice,r=" + b"r" * 24),
+        request(36, 2, auth_bytes=b"c=biws,r=" + b"r" * 48 + b",p=" + b"A" * 88),
+    ]
+    login = [encode_request(b, correlation_id=i + 1, client_id="fuzz") for i, b in enumerate(bodies)]
+    return login + corpus()
+
+
+async def test_fuzzed_logins_over_tls_get_nobody_in(tmp_path, caplog):
+    import trustme  # noqa: F401 -- the test extra that makes the throwaway CA
+
+    from tinystream.broker.app import Broker
+    from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
+    from tinystream.testing.broker import sasl_ssl_settings
+
+    caplog.set_level(logging.ERROR, logger="tinystream")
+    seed = int(os.environ.get("TINYSTREAM_FUZZ_SEED", random.randrange(2**32)))
+    print(f"fuzz seed {seed}")
+    rng = random.Random(seed)
+    settings, truststore = sasl_ssl_settings(tmp_path, users={"alice": "alice-secret"})
+    broker = Broker(settings)
+    await broker.start()
+    try:
+        tls = ssl.create_default_context(cafile=str(truststore))
+        login = SaslLogin("SCRAM-SHA-512", "alice", "alice-secret")
+        host, port = broker.info.host, broker.info.port
+        alice = await KafkaClient.connect(host, port, ssl_context=tls, sasl=login)
+        await create_topic(alice, "precious", configs={"retention.ms": "-1"})
+        await alice.request(produce_request("precious", 0, now_batch([(b"k", b"kept")])))
+        before = snapshot(broker, "precious")
+        frames = sasl_corpus()
+        deadline = time.monotonic() + SECONDS
+        while time.monotonic() < deadline:
+            batch = [mutate(rng, rng.choice(frames)) if rng.random() < 0.8 else rng.choice(frames)
+                     for _ in range(rng.randrange(1, 8))]
+            await asyncio.gather(blast(host, port, batch, tls), blast(host, port, [random_frame(rng)]))
+
+        crashes = [r for r in caplog.records if "request failed" in r.getMessage()]
+        assert not crashes, crashes[0].exc_text
+        assert snapshot(broker, "precious") == before
+        assert broker.topics.get("fuzz-new") is None and broker.topics.get("fuzz-auto") is None  # nobody got in
+        with pytest.raises(SaslRefused):
+            await KafkaClient.connect(host, port, ssl_context=tls, sasl=SaslLogin("SCRAM-SHA-512", "alice", "guess"))
+        again = await KafkaClient.connect(host, port, ssl_context=tls, sasl=login)
+        fetched = await again.request(fetch_request([("precious", 0, 0)]))
+        assert fetched.responses[0].partitions[0].error_code == ErrorCode.none
+        assert b"kept" in bytes(fetched.responses[0].partitions[0].records)
+        await again.close()
+        await alice.close()
+    finally:
+        await broker.stop()
