@@ -7,7 +7,8 @@ Layers, top down (pyproject.toml's import-linter contracts check them; `make lin
     components  broker (broker/), operator (operator/: controller core, service, k8s driver,
                 dashboard), spark (spark-on-k8s/connector/)
     common      config/ (settings in four layers), controller_client (the control API's client),
-                log_format and foreground (logging, running a server until a signal)
+                log_format and foreground (logging, running a server until a signal),
+                scram_users (salted SCRAM credentials: brokers check them, the operator writes them)
 
 setup.py maps the component folders to tinystream.broker, tinystream.operator
 and tinystream.spark.

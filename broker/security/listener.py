@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinystream.broker.security.sasl import SUPPORTED
-from tinystream.broker.security.scram_users import UserStore
 from tinystream.config.settings import BrokerSettings
+from tinystream.scram_users import UserStore
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 

@@ -16,7 +16,7 @@ from enum import Enum
 
 import scramp
 
-from tinystream.broker.security.scram_users import SCRAM_MECHANISMS, UserStore
+from tinystream.scram_users import SCRAM_MECHANISMS, UserStore
 
 PLAIN = "PLAIN"
 SUPPORTED = (*SCRAM_MECHANISMS, PLAIN)

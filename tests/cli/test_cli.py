@@ -85,7 +85,7 @@ def test_token_makes_a_brokers_or_the_admins_controller_token(tmp_path):
 
 
 def test_users_add_list_delete_keep_only_salted_credentials(tmp_path):
-    from tinystream.broker.security.scram_users import UserStore  # noqa: PLC0415
+    from tinystream.scram_users import UserStore  # noqa: PLC0415
 
     users, pw = tmp_path / "users.json", tmp_path / "pw"
     pw.write_text("correct horse\n")

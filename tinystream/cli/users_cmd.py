@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from tinystream.broker.security.scram_users import MIN_ITERATIONS, SCRAM_MECHANISMS, UserStore
+from tinystream.scram_users import MIN_ITERATIONS, SCRAM_MECHANISMS, UserStore
 
 _FILE = click.option("--file", "path", type=click.Path(dir_okay=False), required=True,
                      help="The credentials file (the brokers' sasl.users.file).")

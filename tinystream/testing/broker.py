@@ -231,7 +231,7 @@ def sasl_ssl_settings(folder: Path, *, users: dict[str, str], tls: tuple[Path, P
 
     Returns the settings and the CA's PEM (the clients' truststore).
     """
-    from tinystream.broker.security.scram_users import UserStore
+    from tinystream.scram_users import UserStore
 
     keystore, truststore = tls or throwaway_tls(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ import pytest
 import scramp
 
 from tinystream.broker.security.sasl import AuthenticationFailed, IllegalSaslState, SaslSession
-from tinystream.broker.security.scram_users import UserStore
+from tinystream.scram_users import UserStore
 
 USERS = UserStore()
 USERS.set_password("alice", "pw")
