@@ -81,13 +81,20 @@ class UserStore:
 
     @classmethod
     def load(cls, path: str | Path) -> UserStore:
-        data = json.loads(Path(path).read_text())
+        return cls.from_json(json.loads(Path(path).read_text()))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> UserStore:
         users = {name: {m: ScramCredential.from_json(c) for m, c in mechs.items() if m in SCRAM_MECHANISMS}
                  for name, mechs in (data.get("users") or {}).items()}
         return cls(users)
 
+    def to_json(self) -> dict[str, Any]:
+        """The `sasl.users.file` document (the operator puts it in a Secret)."""
+        return {"users": {name: {m: c.to_json() for m, c in mechs.items()} for name, mechs in self.users.items()}}
+
     def save(self, path: str | Path) -> None:
-        body = {"users": {name: {m: c.to_json() for m, c in mechs.items()} for name, mechs in self.users.items()}}
+        body = self.to_json()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")

@@ -31,6 +31,7 @@ structural schemas need no kopf fields.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from typing import Any
 import kopf
 
 from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.cluster_tls import SecurityOutcome, ensure_security
 from tinystream.operator.k8s.conditions import TopicReason, merge_condition, ready, refusal_reason
 from tinystream.operator.k8s.controller_port import (
     ClusterKey,
@@ -96,6 +98,9 @@ class Deps:
     client: KubeClient | None = None
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)  # reconcile counts, errors, durations
     dashboard: Any = None  # an OperatorDashboard (dashboard_host.py): started after the controller API
+    # The operator's master secret (controller_secret.py): secured clusters' CAs and passwords derive from it.
+    master_secret: str | None = None
+    clock: Callable[[], datetime.datetime] = field(default=lambda: datetime.datetime.now(datetime.UTC))
 
 
 def default_connect(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -215,8 +220,31 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
             except ControllerRefused as exc:  # e.g. replicas cannot be placed on the remaining brokers
                 kopf.warn(body, reason="BrokerActionRefused", message=str(exc))
 
+    # The certificate each cluster (uid) was last issued here: a timer may run on a body older than the
+    # status patch that recorded it, which would issue again.
+    issued: dict[str, dict[str, str]] = {}
+
+    async def secure(spec: ClusterSpec, body: Any, status: Any) -> SecurityOutcome:
+        if spec.security_protocol == "PLAINTEXT":
+            return SecurityOutcome()
+        if deps.master_secret is None:
+            raise kopf.TemporaryError("the operator has no master secret to make certificates and passwords with")
+        latest = {**(status or {}), "certificates": issued.get(spec.uid) or (status or {}).get("certificates")}
+        outcome = await ensure_security(client(), spec, latest, master=deps.master_secret, ctx=deps.ctx,
+                                        now=deps.clock())
+        if outcome.certificates is not None:
+            issued[spec.uid] = outcome.certificates
+        if outcome.issued_because:
+            kopf.info(body, reason="CertificateIssued",
+                      message=f"broker certificate {outcome.certificates and outcome.certificates['serial']}: "
+                              f"{outcome.issued_because}")
+        return outcome
+
     async def reconcile_cluster(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
         spec = ClusterSpec.from_resource(body)
+        security = await secure(spec, body, status)
+        if security.certificates is not None:
+            patch.status["certificates"] = security.certificates
         plan = plan_cluster(spec, status, await observe(spec), ctx=deps.ctx)
         await execute(spec, plan, body, logger)
         previous = (status or {}).get("conditions") or []
@@ -251,6 +279,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
     @deps.metrics.instrument("cluster_deleted")
     async def cluster_deleted(name: str, namespace: str, body: Any, logger: logging.Logger, **_: Any) -> None:
         reported.pop((body.get("metadata") or {}).get("uid") or "", None)
+        issued.pop((body.get("metadata") or {}).get("uid") or "", None)
         await deps.controller.forget(ClusterKey(namespace, name))
         logger.info("cluster deleted; its objects go with it (owner references)")
 
@@ -343,6 +372,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
     @deps.metrics.instrument("topic_deleted")
     async def topic_deleted(body: Any, status: Any, retry: int, logger: logging.Logger, **_: Any) -> None:
         reported.pop((body.get("metadata") or {}).get("uid") or "", None)
+        issued.pop((body.get("metadata") or {}).get("uid") or "", None)
         spec = TopicSpec.from_resource(body)
         key = ClusterKey(spec.namespace, spec.cluster)
         if await client().get(API_VERSION, CLUSTER_KIND, spec.cluster, spec.namespace) is None:

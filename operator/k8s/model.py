@@ -28,6 +28,16 @@ CONTROLLER_PORT = 9091
 
 ConfigValue = str | int | float | bool
 
+#: A new value on a TinyStreamCluster renews its broker certificate at once (as Strimzi's force-renew).
+RENEW_CERTIFICATES_ANNOTATION = "tinystream.io/renew-certificates"
+
+
+def _super_users(authorization: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+    """spec.authorization.superUsers as Kafka principals; None when the cluster has no authorization."""
+    if not authorization:
+        return None
+    return tuple(u if u.startswith("User:") else f"User:{u}" for u in authorization.get("superUsers") or ())
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
@@ -47,6 +57,20 @@ class ClusterSpec:
     kafka_port: int = DEFAULT_KAFKA_PORT
     admin_port: int = DEFAULT_ADMIN_PORT
     dashboard: bool = True
+    tls: bool = False  # spec.listeners.tls: TLS on the Kafka port with the cluster CA's certificate
+    authentication: str | None = None  # spec.listeners.authentication.type: scram-sha-512 or tls (mTLS)
+    super_users: tuple[str, ...] | None = None  # spec.authorization.superUsers; None: no authorizer
+    cert_validity_days: int = 365
+    cert_renewal_days: int = 30
+    renew_token: str = ""  # the tinystream.io/renew-certificates annotation: a new value renews now
+    created: str = ""  # metadata.creationTimestamp (the cluster CA's validity starts there)
+
+    @property
+    def security_protocol(self) -> str:
+        """The Kafka listener's protocol, from spec.listeners.tls and .authentication."""
+        sasl = self.authentication == "scram-sha-512"
+        return {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
+                (True, True): "SASL_SSL"}[(self.tls, sasl)]
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
@@ -54,6 +78,7 @@ class ClusterSpec:
         spec = body.get("spec") or {}
         storage = spec.get("storage") or {}
         listeners = spec.get("listeners") or {}
+        certificates = spec.get("certificates") or {}
         return cls(
             name=meta["name"],
             namespace=meta.get("namespace") or "default",
@@ -71,6 +96,13 @@ class ClusterSpec:
             kafka_port=int(listeners.get("kafka", DEFAULT_KAFKA_PORT)),
             admin_port=int(listeners.get("admin", DEFAULT_ADMIN_PORT)),
             dashboard=bool((spec.get("dashboard") or {}).get("enabled", True)),
+            tls=bool(listeners.get("tls", False)),
+            authentication=(listeners.get("authentication") or {}).get("type") or None,
+            super_users=_super_users(spec.get("authorization")),
+            cert_validity_days=int(certificates.get("validityDays", 365)),
+            cert_renewal_days=int(certificates.get("renewalDays", 30)),
+            renew_token=str((meta.get("annotations") or {}).get(RENEW_CERTIFICATES_ANNOTATION) or ""),
+            created=str(meta.get("creationTimestamp") or ""),
         )
 
 
@@ -129,3 +161,9 @@ class OperatorContext:
     operator_service: str = "tinystream.tinystream.svc.cluster.local"
     controller_port: int = CONTROLLER_PORT
     dashboard_port: int = DASHBOARD_PORT  # the operator's dashboard (and its Service's port)
+
+    @property
+    def cluster_domain(self) -> str:
+        """The cluster's DNS domain, as the operator's own Service name ends (cluster.local by default)."""
+        _, sep, domain = self.operator_service.partition(".svc.")
+        return domain if sep and domain else "cluster.local"

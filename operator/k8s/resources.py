@@ -46,11 +46,16 @@ MANAGED_BY = "tinystream-operator"
 TOKENS_MOUNT = "/etc/tinystream-auth"  # the brokers' controller API tokens; not inside CONFIG_DIR: a mount point
 # cannot be made inside a read-only volume (found by the image test: runc "read-only file system")
 RUN_AS = 10001  # the image's non-root user (Dockerfile)
+TLS_MOUNT = "/etc/tinystream-tls"  # the broker certificate (cluster_tls.py renews it; the listener reloads it)
+USERS_MOUNT = "/etc/tinystream-users"  # salted SCRAM credentials of the inter-broker user, and its password
 
 # Keys the operator sets itself; the CRD refuses them in spec.config as well.
 OPERATOR_OWNED_KEYS = frozenset({
     "broker.id", "broker.rack", "host", "port", "admin.port", "advertised.host", "advertised.port",
     "log.dirs", "controller.url", "controller.token.file",
+    # from spec.listeners / spec.authorization (cluster_tls.py makes the files)
+    "listeners", "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "sasl.users.file",
+    "sasl.enabled.mechanisms", "inter.broker.sasl.username", "inter.broker.sasl.password.file", "super.users",
 })
 
 
@@ -63,13 +68,17 @@ class Names:
     dashboard: str
     config: str
     pdb: str
+    broker_tls: str  # Secret: broker.pem (certificate chain + key), ca.crt
+    ca_cert: str  # Secret: ca.crt only, for clients to trust the brokers
+    broker_users: str  # Secret: users.json (salted SCRAM), broker-password
 
     @classmethod
     def of(cls, cluster: ClusterSpec) -> Names:
         n = cluster.name
         return cls(statefulset=f"{n}-broker", headless=f"{n}-brokers", client=f"{n}-kafka",
                    controller=f"{n}-controller", dashboard=f"{n}-dashboard", config=f"{n}-config",
-                   pdb=f"{n}-broker")
+                   pdb=f"{n}-broker", broker_tls=f"{n}-broker-tls", ca_cert=f"{n}-cluster-ca-cert",
+                   broker_users=f"{n}-broker-users")
 
     def pod(self, ordinal: int) -> str:
         return f"{self.statefulset}-{ordinal}"
@@ -142,6 +151,40 @@ def broker_admin_url(cluster: ClusterSpec, ordinal: int) -> str:
     return f"http://{names.pod(ordinal)}.{names.headless}.{cluster.namespace}.svc:{cluster.admin_port}"
 
 
+def broker_user(cluster: ClusterSpec) -> str:
+    """The inter-broker SCRAM user (and the CN of the broker certificate)."""
+    return f"{cluster.name}-broker"
+
+
+def security_config(cluster: ClusterSpec) -> dict[str, ConfigValue]:
+    """The Kafka listener's security settings from spec.listeners and spec.authorization (none: PLAINTEXT).
+
+    One listener serves clients and replication: followers log in as the
+    inter-broker user (SCRAM) or present the broker certificate (mTLS), and
+    only such a principal may fetch as a follower.
+    """
+    protocol = cluster.security_protocol
+    if protocol == "PLAINTEXT":
+        return {}
+    config: dict[str, ConfigValue] = {"listeners": f"{protocol}://0.0.0.0:{cluster.kafka_port}"}
+    principals = []
+    if cluster.tls:
+        config["ssl.keystore.location"] = f"{TLS_MOUNT}/broker.pem"
+        config["ssl.truststore.location"] = f"{TLS_MOUNT}/ca.crt"
+    if cluster.authentication == "tls":
+        config["ssl.client.auth"] = "required"
+        principals.append(f"User:CN={broker_user(cluster)}")
+    if cluster.authentication == "scram-sha-512":
+        config.update({"sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.users.file": f"{USERS_MOUNT}/users.json",
+                       "inter.broker.sasl.username": broker_user(cluster),
+                       "inter.broker.sasl.password.file": f"{USERS_MOUNT}/broker-password"})
+        principals.append(f"User:{broker_user(cluster)}")
+    principals += cluster.super_users or ()
+    if principals:
+        config["super.users"] = ";".join(principals)
+    return config
+
+
 def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, ConfigValue]:
     """Settings shared by every broker, by Kafka name (per-pod ones come from the environment)."""
     owned: dict[str, ConfigValue] = {
@@ -152,6 +195,7 @@ def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Confi
         "log.dirs": f"{DATA_DIR}/data",
         "controller.url": controller_url(cluster, ctx),
         "controller.token.file": token_file_setting(),
+        **security_config(cluster),
     }
     user = {k: v for k, v in cluster.config.items() if k not in OPERATOR_OWNED_KEYS}
     return {**dict(sorted(user.items())), **owned}
@@ -323,6 +367,14 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
     }
     if cluster.resources:
         container["resources"] = dict(cluster.resources)
+    security_volumes = []
+    if cluster.tls:  # a whole-Secret volume (no subPath): the kubelet swaps in a renewed certificate
+        security_volumes.append({"name": "tls", "secret": {"secretName": names.broker_tls, "defaultMode": 0o440}})
+        container["volumeMounts"].append({"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True})
+    if cluster.authentication == "scram-sha-512":
+        security_volumes.append({"name": "users", "secret": {"secretName": names.broker_users,
+                                                             "defaultMode": 0o440}})
+        container["volumeMounts"].append({"name": "users", "mountPath": USERS_MOUNT, "readOnly": True})
     pod_annotations = {CONFIG_HASH_ANNOTATION: cfg_hash}
     pod_spec: dict[str, Any] = {
         "containers": [container],
@@ -330,7 +382,7 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
                     # The controller API tokens (controller_secret.py), made when the controller first opens.
                     {"name": "controller-tokens", "secret": {"secretName": tokens_name(cluster.name),
                                                              "defaultMode": 0o440}},
-                    {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                    {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *security_volumes],
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         # A clean shutdown hands leadership over before the process exits.

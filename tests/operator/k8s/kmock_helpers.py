@@ -137,7 +137,8 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
     """
     info = connection if connection is not None else kopf.ConnectionInfo(server=url)
     deps = Deps(connect=lambda **_: info, ctx=CTX, controller=controller,
-                health_interval_s=health_interval_s, crds_dir=crds_dir, dashboard=dashboard)
+                health_interval_s=health_interval_s, crds_dir=crds_dir, dashboard=dashboard,
+                master_secret="test-master-secret")
     registry = make_registry(deps)
     settings = kopf.OperatorSettings()
     settings.watching.reconnect_backoff = 0.1

@@ -149,8 +149,9 @@ def test_minimal_cluster_gets_defaults(cluster_crd):
                "metadata": {"name": "m"}, "spec": {"brokers": 1}}
     assert admission_errors(cluster_crd, minimal) == []
     spec = apply_defaults(version_schema(cluster_crd), minimal)["spec"]
-    assert spec["listeners"] == {"kafka": 9092, "admin": 8080}
+    assert spec["listeners"] == {"kafka": 9092, "admin": 8080, "tls": False}
     assert spec["dashboard"] == {"enabled": True}
+    assert spec["certificates"] == {"validityDays": 365, "renewalDays": 30}
 
 
 @pytest.mark.parametrize("change,expected", [

@@ -153,3 +153,30 @@ def test_good_broker_config_has_no_problems(spec):
 def test_names():
     names = Names.of(ClusterSpec.from_resource({"metadata": {"name": "x"}, "spec": {}}))
     assert names.pod(2) == "x-broker-2"
+
+
+@pytest.mark.parametrize("listeners,expected", [
+    ({"tls": True, "authentication": {"type": "scram-sha-512"}}, {
+        "listeners": "SASL_SSL://0.0.0.0:9092", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "inter.broker.sasl.username": "demo-broker", "super.users": "User:demo-broker;User:admin"}),
+    ({"tls": True, "authentication": {"type": "tls"}}, {
+        "listeners": "SSL://0.0.0.0:9092", "ssl.client.auth": "required",
+        "super.users": "User:CN=demo-broker;User:admin"}),
+    ({"tls": True}, {"listeners": "SSL://0.0.0.0:9092", "ssl.keystore.location": "/etc/tinystream-tls/broker.pem"}),
+])
+def test_a_secured_cluster_configures_its_listener_and_mounts_its_secrets(listeners, expected):
+    body = {**BODY, "spec": {**BODY["spec"], "listeners": listeners,
+                             "authorization": {"type": "simple", "superUsers": ["admin"]}}}
+    secured = ClusterSpec.from_resource(body)
+    broker = tomllib.loads(config_map(secured, CTX)["data"][CONFIG_FILE])["broker"]
+    assert expected.items() <= broker.items()
+    BrokerSettings.model_validate(broker)  # the broker accepts every key it gets
+    mounts = {m["name"]: m["mountPath"] for m in
+              statefulset(secured, CTX, replicas=3, cfg_hash="x")["spec"]["template"]["spec"]["containers"][0][
+                  "volumeMounts"]}
+    assert mounts["tls"] == "/etc/tinystream-tls"
+    assert ("users" in mounts) == (listeners.get("authentication") == {"type": "scram-sha-512"})
+
+
+def test_spec_config_cannot_loosen_a_secured_listener():
+    assert broker_config_problems({"super.users": "User:mallory"}) == ["super.users: set by the operator"]

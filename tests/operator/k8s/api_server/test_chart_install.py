@@ -10,6 +10,8 @@ what it was not given.
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 from collections.abc import Iterator
 
@@ -18,6 +20,8 @@ from fake_controller import FakeController
 from kmock_helpers import ready_condition, running_operator
 from real_api import RealApi, connection
 
+from tinystream.operator.k8s.certificates import CertFacts, signed_by
+from tinystream.scram_users import UserStore
 from tinystream.testing.kube_control_plane import KubeControlPlane, k8s_bin_dir, missing_binaries
 
 pytestmark = pytest.mark.timeout(180)
@@ -59,6 +63,8 @@ def test_helm_install_creates_the_crds_and_the_custom_resources(installed: KubeC
 
 @pytest.mark.parametrize("verb,resource,namespace", [
     ("get", "secrets", "kube-system"),
+    ("get", "secrets", NS),  # it makes certificates and passwords but never reads a Secret back
+    ("list", "secrets", NS),
     ("delete", "nodes", None),
     ("create", "clusterroles", None),
     ("create", "pods/exec", NS),
@@ -86,3 +92,46 @@ async def test_the_operator_reconciles_under_the_charts_service_account(installe
     finally:
         await api.close()
     assert [name for _, name in fake.deleted] == ["orders"]
+
+
+def secret_files(secret: dict) -> dict[str, str]:
+    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+
+
+async def test_a_secured_cluster_gets_its_certificates_and_credentials_under_the_charts_rbac(installed) -> None:
+    token = installed.service_account_token(NS, SA)
+    api = RealApi(installed, NS)
+    secured = {"apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "secure"}, "spec": {
+        "brokers": 1, "storage": {"size": "1Gi"},
+        "listeners": {"tls": True, "authentication": {"type": "scram-sha-512"}},
+        "certificates": {"validityDays": 30, "renewalDays": 5}}}
+    try:
+        await api.create(TS, "tinystreamclusters", secured)
+        async with running_operator(installed.url, controller=FakeController(), connection=connection(installed, token)):
+            cluster = await api.wait_for(TS, "tinystreamclusters", "secure",
+                                         lambda o: bool(((o or {}).get("status") or {}).get("certificates")))
+            first = cluster["status"]["certificates"]
+            tls = secret_files(await api.get("v1", "secrets", "secure-broker-tls"))
+            ca = secret_files(await api.get("v1", "secrets", "secure-cluster-ca-cert"))["ca.crt"]
+            assert tls["ca.crt"] == ca and signed_by(tls["broker.pem"], ca)
+            assert f"{CertFacts.of(tls['broker.pem']).serial:x}" == first["serial"]
+            assert "*.secure-brokers.tinystream.svc" in CertFacts.of(tls["broker.pem"]).dns_names
+            users = secret_files(await api.get("v1", "secrets", "secure-broker-users"))
+            store = UserStore.from_json(json.loads(users["users.json"]))
+            assert store.check_plain("secure-broker", users["broker-password"])  # salted; the password alone here
+            assert users["broker-password"] not in users["users.json"]  # only salted keys are stored
+
+            await api.patch(TS, "tinystreamclusters", "secure",
+                            {"metadata": {"annotations": {"tinystream.io/renew-certificates": "1"}}})
+            renewed = await api.wait_for(TS, "tinystreamclusters", "secure", lambda o: (
+                (o or {}).get("status", {}).get("certificates", {}).get("renewToken") == "1"))
+            assert renewed["status"]["certificates"]["serial"] != first["serial"]
+            tls_after = secret_files(await api.get("v1", "secrets", "secure-broker-tls"))
+            assert f"{CertFacts.of(tls_after['broker.pem']).serial:x}" == renewed["status"]["certificates"]["serial"]
+            assert signed_by(tls_after["broker.pem"], ca)  # the same CA: clients keep trusting the brokers
+        sts = await api.get("apps/v1", "statefulsets", "secure-broker")
+        volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+        assert volumes["tls"]["secret"]["secretName"] == "secure-broker-tls"
+        assert volumes["users"]["secret"]["secretName"] == "secure-broker-users"
+    finally:
+        await api.close()

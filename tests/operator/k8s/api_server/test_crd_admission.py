@@ -45,10 +45,19 @@ def test_a_full_cluster_is_stored_with_its_defaults(control_plane: KubeControlPl
             "spec": {"brokers": 3}}
     status, stored = create(control_plane, namespace, bare, dry_run=False)
     assert status == 201, stored
-    assert stored["spec"]["listeners"] == {"kafka": 9092, "admin": 8080}  # defaults filled in by the server
+    assert stored["spec"]["listeners"] == {"kafka": 9092, "admin": 8080, "tls": False}  # the server's defaults
+    assert stored["spec"]["certificates"] == {"validityDays": 365, "renewalDays": 30}
     status, full = create(control_plane, namespace, CLUSTER)
     assert status == 201, full
     assert full["spec"]["config"]["auto.create.topics.enable"] == "false"
+
+
+def test_a_secured_cluster_is_accepted(control_plane, namespace) -> None:
+    secured = with_spec(CLUSTER, listeners__tls=True, listeners__authentication={"type": "scram-sha-512"},
+                        authorization={"type": "simple", "superUsers": ["admin"]})
+    status, stored = create(control_plane, namespace, secured)
+    assert status == 201, stored
+    assert stored["spec"]["authorization"]["superUsers"] == ["admin"]
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -65,6 +74,12 @@ def test_a_full_cluster_is_stored_with_its_defaults(control_plane: KubeControlPl
     ({"config__auto.create.topics.enable": False}, "must be of type integer,string"),
     ({"unknownField": 1}, 'unknown field "spec.unknownField"'),
     ({"rack__topologyKey": ""}, "should be at least 1 chars long"),
+    ({"config__super.users": "User:mallory"}, "comes from spec.listeners and spec.authorization"),
+    ({"config__listeners": "PLAINTEXT://0.0.0.0:9092"}, "comes from spec.listeners and spec.authorization"),
+    ({"listeners__authentication": {"type": "tls"}}, "listeners.authentication.type tls needs listeners.tls"),
+    ({"listeners__authentication": {"type": "kerberos"}}, "Unsupported value"),
+    ({"authorization": {"type": "simple"}}, "authorization needs listeners.authentication"),
+    ({"certificates": {"validityDays": 10, "renewalDays": 10}}, "renewalDays must be below"),
 ])
 def test_a_bad_cluster_is_refused_by_the_api_server(control_plane, namespace, change, expected) -> None:
     message = refusal(*create(control_plane, namespace, with_spec(CLUSTER, **change)))
