@@ -10,6 +10,16 @@ from controller_helpers import Cluster
 
 from tinystream.operator.controller import (
     SCHEMA_VERSION,
+    AclFilter,
+    AclRecord,
+    AclsCreated,
+    AclsDeleted,
+    AlterScramCredentials,
+    CreateAcls,
+    DeleteAcls,
+    ScramCredentialRecord,
+    ScramCredentialsChanged,
+    ScramDeletion,
     Action,
     AdvanceTime,
     AllocateProducerIds,
@@ -57,6 +67,11 @@ from tinystream.operator.controller import (
     UnregisterBroker,
 )
 
+ACL = AclRecord(resource_type="TOPIC", resource_name="t", pattern_type="LITERAL", principal="User:a", host="*",
+                operation="READ", permission="ALLOW")
+CRED = ScramCredentialRecord(user="a", mechanism="SCRAM-SHA-512", salt="c2FsdA==", stored_key="a2V5",
+                             server_key="a2V5", iterations=4096)
+
 EVENTS = [
     RegisterBroker(broker_id=1, incarnation_id="i", host="h", port=1, rack="r"),
     BrokerHeartbeat(broker_id=1, broker_epoch=2, metadata_version=3, want_fence=True),
@@ -77,6 +92,9 @@ EVENTS = [
     ElectPreferredLeaders(partitions=(TopicPartition("t", 0),)),
     ReassignPartitions(assignments=(ReplicaAssignment(topic="t", partition=0, replicas=(1, 2)),
                                     ReplicaAssignment(topic="t", partition=1, replicas=None))),
+    CreateAcls(acls=(ACL,)),
+    DeleteAcls(filters=(AclFilter(resource_type="TOPIC", principal="User:a"),)),
+    AlterScramCredentials(upsertions=(CRED,), deletions=(ScramDeletion(user="b", mechanism="SCRAM-SHA-256"),)),
 ]
 
 ACTIONS = [
@@ -97,6 +115,9 @@ ACTIONS = [
     ReassignmentStarted(topic="t", partition=0, target=(2, 3)),
     ReassignmentCompleted(topic="t", partition=0, replicas=(2, 3)),
     ReassignmentCancelled(topic="t", partition=0, replicas=(1,)),
+    AclsCreated(acls=(ACL,)),
+    AclsDeleted(matched=((ACL,), ())),
+    ScramCredentialsChanged(users=("a",)),
 ]
 
 
