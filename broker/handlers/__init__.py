@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tinystream.broker.handlers import (
+    acls,
     api_versions,
     cluster,
     configs,
@@ -23,6 +24,7 @@ from tinystream.broker.handlers import (
     producer_id,
     records_admin,
     sasl,
+    scram_credentials,
     topics_admin,
     transactions,
 )
@@ -67,4 +69,9 @@ HANDLERS: dict[int, Handler] = {
     keys.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
     keys.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     keys.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    keys.DESCRIBE_ACLS: acls.handle_describe_acls,
+    keys.CREATE_ACLS: acls.handle_create_acls,
+    keys.DELETE_ACLS: acls.handle_delete_acls,
+    keys.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe_user_scram_credentials,
+    keys.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter_user_scram_credentials,
 }
