@@ -14,6 +14,7 @@ from typing import Any
 from tinystream.broker.handlers import (
     acls,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     fetch,
@@ -72,6 +73,7 @@ HANDLERS: dict[int, Handler] = {
     keys.DESCRIBE_ACLS: acls.handle_describe_acls,
     keys.CREATE_ACLS: acls.handle_create_acls,
     keys.DELETE_ACLS: acls.handle_delete_acls,
+    keys.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
     keys.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe_user_scram_credentials,
     keys.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter_user_scram_credentials,
 }

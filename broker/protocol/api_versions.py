@@ -74,6 +74,7 @@ SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLIENT_QUOTAS = 48
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
@@ -150,6 +151,7 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+    ApiRange(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1),  # always empty: no quotas (client_quotas.py)
     ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),  # KIP-554
     ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
     ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
