@@ -46,7 +46,6 @@ from tinystream.testing.broker import (
 )
 
 
-
 @pytest.fixture
 def settings_overrides() -> dict:
     return {"authorizer.class.name": "acl", "super.users": "User:ANONYMOUS"}
