@@ -4,6 +4,10 @@ A handler is `async def handle(ctx: BrokerContext, call: Call) -> entity | bytes
 a kio response entity (the dispatcher encodes it), already framed bytes (a
 layout kio does not have, e.g. legacy Produce), None for no response
 (acks=0), or `context.CLOSE_CONNECTION`.
+
+What each API needs the caller to be allowed is `authz.RULES` (one table,
+held against HANDLERS by a test); handlers call its checks with the
+resources their request names.
 """
 
 from __future__ import annotations

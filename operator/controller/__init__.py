@@ -13,7 +13,8 @@ Modules, one idea each: events (inputs), actions (outputs), image (the
 metadata brokers follow), state (image + sessions + settings + id source),
 core (`apply`), liveness, placement, election, isr, reassignment (with
 flow, the planner's min-cost flow), settle, builder (epoch bookkeeping),
-invariants, topic_config, config, ids, codec, errors.
+invariants, topic_config, access (ACL and SCRAM credential records, with
+`tinystream.acls`), config, ids, codec, errors.
 """
 
 from tinystream.operator.controller.actions import (
