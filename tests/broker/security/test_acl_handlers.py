@@ -281,3 +281,165 @@ def test_an_unknown_authorizer_class_stops_the_broker_at_start(tmp_path):
 
     with pytest.raises(AuthorizerConfigError, match="not known"):
         Broker(test_settings(tmp_path, **{"authorizer.class.name": "com.example.Mine"}))
+
+
+# -- every API, one caller without ACLs ------------------------------------------------------
+
+T = "guarded"  # a topic that exists (created by the admin), with no ACL for alice
+TOPIC_DENIED, GROUP_DENIED = ErrorCode.topic_authorization_failed, ErrorCode.group_authorization_failed
+CLUSTER_DENIED, TXN_DENIED = ErrorCode.cluster_authorization_failed, ErrorCode.transactional_id_authorization_failed
+ms = datetime.timedelta
+
+
+def _errors(value) -> list[int]:
+    """Every error code in an answer (the fields named error_code, partition_error_code, or top-level)."""
+    import dataclasses  # noqa: PLC0415
+
+    found: list[int] = []
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if f.name in ("error_code", "partition_error_code"):
+                found.append(int(item))
+            else:
+                found += _errors(item)
+    elif isinstance(value, tuple):
+        for item in value:
+            found += _errors(item)
+    return found
+
+
+REFUSALS = [
+    ("Produce", lambda: produce_request(T, 0, batch()), TOPIC_DENIED),
+    ("Produce-transactional", lambda: produce_request(T, 0, batch(), transactional_id="tx"), TXN_DENIED),
+    ("Fetch", lambda: fetch_request([(T, 0, 0)]), TOPIC_DENIED),
+    ("ListOffsets", lambda: request(2, 7, replica_id=-1, isolation_level=0, topics=(entity(
+        2, 7, "ListOffsetsTopic", name=T, partitions=(entity(2, 7, "ListOffsetsPartition", partition_index=0,
+                                                             timestamp=-1, current_leader_epoch=-1),)),)),
+     TOPIC_DENIED),
+    ("OffsetForLeaderEpoch", lambda: request(23, 4, replica_id=-1, topics=(entity(
+        23, 4, "OffsetForLeaderTopic", topic=T, partitions=(entity(
+            23, 4, "OffsetForLeaderPartition", partition=0, current_leader_epoch=-1, leader_epoch=0),)),)),
+     TOPIC_DENIED),
+    ("OffsetForLeaderEpoch-follower", lambda: request(23, 4, replica_id=2, topics=(entity(
+        23, 4, "OffsetForLeaderTopic", topic=T, partitions=(entity(
+            23, 4, "OffsetForLeaderPartition", partition=0, current_leader_epoch=-1, leader_epoch=0),)),)),
+     CLUSTER_DENIED),
+    ("Metadata", lambda: request(3, 12, topics=(entity(3, 12, "MetadataRequestTopic", name=T, topic_id=None),),
+                                 allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+     TOPIC_DENIED),
+    ("OffsetCommit", lambda: request(8, 8, group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                                     group_instance_id=None, topics=(entity(
+                                         8, 8, "OffsetCommitRequestTopic", name=T, partitions=(entity(
+                                             8, 8, "OffsetCommitRequestPartition", partition_index=0,
+                                             committed_offset=1, committed_leader_epoch=-1,
+                                             committed_metadata=""),)),)), GROUP_DENIED),
+    ("OffsetFetch", lambda: request(9, 8, require_stable=False, groups=(entity(
+        9, 8, "OffsetFetchRequestGroup", group_id="g", topics=None),)), GROUP_DENIED),
+    ("FindCoordinator-group", lambda: request(10, 3, key="g", key_type=0), GROUP_DENIED),
+    ("FindCoordinator-txn", lambda: request(10, 3, key="tx", key_type=1), TXN_DENIED),
+    ("JoinGroup", lambda: request(11, 5, group_id="g", session_timeout=ms(seconds=10),
+                                  rebalance_timeout=ms(seconds=10), member_id="", group_instance_id=None,
+                                  protocol_type="consumer", protocols=()), GROUP_DENIED),
+    ("Heartbeat", lambda: request(12, 4, group_id="g", generation_id=1, member_id="m", group_instance_id=None),
+     GROUP_DENIED),
+    ("LeaveGroup", lambda: request(13, 5, group_id="g", members=(entity(
+        13, 5, "MemberIdentity", member_id="m", group_instance_id=None, reason=None),)), GROUP_DENIED),
+    ("SyncGroup", lambda: request(14, 5, group_id="g", generation_id=1, member_id="m", group_instance_id=None,
+                                  protocol_type="consumer", protocol_name="range", assignments=()), GROUP_DENIED),
+    ("DescribeGroups", lambda: request(15, 5, groups=("g",), include_authorized_operations=False), GROUP_DENIED),
+    ("CreateTopics", lambda: create_topics_request([("alices", 1, 1)]), TOPIC_DENIED),
+    ("DeleteTopics", lambda: request(20, 6, topics=(entity(20, 6, "DeleteTopicState", name=T,
+                                                           topic_id=uuid.UUID(int=0)),), timeout=ms(seconds=5)),
+     TOPIC_DENIED),
+    ("DeleteRecords", lambda: request(21, 2, timeout=ms(seconds=1), topics=(entity(
+        21, 2, "DeleteRecordsTopic", name=T, partitions=(entity(21, 2, "DeleteRecordsPartition", partition_index=0,
+                                                                offset=0),)),)), TOPIC_DENIED),
+    ("InitProducerId", lambda: request(22, 4, transactional_id=None, transaction_timeout=ms(seconds=60),
+                                       producer_id=-1, producer_epoch=-1), CLUSTER_DENIED),
+    ("InitProducerId-txn", lambda: request(22, 4, transactional_id="tx", transaction_timeout=ms(seconds=60),
+                                           producer_id=-1, producer_epoch=-1), TXN_DENIED),
+    ("AddPartitionsToTxn", lambda: request(24, 3, v3_and_below_transactional_id="tx", v3_and_below_producer_id=1,
+                                           v3_and_below_producer_epoch=0, v3_and_below_topics=(entity(
+                                               24, 3, "AddPartitionsToTxnTopic", name=T, partitions=(0,)),)),
+     TXN_DENIED),
+    ("AddPartitionsToTxn-broker", lambda: request(24, 4, transactions=(entity(
+        24, 4, "AddPartitionsToTxnTransaction", transactional_id="tx", producer_id=1, producer_epoch=0,
+        verify_only=True, topics=()),)), CLUSTER_DENIED),
+    ("AddOffsetsToTxn", lambda: request(25, 3, transactional_id="tx", producer_id=1, producer_epoch=0,
+                                        group_id="g"), TXN_DENIED),
+    ("EndTxn", lambda: request(26, 3, transactional_id="tx", producer_id=1, producer_epoch=0, committed=True),
+     TXN_DENIED),
+    ("WriteTxnMarkers", lambda: request(27, 1, markers=(entity(
+        27, 1, "WritableTxnMarker", producer_id=1, producer_epoch=0, transaction_result=True,
+        topics=(entity(27, 1, "WritableTxnMarkerTopic", name=T, partition_indexes=(0,)),), coordinator_epoch=0),)),
+     CLUSTER_DENIED),
+    ("TxnOffsetCommit", lambda: request(28, 3, transactional_id="tx", group_id="g", producer_id=1,
+                                        producer_epoch=0, generation_id=-1, member_id="", group_instance_id=None,
+                                        topics=(entity(28, 3, "TxnOffsetCommitRequestTopic", name=T, partitions=(
+                                            entity(28, 3, "TxnOffsetCommitRequestPartition", partition_index=0,
+                                                   committed_offset=1, committed_leader_epoch=-1,
+                                                   committed_metadata=""),)),)), TXN_DENIED),
+    ("DescribeAcls", lambda: request(29, 3, resource_type_filter=1, resource_name_filter=None,
+                                     pattern_type_filter=1, principal_filter=None, host_filter=None, operation=1,
+                                     permission_type=1), CLUSTER_DENIED),
+    ("CreateAcls", lambda: create_acls_request(acl_creation("TOPIC", T, "User:alice", "ALL")), CLUSTER_DENIED),
+    ("DeleteAcls", lambda: request(31, 3, filters=(entity(
+        31, 3, "DeleteAclsFilter", resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+        principal_filter=None, host_filter=None, operation=1, permission_type=1),)), CLUSTER_DENIED),
+    ("DescribeConfigs-topic", lambda: request(32, 4, include_synonyms=False, include_documentation=False,
+                                              resources=(entity(32, 4, "DescribeConfigsResource", resource_type=2,
+                                                                resource_name=T, configuration_keys=None),)),
+     TOPIC_DENIED),
+    ("DescribeConfigs-broker", lambda: request(32, 4, include_synonyms=False, include_documentation=False,
+                                               resources=(entity(32, 4, "DescribeConfigsResource", resource_type=4,
+                                                                 resource_name="", configuration_keys=None),)),
+     CLUSTER_DENIED),
+    ("AlterConfigs", lambda: request(33, 2, validate_only=True, resources=(entity(
+        33, 2, "AlterConfigsResource", resource_type=2, resource_name=T, configs=(entity(
+            33, 2, "AlterableConfig", name="retention.ms", value="1"),)),)), TOPIC_DENIED),
+    ("CreatePartitions", lambda: request(37, 3, validate_only=True, timeout=ms(seconds=1), topics=(entity(
+        37, 3, "CreatePartitionsTopic", name=T, count=2, assignments=None),)), TOPIC_DENIED),
+    ("DeleteGroups", lambda: request(42, 2, groups_names=("g",)), GROUP_DENIED),
+    ("IncrementalAlterConfigs", lambda: request(44, 1, validate_only=True, resources=(entity(
+        44, 1, "AlterConfigsResource", resource_type=2, resource_name=T, configs=(entity(
+            44, 1, "AlterableConfig", name="retention.ms", config_operation=0, value="1"),)),)), TOPIC_DENIED),
+    ("DescribeClientQuotas", lambda: request(48, 1, components=(), strict=False), CLUSTER_DENIED),
+    ("DescribeUserScramCredentials", lambda: request(50, 0, users=None), CLUSTER_DENIED),
+    ("AlterUserScramCredentials", lambda: request(51, 0, upsertions=(), deletions=(entity(
+        51, 0, "ScramCredentialDeletion", name="alice", mechanism=2),)), CLUSTER_DENIED),
+    ("DescribeProducers", lambda: request(61, 0, topics=(entity(61, 0, "TopicRequest", name=T,
+                                                                 partition_indexes=(0,)),)), TOPIC_DENIED),
+    ("DescribeTransactions", lambda: request(65, 0, transactional_ids=("tx",)), TXN_DENIED),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "expected"), REFUSALS, ids=[r[0] for r in REFUSALS])
+async def test_every_api_refuses_a_caller_without_acls(secured, name, make, expected):
+    _, login = secured
+    admin, alice = await login("admin"), await login("alice")
+    await admin.request(create_topics_request([(T, 1, 1)]))
+    reply = await alice.request(make())
+    errors = {e for e in _errors(reply) if e}  # top-level 0 beside per-partition refusals is Kafka's shape
+    assert errors == {expected}, (name, reply)
+    again = await admin.request(make())  # the super user is not refused
+    assert expected not in _errors(again), (name, again)
+
+
+def test_every_checked_api_has_a_refusal_test():
+    from tinystream.broker.protocol.api_versions import api_name  # noqa: PLC0415
+
+    covered = {r[0].split("-")[0] for r in REFUSALS}
+    unchecked = {"ApiVersions", "SaslHandshake", "SaslAuthenticate", "DescribeCluster",
+                 "ListGroups", "ListTransactions"}  # none, or filtering (tested above and below)
+    assert {api_name(k) for k in RULES} - unchecked == covered
+
+
+async def test_listings_show_only_what_the_caller_may_describe(secured):
+    _, login = secured
+    admin, alice = await login("admin"), await login("alice")
+    assert (await alice.request(request(16, 4, states_filter=()))).groups == ()
+    listed = await alice.request(request(66, 1, state_filters=(), producer_id_filters=(), duration_filter=-1))
+    assert listed.error_code == ErrorCode.none and listed.transaction_states == ()
+    cluster = await alice.request(request(60, 1, include_cluster_authorized_operations=False, endpoint_type=1))
+    assert cluster.error_code == ErrorCode.none  # Kafka answers DescribeCluster to anyone authenticated
