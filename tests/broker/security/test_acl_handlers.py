@@ -8,6 +8,7 @@ access.json (control/access.py); the replicated case is in test_acls_cluster.py.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import hashlib
 import os
@@ -438,7 +439,21 @@ def test_every_checked_api_has_a_refusal_test():
 async def test_listings_show_only_what_the_caller_may_describe(secured):
     _, login = secured
     admin, alice = await login("admin"), await login("alice")
+    await admin.request(create_topics_request([(T, 1, 1)]))
+    commit = request(8, 8, group_id="listed", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                     topics=(entity(8, 8, "OffsetCommitRequestTopic", name=T, partitions=(entity(
+                         8, 8, "OffsetCommitRequestPartition", partition_index=0, committed_offset=0,
+                         committed_leader_epoch=-1, committed_metadata=""),)),))
+    assert (await admin.request(request(10, 3, key="listed", key_type=0))).error_code == 0  # makes the offsets topic
+    for _ in range(100):
+        if _errors(await admin.request(commit)) == [0]:
+            break
+        await asyncio.sleep(0.05)
+    assert _errors(await admin.request(commit)) == [0]
+    assert [g.group_id for g in (await admin.request(request(16, 4, states_filter=()))).groups] == ["listed"]
     assert (await alice.request(request(16, 4, states_filter=()))).groups == ()
+    await grant(admin, acl_creation("GROUP", "list", "User:alice", "DESCRIBE", pattern="PREFIXED"))
+    assert [g.group_id for g in (await alice.request(request(16, 4, states_filter=()))).groups] == ["listed"]
     listed = await alice.request(request(66, 1, state_filters=(), producer_id_filters=(), duration_filter=-1))
     assert listed.error_code == ErrorCode.none and listed.transaction_states == ()
     cluster = await alice.request(request(60, 1, include_cluster_authorized_operations=False, endpoint_type=1))
