@@ -228,9 +228,19 @@ def test_kafka_acls_sh_and_the_java_console_clients(acl_broker, tmp_path):
             "--producer-property", "max.block.ms=10000", "--producer-property", "delivery.timeout.ms=15000",
             "--producer-property", "request.timeout.ms=10000"], input="hello\n", timeout=120)
 
+    def console_consume():
+        return kafka.run_java_tool(kafka.CONSOLE_CONSUMER, [
+            "--bootstrap-server", broker.bootstrap, "--consumer.config", alice, "--topic", topic,
+            "--group", "java-group", "--from-beginning", "--max-messages", "1", "--timeout-ms", "30000"],
+            timeout=120)
+
     refused = console_produce()
     said = refused.stdout + refused.stderr
     assert "TopicAuthorizationException" in said or "not authorized to access topics" in said, said[-2000:]
+    refused = console_consume()
+    said = refused.stdout + refused.stderr
+    assert "Processed a total of 0 messages" in said and ("GroupAuthorizationException" in said
+                                                           or "TopicAuthorizationException" in said), said[-2000:]
     added = acls("--add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
     assert added.returncode == 0, added.stderr[-2000:]
     added = acls("--add", "--allow-principal", "User:alice", "--consumer", "--topic", topic, "--group", "java-group")
@@ -239,9 +249,7 @@ def test_kafka_acls_sh_and_the_java_console_clients(acl_broker, tmp_path):
     assert listed.returncode == 0 and "User:alice" in listed.stdout and "WRITE" in listed.stdout, listed.stdout
     produced = console_produce()
     assert produced.returncode == 0, (produced.stdout + produced.stderr)[-2000:]
-    consumed = kafka.run_java_tool(kafka.CONSOLE_CONSUMER, [
-        "--bootstrap-server", broker.bootstrap, "--consumer.config", alice, "--topic", topic,
-        "--group", "java-group", "--from-beginning", "--max-messages", "1", "--timeout-ms", "30000"], timeout=120)
+    consumed = console_consume()
     assert "hello" in consumed.stdout, consumed.stderr[-2000:]
     removed = acls("--remove", "--force", "--allow-principal", "User:alice", "--operation", "Write", "--topic", topic)
     assert removed.returncode == 0, removed.stderr[-2000:]
