@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinystream.broker.control.access import ForwardedAccessAdmin, LocalAccessAdmin
 from tinystream.broker.control.forwarding import ForwardedTopicAdmin
 from tinystream.broker.control.image import ImageApplier
 from tinystream.broker.control.session import ControllerSession
@@ -42,6 +43,7 @@ from tinystream.broker.protocol.api_versions import advertised
 from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager, wall_clock_ms
+from tinystream.broker.security.authorizer import Authorizer, authorizer_enabled, parse_super_users
 from tinystream.broker.security.listener import (
     broker_principals,
     client_listener,
@@ -140,7 +142,13 @@ class Broker:
             advertised=advertised(with_groups=self.groups is not None, with_sasl=self.listener.sasl),
             groups=self.groups,
             broker_principals=broker_principals(settings, self.listener),
+            authorizer=self._authorizer(settings),
+            users=load_users(settings),
         )
+        # Without a controller, ACLs and SCRAM credentials live beside this broker's metadata (control/access.py).
+        if not settings.controller_url:
+            self.ctx.access = LocalAccessAdmin(self.logs.metadata_dir, authorizer=self.ctx.authorizer,
+                                               users=self.ctx.users)
         # Transactions need the group coordinator (TxnOffsetCommit, markers on __consumer_offsets).
         self.transactions = self._transaction_service() if self.groups is not None else None
         self.ctx.transactions = self.transactions
@@ -180,7 +188,7 @@ class Broker:
         controller = ControllerClient(controller_url, token=self._controller_token())
         applier = ImageApplier(broker_id=s.broker_id, cluster=self.cluster, topics=self.topics,
                                replicas=self.replicas, fetchers=self.fetchers, groups=self.groups, clock=self.clock,
-                               transactions=self.transactions)
+                               transactions=self.transactions, authorizer=self.ctx.authorizer, users=self.ctx.users)
         self.control = ControllerSession(
             settings=s,
             controller=controller,
@@ -196,15 +204,27 @@ class Broker:
         self.ctx.control = self.control
         self.ctx.forwarding = ForwardedTopicAdmin(settings=s, controller=controller, session=self.control,
                                                   cluster=self.cluster, topics=self.topics)
+        # ACLs and SCRAM credentials are cluster metadata: changed through the controller, applied from its image.
+        self.ctx.access = ForwardedAccessAdmin(controller=controller, session=self.control)
         # KIP-730: the controller hands out disjoint blocks; a file per broker would not be.
         self.ctx.producer_ids = ProducerIdManager(ControllerBlockSource(self.control.allocate_producer_ids))
 
     def _auth_factory(self) -> Callable[[], ConnectionAuth]:
-        """Each connection's auth state: on a SASL listener, a SaslSession over the users file."""
+        """Each connection's auth state: on a SASL listener, a SaslSession over the users (file and image)."""
         if not self.listener.sasl:
             return ConnectionAuth
-        users, enabled = load_users(self.settings), mechanisms(self.settings)
+        users, enabled = self.ctx.users, mechanisms(self.settings)
+        assert users is not None
         return lambda: ConnectionAuth(sasl=SaslSession(users, enabled=enabled))
+
+    def _authorizer(self, settings: BrokerSettings) -> Authorizer | None:
+        """authorizer.class.name set: ACLs on; super.users and the inter-broker user may do anything."""
+        if not authorizer_enabled(settings.authorizer_class_name):
+            return None
+        supers = set(parse_super_users(settings.super_users))
+        if settings.inter_broker_sasl_username:
+            supers.add(f"User:{settings.inter_broker_sasl_username}")
+        return Authorizer(super_users=supers, allow_if_no_acl=settings.allow_everyone_if_no_acl_found)
 
     async def wait_fatal(self) -> None:
         """Returns when the broker must stop on its own (see ControllerSession.fatal_error)."""

@@ -177,6 +177,11 @@ class TopicReply(AdminReply):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AclDeleteReply(AdminReply):
+    matched: tuple[tuple[Mapping[str, Any], ...], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerChangeReply(AdminReply):
     broker: Mapping[str, Any] | None  # the broker record, None once unregistered
     leaderships: tuple[tuple[str, int], ...]  # partitions it still leads (empty: drain done)
@@ -334,6 +339,21 @@ class ControllerClient:
     def _topic_reply(data: Mapping[str, Any]) -> TopicReply:
         topic = data.get("topic")
         return TopicReply(**_admin(data), topic=TopicState.from_json(topic) if topic else None)
+
+    # -- access: ACLs and SCRAM credentials (dicts in the image's shape, operator/controller/image.py) -------
+
+    async def create_acls(self, acls: Sequence[Mapping[str, Any]]) -> AdminReply:
+        return AdminReply(**_admin(await self._call("POST", "/v1/acls", {"acls": [dict(a) for a in acls]})))
+
+    async def delete_acls(self, filters: Sequence[Mapping[str, Any]]) -> AclDeleteReply:
+        """`matched[i]`: the ACLs filter i removed."""
+        data = await self._call("POST", "/v1/acls/delete", {"filters": [dict(f) for f in filters]})
+        return AclDeleteReply(**_admin(data), matched=tuple(tuple(m) for m in data.get("matched", ())))
+
+    async def alter_scram_credentials(self, *, upsertions: Sequence[Mapping[str, Any]] = (),
+                                      deletions: Sequence[Mapping[str, str]] = ()) -> AdminReply:
+        body = {"upsertions": [dict(u) for u in upsertions], "deletions": [dict(d) for d in deletions]}
+        return AdminReply(**_admin(await self._call("POST", "/v1/scram-credentials", body)))
 
     # -- leadership and replicas -----------------------------------------------
 

@@ -9,6 +9,12 @@ credentials (RFC 5802) and writes them to `sasl.users.file`:
 PLAIN is checked against the same credentials: the password it carries is
 salted and hashed the same way and compared with StoredKey, so one file
 serves every mechanism.
+
+Two sources, one store: the file (bootstrap: the inter-broker and admin users,
+there before any controller answers) and the credentials replicated in the
+controller's metadata image (AlterUserScramCredentials, KIP-554), which
+`replace_replicated` swaps in whole whenever the image changes. For a
+(user, mechanism) in both, the image's wins: it is the latest change.
 """
 
 from __future__ import annotations
@@ -64,10 +70,22 @@ class UserStore:
     """user -> mechanism -> credential; loaded from (and saved to) `sasl.users.file`."""
 
     def __init__(self, users: dict[str, dict[str, ScramCredential]] | None = None) -> None:
-        self.users = users or {}
+        self.users = users or {}  # from the file
+        self.replicated: dict[str, dict[str, ScramCredential]] = {}  # from the controller's image
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        return self.users.get(user, {}).get(mechanism)
+        found = self.replicated.get(user, {}).get(mechanism)
+        return found if found is not None else self.users.get(user, {}).get(mechanism)
+
+    def mechanisms_of(self, user: str) -> dict[str, ScramCredential]:
+        """Every credential `user` has, the image's over the file's."""
+        return {**self.users.get(user, {}), **self.replicated.get(user, {})}
+
+    def user_names(self) -> list[str]:
+        return sorted(set(self.users) | set(self.replicated))
+
+    def replace_replicated(self, users: dict[str, dict[str, ScramCredential]]) -> None:
+        self.replicated = users
 
     def set_password(self, user: str, password: str, *, mechanisms: tuple[str, ...] = SCRAM_MECHANISMS,
                      iterations: int = MIN_ITERATIONS) -> None:
@@ -76,7 +94,7 @@ class UserStore:
         self.users[user] = {m: ScramCredential.from_password(m, password, iterations=iterations) for m in mechanisms}
 
     def check_plain(self, user: str, password: str) -> bool:
-        creds = self.users.get(user, {})
+        creds = self.mechanisms_of(user)
         return any(c.matches_password(m, password) for m, c in creds.items())
 
     @classmethod

@@ -6,7 +6,9 @@ store (a cache of the image), and for each partition with us among its
 replicas: open its log, become leader (fetchers stop, the group coordinator
 loads its __consumer_offsets partitions, Kafka's onElection) or follower of
 the named leader (fetcher, truncation first). Partitions no longer ours are
-deleted; topics no longer in the image too.
+deleted; topics no longer in the image too. The image's ACLs replace the
+authorizer's and its SCRAM credentials the user store's replicated ones, in
+the same synchronous step, so every broker authorizes what the image says.
 
 The image's JSON layout is the controller's (operator/service/README.md,
 "GET /v1/metadata"); `partition_epochs` keeps each partition's epoch for the
@@ -28,6 +30,9 @@ from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_T
 from tinystream.broker.replication.partition import PartitionState
 from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.security.access_records import apply_access
+from tinystream.broker.security.authorizer import Authorizer
+from tinystream.broker.security.scram_users import UserStore
 from tinystream.broker.storage.base import LogConfig
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics.manager import TopicManager
@@ -67,7 +72,11 @@ class ImageApplier:
         groups: GroupService | None,
         clock: Callable[[], int],
         transactions: TransactionService | None = None,
+        authorizer: Authorizer | None = None,
+        users: UserStore | None = None,
     ) -> None:
+        self.authorizer = authorizer
+        self.users = users
         self.broker_id = broker_id
         self.cluster = cluster
         self.topics = topics
@@ -133,8 +142,10 @@ class ImageApplier:
                 self.topics.store.remove(spec.name)
                 for listener in self.topics.on_topic_deleted:
                     listener(spec)
+        apply_access(image, authorizer=self.authorizer, users=self.users)
         self.image = image
         self.version = int(image["version"])
+
 
     def _store_topic(self, spec: TopicSpec) -> None:
         store = self.topics.store

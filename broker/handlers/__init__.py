@@ -4,6 +4,10 @@ A handler is `async def handle(ctx: BrokerContext, call: Call) -> entity | bytes
 a kio response entity (the dispatcher encodes it), already framed bytes (a
 layout kio does not have, e.g. legacy Produce), None for no response
 (acks=0), or `context.CLOSE_CONNECTION`.
+
+What each API needs the caller to be allowed is `authz.RULES` (one table,
+held against HANDLERS by a test); handlers call its checks with the
+resources their request names.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tinystream.broker.handlers import (
+    acls,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     fetch,
@@ -23,6 +29,7 @@ from tinystream.broker.handlers import (
     producer_id,
     records_admin,
     sasl,
+    scram_credentials,
     topics_admin,
     transactions,
 )
@@ -67,4 +74,10 @@ HANDLERS: dict[int, Handler] = {
     keys.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
     keys.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     keys.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    keys.DESCRIBE_ACLS: acls.handle_describe_acls,
+    keys.CREATE_ACLS: acls.handle_create_acls,
+    keys.DELETE_ACLS: acls.handle_delete_acls,
+    keys.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
+    keys.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe_user_scram_credentials,
+    keys.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter_user_scram_credentials,
 }

@@ -17,6 +17,8 @@ BROKERS_ENDPOINT = 1
 
 
 async def handle_describe_cluster(ctx: BrokerContext, call: Call) -> Any:
+    # Kafka answers DescribeCluster to anyone authenticated; DESCRIBE on the cluster only matters for
+    # cluster_authorized_operations, which is not computed here (authz.RULES).
     endpoint_type = getattr(call.body, "endpoint_type", BROKERS_ENDPOINT)
     error = ErrorCode.none if endpoint_type == BROKERS_ENDPOINT else ErrorCode.unsupported_endpoint_type
     brokers = tuple(

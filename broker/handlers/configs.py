@@ -8,6 +8,10 @@ applies them to the open logs at once.
 IncrementalAlterConfigs operations (KIP-339): SET, DELETE (back to the
 broker default), APPEND / SUBTRACT for list configs (cleanup.policy).
 AlterConfigs replaces a topic's whole set of overrides, as Kafka does.
+
+Authorization (authz.RULES): DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
+(TOPIC_AUTHORIZATION_FAILED) or, for the broker resource, on the cluster
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import topic_admin
+from tinystream.broker.handlers import authz, topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.topics.config import (
@@ -34,6 +39,18 @@ class ResourceType(enum.IntEnum):
     BROKER_LOGGER = 8
 
 
+def _refused(ctx: BrokerContext, call: Call, operation: AclOperation, resource_type: int,
+             name: str) -> tuple[ErrorCode, str | None] | None:
+    """The authorization error for a config resource, or None (unknown types are refused later, as before)."""
+    if resource_type == ResourceType.TOPIC:
+        if not authz.allowed(ctx, call, operation, authz.TOPIC, name):
+            return ErrorCode.topic_authorization_failed, None
+    elif resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        if not authz.allowed_cluster(ctx, call, operation):
+            return ErrorCode.cluster_authorization_failed, None
+    return None
+
+
 class AlterOp(enum.IntEnum):
     SET = 0
     DELETE = 1
@@ -47,7 +64,11 @@ async def handle_describe_configs(ctx: BrokerContext, call: Call) -> Any:
     docs = bool(getattr(body, "include_documentation", False))
     results = []
     for resource in body.resources:
-        error, message, described = _describe(ctx, resource.resource_type, resource.resource_name)
+        refused = _refused(ctx, call, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+        if refused:
+            error, message, described = refused[0], refused[1], []
+        else:
+            error, message, described = _describe(ctx, resource.resource_type, resource.resource_name)
         keys = resource.configuration_keys
         if keys is not None:
             wanted = set(keys)
@@ -119,7 +140,8 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, call: Call) -> An
     body = call.body
     responses = []
     for resource in body.resources:
-        error, message = await _incremental(ctx, resource, body.validate_only)
+        refused = _refused(ctx, call, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+        error, message = refused or await _incremental(ctx, resource, body.validate_only)
         responses.append(_alter_entry(call, resource, error, message))
     return call.respond(throttle_time=millis(0), responses=tuple(responses))
 
@@ -168,7 +190,10 @@ async def handle_alter_configs(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     responses = []
     for resource in body.resources:
-        if resource.resource_type != ResourceType.TOPIC:
+        refused = _refused(ctx, call, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+        if refused:
+            error, message = refused
+        elif resource.resource_type != ResourceType.TOPIC:
             error, message = _not_alterable(resource.resource_type)
         else:
             names = [c.name for c in resource.configs]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinystream.broker.control.access import AccessAdmin
 from tinystream.broker.control.forwarding import ForwardedTopicAdmin
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.coordinators.group_service import GroupService
@@ -19,7 +20,9 @@ from tinystream.broker.metrics.broker_metrics import BrokerMetrics
 from tinystream.broker.protocol.api_versions import ApiRange
 from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
 from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.security.authorizer import Authorizer
 from tinystream.broker.security.sasl import SaslSession
+from tinystream.broker.security.scram_users import UserStore
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
 
@@ -67,6 +70,13 @@ class BrokerContext:
     # Principals whose Fetch replica_id is believed (followers); None: the listener authenticates no one,
     # so any known broker id is (spoofable: use a SASL or mTLS listener).
     broker_principals: frozenset[str] | None = None
+    # authorizer.class.name set: the ACL authorizer (its ACLs come from the controller's image, or from
+    # acls.json in the metadata dir for a broker without a controller); None: everything is allowed.
+    authorizer: Authorizer | None = None
+    # The SCRAM users this broker authenticates (sasl.users.file, plus the image's credentials).
+    users: UserStore | None = None
+    # Where CreateAcls / DeleteAcls / AlterUserScramCredentials take effect (control/access.py).
+    access: AccessAdmin | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@
 - replica_id >= 0 marks a follower broker's fetch (it reads past the high
   watermark and moves it). Only a peer broker of this cluster may send one
   (CVE-2018-1288); anyone else gets TOPIC_AUTHORIZATION_FAILED on every
-  partition, as Kafka answers a fetcher without ClusterAction.
+  partition, as Kafka answers a fetcher without ClusterAction. With an
+  authorizer the follower also needs CLUSTER_ACTION on the cluster (the
+  inter-broker user is a super user), and a consumer READ on each topic.
 - v12 `last_fetched_epoch` (KIP-595): when the fetcher's last epoch ends
   before its fetch offset here, the answer carries `diverging_epoch` and no
   records, so the fetcher truncates first.
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
+from tinystream.broker.handlers import authz
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition
@@ -47,7 +51,9 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     answered: dict[TopicPartition, FetchedPartition] = {}  # decided before reading
     # A follower's Fetch moves the high watermark: believe replica_id only from an authenticated broker.
     trusted = ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals
-    peer = replica_id >= 0 and trusted and ctx.cluster.is_peer(replica_id)
+    peer = (replica_id >= 0 and trusted and ctx.cluster.is_peer(replica_id)
+            and authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION))
+    may_read = authz.topic_filter(ctx, call, AclOperation.READ)
     for topic in body.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.topic, p.partition)
@@ -55,7 +61,7 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
                 FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, ctx.settings.fetch_max_bytes),
                                getattr(p, "current_leader_epoch", -1))
             )
-            if replica_id >= 0 and not peer:
+            if (replica_id >= 0 and not peer) or (not peer and not may_read(topic.topic)):
                 answered[tp] = FetchedPartition(tp, ErrorCode.topic_authorization_failed)
                 continue
             partition = ctx.replicas.get(tp)

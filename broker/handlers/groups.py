@@ -17,14 +17,22 @@ protocol decisions live in `tinystream.broker.groups`. Version notes:
 - FindCoordinator v4 batches keys. Key type 1 finds a transaction
   coordinator: the leader of the id's __transaction_state partition (the
   topic is created on first use, as Kafka does).
+
+Authorization (authz.RULES, Kafka's): READ on the group to join, sync,
+heartbeat, leave and commit (plus READ on each committed topic); DESCRIBE on
+it to find its coordinator, fetch offsets (topics the caller may not DESCRIBE
+are left out or refused) and describe it; DELETE to delete it. ListGroups
+lists everything with DESCRIBE on the cluster, else the groups it may DESCRIBE.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import topic_admin
+from tinystream.broker.handlers import authz, topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -46,7 +54,7 @@ async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     key_type = getattr(body, "key_type", GROUP_KEY)
     keys = list(body.coordinator_keys) if hasattr(body, "coordinator_keys") else [body.key]
-    answers = [await _find(ctx, key_type, key) for key in keys]
+    answers = [await _find(ctx, call, key_type, key) for key in keys]
     if hasattr(body, "coordinator_keys"):
         coordinators = tuple(
             call.make("Coordinator", key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
@@ -59,11 +67,15 @@ async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
     )
 
 
-async def _find(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _find(ctx: BrokerContext, call: Call, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type == TRANSACTION_KEY:
+        if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.TXN, key):
+            return ErrorCode.transactional_id_authorization_failed, None, -1, "", -1
         return await _find_transaction_coordinator(ctx, key)
     if key_type != GROUP_KEY:
         return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
+    if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.GROUP, key):
+        return ErrorCode.group_authorization_failed, None, -1, "", -1
     if ctx.control is None:
         error, message = ctx.groups.ensure_offsets_topic()
         if error != ErrorCode.none:
@@ -99,8 +111,16 @@ async def _find_transaction_coordinator(ctx: BrokerContext, key: str) -> tuple[E
 # -- membership ------------------------------------------------------------------------------
 
 
+def _may_read_group(ctx: BrokerContext, call: Call) -> bool:
+    return authz.allowed(ctx, call, AclOperation.READ, authz.GROUP, call.body.group_id)
+
+
 async def handle_join_group(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
+    if not _may_read_group(ctx, call):
+        return call.respond(throttle_time=millis(0), error_code=ErrorCode.group_authorization_failed,
+                            generation_id=-1, protocol_type=None, protocol_name=None if call.version >= 7 else "",
+                            leader="", skip_assignment=False, member_id=body.member_id, members=())
     session_ms = to_millis(body.session_timeout)
     rebalance = getattr(body, "rebalance_timeout", None)
     result = await _coordinator(ctx).join_group(
@@ -135,6 +155,9 @@ async def handle_join_group(ctx: BrokerContext, call: Call) -> Any:
 
 async def handle_sync_group(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
+    if not _may_read_group(ctx, call):
+        return call.respond(throttle_time=millis(0), error_code=ErrorCode.group_authorization_failed,
+                            protocol_type=None, protocol_name=None, assignment=b"")
     result = await _coordinator(ctx).sync_group(
         group_id=body.group_id,
         generation_id=body.generation_id,
@@ -155,6 +178,8 @@ async def handle_sync_group(ctx: BrokerContext, call: Call) -> Any:
 
 async def handle_heartbeat(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
+    if not _may_read_group(ctx, call):
+        return call.respond(throttle_time=millis(0), error_code=ErrorCode.group_authorization_failed)
     error = await _coordinator(ctx).heartbeat(
         group_id=body.group_id,
         generation_id=body.generation_id,
@@ -170,6 +195,8 @@ async def handle_leave_group(ctx: BrokerContext, call: Call) -> Any:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         members = [(body.member_id, None)]
+    if not _may_read_group(ctx, call):
+        return call.respond(throttle_time=millis(0), error_code=ErrorCode.group_authorization_failed, members=())
     result = await _coordinator(ctx).leave_group(group_id=body.group_id, members=members)
     if not hasattr(body, "members"):
         error = result.error
@@ -193,11 +220,18 @@ async def handle_offset_commit(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
     unknown: set[tuple[str, int]] = set()
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    group_ok = _may_read_group(ctx, call)
+    may_read = authz.topic_filter(ctx, call, AclOperation.READ)
     for topic in body.topics:
         spec = ctx.topics.get(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if spec is None or not 0 <= p.partition_index < spec.partitions:
+            if not group_ok:
+                refused[tp] = ErrorCode.group_authorization_failed
+            elif not may_read(topic.name):
+                refused[tp] = ErrorCode.topic_authorization_failed
+            elif spec is None or not 0 <= p.partition_index < spec.partitions:
                 unknown.add(tp)
                 continue
             offsets[tp] = (p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
@@ -216,9 +250,9 @@ async def handle_offset_commit(ctx: BrokerContext, call: Call) -> Any:
             call.make(
                 "OffsetCommitResponsePartition",
                 partition_index=p.partition_index,
-                error_code=ErrorCode.unknown_topic_or_partition
-                if (topic.name, p.partition_index) in unknown
-                else results.get((topic.name, p.partition_index), ErrorCode.none),
+                error_code=refused.get((topic.name, p.partition_index))
+                or (ErrorCode.unknown_topic_or_partition if (topic.name, p.partition_index) in unknown
+                    else results.get((topic.name, p.partition_index), ErrorCode.none)),
             )
             for p in topic.partitions
         )
@@ -245,16 +279,31 @@ async def _fetch_group(
 ) -> tuple[ErrorCode, tuple]:
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     require_stable = bool(getattr(call.body, "require_stable", False))  # v7+, KIP-447
-    result = await _coordinator(ctx).fetch_offsets(group_id=group_id, partitions=wanted, require_stable=require_stable)
     top_level_error = call.version >= 2
+    may_describe = authz.topic_filter(ctx, call, AclOperation.DESCRIBE)
+    if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.GROUP, group_id):
+        error = ErrorCode.group_authorization_failed
+        if top_level_error or wanted is None:
+            return error, ()
+        return error, _offset_rows(call, [((t, p), None) for t, p in wanted], {}, error, topic_class, partition_class)
+    refused = {(t, p) for t, p in wanted or () if not may_describe(t)}
+    asked = None if wanted is None else [tp for tp in wanted if tp not in refused]
+    result = await _coordinator(ctx).fetch_offsets(group_id=group_id, partitions=asked, require_stable=require_stable)
     partition_error = ErrorCode.none if top_level_error else result.error
-    by_topic: dict[str, list[Any]] = {}
     if result.error != ErrorCode.none:
         if top_level_error or wanted is None:
             return result.error, ()
         entries = [((t, p), None) for t, p in wanted]
     else:
-        entries = list(result.offsets.items())
+        entries = [(tp, c) for tp, c in result.offsets.items() if wanted is not None or may_describe(tp[0])]
+        entries += [(tp, None) for tp in sorted(refused)]
+    errors = {**result.partition_errors, **dict.fromkeys(refused, ErrorCode.topic_authorization_failed)}
+    return result.error, _offset_rows(call, entries, errors, partition_error, topic_class, partition_class)
+
+
+def _offset_rows(call: Call, entries: list, errors: dict, default_error: ErrorCode, topic_class: str,
+                 partition_class: str) -> tuple:
+    by_topic: dict[str, list[Any]] = {}
     for (topic, partition), committed in entries:
         by_topic.setdefault(topic, []).append(
             call.make(
@@ -263,18 +312,30 @@ async def _fetch_group(
                 committed_offset=committed.offset if committed else -1,
                 committed_leader_epoch=committed.leader_epoch if committed else -1,
                 metadata=committed.metadata if committed else "",
-                error_code=result.partition_errors.get((topic, partition), partition_error),
+                error_code=errors.get((topic, partition), default_error),
             )
         )
-    return result.error, tuple(call.make(topic_class, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    return tuple(call.make(topic_class, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
 
 
 # -- admin ---------------------------------------------------------------------------------------
 
 
 async def handle_describe_groups(ctx: BrokerContext, call: Call) -> Any:
-    described = await _coordinator(ctx).describe_groups(list(call.body.groups))
+    names = list(call.body.groups)
+    allowed = [g for g in names if authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.GROUP, g)]
+    found = {d.group_id: d for d in await _coordinator(ctx).describe_groups(allowed)} if allowed else {}
+    refused = call.make("DescribedGroup", error_code=ErrorCode.group_authorization_failed, group_id="",
+                        group_state="", protocol_type="", protocol_data="", members=(),
+                        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
     groups = tuple(
+        _described(call, found[g]) if g in found else dataclasses.replace(refused, group_id=g) for g in names
+    )
+    return call.respond(throttle_time=millis(0), groups=groups)
+
+
+def _described(call: Call, d: Any) -> Any:
+    return (
         call.make(
             "DescribedGroup",
             error_code=d.error,
@@ -296,25 +357,27 @@ async def handle_describe_groups(ctx: BrokerContext, call: Call) -> Any:
             ),
             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
-        for d in described
     )
-    return call.respond(throttle_time=millis(0), groups=groups)
 
 
 async def handle_list_groups(ctx: BrokerContext, call: Call) -> Any:
     coordinator = _coordinator(ctx)
     states = list(getattr(call.body, "states_filter", ()) or ()) or None
     error = ErrorCode.coordinator_load_in_progress if coordinator.loading_partitions() else ErrorCode.none
+    everything = authz.allowed_cluster(ctx, call, AclOperation.DESCRIBE)
     groups = tuple(
         call.make("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
         for g in coordinator.list_groups(states)
+        if everything or authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.GROUP, g.group_id)
     )
     return call.respond(throttle_time=millis(0), error_code=error, groups=groups)
 
 
 async def handle_delete_groups(ctx: BrokerContext, call: Call) -> Any:
     names = list(call.body.groups_names)
-    results = await _coordinator(ctx).delete_groups(names)
+    allowed = [g for g in names if authz.allowed(ctx, call, AclOperation.DELETE, authz.GROUP, g)]
+    results = await _coordinator(ctx).delete_groups(allowed) if allowed else {}
+    results = {**dict.fromkeys(set(names) - set(allowed), ErrorCode.group_authorization_failed), **results}
     return call.respond(
         throttle_time=millis(0),
         results=tuple(

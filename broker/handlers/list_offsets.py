@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode, code_for_log_error
+from tinystream.broker.handlers import authz
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.replication.partition import Partition
@@ -46,14 +48,18 @@ async def handle_list_offsets(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     for_replica = body.replica_id >= 0
     read_committed = getattr(body, "isolation_level", 0) == 1
+    may_describe = authz.topic_filter(ctx, call, AclOperation.DESCRIBE)
     topics = []
     for topic in body.topics:
         parts = []
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            error, timestamp, offset, epoch = _answer(
-                ctx, tp, p.timestamp, getattr(p, "current_leader_epoch", -1), for_replica, read_committed
-            )
+            if not may_describe(topic.name):
+                error, timestamp, offset, epoch = ErrorCode.topic_authorization_failed, -1, -1, -1
+            else:
+                error, timestamp, offset, epoch = _answer(
+                    ctx, tp, p.timestamp, getattr(p, "current_leader_epoch", -1), for_replica, read_committed
+                )
             parts.append(
                 call.make(
                     "ListOffsetsPartitionResponse",
@@ -170,6 +176,10 @@ def max_timestamp_offset(partition: Partition) -> tuple[int, int] | None:
 
 
 async def handle_offset_for_leader_epoch(ctx: BrokerContext, call: Call) -> Any:
+    # A follower (replica_id >= 0, v3+) needs CLUSTER_ACTION; a consumer DESCRIBE on the topic (Kafka's rule).
+    follower = getattr(call.body, "replica_id", -1) >= 0
+    cluster_refused = follower and not authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION)
+    may_describe = authz.topic_filter(ctx, call, AclOperation.DESCRIBE)
     topics = []
     for topic in call.body.topics:
         parts = []
@@ -177,7 +187,11 @@ async def handle_offset_for_leader_epoch(ctx: BrokerContext, call: Call) -> Any:
             tp = TopicPartition(topic.topic, p.partition)
             partition = ctx.replicas.get(tp)
             epoch, end = -1, -1
-            if partition is None:
+            if cluster_refused:
+                error = ErrorCode.cluster_authorization_failed
+            elif not follower and not may_describe(topic.topic):
+                error = ErrorCode.topic_authorization_failed
+            elif partition is None:
                 error = ErrorCode.unknown_topic_or_partition
             elif not partition.is_leader:
                 error = ErrorCode.not_leader_or_follower

@@ -5,14 +5,21 @@ topic; v10+ may name a topic by id instead of by name. A missing topic is
 created when the request allows it (v4+ `allow_auto_topic_creation`; always
 before v4) and `auto.create.topics.enable` is on; creation happens before the
 answer, so the client sees the topic ready instead of LEADER_NOT_AVAILABLE.
+
+Authorization (authz.RULES): "every topic" leaves out those the caller may
+not DESCRIBE; a topic asked by name that it may not DESCRIBE is
+TOPIC_AUTHORIZATION_FAILED (whether or not it exists, so nothing leaks); a
+missing one is auto-created only with CREATE on the cluster or the topic,
+else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import topic_admin
+from tinystream.broker.handlers import authz, topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.metadata.topics import InvalidTopicName, TopicSpec, validate_topic_name
 from tinystream.broker.protocol.codec import millis
@@ -29,7 +36,8 @@ async def handle_metadata(ctx: BrokerContext, call: Call) -> Any:
     allow_auto = bool(getattr(body, "allow_auto_topic_creation", True)) and ctx.settings.auto_create_topics_enable
     entries = []
     if everything:
-        entries = [_topic_entry(ctx, call, spec) for spec in ctx.topics.topics()]
+        may_describe = authz.topic_filter(ctx, call, AclOperation.DESCRIBE)
+        entries = [_topic_entry(ctx, call, spec) for spec in ctx.topics.topics() if may_describe(spec.name)]
     else:
         for item in requested:
             entries.append(await _lookup(ctx, call, item, allow_auto))
@@ -54,7 +62,11 @@ async def _lookup(ctx: BrokerContext, call: Call, item: Any, allow_auto: bool) -
         spec = ctx.topics.store.by_id(topic_id) if topic_id is not None else None
         if spec is None:
             return _error_entry(call, None, ErrorCode.unknown_topic_id, topic_id=topic_id)
+        if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.TOPIC, spec.name):
+            return _error_entry(call, None, ErrorCode.topic_authorization_failed, topic_id=topic_id)
         return _topic_entry(ctx, call, spec)
+    if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.TOPIC, name):
+        return _error_entry(call, name, ErrorCode.topic_authorization_failed)
     spec = ctx.topics.get(name)
     if spec is not None:
         return _topic_entry(ctx, call, spec)
@@ -64,6 +76,9 @@ async def _lookup(ctx: BrokerContext, call: Call, item: Any, allow_auto: bool) -
         return _error_entry(call, name, ErrorCode.invalid_topic_exception)
     if not allow_auto:
         return _error_entry(call, name, ErrorCode.unknown_topic_or_partition)
+    if not (authz.allowed_cluster(ctx, call, AclOperation.CREATE)
+            or authz.allowed(ctx, call, AclOperation.CREATE, authz.TOPIC, name)):
+        return _error_entry(call, name, ErrorCode.topic_authorization_failed)
     result = await topic_admin.auto_create(ctx, name)
     if result.spec is None or result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
         error = result.error if result.error != ErrorCode.none else ErrorCode.unknown_topic_or_partition

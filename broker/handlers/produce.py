@@ -37,7 +37,9 @@ import datetime
 import struct
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
+from tinystream.broker.handlers import authz
 from tinystream.broker.handlers.context import CLOSE_CONNECTION, BrokerContext, Call
 from tinystream.broker.protocol.codec import encode_with, millis, to_millis
 from tinystream.broker.replication.partition import AppendOutcome
@@ -89,13 +91,21 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     unverified: list[tuple[TopicPartition, memoryview, BatchHeader]] = []
     txn_id: str | None = getattr(body, "transactional_id", None)
     order: list[TopicPartition] = []
+    # Authorization (authz.RULES): a transactional producer needs WRITE on its transactional id (else the
+    # whole request is refused), then WRITE on each topic.
+    txn_refused = txn_id is not None and not authz.allowed(ctx, call, AclOperation.WRITE, authz.TXN, txn_id)
+    may_write = authz.topic_filter(ctx, call, AclOperation.WRITE)
     for topic in body.topic_data:
         name = topic.name
         spec = ctx.topics.get(name)
         for pdata in topic.partition_data:
             tp = TopicPartition(name, pdata.index)
             order.append(tp)
-            if legacy:
+            if txn_refused:
+                rejected[tp] = AppendOutcome(ErrorCode.transactional_id_authorization_failed)
+            elif not may_write(name):
+                rejected[tp] = AppendOutcome(ErrorCode.topic_authorization_failed)
+            elif legacy:
                 rejected[tp] = AppendOutcome(ErrorCode.unsupported_version, message="produce v0-2 is not supported")
             elif acks not in _VALID_ACKS:
                 rejected[tp] = AppendOutcome(ErrorCode.invalid_required_acks, message=f"acks={acks}")

@@ -3,6 +3,7 @@
 Kafka's rules: offset -1 means "up to the high watermark"; an offset past the
 high watermark is OFFSET_OUT_OF_RANGE; a lower one than the current log start
 changes nothing. The answer's low_watermark is the log start afterwards.
+DELETE on the topic is needed (else TOPIC_AUTHORIZATION_FAILED).
 Whole segments below it are deleted by the log; the rest become unreadable.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode, code_for_log_error
+from tinystream.broker.handlers import authz
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.base import LogError
@@ -21,10 +24,14 @@ HIGH_WATERMARK = -1
 
 async def handle_delete_records(ctx: BrokerContext, call: Call) -> Any:
     topics = []
+    may_delete = authz.topic_filter(ctx, call, AclOperation.DELETE)
     for topic in call.body.topics:
         parts = []
         for p in topic.partitions:
-            error, low = _delete(ctx, TopicPartition(topic.name, p.partition_index), p.offset)
+            if not may_delete(topic.name):
+                error, low = ErrorCode.topic_authorization_failed, -1
+            else:
+                error, low = _delete(ctx, TopicPartition(topic.name, p.partition_index), p.offset)
             parts.append(
                 call.make("DeleteRecordsPartitionResult", partition_index=p.partition_index, low_watermark=low, error_code=error)
             )

@@ -5,6 +5,12 @@ requests onto it and results back. Changes are synchronous, so the request
 timeout never expires and a success means the topic is ready. A name that
 appears twice in one request is refused for both entries (INVALID_REQUEST),
 as Kafka does.
+
+Authorization (authz.RULES): CREATE on the cluster or the topic to create it
+(its configs in the answer need DESCRIBE_CONFIGS, else the answer's
+topic_config_error_code is TOPIC_AUTHORIZATION_FAILED as Kafka puts it),
+DELETE on the topic to delete it, ALTER on it to add partitions; a refusal is
+TOPIC_AUTHORIZATION_FAILED for that topic only.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import topic_admin
+from tinystream.broker.handlers import authz, topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.topics.config import describe
@@ -22,10 +29,14 @@ from tinystream.broker.topics.config import describe
 async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     counts = Counter(t.name for t in body.topics)
+    cluster_create = authz.allowed_cluster(ctx, call, AclOperation.CREATE)
     results = []
     for topic in body.topics:
         if counts[topic.name] > 1:
             results.append(_created(ctx, call, topic.name, ErrorCode.invalid_request, "topic named twice in one request"))
+            continue
+        if not cluster_create and not authz.allowed(ctx, call, AclOperation.CREATE, authz.TOPIC, topic.name):
+            results.append(_created(ctx, call, topic.name, ErrorCode.topic_authorization_failed, None))
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
         configs = {c.name: c.value for c in topic.configs}
@@ -44,7 +55,10 @@ async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
 
 def _created(ctx: BrokerContext, call: Call, name: str, error: ErrorCode, message: str | None, spec: Any = None) -> Any:
     configs = None
-    if spec is not None and error == ErrorCode.none and call.version >= 5:  # v5+ report the topic's configs
+    config_error = ErrorCode.none
+    if spec is not None and not authz.allowed(ctx, call, AclOperation.DESCRIBE_CONFIGS, authz.TOPIC, name):
+        config_error = ErrorCode.topic_authorization_failed  # Kafka: created, but its configs are not shown
+    elif spec is not None and error == ErrorCode.none and call.version >= 5:  # v5+ report the topic's configs
         configs = tuple(
             call.make(
                 "CreatableTopicConfigs",
@@ -65,6 +79,7 @@ def _created(ctx: BrokerContext, call: Call, name: str, error: ErrorCode, messag
         num_partitions=spec.partitions if spec is not None and error == ErrorCode.none else -1,
         replication_factor=spec.replication_factor if spec is not None and error == ErrorCode.none else -1,
         configs=configs,
+        topic_config_error_code=config_error,
     )
 
 
@@ -85,6 +100,10 @@ async def handle_delete_topics(ctx: BrokerContext, call: Call) -> Any:
             name = spec.name
         elif counts[name] > 1:
             responses.append(_deleted(call, name, None, ErrorCode.invalid_request, "topic named twice in one request"))
+            continue
+        if not authz.allowed(ctx, call, AclOperation.DELETE, authz.TOPIC, name):
+            responses.append(_deleted(call, name if topic_id is None else None, topic_id,
+                                      ErrorCode.topic_authorization_failed, None))
             continue
         result = await topic_admin.delete_topic(ctx, name)
         responses.append(
@@ -110,6 +129,8 @@ async def handle_create_partitions(ctx: BrokerContext, call: Call) -> Any:
     for topic in body.topics:
         if counts[topic.name] > 1:
             error, message = ErrorCode.invalid_request, "topic named twice in one request"
+        elif not authz.allowed(ctx, call, AclOperation.ALTER, authz.TOPIC, topic.name):
+            error, message = ErrorCode.topic_authorization_failed, None
         else:
             assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
             result = await topic_admin.create_partitions(

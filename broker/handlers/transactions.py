@@ -17,6 +17,13 @@ coordinator) and, for TxnOffsetCommit, in the group coordinator. Version notes:
   CLUSTER_AUTHORIZATION_FAILED.
 - AddOffsetsToTxn adds the group's __consumer_offsets partition to the
   transaction, so its marker reaches the group coordinator.
+
+Authorization (authz.RULES): WRITE on the transactional id for the client
+APIs (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), plus WRITE on each topic added
+(TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED as Kafka) or
+READ on the group and topics whose offsets are committed; CLUSTER_ACTION for
+the broker-to-broker forms; READ on a topic for DescribeProducers; DESCRIBE
+on the id for DescribeTransactions, and ListTransactions lists only those.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.coordinators.txn_markers import write_local_markers
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import topic_admin
+from tinystream.broker.handlers import authz, topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC
 from tinystream.broker.protocol.codec import millis
@@ -43,8 +51,13 @@ def client_error(call: Call, error: ErrorCode) -> ErrorCode:
 
 
 def _from_broker(ctx: BrokerContext, call: Call) -> bool:
-    """Sent by another broker (or nobody is authenticated on this listener)."""
-    return ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals
+    """Sent by another broker (or nobody is authenticated on this listener), allowed CLUSTER_ACTION."""
+    return ((ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals)
+            and authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION))
+
+
+def _may_write_txn(ctx: BrokerContext, call: Call, txn_id: str) -> bool:
+    return authz.allowed(ctx, call, AclOperation.WRITE, authz.TXN, txn_id)
 
 
 def _coordinator(ctx: BrokerContext) -> Any:
@@ -79,7 +92,14 @@ async def _add_partitions(
     unknown = {tp for tp in wanted if not _exists(ctx, tp)}
     coordinator = _coordinator(ctx)
     errors: dict[tuple[str, int], ErrorCode]
-    if coordinator is None:
+    may_write = authz.topic_filter(ctx, call, AclOperation.WRITE)
+    refused = {tp for tp in wanted if not may_write(tp[0])}
+    if not verify_only and not _may_write_txn(ctx, call, txn_id):
+        errors = dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+    elif not verify_only and refused:
+        errors = {tp: ErrorCode.topic_authorization_failed if tp in refused else ErrorCode.operation_not_attempted
+                  for tp in wanted}
+    elif coordinator is None:
         errors = {tp: ErrorCode.coordinator_not_available for tp in wanted}
     elif verify_only:
         errors = coordinator.verify_partitions(transactional_id=txn_id, producer_id=producer_id,
@@ -113,6 +133,10 @@ def _exists(ctx: BrokerContext, tp: tuple[str, int]) -> bool:
 async def handle_add_offsets_to_txn(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     coordinator = _coordinator(ctx)
+    if not _may_write_txn(ctx, call, body.transactional_id):
+        return call.respond(throttle_time=millis(0), error_code=ErrorCode.transactional_id_authorization_failed)
+    if not authz.allowed(ctx, call, AclOperation.READ, authz.GROUP, body.group_id):
+        return call.respond(throttle_time=millis(0), error_code=ErrorCode.group_authorization_failed)
     if coordinator is None or ctx.groups is None:
         return call.respond(throttle_time=millis(0), error_code=ErrorCode.coordinator_not_available)
     ensured = await topic_admin.ensure_offsets_topic(ctx)
@@ -130,7 +154,18 @@ async def handle_txn_offset_commit(ctx: BrokerContext, call: Call) -> Any:
         (t.name, p.partition_index): (p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
         for t in body.topics for p in t.partitions
     }
-    if ctx.groups is None:
+    may_read = authz.topic_filter(ctx, call, AclOperation.READ)
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    if not _may_write_txn(ctx, call, body.transactional_id):
+        refused = dict.fromkeys(offsets, ErrorCode.transactional_id_authorization_failed)
+    elif not authz.allowed(ctx, call, AclOperation.READ, authz.GROUP, body.group_id):
+        refused = dict.fromkeys(offsets, ErrorCode.group_authorization_failed)
+    else:
+        refused = {tp: ErrorCode.topic_authorization_failed for tp in offsets if not may_read(tp[0])}
+    offsets = {tp: v for tp, v in offsets.items() if tp not in refused}
+    if not offsets:
+        results: dict[tuple[str, int], ErrorCode] = {}
+    elif ctx.groups is None:
         results = {tp: ErrorCode.coordinator_not_available for tp in offsets}
     else:
         results = await ctx.groups.coordinator.txn_offset_commit(
@@ -143,7 +178,7 @@ async def handle_txn_offset_commit(ctx: BrokerContext, call: Call) -> Any:
             offsets=offsets,
         )
     by_topic: dict[str, list[Any]] = {}
-    for (topic, index), error in results.items():
+    for (topic, index), error in {**refused, **results}.items():
         by_topic.setdefault(topic, []).append(
             call.make("TxnOffsetCommitResponsePartition", partition_index=index, error_code=client_error(call, error))
         )
@@ -157,6 +192,8 @@ async def handle_txn_offset_commit(ctx: BrokerContext, call: Call) -> Any:
 async def handle_end_txn(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     coordinator = _coordinator(ctx)
+    if not _may_write_txn(ctx, call, body.transactional_id):
+        return call.respond(throttle_time=millis(0), error_code=ErrorCode.transactional_id_authorization_failed)
     if coordinator is None:
         return call.respond(throttle_time=millis(0), error_code=ErrorCode.coordinator_not_available)
     error = await coordinator.end_txn(transactional_id=body.transactional_id, producer_id=body.producer_id,
@@ -198,12 +235,15 @@ async def handle_write_txn_markers(ctx: BrokerContext, call: Call) -> Any:
 async def handle_describe_producers(ctx: BrokerContext, call: Call) -> Any:
     """KIP-664: the producers a partition leader holds state for, with their open transaction's first offset."""
     topics = []
+    may_read = authz.topic_filter(ctx, call, AclOperation.READ)
     for topic in call.body.topics:
         parts = []
         for index in topic.partition_indexes:
             partition = ctx.replicas.get(TopicPartition(topic.name, int(index)))
             error = ErrorCode.none
-            if partition is None:
+            if not may_read(topic.name):
+                error, partition = ErrorCode.topic_authorization_failed, None
+            elif partition is None:
                 error = ErrorCode.unknown_topic_or_partition
             elif not partition.is_leader:
                 error = ErrorCode.not_leader_or_follower
@@ -232,13 +272,18 @@ def _start_time(ms: int) -> datetime.datetime:
 async def handle_describe_transactions(ctx: BrokerContext, call: Call) -> Any:
     coordinator = _coordinator(ctx)
     states = []
+    may_describe = authz.topic_filter(ctx, call, AclOperation.DESCRIBE)
     for txn_id in call.body.transactional_ids:
-        if coordinator is None:
+        if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.TXN, txn_id):
+            error, d = ErrorCode.transactional_id_authorization_failed, None
+        elif coordinator is None:
             error, d = ErrorCode.coordinator_not_available, None
         else:
             error, d = coordinator.describe(txn_id)
         by_topic: dict[str, list[int]] = {}
         for topic, index in d.partitions if d is not None else ():
+            if not may_describe(topic):  # Kafka leaves out the topics the caller may not describe
+                continue
             by_topic.setdefault(topic, []).append(index)
         states.append(call.make(
             "TransactionState",
@@ -271,6 +316,8 @@ async def handle_list_transactions(ctx: BrokerContext, call: Call) -> Any:
         if pid_filters and d.producer_id not in pid_filters:
             continue
         if duration >= 0 and (d.txn_start_ms < 0 or now - d.txn_start_ms < duration):
+            continue
+        if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.TXN, d.transactional_id):
             continue
         out.append(call.make("TransactionState", transactional_id=d.transactional_id, producer_id=d.producer_id,
                              transaction_state=d.state.kafka_name))

@@ -65,12 +65,18 @@ ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLIENT_QUOTAS = 48
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
@@ -135,12 +141,19 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(END_TXN, "EndTxn", 0, 4),
     ApiRange(WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1),
     ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4),
+    # ACLs (KIP-140; v2 prefixed patterns, KIP-290; v2+ flexible): v0 is gone from Kafka 4 (KIP-896) and kio.
+    ApiRange(DESCRIBE_ACLS, "DescribeAcls", 1, 3),
+    ApiRange(CREATE_ACLS, "CreateAcls", 1, 3),
+    ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3),
     ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
     ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
     ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
     ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+    ApiRange(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1),  # always empty: no quotas (client_quotas.py)
+    ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),  # KIP-554
+    ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
     ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
     ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
     ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0),

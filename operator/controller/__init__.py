@@ -13,10 +13,13 @@ Modules, one idea each: events (inputs), actions (outputs), image (the
 metadata brokers follow), state (image + sessions + settings + id source),
 core (`apply`), liveness, placement, election, isr, reassignment (with
 flow, the planner's min-cost flow), settle, builder (epoch bookkeeping),
-invariants, topic_config, config, ids, codec, errors.
+invariants, topic_config, access (ACL and SCRAM credential records, with
+`tinystream.acls`), config, ids, codec, errors.
 """
 
 from tinystream.operator.controller.actions import (
+    AclsCreated,
+    AclsDeleted,
     Action,
     BrokerDrained,
     BrokerFenced,
@@ -33,6 +36,7 @@ from tinystream.operator.controller.actions import (
     ReassignmentCancelled,
     ReassignmentCompleted,
     ReassignmentStarted,
+    ScramCredentialsChanged,
     TopicConfigChanged,
     TopicCreated,
     TopicDeleted,
@@ -43,14 +47,18 @@ from tinystream.operator.controller.core import Decision, apply
 from tinystream.operator.controller.election import ElectionReason
 from tinystream.operator.controller.errors import ControllerError, PlacementError, StateFormatError
 from tinystream.operator.controller.events import (
+    AclFilter,
     AdvanceTime,
     AllocateProducerIds,
     AlterPartition,
+    AlterScramCredentials,
     AlterTopicConfig,
     BrokerHeartbeat,
     ControllerActivated,
+    CreateAcls,
     CreatePartitions,
     CreateTopic,
+    DeleteAcls,
     DeleteTopic,
     DrainBroker,
     ElectPreferredLeaders,
@@ -59,16 +67,19 @@ from tinystream.operator.controller.events import (
     ReassignPartitions,
     RegisterBroker,
     ReplicaAssignment,
+    ScramDeletion,
     UndrainBroker,
     UnregisterBroker,
 )
 from tinystream.operator.controller.ids import IdSource
 from tinystream.operator.controller.image import (
     NO_LEADER,
+    AclRecord,
     BrokerRecord,
     LeaderRecoveryState,
     MetadataImage,
     PartitionRecord,
+    ScramCredentialRecord,
     TopicPartition,
     TopicRecord,
 )
@@ -78,6 +89,16 @@ from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.controller.state import ControllerState
 
 __all__ = [
+    "AclFilter",
+    "AclRecord",
+    "AclsCreated",
+    "AclsDeleted",
+    "AlterScramCredentials",
+    "CreateAcls",
+    "DeleteAcls",
+    "ScramCredentialRecord",
+    "ScramCredentialsChanged",
+    "ScramDeletion",
     "NO_LEADER",
     "SCHEMA_VERSION",
     "Action",

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 from tinystream.operator.controller.codec import from_plain, to_plain
 from tinystream.operator.controller.election import ElectionReason
 from tinystream.operator.controller.errors import StateFormatError
-from tinystream.operator.controller.image import TopicPartition
+from tinystream.operator.controller.image import AclRecord, TopicPartition
 
 
 class FenceReason(enum.Enum):
@@ -186,3 +186,23 @@ class ReassignmentCancelled(Action):
     topic: str
     partition: int
     replicas: tuple[int, ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AclsCreated(Action):
+    acls: tuple[AclRecord, ...]  # those that were not there yet
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AclsDeleted(Action):
+    """`matched[i]`: the ACLs filter i of the DeleteAcls matched (and removed), as DeleteAcls answers."""
+
+    matched: tuple[tuple[AclRecord, ...], ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredentialsChanged(Action):
+    users: tuple[str, ...]

@@ -28,7 +28,15 @@ from tinystream.operator.controller.actions import (
     ReassignmentCompleted,
 )
 from tinystream.operator.controller.election import ElectionReason
-from tinystream.operator.controller.image import BrokerRecord, MetadataImage, PartitionRecord, TopicPartition, TopicRecord
+from tinystream.operator.controller.image import (
+    AclRecord,
+    BrokerRecord,
+    MetadataImage,
+    PartitionRecord,
+    ScramCredentialRecord,
+    TopicPartition,
+    TopicRecord,
+)
 from tinystream.operator.controller.liveness import ClusterView
 from tinystream.operator.controller.topic_config import ConfigValue
 
@@ -51,6 +59,8 @@ class ImageBuilder:
         self._changed = False
         self._view: ClusterView | None = None
         self.actions: list[Action] = []
+        self.acls: tuple[AclRecord, ...] = image.acls
+        self.scram_credentials: tuple[ScramCredentialRecord, ...] = image.scram_credentials
 
     @property
     def next_version(self) -> int:
@@ -130,6 +140,20 @@ class ImageBuilder:
         """Remember a started reassignment, to report it if it completes in this event."""
         self._targets[(name, index)] = tuple(target)
 
+    # -- access: ACLs and SCRAM credentials -----------------------------------
+
+    def set_acls(self, acls: Sequence[AclRecord]) -> None:
+        ordered = tuple(sorted(set(acls)))
+        if ordered != self.acls:
+            self.acls = ordered
+            self._changed = True
+
+    def set_scram_credentials(self, credentials: Sequence[ScramCredentialRecord]) -> None:
+        ordered = tuple(sorted(credentials))
+        if ordered != self.scram_credentials:
+            self.scram_credentials = ordered
+            self._changed = True
+
     # -- result ------------------------------------------------------------
 
     def finish(self) -> MetadataImage | None:
@@ -181,5 +205,6 @@ class ImageBuilder:
             for name, record in self._topics.items()
         }
         return MetadataImage(
-            version=self.base.version + 1, cluster_id=self.base.cluster_id, brokers=self.brokers, topics=topics
+            version=self.base.version + 1, cluster_id=self.base.cluster_id, brokers=self.brokers, topics=topics,
+            acls=self.acls, scram_credentials=self.scram_credentials,
         )

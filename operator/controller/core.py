@@ -24,7 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tinystream.operator.controller.access import acl_problem, binding_filter, credential_problem, matching
 from tinystream.operator.controller.actions import (
+    AclsCreated,
+    AclsDeleted,
     Action,
     BrokerDrained,
     BrokerFenced,
@@ -37,6 +40,7 @@ from tinystream.operator.controller.actions import (
     ProducerIdsAllocated,
     ReassignmentCancelled,
     ReassignmentStarted,
+    ScramCredentialsChanged,
     TopicConfigChanged,
     TopicCreated,
     TopicDeleted,
@@ -49,11 +53,14 @@ from tinystream.operator.controller.events import (
     AdvanceTime,
     AllocateProducerIds,
     AlterPartition,
+    AlterScramCredentials,
     AlterTopicConfig,
     BrokerHeartbeat,
     ControllerActivated,
+    CreateAcls,
     CreatePartitions,
     CreateTopic,
+    DeleteAcls,
     DeleteTopic,
     DrainBroker,
     ElectPreferredLeaders,
@@ -509,6 +516,54 @@ def _alter_topic_config(step: _Step, e: AlterTopicConfig) -> None:
     step.settle()  # e.g. unclean.leader.election.enable just turned on
 
 
+# -- access: ACLs and SCRAM credentials ----------------------------------------------
+
+
+def _create_acls(step: _Step, e: CreateAcls) -> None:
+    for i, r in enumerate(e.acls):
+        problem = acl_problem(r)
+        if problem:
+            raise _Rejected(ControllerError.INVALID_REQUEST, f"acls[{i}]: {problem}")
+    have = set(step.image.acls)
+    new = tuple(sorted(set(e.acls) - have))
+    if new:
+        step.image.set_acls([*step.image.acls, *new])
+        step.image.actions.append(AclsCreated(acls=new))
+
+
+def _delete_acls(step: _Step, e: DeleteAcls) -> None:
+    filters = []
+    for i, f in enumerate(e.filters):
+        try:
+            filters.append(binding_filter(f))
+        except ValueError as exc:
+            raise _Rejected(ControllerError.INVALID_REQUEST, f"filters[{i}]: {exc}") from None
+    matched = tuple(matching(step.image.acls, f) for f in filters)
+    gone = {r for m in matched for r in m}
+    if gone:
+        step.image.set_acls([r for r in step.image.acls if r not in gone])
+    step.image.actions.append(AclsDeleted(matched=matched))
+
+
+def _alter_scram_credentials(step: _Step, e: AlterScramCredentials) -> None:
+    keys = [(c.user, c.mechanism) for c in e.upsertions] + [(d.user, d.mechanism) for d in e.deletions]
+    if len(set(keys)) != len(keys):
+        raise _Rejected(ControllerError.INVALID_REQUEST, "a (user, mechanism) appears more than once")
+    for i, c in enumerate(e.upsertions):
+        problem = credential_problem(c)
+        if problem:
+            raise _Rejected(ControllerError.INVALID_REQUEST, f"upsertions[{i}]: {problem}")
+    current = {(c.user, c.mechanism): c for c in step.image.scram_credentials}
+    for d in e.deletions:
+        if current.pop((d.user, d.mechanism), None) is None:
+            raise _Rejected(ControllerError.RESOURCE_NOT_FOUND,
+                            f"user {d.user!r} has no {d.mechanism} credential to delete")
+    for c in e.upsertions:
+        current[(c.user, c.mechanism)] = c
+    step.image.set_scram_credentials(list(current.values()))
+    step.image.actions.append(ScramCredentialsChanged(users=tuple(sorted({k[0] for k in keys}))))
+
+
 # -- partitions --------------------------------------------------------------------
 
 
@@ -607,4 +662,7 @@ _HANDLERS: dict[type[Event], Callable[[_Step, Any], None]] = {
     AlterPartition: _alter_partition,
     ElectPreferredLeaders: _elect_preferred,
     ReassignPartitions: _reassign,
+    CreateAcls: _create_acls,
+    DeleteAcls: _delete_acls,
+    AlterScramCredentials: _alter_scram_credentials,
 }

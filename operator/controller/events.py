@@ -21,6 +21,9 @@ controller-internal trigger:
     ElectPreferredLeaders ElectLeaders(PREFERRED), and the periodic
                           auto.leader.rebalance tick
     ReassignPartitions    AlterPartitionReassignments (KIP-455)
+    CreateAcls            CreateAcls (forwarded by a broker)
+    DeleteAcls            DeleteAcls (forwarded by a broker)
+    AlterScramCredentials AlterUserScramCredentials (forwarded by a broker)
 
 Plain form: `{"type": "<class name>", <field>: <value>, ...}` with the
 codec's JSON types (tuples as lists); `Event.from_dict` checks every field.
@@ -34,7 +37,7 @@ from typing import Any, ClassVar, TypeVar
 
 from tinystream.operator.controller.codec import from_plain, frozen_mapping, to_plain
 from tinystream.operator.controller.errors import StateFormatError
-from tinystream.operator.controller.image import LeaderRecoveryState, TopicPartition
+from tinystream.operator.controller.image import AclRecord, LeaderRecoveryState, ScramCredentialRecord, TopicPartition
 from tinystream.operator.controller.topic_config import ConfigValue
 
 
@@ -254,3 +257,56 @@ class ReassignPartitions(Event):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "assignments", tuple(self.assignments))
+
+
+# -- access: ACLs and SCRAM credentials --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AclFilter:
+    """DeleteAcls' filter (Kafka's AclBindingFilter by enum names); None matches anything."""
+
+    resource_type: str = "ANY"
+    resource_name: str | None = None
+    pattern_type: str = "ANY"
+    principal: str | None = None
+    host: str | None = None
+    operation: str = "ANY"
+    permission: str = "ANY"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramDeletion:
+    user: str
+    mechanism: str
+
+
+@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateAcls(Event):
+    acls: tuple[AclRecord, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "acls", tuple(self.acls))
+
+
+@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAcls(Event):
+    filters: tuple[AclFilter, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "filters", tuple(self.filters))
+
+
+@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterScramCredentials(Event):
+    """Set (upsert) and remove users' salted credentials; a (user, mechanism) at most once in all."""
+
+    upsertions: tuple[ScramCredentialRecord, ...] = ()
+    deletions: tuple[ScramDeletion, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "upsertions", tuple(self.upsertions))
+        object.__setattr__(self, "deletions", tuple(self.deletions))

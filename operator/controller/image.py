@@ -21,7 +21,17 @@ Records are frozen; mappings are read-only copies. Dict shape (see
                                  "isr": [1, 2], "leader": 1,
                                  "leader_epoch": 0, "partition_epoch": 0,
                                  "adding_replicas": [], "removing_replicas": [],
-                                 "leader_recovery_state": "RECOVERED"}]}]}
+                                 "leader_recovery_state": "RECOVERED"}]}],
+     # written only when not empty (an older reader refuses unknown fields):
+     "acls": [{"resource_type": "TOPIC", "resource_name": "orders", "pattern_type": "LITERAL",
+               "principal": "User:alice", "host": "*", "operation": "READ", "permission": "ALLOW"}],
+     "scram_credentials": [{"user": "alice", "mechanism": "SCRAM-SHA-512", "salt": "<b64>",
+                            "stored_key": "<b64>", "server_key": "<b64>", "iterations": 8192}]}
+
+ACLs and SCRAM credentials are cluster metadata as in KRaft (AccessControlEntryRecord,
+UserScramCredentialRecord): kept here, every broker applies them from the image,
+so all brokers authorize and authenticate alike. Credentials are salted (RFC 5802
+StoredKey/ServerKey), never passwords.
 """
 
 from __future__ import annotations
@@ -142,16 +152,45 @@ class TopicRecord:
         object.__setattr__(self, "partitions", tuple(self.partitions))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class AclRecord:
+    """One ACL (Kafka's AccessControlEntryRecord), by Kafka's enum names; `tinystream.acls` checks it."""
+
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class ScramCredentialRecord:
+    """One user's salted credential for one mechanism (Kafka's UserScramCredentialRecord); keys base64."""
+
+    user: str
+    mechanism: str
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataImage:
     version: int
     cluster_id: str
     brokers: Mapping[int, BrokerRecord] = field(default_factory=dict)
     topics: Mapping[str, TopicRecord] = field(default_factory=dict)
+    acls: tuple[AclRecord, ...] = ()  # sorted, no duplicates
+    scram_credentials: tuple[ScramCredentialRecord, ...] = ()  # sorted by (user, mechanism), one each
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "brokers", frozen_mapping(self.brokers))
         object.__setattr__(self, "topics", frozen_mapping(self.topics))
+        object.__setattr__(self, "acls", tuple(sorted(set(self.acls))))
+        object.__setattr__(self, "scram_credentials", tuple(sorted(self.scram_credentials)))
 
     @classmethod
     def empty(cls, *, cluster_id: str) -> MetadataImage:
@@ -193,12 +232,15 @@ class MetadataImage:
             "cluster_id": self.cluster_id,
             "brokers": [to_plain(self.brokers[b]) for b in sorted(self.brokers)],
             "topics": [to_plain(self.topics[t]) for t in sorted(self.topics)],
+            **({"acls": to_plain(self.acls)} if self.acls else {}),
+            **({"scram_credentials": to_plain(self.scram_credentials)} if self.scram_credentials else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetadataImage:
         check_schema_version(data, what="metadata image")
-        unknown = sorted(set(data) - {"schema_version", "version", "cluster_id", "brokers", "topics"})
+        unknown = sorted(set(data) - {"schema_version", "version", "cluster_id", "brokers", "topics", "acls",
+                                      "scram_credentials"})
         if unknown:
             raise StateFormatError(f"$: unknown field(s) {unknown} for MetadataImage")
         version = convert(int, data.get("version"), path="$.version")
@@ -218,4 +260,10 @@ class MetadataImage:
                 if part.partition != index:
                     raise StateFormatError(f"$.topics[{i}].partitions[{index}]: has index {part.partition}")
             topics[record.name] = record
-        return cls(version=version, cluster_id=cluster_id, brokers=brokers, topics=topics)
+        acls = convert(tuple[AclRecord, ...], data.get("acls", []), path="$.acls")
+        scram = convert(tuple[ScramCredentialRecord, ...], data.get("scram_credentials", []),
+                        path="$.scram_credentials")
+        if len({(c.user, c.mechanism) for c in scram}) != len(scram):
+            raise StateFormatError("$.scram_credentials: a (user, mechanism) appears twice")
+        return cls(version=version, cluster_id=cluster_id, brokers=brokers, topics=topics, acls=acls,
+                   scram_credentials=scram)

@@ -16,7 +16,7 @@ HTTP status per error, so a client can act on the status alone:
 
     400  the request itself is wrong (INVALID_* errors, INVALID_REQUEST)
     403  TOPIC_DELETION_DISABLED (policy, not a bad request)
-    404  UNKNOWN_TOPIC_OR_PARTITION, BROKER_ID_NOT_REGISTERED
+    404  UNKNOWN_TOPIC_OR_PARTITION, BROKER_ID_NOT_REGISTERED, RESOURCE_NOT_FOUND (a SCRAM credential)
     409  the request names a state that is gone: TOPIC_ALREADY_EXISTS,
          STALE_BROKER_EPOCH, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
          INELIGIBLE_REPLICA, NO_REASSIGNMENT_IN_PROGRESS
@@ -49,6 +49,7 @@ HTTP_STATUS: dict[ControllerError, int] = {
     ControllerError.FENCED_LEADER_EPOCH: 409,
     ControllerError.STALE_BROKER_EPOCH: 409,
     ControllerError.NO_REASSIGNMENT_IN_PROGRESS: 409,
+    ControllerError.RESOURCE_NOT_FOUND: 404,
     ControllerError.INVALID_UPDATE_VERSION: 409,
     ControllerError.BROKER_ID_NOT_REGISTERED: 404,
     ControllerError.INELIGIBLE_REPLICA: 409,

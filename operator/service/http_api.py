@@ -13,7 +13,8 @@ public: with them anyone could forge an AlterPartition.
     anyone              GET /healthz, /v1/openapi.json, /metrics
     any principal       GET /v1/metadata, /v1/state, /v1/topics/{name}
     broker-<id> itself  register, heartbeat, producer-ids, partitions/alter: for its own id only
-    a broker or admin   topic create, delete, partitions, config (brokers forward their clients' requests)
+    a broker or admin   topic create, delete, partitions, config; ACL create/delete; SCRAM credential
+                        changes (brokers forward their clients' requests, after their own authorizer said yes)
     admin               drain, undrain, unregister, preferred elections, reassignments
 
 A controller made without a secret (tests of the API itself) lets every caller
@@ -32,14 +33,18 @@ from aiohttp import web
 
 from tinystream.controller_auth import ADMIN, bearer, broker_id_of, principal_of
 from tinystream.operator.controller import (
+    AclsDeleted,
     AllocateProducerIds,
     AlterPartition,
+    AlterScramCredentials,
     AlterTopicConfig,
     BrokerHeartbeat,
     ControllerError,
+    CreateAcls,
     CreatePartitions,
     CreateTopic,
     Decision,
+    DeleteAcls,
     DeleteTopic,
     DrainBroker,
     ElectPreferredLeaders,
@@ -60,8 +65,11 @@ from tinystream.operator.service.request_bodies import (
     AllocateProducerIdsRequest,
     AlterConfigRequest,
     AlterPartitionRequest,
+    AlterScramRequest,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicRequest,
+    DeleteAclsRequest,
     ElectLeadersRequest,
     EmptyRequest,
     HeartbeatRequest,
@@ -100,6 +108,9 @@ def _routes(prefix: str = "") -> list[web.RouteDef]:
         web.patch(prefix + "/v1/topics/{name}/config", alter_topic_config),
         web.post(prefix + "/v1/elections/preferred", elect_preferred_leaders),
         web.post(prefix + "/v1/reassignments", reassign_partitions),
+        web.post(prefix + "/v1/acls", create_acls),
+        web.post(prefix + "/v1/acls/delete", delete_acls),
+        web.post(prefix + "/v1/scram-credentials", alter_scram_credentials),
     ]
 
 
@@ -562,3 +573,28 @@ async def alter_topic_config(request: web.Request) -> web.Response:
     event = AlterTopicConfig(topic=name, config=body.config, replace=body.replace)
     decision = await _run(request, event, validate_only=body.validate_only)
     return _topic_reply(request, decision, name, validate_only=body.validate_only)
+
+
+# -- access: ACLs and SCRAM credentials (cluster metadata, KRaft's AccessControlEntryRecord) -----------------
+
+
+async def create_acls(request: web.Request) -> web.Response:
+    _require_broker_or_admin(request)
+    body: CreateAclsRequest = await _body(request, CreateAclsRequest)
+    decision = await _run(request, CreateAcls(acls=body.acls))
+    return reply(_admin_reply(request, decision))
+
+
+async def delete_acls(request: web.Request) -> web.Response:
+    _require_broker_or_admin(request)
+    body: DeleteAclsRequest = await _body(request, DeleteAclsRequest)
+    decision = await _run(request, DeleteAcls(filters=body.filters))
+    deleted = next(a for a in decision.actions if isinstance(a, AclsDeleted))
+    return reply(_admin_reply(request, decision, matched=to_plain(deleted.matched)))
+
+
+async def alter_scram_credentials(request: web.Request) -> web.Response:
+    _require_broker_or_admin(request)
+    body: AlterScramRequest = await _body(request, AlterScramRequest)
+    decision = await _run(request, AlterScramCredentials(upsertions=body.upsertions, deletions=body.deletions))
+    return reply(_admin_reply(request, decision))

@@ -180,6 +180,12 @@ _REPLIES: dict[str, dict[str, Any]] = {
             **_ADMIN_COMMON,
         },
     },
+    "AdminReply": {"type": "object", "properties": {**_ADMIN_COMMON}},
+    "AclDeleteReply": {
+        "type": "object",
+        "properties": {"matched": {"type": "array", "items": {"type": "array", "items": {"type": "object"}},
+                                   "description": "per filter, the ACLs it removed"}, **_ADMIN_COMMON},
+    },
     "Health": {"type": "object", "properties": {"status": {"const": "ok"}, "cluster_id": {"type": "string"},
                                                 "metadata_version": {"type": "integer"}}},
     "State": {"type": "object", "properties": {"now_ms": {"type": "integer"}, "state": {"type": "object"}}},
@@ -195,6 +201,9 @@ _REQUESTS = {
     "AlterConfigRequest": rq.AlterConfigRequest,
     "ElectLeadersRequest": rq.ElectLeadersRequest,
     "ReassignRequest": rq.ReassignRequest,
+    "CreateAclsRequest": rq.CreateAclsRequest,
+    "DeleteAclsRequest": rq.DeleteAclsRequest,
+    "AlterScramRequest": rq.AlterScramRequest,
 }
 
 _BROKER_ID = {"name": "broker_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
@@ -243,6 +252,12 @@ _ENDPOINTS: list[tuple[str, str, str, str | None, tuple[int, str], tuple[int, ..
      "ElectLeadersRequest", (200, "ElectionReply"), (400, 404), []),
     ("post", "/v1/reassignments", "AlterPartitionReassignments (KIP-455); replicas null cancels",
      "ReassignRequest", (200, "ReassignReply"), (400, 404, 409), []),
+    ("post", "/v1/acls", "CreateAcls: add ACLs to the image (a broker forwards its clients' request)",
+     "CreateAclsRequest", (200, "AdminReply"), (400,), []),
+    ("post", "/v1/acls/delete", "DeleteAcls: remove the ACLs each filter matches", "DeleteAclsRequest",
+     (200, "AclDeleteReply"), (400,), []),
+    ("post", "/v1/scram-credentials", "AlterUserScramCredentials: salted credentials only, never passwords",
+     "AlterScramRequest", (200, "AdminReply"), (400, 404), []),
 ]
 
 _PUBLIC = ("/healthz", "/v1/openapi.json")

@@ -18,7 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tinystream.operator.controller import LeaderRecoveryState, ReplicaAssignment, StateFormatError, TopicPartition
+from tinystream.operator.controller import (
+    AclFilter,
+    AclRecord,
+    LeaderRecoveryState,
+    ReplicaAssignment,
+    ScramCredentialRecord,
+    ScramDeletion,
+    StateFormatError,
+    TopicPartition,
+)
 from tinystream.operator.controller.codec import from_plain
 from tinystream.operator.controller.topic_config import ConfigValue
 from tinystream.operator.service.errors import ApiError
@@ -68,6 +77,22 @@ class CreateTopicRequest:
     config: Mapping[str, ConfigValue] = field(default_factory=dict)
     replica_assignment: tuple[tuple[int, ...], ...] | None = None
     validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateAclsRequest:
+    acls: tuple[AclRecord, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAclsRequest:
+    filters: tuple[AclFilter, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterScramRequest:
+    upsertions: tuple[ScramCredentialRecord, ...] = ()
+    deletions: tuple[ScramDeletion, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

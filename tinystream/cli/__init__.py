@@ -23,6 +23,7 @@ _COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "controller": ("tinystream.cli.server_cmds", "controller", ()),
     "token": ("tinystream.cli.server_cmds", "token", ()),
     "users": ("tinystream.cli.users_cmd", "users", ()),
+    "acls": ("tinystream.cli.acls_cmd", "acls", ()),
     "dev": ("tinystream.cli.server_cmds", "dev", ()),
     "topics": ("tinystream.cli.client_cmds", "topics", ()),
     "produce": ("tinystream.cli.client_cmds", "produce", ()),

@@ -7,9 +7,11 @@ into `ClientError` with a message a person can act on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
@@ -34,11 +36,49 @@ def translated(bootstrap: str) -> Iterator[None]:
         raise ClientError(f"{type(exc).__name__}: {exc}") from exc
 
 
+_JAAS = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
+
+
+def security_options(path: str | Path | None) -> dict[str, object]:
+    """kafka-python options from a Kafka client properties file (what `--command-config` gives the Java tools):
+    security.protocol, sasl.mechanism, sasl.jaas.config (username and password), and a PEM CA in
+    ssl.truststore.location (with ssl.truststore.type=PEM) or ssl.ca.location. Anything else is refused."""
+    if path is None:
+        return {}
+    props: dict[str, str] = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    known = {"security.protocol", "sasl.mechanism", "sasl.jaas.config", "ssl.truststore.location",
+             "ssl.truststore.type", "ssl.ca.location"}
+    unknown = sorted(set(props) - known)
+    if unknown:
+        raise ClientError(f"{path}: unsupported client properties {unknown} (known: {', '.join(sorted(known))})")
+    options: dict[str, object] = {}
+    if "security.protocol" in props:
+        options["security_protocol"] = props["security.protocol"].upper()
+    if "sasl.mechanism" in props:
+        options["sasl_mechanism"] = props["sasl.mechanism"].upper()
+    if "sasl.jaas.config" in props:
+        found = dict(_JAAS.findall(props["sasl.jaas.config"]))
+        if "username" not in found or "password" not in found:
+            raise ClientError(f"{path}: sasl.jaas.config needs username=\"...\" and password=\"...\"")
+        options["sasl_plain_username"], options["sasl_plain_password"] = found["username"], found["password"]
+    ca = props.get("ssl.ca.location") or props.get("ssl.truststore.location")
+    if ca:
+        if props.get("ssl.truststore.location") and props.get("ssl.truststore.type", "PEM").upper() != "PEM":
+            raise ClientError(f"{path}: only a PEM truststore can be read here (ssl.truststore.type=PEM)")
+        options["ssl_cafile"] = ca
+    return options
+
+
 @contextmanager
-def admin(bootstrap: str) -> Iterator[KafkaAdminClient]:
+def admin(bootstrap: str, **security: object) -> Iterator[KafkaAdminClient]:
     with translated(bootstrap):
         client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=CLIENT_ID,
-                                  request_timeout_ms=15000, bootstrap_timeout_ms=CONNECT_TIMEOUT_MS)
+                                  request_timeout_ms=15000, bootstrap_timeout_ms=CONNECT_TIMEOUT_MS, **security)
         try:
             yield client
         finally:
@@ -88,4 +128,5 @@ def group_lag(bootstrap: str, group_id: str, *, isolation: str = "read_uncommitt
     return [PartitionLag(tp.topic, tp.partition, committed[tp].offset, ends[tp]) for tp in partitions]
 
 
-__all__ = ["ClientError", "PartitionLag", "TopicPartition", "admin", "consumer", "group_lag", "producer"]
+__all__ = ["ClientError", "PartitionLag", "TopicPartition", "admin", "consumer", "group_lag", "producer",
+           "security_options"]

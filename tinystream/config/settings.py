@@ -67,6 +67,11 @@ class BrokerSettings(ComponentSettings):
     inter_broker_sasl_username: str | None = kafka_field(None, "inter.broker.sasl.username")
     inter_broker_sasl_password_file: str | None = kafka_field(None, "inter.broker.sasl.password.file")
     super_users: str = kafka_field("", "super.users")  # "User:CN=broker;User:admin": brokers (mTLS) and admins
+    # ACLs (broker/security/authorizer.py): Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer (or
+    # "acl") turns them on; empty (the default, as Kafka's) allows everything. Once on, a resource no ACL names
+    # is refused unless allow.everyone.if.no.acl.found (Kafka's default false).
+    authorizer_class_name: str = kafka_field("", "authorizer.class.name")
+    allow_everyone_if_no_acl_found: bool = kafka_field(False, "allow.everyone.if.no.acl.found")
 
     # Log defaults for topics (Kafka: log.* broker keys feed the topic configs).
     log_segment_bytes: int = kafka_field(1024**3, "log.segment.bytes", ge=14)

@@ -224,6 +224,35 @@ def throwaway_tls(folder: Path) -> tuple[Path, Path]:
     return keystore, truststore
 
 
+def sasl_plaintext_settings(folder: Path, *, users: dict[str, str], **overrides: Any) -> BrokerSettings:
+    """Settings of a broker on SASL_PLAINTEXT://127.0.0.1:0 with these users (no TLS: handler tests)."""
+    from tinystream.broker.security.scram_users import UserStore
+
+    folder.mkdir(parents=True, exist_ok=True)
+    store = UserStore()
+    for name, password in users.items():
+        store.set_password(name, password)
+    store.save(folder / "users.json")
+    return test_settings(folder / "data", **{
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.users.file": str(folder / "users.json"),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN", **overrides})
+
+
+def acl_creation(resource_type: str, name: str, principal: str, operation: str, *, permission: str = "ALLOW",
+                 pattern: str = "LITERAL", host: str = "*", version: int = 3) -> Any:
+    """One CreateAcls entry by Kafka's enum names (tinystream.acls)."""
+    from tinystream.acls import AclBinding
+
+    b = AclBinding.of(resource_type, name, pattern, principal, host, operation, permission)
+    return entity(30, version, "AclCreation", resource_type=b.resource_type, resource_name=b.resource_name,
+                  resource_pattern_type=b.pattern_type, principal=b.principal, host=b.host,
+                  operation=b.operation, permission_type=b.permission)
+
+
+def create_acls_request(*creations: Any, version: int = 3) -> Any:
+    return request(30, version, creations=tuple(creations))
+
+
 def sasl_ssl_settings(folder: Path, *, users: dict[str, str], tls: tuple[Path, Path] | None = None,
                       mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
                       **overrides: Any) -> tuple[BrokerSettings, Path]:

@@ -9,6 +9,10 @@ connections. Afterwards:
 - the broker still serves a real client (kafka-python produces and consumes),
 - a topic the corpus never names ("precious") holds exactly what it held before.
 
+The authorizer is on with the (anonymous) fuzzing client a super user, so
+every handler runs past its checks and the ACL and SCRAM APIs change real
+state (ACLs for other principals, credentials) while being fuzzed.
+
 A second run fuzzes a SASL_SSL listener: the login exchange (SaslHandshake,
 SaslAuthenticate with PLAIN and SCRAM messages) mutated inside TLS, the same
 corpus sent before any login, and raw bytes where a TLS handshake is due.
@@ -37,6 +41,8 @@ from tinystream.broker.protocol.codec import encode_request, millis
 from tinystream.broker.storage.batch import Compression
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import (
+    acl_creation,
+    create_acls_request,
     create_topic,
     create_topics_request,
     entity,
@@ -45,6 +51,12 @@ from tinystream.testing.broker import (
     produce_request,
     request,
 )
+
+
+@pytest.fixture
+def settings_overrides() -> dict:
+    return {"authorizer.class.name": "acl", "super.users": "User:ANONYMOUS"}
+
 
 SECONDS = float(os.environ.get("TINYSTREAM_FUZZ_SECONDS", "4"))
 TARGET = "fuzz-target"
@@ -98,6 +110,21 @@ def corpus() -> list[bytes]:
         request(60, 1, include_cluster_authorized_operations=True, endpoint_type=1),
         request(21, 2, timeout=millis(10), topics=(entity(21, 2, "DeleteRecordsTopic", name=TARGET, partitions=(
             entity(21, 2, "DeleteRecordsPartition", partition_index=0, offset=0),)),)),
+        create_acls_request(acl_creation("TOPIC", "fuzz-", "User:someone", "READ", pattern="PREFIXED"),
+                            acl_creation("GROUP", "*", "User:*", "ALL", permission="DENY")),
+        create_acls_request(acl_creation("TRANSACTIONAL_ID", "tx", "User:x", "WRITE", version=1), version=1),
+        request(29, 3, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                principal_filter=None, host_filter=None, operation=1, permission_type=1),
+        request(29, 1, resource_type_filter=2, resource_name_filter="fuzz-x", pattern_type_filter=2,
+                principal_filter="User:someone", host_filter="*", operation=3, permission_type=3),
+        request(31, 3, filters=(entity(31, 3, "DeleteAclsFilter", resource_type_filter=3, resource_name_filter=None,
+                                       pattern_type_filter=1, principal_filter=None, host_filter=None,
+                                       operation=1, permission_type=1),)),
+        request(48, 1, components=(), strict=False),
+        request(50, 0, users=None),
+        request(51, 0, deletions=(entity(51, 0, "ScramCredentialDeletion", name="nobody", mechanism=1),),
+                upsertions=(entity(51, 0, "ScramCredentialUpsertion", name="fuzz-user", mechanism=2, iterations=4096,
+                                   salt=b"salt-salt", salted_password=b"x" * 64),)),
     ]
     return [encode_request(b, correlation_id=i + 1, client_id="fuzz") for i, b in enumerate(bodies)]
 

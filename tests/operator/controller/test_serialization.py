@@ -10,10 +10,15 @@ from controller_helpers import Cluster
 
 from tinystream.operator.controller import (
     SCHEMA_VERSION,
+    AclFilter,
+    AclRecord,
+    AclsCreated,
+    AclsDeleted,
     Action,
     AdvanceTime,
     AllocateProducerIds,
     AlterPartition,
+    AlterScramCredentials,
     AlterTopicConfig,
     BrokerDrained,
     BrokerFenced,
@@ -25,8 +30,10 @@ from tinystream.operator.controller import (
     ControllerActivated,
     ControllerConfig,
     ControllerState,
+    CreateAcls,
     CreatePartitions,
     CreateTopic,
+    DeleteAcls,
     DeleteTopic,
     DrainBroker,
     ElectionReason,
@@ -48,6 +55,9 @@ from tinystream.operator.controller import (
     ReassignPartitions,
     RegisterBroker,
     ReplicaAssignment,
+    ScramCredentialRecord,
+    ScramCredentialsChanged,
+    ScramDeletion,
     StateFormatError,
     TopicConfigChanged,
     TopicCreated,
@@ -56,6 +66,11 @@ from tinystream.operator.controller import (
     UndrainBroker,
     UnregisterBroker,
 )
+
+ACL = AclRecord(resource_type="TOPIC", resource_name="t", pattern_type="LITERAL", principal="User:a", host="*",
+                operation="READ", permission="ALLOW")
+CRED = ScramCredentialRecord(user="a", mechanism="SCRAM-SHA-512", salt="c2FsdA==", stored_key="a2V5",
+                             server_key="a2V5", iterations=4096)
 
 EVENTS = [
     RegisterBroker(broker_id=1, incarnation_id="i", host="h", port=1, rack="r"),
@@ -77,6 +92,9 @@ EVENTS = [
     ElectPreferredLeaders(partitions=(TopicPartition("t", 0),)),
     ReassignPartitions(assignments=(ReplicaAssignment(topic="t", partition=0, replicas=(1, 2)),
                                     ReplicaAssignment(topic="t", partition=1, replicas=None))),
+    CreateAcls(acls=(ACL,)),
+    DeleteAcls(filters=(AclFilter(resource_type="TOPIC", principal="User:a"),)),
+    AlterScramCredentials(upsertions=(CRED,), deletions=(ScramDeletion(user="b", mechanism="SCRAM-SHA-256"),)),
 ]
 
 ACTIONS = [
@@ -97,6 +115,9 @@ ACTIONS = [
     ReassignmentStarted(topic="t", partition=0, target=(2, 3)),
     ReassignmentCompleted(topic="t", partition=0, replicas=(2, 3)),
     ReassignmentCancelled(topic="t", partition=0, replicas=(1,)),
+    AclsCreated(acls=(ACL,)),
+    AclsDeleted(matched=((ACL,), ())),
+    ScramCredentialsChanged(users=("a",)),
 ]
 
 
