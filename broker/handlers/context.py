@@ -22,7 +22,7 @@ from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.security.authorizer import Authorizer
 from tinystream.broker.security.sasl import SaslSession
-from tinystream.broker.security.scram_users import UserStore
+from tinystream.scram_users import UserStore
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
 

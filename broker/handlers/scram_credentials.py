@@ -24,7 +24,7 @@ from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import authz
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
-from tinystream.broker.security.scram_users import MIN_ITERATIONS, ScramCredential
+from tinystream.scram_users import MIN_ITERATIONS, ScramCredential
 
 # Kafka's ScramMechanism ids.
 MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}

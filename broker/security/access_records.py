@@ -13,7 +13,7 @@ from typing import Any
 
 from tinystream.acls import AclBinding
 from tinystream.broker.security.authorizer import Authorizer
-from tinystream.broker.security.scram_users import SCRAM_MECHANISMS, ScramCredential, UserStore
+from tinystream.scram_users import SCRAM_MECHANISMS, ScramCredential, UserStore
 
 log = logging.getLogger(__name__)
 

@@ -226,7 +226,7 @@ def throwaway_tls(folder: Path) -> tuple[Path, Path]:
 
 def sasl_plaintext_settings(folder: Path, *, users: dict[str, str], **overrides: Any) -> BrokerSettings:
     """Settings of a broker on SASL_PLAINTEXT://127.0.0.1:0 with these users (no TLS: handler tests)."""
-    from tinystream.broker.security.scram_users import UserStore
+    from tinystream.scram_users import UserStore
 
     folder.mkdir(parents=True, exist_ok=True)
     store = UserStore()

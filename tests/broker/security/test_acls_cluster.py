@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from tinystream.acls import AclOperation, ResourceType
 from tinystream.broker.app import Broker
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
-from tinystream.broker.security.scram_users import UserStore
+from tinystream.scram_users import UserStore
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_auth import broker_principal, read_secret, token_for, write_token_file
