@@ -30,8 +30,8 @@ from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.security.access_records import apply_access
 from tinystream.broker.security.authorizer import Authorizer
-from tinystream.scram_users import ScramCredential, UserStore
 from tinystream.controller_client import ControllerClient, ControllerClientError
+from tinystream.scram_users import ScramCredential, UserStore
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.security.access_records import apply_access
 from tinystream.broker.security.authorizer import Authorizer
-from tinystream.scram_users import UserStore
 from tinystream.broker.storage.base import LogConfig
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics.manager import TopicManager
+from tinystream.scram_users import UserStore
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.security.authorizer import Authorizer
 from tinystream.broker.security.sasl import SaslSession
-from tinystream.scram_users import UserStore
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
+from tinystream.scram_users import UserStore
 
 #: A dispatcher result that closes the connection instead of answering (Kafka
 #: does this for a failed acks=0 produce, whose client reads no response).

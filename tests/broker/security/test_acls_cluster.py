@@ -19,11 +19,11 @@ from kio.schema.errors import ErrorCode
 from tinystream.acls import AclOperation, ResourceType
 from tinystream.broker.app import Broker
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
-from tinystream.scram_users import UserStore
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_auth import broker_principal, read_secret, token_for, write_token_file
 from tinystream.operator.service.app import ControllerServer
+from tinystream.scram_users import UserStore
 from tinystream.testing.broker import (
     acl_creation,
     create_acls_request,
