@@ -125,12 +125,13 @@ def broker_dns_names(cluster: str, namespace: str, cluster_domain: str) -> froze
 
 def issue(ca: KeyPair, common_name: str, dns_names: frozenset[str], *, now: datetime.datetime,
           days: int) -> KeyPair:
-    """A server-and-client certificate signed by `ca` (brokers present it to clients and to each other)."""
+    """A server-and-client certificate signed by `ca` (brokers present it to clients and to each other;
+    a TinyStreamUser with tls authentication presents one with no host names)."""
     key, key_pem = _new_key()
     ca_cert = ca.certificate
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
         .issuer_name(ca_cert.subject).public_key(key.public_key())
@@ -138,12 +139,14 @@ def issue(ca: KeyPair, common_name: str, dns_names: frozenset[str], *, now: date
         .not_valid_before(now - CLOCK_SKEW)
         .not_valid_after(min(now + datetime.timedelta(days=days), ca_cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in sorted(dns_names)]), critical=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                        critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
     )
+    if dns_names:  # a user's client certificate names no host
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in sorted(dns_names)]),
+                                        critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem)
 
 

@@ -53,6 +53,15 @@ class TopicReason(str, enum.Enum):
     TOPIC_DELETION_DISABLED = "TopicDeletionDisabled"
 
 
+class UserReason(str, enum.Enum):
+    READY = "UserReady"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    AUTHENTICATION_DISABLED = "AuthenticationDisabled"
+    AUTHENTICATION_MISMATCH = "AuthenticationMismatch"
+    CONTROLLER_UNAVAILABLE = "ControllerUnavailable"
+    CONTROLLER_REFUSED = "ControllerRefused"
+
+
 _REFUSALS = {
     "INVALID_REPLICATION_FACTOR": TopicReason.INVALID_REPLICATION_FACTOR,
     "INVALID_PARTITIONS": TopicReason.INVALID_PARTITIONS,
@@ -80,7 +89,7 @@ class Condition:
         return "Unknown" if self.status is None else ("True" if self.status else "False")
 
 
-def ready(status: bool | None, reason: ClusterReason | TopicReason, message: str, *,
+def ready(status: bool | None, reason: ClusterReason | TopicReason | UserReason, message: str, *,
           generation: int | None = None) -> Condition:
     return Condition("Ready", status, reason.value, message, generation)
 

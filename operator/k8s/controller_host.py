@@ -66,6 +66,8 @@ from tinystream.operator.controller import (
 )
 from tinystream.operator.controller.config import overrides_from_settings
 from tinystream.operator.controller.errors import StateFormatError
+from tinystream.operator.controller.events import AlterScramCredentials, CreateAcls, DeleteAcls
+from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
 from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
@@ -76,6 +78,7 @@ from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollD
 from tinystream.operator.k8s.status_store import ClusterStatusStore
 from tinystream.operator.k8s.topics import AlterConfig, GrowPartitions, TopicAction, TopicView
 from tinystream.operator.k8s.topics import CreateTopic as CreateTopicAction
+from tinystream.operator.k8s.users import UserAccessPlan
 from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
 from tinystream.operator.service.errors import ApiError, StateFileError
 from tinystream.operator.service.http_api import make_clusters_app
@@ -304,6 +307,19 @@ class OperatorController:
     async def delete_topic(self, cluster: ClusterKey, name: str) -> None:
         service = await self.attach(cluster)
         await self._submit(service, DeleteTopic(topic=name), ok=frozenset({ControllerError.UNKNOWN_TOPIC_OR_PARTITION}))
+
+    async def access(self, cluster: ClusterKey) -> tuple[tuple[AclRecord, ...], tuple[ScramCredentialRecord, ...]]:
+        image = (await self.attach(cluster)).image
+        return image.acls, image.scram_credentials
+
+    async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
+        service = await self.attach(cluster)
+        if plan.delete:
+            await self._submit(service, DeleteAcls(filters=plan.delete))
+        if plan.create:
+            await self._submit(service, CreateAcls(acls=plan.create))
+        if plan.upsert or plan.remove:
+            await self._submit(service, AlterScramCredentials(upsertions=plan.upsert, deletions=plan.remove))
 
     async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
         service = await self.attach(cluster)

@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.topics import TopicAction, TopicView
+from tinystream.operator.k8s.users import UserAccessPlan
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -83,6 +85,12 @@ class ControllerPort(Protocol):
     async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
         """Move leadership, drain brokers before scale-down, rebalance onto new brokers."""
 
+    async def access(self, cluster: ClusterKey) -> tuple[tuple[AclRecord, ...], tuple[ScramCredentialRecord, ...]]:
+        """The ACLs and SCRAM credentials in the cluster's metadata (TinyStreamUsers reconcile against them)."""
+
+    async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
+        """Create and delete ACLs, set and remove credentials, as one TinyStreamUser's plan says."""
+
     async def forget(self, cluster: ClusterKey) -> None:
         """The cluster was deleted: drop its state."""
 
@@ -123,6 +131,12 @@ class UnattachedController:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def access(self, cluster: ClusterKey) -> tuple[tuple[AclRecord, ...], tuple[ScramCredentialRecord, ...]]:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def forget(self, cluster: ClusterKey) -> None:

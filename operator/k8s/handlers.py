@@ -14,6 +14,7 @@ the controller port, and writes status and Kubernetes Events.
 - Broker pods: an event saying a broker's process is not running (its
   container terminated or crash-looping, the pod deleted) ends the broker's
   session at once (pod_health.py), so leadership moves before the timeout.
+- TinyStreamUser: user_handlers.py (credentials, ACLs, removal on delete).
 - Topic: create/update/resume validate and apply; a timer refreshes the
   partition state in status. Delete has a finalizer (the data must be
   removed) but releases it whenever the topic cannot be deleted any more:
@@ -78,6 +79,7 @@ from tinystream.operator.k8s.reconcile import (
 )
 from tinystream.operator.k8s.resources import MANAGED_BY, Names, owned_objects, selector_labels
 from tinystream.operator.k8s.topics import plan_topic, validate_topic
+from tinystream.operator.k8s.user_handlers import register_user_handlers
 
 FINALIZER = "tinystream.io/finalizer"
 BROKER_POD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "broker"}
@@ -368,11 +370,12 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
     async def topic_health(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
         await reconcile_topic(body, status, patch, logger)
 
+    register_user_handlers(registry, deps, client)
+
     @kopf.on.delete(*topics, registry=registry)
     @deps.metrics.instrument("topic_deleted")
     async def topic_deleted(body: Any, status: Any, retry: int, logger: logging.Logger, **_: Any) -> None:
         reported.pop((body.get("metadata") or {}).get("uid") or "", None)
-        issued.pop((body.get("metadata") or {}).get("uid") or "", None)
         spec = TopicSpec.from_resource(body)
         key = ClusterKey(spec.namespace, spec.cluster)
         if await client().get(API_VERSION, CLUSTER_KIND, spec.cluster, spec.namespace) is None:

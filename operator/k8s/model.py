@@ -167,3 +167,50 @@ class OperatorContext:
         """The cluster's DNS domain, as the operator's own Service name ends (cluster.local by default)."""
         _, sep, domain = self.operator_service.partition(".svc.")
         return domain if sep and domain else "cluster.local"
+
+
+USER_KIND = "TinyStreamUser"
+USER_PLURAL = "tinystreamusers"
+
+
+@dataclass(frozen=True, slots=True)
+class UserAcl:
+    """One entry of spec.authorization.acls, as written (Strimzi's KafkaUser words)."""
+
+    resource_type: str  # topic, group, cluster, transactionalId
+    name: str  # "" for the cluster
+    pattern_type: str  # literal, prefix
+    operations: tuple[str, ...]  # Read, Write, ...
+    host: str = "*"
+    allow: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class UserSpec:
+    name: str  # the SCRAM user, the certificate's CN and the Secret's name
+    namespace: str
+    uid: str
+    cluster: str
+    authentication: str  # scram-sha-512 or tls
+    acls: tuple[UserAcl, ...] = ()
+    generation: int = 1
+
+    @property
+    def principal(self) -> str:
+        return f"User:CN={self.name}" if self.authentication == "tls" else f"User:{self.name}"
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> UserSpec:
+        meta = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        acls = tuple(
+            UserAcl(resource_type=str((a.get("resource") or {}).get("type", "topic")),
+                    name=str((a.get("resource") or {}).get("name") or ""),
+                    pattern_type=str((a.get("resource") or {}).get("patternType") or "literal"),
+                    operations=tuple(a.get("operations") or ()), host=str(a.get("host") or "*"),
+                    allow=(a.get("type") or "allow") == "allow")
+            for a in ((spec.get("authorization") or {}).get("acls") or ()))
+        return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid") or "",
+                   cluster=str(spec.get("cluster") or ""),
+                   authentication=str((spec.get("authentication") or {}).get("type") or "scram-sha-512"),
+                   acls=acls, generation=int(meta.get("generation") or 1))

@@ -56,7 +56,9 @@ OPERATOR_OWNED_KEYS = frozenset({
     # from spec.listeners / spec.authorization (cluster_tls.py makes the files)
     "listeners", "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "sasl.users.file",
     "sasl.enabled.mechanisms", "inter.broker.sasl.username", "inter.broker.sasl.password.file", "super.users",
+    "authorizer.class.name",
 })
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"  # Kafka's name; ACLs in the controller's image
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +184,8 @@ def security_config(cluster: ClusterSpec) -> dict[str, ConfigValue]:
     principals += cluster.super_users or ()
     if principals:
         config["super.users"] = ";".join(principals)
+    if cluster.super_users is not None:  # spec.authorization: every other principal needs ACLs (TinyStreamUser)
+        config["authorizer.class.name"] = AUTHORIZER
     return config
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
 from tinystream.operator.controller.placement import assign_replicas
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerUnavailable
 from tinystream.operator.k8s.reconcile import PartitionView
 from tinystream.operator.k8s.topics import AlterConfig, CreateTopic, GrowPartitions, TopicAction, TopicView
+from tinystream.operator.k8s.users import UserAccessPlan
 
 
 @dataclass
@@ -25,6 +27,8 @@ class FakeController:
     placement: dict[tuple[ClusterKey, str], list[tuple[int, ...]]] = field(default_factory=dict)
     deleted: list[tuple[ClusterKey, str]] = field(default_factory=list)
     broker_calls: list[BrokerAction] = field(default_factory=list)
+    acls: set[AclRecord] = field(default_factory=set)
+    credentials: dict[tuple[str, str], ScramCredentialRecord] = field(default_factory=dict)
 
     async def start(self, client: object) -> None:
         return None
@@ -91,6 +95,21 @@ class FakeController:
     async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
         self._check()
         self.broker_calls.extend(actions)
+
+    async def access(self, cluster: ClusterKey) -> tuple[tuple[AclRecord, ...], tuple[ScramCredentialRecord, ...]]:
+        self._check()
+        return tuple(sorted(self.acls)), tuple(self.credentials.values())
+
+    async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
+        self._check()
+        removed = {(f.resource_type, f.resource_name, f.pattern_type, f.principal, f.host, f.operation, f.permission)
+                   for f in plan.delete}
+        self.acls = {a for a in self.acls if (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
+                                              a.operation, a.permission) not in removed} | set(plan.create)
+        for c in plan.upsert:
+            self.credentials[(c.user, c.mechanism)] = c
+        for d in plan.remove:
+            self.credentials.pop((d.user, d.mechanism), None)
 
     async def forget(self, cluster: ClusterKey) -> None:
         return None

@@ -173,7 +173,8 @@ def test_rbac_is_least_privilege():
                 if "secrets" in rule["resources"]:  # tokens, certificates, credentials: made and renewed, never read
                     assert rule["verbs"] == ["create", "patch"], rule
                 if "customresourcedefinitions" in rule["resources"] and "patch" in rule["verbs"]:
-                    assert rule["resourceNames"] == ["tinystreamclusters.tinystream.io", "topics.tinystream.io"]
+                    assert rule["resourceNames"] == ["tinystreamclusters.tinystream.io", "topics.tinystream.io",
+                                                     "tinystreamusers.tinystream.io"]
 
 
 def test_namespaced_install_binds_a_role_in_the_watched_namespace():

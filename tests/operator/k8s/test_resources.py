@@ -158,7 +158,8 @@ def test_names():
 @pytest.mark.parametrize("listeners,expected", [
     ({"tls": True, "authentication": {"type": "scram-sha-512"}}, {
         "listeners": "SASL_SSL://0.0.0.0:9092", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "inter.broker.sasl.username": "demo-broker", "super.users": "User:demo-broker;User:admin"}),
+        "inter.broker.sasl.username": "demo-broker", "super.users": "User:demo-broker;User:admin",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}),
     ({"tls": True, "authentication": {"type": "tls"}}, {
         "listeners": "SSL://0.0.0.0:9092", "ssl.client.auth": "required",
         "super.users": "User:CN=demo-broker;User:admin"}),

@@ -94,6 +94,11 @@ async def test_the_operator_reconciles_under_the_charts_service_account(installe
     assert [name for _, name in fake.deleted] == ["orders"]
 
 
+USER = {"apiVersion": TS, "kind": "TinyStreamUser", "metadata": {"name": "app"}, "spec": {
+    "cluster": "secure", "authentication": {"type": "scram-sha-512"}, "authorization": {"acls": [
+        {"resource": {"type": "topic", "name": "app-", "patternType": "prefix"}, "operations": ["Read", "Write"]}]}}}
+
+
 def secret_files(secret: dict) -> dict[str, str]:
     return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
 
@@ -105,9 +110,10 @@ async def test_a_secured_cluster_gets_its_certificates_and_credentials_under_the
         "brokers": 1, "storage": {"size": "1Gi"},
         "listeners": {"tls": True, "authentication": {"type": "scram-sha-512"}},
         "certificates": {"validityDays": 30, "renewalDays": 5}}}
+    controller = FakeController()
     try:
         await api.create(TS, "tinystreamclusters", secured)
-        async with running_operator(installed.url, controller=FakeController(), connection=connection(installed, token)):
+        async with running_operator(installed.url, controller=controller, connection=connection(installed, token)):
             cluster = await api.wait_for(TS, "tinystreamclusters", "secure",
                                          lambda o: bool(((o or {}).get("status") or {}).get("certificates")))
             first = cluster["status"]["certificates"]
@@ -129,6 +135,19 @@ async def test_a_secured_cluster_gets_its_certificates_and_credentials_under_the
             tls_after = secret_files(await api.get("v1", "secrets", "secure-broker-tls"))
             assert f"{CertFacts.of(tls_after['broker.pem']).serial:x}" == renewed["status"]["certificates"]["serial"]
             assert signed_by(tls_after["broker.pem"], ca)  # the same CA: clients keep trusting the brokers
+
+            await api.create(TS, "tinystreamusers", USER)
+            user = await api.wait_for(TS, "tinystreamusers", "app", lambda o: ready_condition(o).get("status") == "True")
+            assert user["status"]["username"] == "app" and user["status"]["acls"] == 2
+            password = secret_files(await api.get("v1", "secrets", "app"))["password"]
+            credential = controller.credentials[("app", "SCRAM-SHA-512")]
+            assert UserStore.from_json({"users": {"app": {"SCRAM-SHA-512": {
+                "salt": credential.salt, "stored_key": credential.stored_key, "server_key": credential.server_key,
+                "iterations": credential.iterations}}}}).check_plain("app", password)
+            assert {(a.resource_name, a.operation) for a in controller.acls} == {("app-", "READ"), ("app-", "WRITE")}
+            await api.delete(TS, "tinystreamusers", "app")  # the finalizer removes its access first
+            await api.wait_for(TS, "tinystreamusers", "app", lambda o: o is None)
+            assert not controller.acls and not controller.credentials
         sts = await api.get("apps/v1", "statefulsets", "secure-broker")
         volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
         assert volumes["tls"]["secret"]["secretName"] == "secure-broker-tls"

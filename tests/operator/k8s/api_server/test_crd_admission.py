@@ -153,3 +153,43 @@ def test_scale_subresource_sets_brokers_and_status_ignores_spec(control_plane, n
     assert status == 200 and after["status"]["phase"] == "Degraded", after
     after["status"] = {"phase": "Forged"}
     assert "Unsupported value" in refusal(*control_plane.request("PUT", path + "/status", after))
+
+
+USER = {"apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamUser", "metadata": {"name": "app"}, "spec": {
+    "cluster": "demo", "authentication": {"type": "scram-sha-512"}, "authorization": {"acls": [
+        {"resource": {"type": "topic", "name": "orders"}, "operations": ["Read", "Describe"]},
+        {"resource": {"type": "cluster"}, "operations": ["IdempotentWrite"]}]}}}
+
+
+def create_user(cp: KubeControlPlane, namespace: str, obj: dict, *, dry_run: bool = True) -> tuple[int, dict]:
+    query = "?fieldValidation=Strict" + ("&dryRun=All" if dry_run else "")
+    return cp.request("POST", f"{GROUP}/namespaces/{namespace}/tinystreamusers{query}", obj)
+
+
+def test_a_user_is_stored_with_its_defaults(control_plane, namespace) -> None:
+    status, stored = create_user(control_plane, namespace, USER)
+    assert status == 201, stored
+    first = stored["spec"]["authorization"]["acls"][0]
+    assert first["host"] == "*" and first["type"] == "allow" and first["resource"]["patternType"] == "literal"
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"metadata": {"name": "Bad_Name"}}, "RFC 1123"),
+    ({"spec": {"cluster": "demo"}}, "Required value"),
+    ({"spec": {**USER["spec"], "authentication": {"type": "plain"}}}, "Unsupported value"),
+    ({"spec": {**USER["spec"], "authorization": {"acls": [
+        {"resource": {"type": "topic"}, "operations": ["Read"]}]}}}, "resource.name is required"),
+    ({"spec": {**USER["spec"], "authorization": {"acls": [
+        {"resource": {"type": "topic", "name": "t"}, "operations": ["Fly"]}]}}}, "Unsupported value"),
+])
+def test_a_bad_user_is_refused_by_the_api_server(control_plane, namespace, change, expected) -> None:
+    message = refusal(*create_user(control_plane, namespace, {**USER, **change}))
+    assert expected in message, message
+
+
+def test_a_users_authentication_cannot_change(control_plane, namespace) -> None:
+    status, stored = create_user(control_plane, namespace, USER, dry_run=False)
+    assert status == 201, stored
+    changed = {**stored, "spec": {**stored["spec"], "authentication": {"type": "tls"}}}
+    status, body = control_plane.request("PUT", f"{GROUP}/namespaces/{namespace}/tinystreamusers/app", changed)
+    assert "authentication.type is immutable" in refusal(status, body)
