@@ -458,3 +458,11 @@ async def test_listings_show_only_what_the_caller_may_describe(secured):
     assert listed.error_code == ErrorCode.none and listed.transaction_states == ()
     cluster = await alice.request(request(60, 1, include_cluster_authorized_operations=False, endpoint_type=1))
     assert cluster.error_code == ErrorCode.none  # Kafka answers DescribeCluster to anyone authenticated
+
+
+def test_a_broken_access_file_stops_the_broker_with_its_path(tmp_path):
+    settings = test_settings(tmp_path / "data", **{"authorizer.class.name": "acl"})
+    (tmp_path / "data").mkdir(parents=True)
+    (tmp_path / "data" / "access.json").write_text("{not json")
+    with pytest.raises(ValueError, match="access.json: not an ACL and credential file"):
+        Broker(settings)
