@@ -281,3 +281,22 @@ def test_kafka_configs_sh_alters_and_describes_scram_users(acl_broker, tmp_path)
         except Exception:
             if time.monotonic() > deadline:
                 raise
+
+
+def test_confluent_kafka_transactions_need_write_on_the_transactional_id(acl_broker):
+    from confluent_kafka import KafkaException, Producer  # noqa: PLC0415
+
+    topic, txn_id = f"txn-{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:6]}"
+    admin_creates_topic(acl_broker, topic)
+    admin_grants(acl_broker, binding("TOPIC", topic, "WRITE"))
+    refused = Producer(confluent(acl_broker, **{"transactional.id": txn_id}))
+    with pytest.raises(KafkaException) as error:
+        refused.init_transactions(15)
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(error.value) or \
+        "Transactional Id authorization failed" in str(error.value), error.value
+    admin_grants(acl_broker, binding("TRANSACTIONAL_ID", "tx-", "WRITE", pattern="PREFIXED"))
+    producer = Producer(confluent(acl_broker, **{"transactional.id": txn_id}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"in a transaction")
+    producer.commit_transaction(30)
