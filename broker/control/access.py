@@ -105,8 +105,12 @@ class LocalAccessAdmin:
         self.users = users
         self.state: dict[str, list[dict[str, Any]]] = {"acls": [], "scram_credentials": []}
         if self.path.exists():
-            data = json.loads(self.path.read_text())
-            self.state = {"acls": list(data.get("acls", ())), "scram_credentials": list(data.get("scram_credentials", ()))}
+            try:
+                data = json.loads(self.path.read_text())
+                self.state = {"acls": list(data.get("acls", ())),
+                              "scram_credentials": list(data.get("scram_credentials", ()))}
+            except (ValueError, AttributeError, TypeError) as exc:
+                raise ValueError(f"{self.path}: not an ACL and credential file ({exc}); fix or remove it") from exc
         apply_access(self.state, authorizer=authorizer, users=users)
 
     def _save(self) -> None:

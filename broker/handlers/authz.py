@@ -99,11 +99,6 @@ RULES: dict[int, tuple[Check, ...]] = {
 }
 
 
-def on(ctx: BrokerContext) -> bool:
-    """Whether an authorizer is configured (else everything is allowed)."""
-    return ctx.authorizer is not None
-
-
 def allowed(ctx: BrokerContext, call: Call, operation: AclOperation, resource: ResourceType, name: str) -> bool:
     authorizer = ctx.authorizer
     if authorizer is None:

@@ -24,7 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tinystream.operator.controller.access import acl_problem, binding_filter, credential_problem, matching
+from tinystream.operator.controller.access import (
+    acl_problem,
+    binding,
+    binding_filter,
+    credential_problem,
+    matching,
+    record,
+)
 from tinystream.operator.controller.actions import (
     AclsCreated,
     AclsDeleted,
@@ -525,7 +532,7 @@ def _create_acls(step: _Step, e: CreateAcls) -> None:
         if problem:
             raise _Rejected(ControllerError.INVALID_REQUEST, f"acls[{i}]: {problem}")
     have = set(step.image.acls)
-    new = tuple(sorted(set(e.acls) - have))
+    new = tuple(sorted({record(binding(r)) for r in e.acls} - have))  # stored by Kafka's upper-case names
     if new:
         step.image.set_acls([*step.image.acls, *new])
         step.image.actions.append(AclsCreated(acls=new))

@@ -458,3 +458,48 @@ async def test_listings_show_only_what_the_caller_may_describe(secured):
     assert listed.error_code == ErrorCode.none and listed.transaction_states == ()
     cluster = await alice.request(request(60, 1, include_cluster_authorized_operations=False, endpoint_type=1))
     assert cluster.error_code == ErrorCode.none  # Kafka answers DescribeCluster to anyone authenticated
+
+
+def test_a_broken_access_file_stops_the_broker_with_its_path(tmp_path):
+    settings = test_settings(tmp_path / "data", **{"authorizer.class.name": "acl"})
+    (tmp_path / "data").mkdir(parents=True)
+    (tmp_path / "data" / "access.json").write_text("{not json")
+    with pytest.raises(ValueError, match="access.json: not an ACL and credential file"):
+        Broker(settings)
+
+
+async def test_mtls_principals_are_authorized_by_their_certificate_name(tmp_path):
+    import ssl  # noqa: PLC0415
+
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    keystore, truststore = tmp_path / "broker.pem", tmp_path / "ca.pem"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    ca.cert_pem.write_to_path(str(truststore))
+    broker = Broker(test_settings(tmp_path / "data", **{
+        "listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
+        "ssl.truststore.location": str(truststore), "ssl.client.auth": "required",
+        "authorizer.class.name": "acl", "super.users": "User:CN=admin"}))
+    info = await broker.start()
+    clients = []
+
+    async def connect(name: str) -> KafkaClient:
+        pem = tmp_path / f"{name}.pem"
+        ca.issue_cert(f"{name}.clients", common_name=name).private_key_and_cert_chain_pem.write_to_path(str(pem))
+        context = ssl.create_default_context(cafile=str(truststore))
+        context.load_cert_chain(str(pem))
+        client = await KafkaClient.connect(info.host, info.port, ssl_context=context)
+        clients.append(client)
+        return client
+
+    try:
+        admin, alice = await connect("admin"), await connect("alice")
+        await admin.request(create_topics_request([("certs", 1, 1)]))
+        assert one_partition_error(await alice.request(produce_request("certs", 0, batch()))) == \
+            ErrorCode.topic_authorization_failed
+        await grant(admin, acl_creation("TOPIC", "certs", "User:CN=alice", "WRITE"))
+        assert one_partition_error(await alice.request(produce_request("certs", 0, batch()))) == ErrorCode.none
+    finally:
+        for c in clients:
+            await c.close()
+        await broker.stop()

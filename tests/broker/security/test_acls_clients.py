@@ -15,6 +15,7 @@ import time
 import uuid
 
 import pytest
+from security_helpers import confluent_sasl_ssl, java_sasl_ssl_properties
 
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin
 from tinystream.testing.broker import BrokerThread, acl_creation, create_acls_request, sasl_ssl_settings
@@ -34,9 +35,7 @@ def acl_broker(tmp_path_factory):
 
 def confluent(acl_broker, user: str = "alice", **extra):
     broker, truststore = acl_broker
-    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_SSL",
-            "ssl.ca.location": str(truststore), "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": user, "sasl.password": USERS[user], "log_level": 0, **extra}
+    return confluent_sasl_ssl(broker.bootstrap, truststore, user, USERS[user], **extra)
 
 
 def admin_creates_topic(acl_broker, topic: str) -> None:
@@ -188,13 +187,7 @@ async def test_acls_granted_through_the_protocol_client_apply_at_once(acl_broker
 
 
 def java_config(tmp_path, truststore, user: str) -> str:
-    path = tmp_path / f"{user}.properties"
-    path.write_text(
-        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
-        f"ssl.truststore.location={truststore}\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="{user}" password="{USERS.get(user, "carol-secret")}";\n')
-    return str(path)
+    return java_sasl_ssl_properties(tmp_path / f"{user}.properties", truststore, user, USERS[user])
 
 
 def java_tools():
@@ -288,3 +281,22 @@ def test_kafka_configs_sh_alters_and_describes_scram_users(acl_broker, tmp_path)
         except Exception:
             if time.monotonic() > deadline:
                 raise
+
+
+def test_confluent_kafka_transactions_need_write_on_the_transactional_id(acl_broker):
+    from confluent_kafka import KafkaException, Producer  # noqa: PLC0415
+
+    topic, txn_id = f"txn-{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:6]}"
+    admin_creates_topic(acl_broker, topic)
+    admin_grants(acl_broker, binding("TOPIC", topic, "WRITE"))
+    refused = Producer(confluent(acl_broker, **{"transactional.id": txn_id}))
+    with pytest.raises(KafkaException) as error:
+        refused.init_transactions(15)
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(error.value) or \
+        "Transactional Id authorization failed" in str(error.value), error.value
+    admin_grants(acl_broker, binding("TRANSACTIONAL_ID", "tx-", "WRITE", pattern="PREFIXED"))
+    producer = Producer(confluent(acl_broker, **{"transactional.id": txn_id}))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"in a transaction")
+    producer.commit_transaction(30)

@@ -16,6 +16,7 @@ import time
 import uuid
 
 import pytest
+from security_helpers import confluent_sasl_ssl, java_sasl_ssl_properties
 
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
 from tinystream.testing.broker import BrokerThread, create_topics_request, sasl_ssl_settings
@@ -33,9 +34,7 @@ def secured(tmp_path_factory):
 
 def confluent(secured, **extra):
     broker, truststore = secured
-    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_SSL",
-            "ssl.ca.location": str(truststore), "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": "alice", "sasl.password": PASSWORD, "log_level": 0, **extra}
+    return confluent_sasl_ssl(broker.bootstrap, truststore, "alice", PASSWORD, **extra)
 
 
 def test_confluent_kafka_round_trips_over_scram_sha_512(secured):
@@ -163,12 +162,7 @@ def test_kafka_java_tools_with_their_own_command_config(secured, tmp_path):
     config = tmp_path / "client.properties"
 
     def write(password: str) -> str:
-        config.write_text(
-            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
-            f"ssl.truststore.location={truststore}\n"
-            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-            f'username="alice" password="{password}";\n')
-        return str(config)
+        return java_sasl_ssl_properties(config, truststore, "alice", password)
 
     topic = f"java-{uuid.uuid4().hex[:6]}"
     created = apache_kafka.run_java_tool(apache_kafka.TOPIC_COMMAND, [

@@ -101,3 +101,10 @@ def test_an_image_without_acls_keeps_the_old_shape():
     image = MetadataImage.empty(cluster_id="x").to_dict()
     assert "acls" not in image and "scram_credentials" not in image
     assert MetadataImage.from_dict(image).acls == ()
+
+
+def test_acls_are_stored_by_kafkas_upper_case_names():
+    c = Cluster()
+    c.apply(CreateAcls(acls=(dataclasses.replace(acl(), operation="read", permission="allow"),)))
+    assert c.image.acls == (acl(),)
+    assert not c.apply(CreateAcls(acls=(acl(),))).image_changed
