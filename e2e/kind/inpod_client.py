@@ -7,6 +7,13 @@ under the headless Service), as any in-cluster application does.
     write BOOTSTRAP TOPIC PREFIX SECONDS   one line per record: `A <value> <t>` acked (acks=all), `E <value> <error>`;
                                            ends after SECONDS or once /tmp/stop-PREFIX exists
     read BOOTSTRAP TOPIC                   every value in the topic, one per line, then `END <count>`
+    probe BOOTSTRAP TOPIC                  one record sent: `OK`, or `REFUSED <error class>`
+    serial HOST PORT                       the serial (hex) of the certificate a new TLS connection sees
+
+On a secured cluster the environment says how to log in: KAFKA_SECURITY_PROTOCOL
+(SSL, SASL_SSL), KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD, or KAFKA_SASL_PASSWORD_FROM naming
+the variable that holds it (the pod's env from the user's Secret) (SCRAM-SHA-512),
+KAFKA_CAFILE (the cluster CA's ca.crt, mounted from its Secret).
 
 The writer sends in small synchronous batches so each acknowledgement is
 known exactly; values are PREFIX-<n>, distinct, so the caller can count
@@ -16,14 +23,48 @@ acknowledged against read.
 from __future__ import annotations
 
 import os
+import socket
+import ssl
 import sys
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 
+def security() -> dict:
+    """kafka-python's security settings from the environment (none: PLAINTEXT)."""
+    protocol = os.environ.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")
+    found: dict = {"security_protocol": protocol}
+    if "SSL" in protocol:
+        found["ssl_cafile"] = os.environ["KAFKA_CAFILE"]
+    if protocol.startswith("SASL"):
+        password = os.environ.get("KAFKA_SASL_PASSWORD") or os.environ[os.environ["KAFKA_SASL_PASSWORD_FROM"]]
+        found.update(sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=os.environ["KAFKA_SASL_USERNAME"],
+                     sasl_plain_password=password)
+    return found
+
+
+def probe(bootstrap: str, topic: str) -> None:
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_block_ms=20000,
+                                 request_timeout_ms=10000, **security())
+        producer.send(topic, b"probe").get(timeout=20)
+        producer.close(timeout=5)
+        print("OK", flush=True)
+    except Exception as exc:  # noqa: BLE001 - the refusal is the answer
+        print(f"REFUSED {type(exc).__name__} {exc}", flush=True)
+
+
+def serial(host: str, port: int) -> None:
+    context = ssl.create_default_context(cafile=os.environ["KAFKA_CAFILE"])
+    with socket.create_connection((host, port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host) as s:
+        from cryptography import x509  # in the image: the operator's dependency
+
+        print(f"{x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number:x}", flush=True)
+
+
 def write(bootstrap: str, topic: str, prefix: str, seconds: float) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=3, linger_ms=2,
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=3, linger_ms=2, **security(),
                              request_timeout_ms=8000, max_block_ms=8000, metadata_max_age_ms=2000,
                              reconnect_backoff_max_ms=1000)
     start = time.monotonic()
@@ -51,7 +92,7 @@ def write(bootstrap: str, topic: str, prefix: str, seconds: float) -> None:
 
 def read(bootstrap: str, topic: str) -> None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
-                             consumer_timeout_ms=20000, request_timeout_ms=30000)
+                             consumer_timeout_ms=20000, request_timeout_ms=30000, **security())
     partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)
@@ -69,5 +110,9 @@ if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "write":
         write(args[0], args[1], args[2], float(args[3]))
+    elif command == "probe":
+        probe(args[0], args[1])
+    elif command == "serial":
+        serial(args[0], int(args[1]))
     else:
         read(args[0], args[1])

@@ -107,3 +107,107 @@ metadata:
 spec:
 {spec}
 """
+
+
+SECURE = "secure"  # a second cluster: TLS + SCRAM-SHA-512 + ACLs (test_kind_secured.py)
+SECURE_TOPIC = "secure-writes"
+SECURE_CLIENT_POD = "secure-client"
+
+
+def secured_cluster(*, image: str) -> str:
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: TinyStreamCluster
+metadata:
+  name: {SECURE}
+  namespace: {NAMESPACE}
+spec:
+  brokers: 3
+  image: {image}
+  imagePullPolicy: Never
+  storage:
+    size: 1Gi
+    deleteClaim: true
+  listeners:
+    tls: true
+    authentication:
+      type: scram-sha-512
+  authorization:
+    type: simple
+  certificates:
+    validityDays: 30
+    renewalDays: 5
+  config:
+    offsets.topic.replication.factor: 3
+    default.replication.factor: 3
+    min.insync.replicas: 2
+---
+apiVersion: tinystream.io/v1alpha1
+kind: Topic
+metadata:
+  name: {SECURE_TOPIC}
+  namespace: {NAMESPACE}
+spec:
+  cluster: {SECURE}
+  partitions: 3
+  replicationFactor: 3
+  config:
+    min.insync.replicas: 2
+"""
+
+
+def users() -> str:
+    """`app` may use the secure-* topics; `nobody` may log in and nothing else."""
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: TinyStreamUser
+metadata:
+  name: app
+  namespace: {NAMESPACE}
+spec:
+  cluster: {SECURE}
+  authentication:
+    type: scram-sha-512
+  authorization:
+    acls:
+      - resource: {{type: topic, name: "secure-", patternType: prefix}}
+        operations: [Read, Write, Describe]
+---
+apiVersion: tinystream.io/v1alpha1
+kind: TinyStreamUser
+metadata:
+  name: nobody
+  namespace: {NAMESPACE}
+spec:
+  cluster: {SECURE}
+  authentication:
+    type: scram-sha-512
+"""
+
+
+def secure_client_pod(image: str) -> str:
+    """A client pod given what a user's application gets: the CA's Secret and the users' password Secrets."""
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {SECURE_CLIENT_POD}
+  namespace: {NAMESPACE}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: client
+      image: {image}
+      imagePullPolicy: Never
+      command: ["python3", "-c", "import time; time.sleep(10**9)"]
+      env:
+        - name: APP_PASSWORD
+          valueFrom: {{secretKeyRef: {{name: app, key: password}}}}
+        - name: NOBODY_PASSWORD
+          valueFrom: {{secretKeyRef: {{name: nobody, key: password}}}}
+      volumeMounts:
+        - {{name: ca, mountPath: /etc/tinystream-ca, readOnly: true}}
+  volumes:
+    - name: ca
+      secret: {{secretName: {SECURE}-cluster-ca-cert}}
+"""

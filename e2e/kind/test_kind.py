@@ -23,12 +23,11 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from image_build import build_image
-from kind_helpers import HERE, IMAGE_REPO, IMAGE_TAGS, ROOT, Kube, load_image, measure, tool
+from kind_helpers import IMAGE_REPO, IMAGE_TAGS, ROOT, Kube, load_image, measure, tool
 from manifests import (
     CLIENT_POD,
     CLUSTER,
@@ -42,10 +41,10 @@ from manifests import (
     topic,
     writes_topic,
 )
+from workload import Writer, read_topic, wait_until
 
 BOOTSTRAP = f"{CLUSTER}-kafka:9092"
 MESSAGES = [f"m{i}" for i in range(200)]
-CLIENT_SCRIPT = (HERE / "inpod_client.py").read_text()
 MIN_ISR = 2
 
 # Left out of `make test` (-m "not kind"); `make test-kind` runs it. The first test also waits for the
@@ -55,20 +54,6 @@ pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
 def tsc(kube: Kube) -> dict:
     return kube.json("tsc", CLUSTER)
-
-
-def wait_until(predicate, *, timeout: float, what: str, interval: float = 3.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except AssertionError as exc:
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
 
 def ready_brokers(kube: Kube, n: int) -> bool:
@@ -94,76 +79,6 @@ def consume_all(kube: Kube, pod: str = f"{CLUSTER}-broker-0") -> list[str]:
     out = exec_cli(kube, "consume", TOPIC, "--from-beginning", "--max-records", str(len(MESSAGES)),
                    "--timeout-ms", "30000", pod=pod)
     return [line for line in out.splitlines() if line]
-
-
-def read_topic(kube: Kube, name: str) -> list[str]:
-    """Every value of a topic, read by a consumer in the client pod."""
-    out = kube.kubectl("exec", "-i", CLIENT_POD, "--", "python3", "-", "read", BOOTSTRAP, name,
-                       input=CLIENT_SCRIPT, timeout=300).stdout.splitlines()
-    assert out and out[-1].startswith("END "), out[-5:]
-    return out[:-1]
-
-
-@dataclass
-class Writer:
-    """An acks=all writer in the client pod, run in the background for `seconds`."""
-
-    kube: Kube
-    prefix: str
-    seconds: float
-    acked: dict[str, float] = field(default_factory=dict)  # value -> seconds since the writer started
-    errors: list[str] = field(default_factory=list)
-    started: float = 0.0
-    done: bool = False
-
-    def __post_init__(self) -> None:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> Writer:
-        self.started = time.monotonic()
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        proc = subprocess.Popen(
-            [tool("kubectl") or "kubectl", "--kubeconfig", self.kube.env_kubeconfig, "-n", NAMESPACE, "exec", "-i",
-             CLIENT_POD, "--", "python3", "-", "write", BOOTSTRAP, WRITES, self.prefix, str(self.seconds)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        proc.stdin.write(CLIENT_SCRIPT)
-        proc.stdin.close()
-        for line in proc.stdout:
-            kind, _, rest = line.strip().partition(" ")
-            if kind == "A":
-                value, at = rest.split()
-                self.acked[value] = float(at)
-            elif kind == "E":
-                self.errors.append(rest)
-            elif kind == "DONE":
-                self.done = True
-        proc.wait()
-        if not self.done:
-            self.errors.append("writer ended early: " + proc.stderr.read()[-2000:])
-
-    def stop(self) -> None:
-        """Ask the writer to finish its batch and end (it looks for a stop file)."""
-        self.kube.kubectl("exec", CLIENT_POD, "--", "touch", f"/tmp/stop-{self.prefix}", timeout=60)
-
-    def join(self) -> None:
-        self._thread.join(self.seconds + 120)
-        assert self.done, f"the writer did not finish: {self.errors[-5:]}"
-        assert self.acked, f"nothing was acknowledged: {self.errors[-5:]}"
-
-    def longest_stall(self) -> float:
-        """The longest time (s) without an acknowledgement."""
-        times = sorted(self.acked.values())
-        return max((b - a for a, b in zip(times, times[1:])), default=0.0)
-
-    def check_nothing_lost(self, kube: Kube, what: str) -> None:
-        read = set(read_topic(kube, WRITES))
-        lost = sorted(set(self.acked) - read, key=lambda v: int(v.rsplit("-", 1)[1]))
-        measure(f"{what}: records acked / lost / send errors",
-                f"{len(self.acked)} / {len(lost)} / {len(self.errors)}")
-        assert not lost, f"{len(lost)} acknowledged records lost, first {lost[:10]}"
 
 
 @pytest.fixture(scope="module")
