@@ -12,8 +12,10 @@
   Both see `last_stable_offset`.
 - replica_id >= 0 marks a follower broker's fetch (it reads past the high
   watermark and moves it). Only a peer broker of this cluster may send one
-  (CVE-2018-1288); anyone else gets TOPIC_AUTHORIZATION_FAILED on every
-  partition, as Kafka answers a fetcher without ClusterAction.
+  (CVE-2018-1288), and only on the inter-broker listener, as a broker
+  principal when that listener authenticates (BrokerContext.from_broker);
+  anyone else gets TOPIC_AUTHORIZATION_FAILED on every partition, as Kafka
+  answers a fetcher without ClusterAction.
 - v12 `last_fetched_epoch` (KIP-595): when the fetcher's last epoch ends
   before its fetch offset here, the answer carries `diverging_epoch` and no
   records, so the fetcher truncates first.
@@ -45,9 +47,9 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     requests: list[FetchPartition] = []
     diverging: dict[TopicPartition, tuple[int, int]] = {}
     answered: dict[TopicPartition, FetchedPartition] = {}  # decided before reading
-    # A follower's Fetch moves the high watermark: believe replica_id only from an authenticated broker.
-    trusted = ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals
-    peer = replica_id >= 0 and trusted and ctx.cluster.is_peer(replica_id)
+    # A follower's Fetch moves the high watermark: believe replica_id only from a broker on the
+    # inter-broker listener.
+    peer = replica_id >= 0 and ctx.from_broker(call.client) and ctx.cluster.is_peer(replica_id)
     for topic in body.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.topic, p.partition)

@@ -46,7 +46,7 @@ async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     key_type = getattr(body, "key_type", GROUP_KEY)
     keys = list(body.coordinator_keys) if hasattr(body, "coordinator_keys") else [body.key]
-    answers = [await _find(ctx, key_type, key) for key in keys]
+    answers = [await _find(ctx, key_type, key, call.client.listener) for key in keys]
     if hasattr(body, "coordinator_keys"):
         coordinators = tuple(
             call.make("Coordinator", key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
@@ -59,29 +59,31 @@ async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
     )
 
 
-async def _find(ctx: BrokerContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _find(ctx: BrokerContext, key_type: int, key: str,
+                listener: str | None) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type == TRANSACTION_KEY:
-        return await _find_transaction_coordinator(ctx, key)
+        return await _find_transaction_coordinator(ctx, key, listener)
     if key_type != GROUP_KEY:
         return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
     if ctx.control is None:
         error, message = ctx.groups.ensure_offsets_topic()
         if error != ErrorCode.none:
             return ErrorCode.coordinator_not_available, message, -1, "", -1
-        me = ctx.cluster.local
+        me = ctx.cluster.local.on(listener) or ctx.cluster.local
         return ErrorCode.none, None, me.broker_id, me.host, me.port
     # Replicated: the coordinator is the leader of the group's __consumer_offsets partition.
     result = await topic_admin.ensure_offsets_topic(ctx)
     if result.error != ErrorCode.none:
         return ErrorCode.coordinator_not_available, result.message, -1, "", -1
     state = ctx.topics.partition_state(TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(key)))
-    leader = ctx.cluster.broker(state.leader) if state.leader >= 0 else None
+    leader = ctx.cluster.broker(state.leader, listener) if state.leader >= 0 else None
     if leader is None:
         return ErrorCode.coordinator_not_available, "the coordinator's partition has no live leader", -1, "", -1
     return ErrorCode.none, None, leader.broker_id, leader.host, leader.port
 
 
-async def _find_transaction_coordinator(ctx: BrokerContext, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _find_transaction_coordinator(ctx: BrokerContext, key: str,
+                                        listener: str | None) -> tuple[ErrorCode, str | None, int, str, int]:
     if ctx.transactions is None:
         return ErrorCode.coordinator_not_available, "this broker runs no transaction coordinator", -1, "", -1
     if not key:
@@ -90,7 +92,7 @@ async def _find_transaction_coordinator(ctx: BrokerContext, key: str) -> tuple[E
     if result.error != ErrorCode.none:
         return ErrorCode.coordinator_not_available, result.message, -1, "", -1
     state = ctx.topics.partition_state(TopicPartition(TRANSACTION_STATE_TOPIC, ctx.transactions.partition_for(key)))
-    leader = ctx.cluster.broker(state.leader) if state.leader >= 0 else None
+    leader = ctx.cluster.broker(state.leader, listener) if state.leader >= 0 else None
     if leader is None:
         return ErrorCode.coordinator_not_available, "the coordinator's partition has no live leader", -1, "", -1
     return ErrorCode.none, None, leader.broker_id, leader.host, leader.port

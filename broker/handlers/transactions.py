@@ -43,8 +43,8 @@ def client_error(call: Call, error: ErrorCode) -> ErrorCode:
 
 
 def _from_broker(ctx: BrokerContext, call: Call) -> bool:
-    """Sent by another broker (or nobody is authenticated on this listener)."""
-    return ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals
+    """Sent by another broker (see BrokerContext.from_broker)."""
+    return ctx.from_broker(call.client)
 
 
 def _coordinator(ctx: BrokerContext) -> Any:

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, TypeVar
 
 from tinystream.operator.controller.codec import from_plain, frozen_mapping, to_plain
 from tinystream.operator.controller.errors import StateFormatError
-from tinystream.operator.controller.image import LeaderRecoveryState, TopicPartition
+from tinystream.operator.controller.image import LeaderRecoveryState, ListenerEndpoint, TopicPartition
 from tinystream.operator.controller.topic_config import ConfigValue
 
 
@@ -87,9 +87,10 @@ class ReplicaAssignment:
 class RegisterBroker(Event):
     broker_id: int
     incarnation_id: str
-    host: str
+    host: str  # the inter-broker listener's advertised address
     port: int
     rack: str | None = None
+    endpoints: tuple[ListenerEndpoint, ...] = ()  # every advertised listener (older brokers send none)
 
 
 @_event

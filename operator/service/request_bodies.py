@@ -18,7 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tinystream.operator.controller import LeaderRecoveryState, ReplicaAssignment, StateFormatError, TopicPartition
+from tinystream.operator.controller import (
+    LeaderRecoveryState,
+    ListenerEndpoint,
+    ReplicaAssignment,
+    StateFormatError,
+    TopicPartition,
+)
 from tinystream.operator.controller.codec import from_plain
 from tinystream.operator.controller.topic_config import ConfigValue
 from tinystream.operator.service.errors import ApiError
@@ -30,9 +36,10 @@ T = TypeVar("T")
 class RegisterRequest:
     broker_id: int
     incarnation_id: str
-    host: str
+    host: str  # the inter-broker listener's advertised address
     port: int
     rack: str | None = None
+    endpoints: tuple[ListenerEndpoint, ...] = ()  # every advertised listener
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
