@@ -155,3 +155,25 @@ def test_a_producer_writes_through_a_certificate_rotation_to_a_new_ca(tmp_path):
         assert seen == set(delivered)  # nothing acknowledged was lost
         reloading = broker.call(lambda b: b.tls_contexts[0])
         assert reloading.reloads == 1 and reloading.failures >= 1
+
+
+def test_replica_fetchers_connect_with_the_newest_truststore_and_certificate(tmp_path):
+    from tinystream.broker.security.listener import inter_broker_credentials  # noqa: PLC0415
+    from tinystream.broker.security.listener_config import plan_listeners  # noqa: PLC0415
+    from tinystream.config.settings import BrokerSettings  # noqa: PLC0415
+
+    pytest.importorskip("trustme")
+    old_ca, new_ca = ThrowawayPki(tmp_path / "old-ca"), ThrowawayPki(tmp_path / "new-ca")
+    secret = MountedSecret(tmp_path / "secret", {"tls.pem": old_ca.issue("b").read_bytes(),
+                                                 "ca.pem": old_ca.ca_pem.read_bytes()})
+    plan = plan_listeners(BrokerSettings(**{
+        "listeners": "REPLICATION://127.0.0.1:0", "listener.security.protocol.map": "REPLICATION:SSL",
+        "ssl.keystore.location": secret.path("tls.pem"), "ssl.truststore.location": secret.path("ca.pem"),
+        "ssl.client.auth": "required"}))
+    credentials = inter_broker_credentials(plan.inter_broker)
+    before = credentials.ssl_context
+    secret.update({"tls.pem": new_ca.issue("b").read_bytes(),
+                   "ca.pem": old_ca.ca_pem.read_bytes() + new_ca.ca_pem.read_bytes()})
+    assert credentials.tls.check()
+    assert credentials.ssl_context is not before
+    assert len(before.get_ca_certs()) == 1 and len(credentials.ssl_context.get_ca_certs()) == 2  # both CAs now
