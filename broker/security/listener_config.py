@@ -104,7 +104,7 @@ def plan_listeners(settings: BrokerSettings) -> ListenerPlan:
             raise ListenerConfigError(f"listener {name} has no security protocol in listener.security.protocol.map="
                                       f"{settings.listener_security_protocol_map!r}")
         ad_host, ad_port = advertised.get(name, (None, None))
-        if name in advertised and ad_host in _WILDCARDS:
+        if name in advertised and ad_host in ("0.0.0.0", "::"):  # empty: this machine's name, as Kafka does
             raise ListenerConfigError(f"advertised.listeners: {name} advertises the wildcard {ad_host!r}; name a host")
         try:
             own = settings.for_listener(name)

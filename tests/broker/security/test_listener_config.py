@@ -48,6 +48,12 @@ def test_two_listeners_with_their_own_settings_and_advertised_addresses():
     assert replication.authenticates and client.authenticates
 
 
+def test_an_empty_advertised_host_is_this_machines_name_and_a_port_may_differ():
+    plan = plan_listeners(BrokerSettings(**TWO, **{"advertised.listeners": "CLIENT://:19092"}))
+    client = plan.get("CLIENT")
+    assert (client.advertised_host, client.advertised_port, client.port) == (None, 19092, 9092)
+
+
 def test_security_inter_broker_protocol_picks_the_listener_of_that_name():
     plan = plan_listeners(BrokerSettings(**{"listeners": "PLAINTEXT://:9092,SSL://:9093", "ssl.keystore.location": "/k",
                                             "security.inter.broker.protocol": "SSL"}))
