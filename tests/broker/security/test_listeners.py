@@ -171,3 +171,22 @@ async def test_idle_sockets_on_the_client_listener_do_not_lock_a_follower_out(tm
         for _, writer in sockets:
             writer.close()
         await cluster.close()
+
+
+@pytest.mark.parametrize("settings_overrides", [{
+    "listeners": "CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
+    "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+    "inter.broker.listener.name": "REPLICATION", "listener.name.client.max.connections": 2}])
+async def test_a_listeners_own_max_connections_counts_only_its_connections(broker, settings_overrides):
+    host, port = broker.info.endpoint("CLIENT")
+    kept = [await asyncio.open_connection(host, port) for _ in range(2)]
+    await wait_until(lambda: broker.servers["CLIENT"].connection_count == 2, what="2 client connections")
+    reader, _ = await asyncio.open_connection(host, port)
+    assert await reader.read(1) == b""  # the third is closed at once
+    other = await KafkaClient.connect(*broker.info.endpoint("REPLICATION"))  # another listener: its own count
+    seen = await other.request(request(3, 12, topics=None, allow_auto_topic_creation=False,
+                                       include_topic_authorized_operations=False))
+    assert [b.port for b in seen.brokers] == [broker.info.endpoint("REPLICATION")[1]]
+    await other.close()
+    for _, writer in kept:
+        writer.close()
