@@ -4,12 +4,13 @@ Start-up order, so a client never meets a half-built broker:
 log dirs and meta.properties (cluster id; refuses a dir of another node;
 under a controller the id is the controller's, adopted at registration) ->
 topic store -> partitions opened (producer state restored) -> group
-coordinator -> transaction coordinator -> Kafka listener -> admin HTTP -> background maintenance ->
-`ready(BrokerInfo)`. Shutdown reverses it: the listener stops accepting and
-drops its connections, maintenance and the coordinator stop, then every log
-is snapshotted, flushed and closed.
+coordinator -> transaction coordinator -> Kafka listeners (one server each,
+security/listener_config.py) -> admin HTTP -> background maintenance and the
+certificate watcher -> `ready(BrokerInfo)`. Shutdown reverses it: the
+listeners stop accepting and drop their connections, maintenance and the
+coordinator stop, then every log is snapshotted, flushed and closed.
 
-    info = BrokerInfo(...)       # what `ready` gets: bootstrap "host:port", admin URL
+    info = BrokerInfo(...)       # what `ready` gets: bootstrap "host:port", every listener's, admin URL
     await run_broker(settings, ready=print)   # until cancelled
     main(settings)               # SIGINT / SIGTERM stop it cleanly
 """
@@ -36,7 +37,7 @@ from tinystream.broker.coordinators.producer_ids import (
 from tinystream.broker.coordinators.txn_service import TransactionService
 from tinystream.broker.handlers.context import BrokerContext, ConnectionAuth
 from tinystream.broker.maintenance import Maintenance, jobs
-from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
+from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView, ListenerAddress
 from tinystream.broker.metadata.topics import TopicStore
 from tinystream.broker.metrics.broker_metrics import BrokerMetrics
 from tinystream.broker.protocol.api_versions import advertised
@@ -45,16 +46,18 @@ from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager, wall_clock_ms
 from tinystream.broker.security.authorizer import Authorizer, authorizer_enabled, parse_super_users
 from tinystream.broker.security.listener import (
+    InterBrokerCredentials,
     broker_principals,
-    client_listener,
     inter_broker_credentials,
     load_users,
-    mechanisms,
-    server_ssl_context,
+    principal_mapper,
+    reloading_server_context,
 )
+from tinystream.broker.security.listener_config import Listener, mechanisms, plan_listeners
 from tinystream.broker.security.sasl import SaslSession
+from tinystream.broker.security.tls_reload import CertificateWatcher, ReloadingContext
 from tinystream.broker.server.admin_http import AdminHttp
-from tinystream.broker.server.connection import KafkaServer
+from tinystream.broker.server.connection import BrokerConnections, KafkaServer
 from tinystream.broker.server.dispatcher import RequestDispatcher
 from tinystream.broker.storage import meta_properties
 from tinystream.broker.storage.log_manager import LogManager
@@ -73,14 +76,22 @@ _ANY_ADDRESS = ("0.0.0.0", "::", "")
 class BrokerInfo:
     broker_id: int
     cluster_id: str
-    host: str  # advertised host clients connect to
+    host: str  # advertised host clients connect to (the client-facing listener)
     port: int  # bound (and advertised) Kafka port
     admin_host: str
     admin_port: int
+    listeners: tuple[ListenerAddress, ...] = ()  # every listener's advertised address
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """(host, port) of one listener, e.g. info.endpoint("REPLICATION")."""
+        for address in self.listeners:
+            if address.name == listener.upper():
+                return address.host, address.port
+        raise KeyError(f"broker {self.broker_id} has no listener {listener!r}")
 
     @property
     def admin_url(self) -> str:
@@ -91,12 +102,9 @@ def log_dirs(settings: BrokerSettings) -> list[Path]:
     return [Path(d.strip()).expanduser() for d in settings.log_dirs.split(",") if d.strip()]
 
 
-def _advertised_host(settings: BrokerSettings, bound_host: str) -> str:
-    if settings.advertised_host:
-        return settings.advertised_host
-    if settings.host in _ANY_ADDRESS:
-        return socket.getfqdn()
-    return bound_host
+def _advertised(listener: Listener, bound_host: str, bound_port: int) -> ListenerAddress:
+    host = listener.advertised_host or (socket.getfqdn() if listener.host in _ANY_ADDRESS else bound_host)
+    return ListenerAddress(listener.name, host, listener.advertised_port or bound_port, listener.protocol)
 
 
 class Broker:
@@ -110,8 +118,10 @@ class Broker:
         clock: Callable[[], int] = wall_clock_ms,
         with_groups: bool = True,
     ) -> None:
-        # One client listener (broker/security/listener.py); `listeners` replaces host and port.
-        self.listener = client_listener(settings)
+        # Every listener (broker/security/listener_config.py); `listeners` replaces host and port, which
+        # then name the client-facing listener's (the admin HTTP endpoint binds that host too).
+        self.plan = plan_listeners(settings)
+        self.listener = self.plan.client_facing
         if settings.listeners:
             settings = settings.model_copy(update={"host": self.listener.host, "port": self.listener.port})
         self.settings = settings
@@ -124,7 +134,8 @@ class Broker:
             cluster_id = meta_properties.ensure(self.logs.log_dirs, settings.broker_id)
         local = BrokerEndpoint(settings.broker_id, settings.advertised_host or settings.host, settings.port,
                                settings.broker_rack)
-        self.cluster = ClusterView(cluster_id=cluster_id, local=local)
+        self.cluster = ClusterView(cluster_id=cluster_id, local=local,
+                                   inter_broker_listener=self.plan.inter_broker.name)
         self.metrics = BrokerMetrics(settings.broker_id)
         self.replicas = ReplicaManager(broker_id=settings.broker_id, log_manager=self.logs, clock=clock)
         self.topics = TopicManager(
@@ -139,9 +150,11 @@ class Broker:
             replicas=self.replicas,
             producer_ids=ProducerIdManager(FileBlockSource(self.logs.metadata_dir)),
             metrics=self.metrics,
-            advertised=advertised(with_groups=self.groups is not None, with_sasl=self.listener.sasl),
+            advertised=advertised(with_groups=self.groups is not None,
+                                  with_sasl=any(lst.sasl for lst in self.plan.listeners)),
             groups=self.groups,
-            broker_principals=broker_principals(settings, self.listener),
+            inter_broker_listener=self.plan.inter_broker.name,
+            broker_principals=broker_principals(self.plan.inter_broker),
             authorizer=self._authorizer(settings),
             users=load_users(settings),
         )
@@ -153,32 +166,57 @@ class Broker:
         self.transactions = self._transaction_service() if self.groups is not None else None
         self.ctx.transactions = self.transactions
         self.metrics.watch_partitions(self.replicas.partitions)
-        self.server = KafkaServer(
-            RequestDispatcher(self.ctx),
-            max_request_bytes=settings.socket_request_max_bytes,
-            max_connections=settings.max_connections,
-            max_connections_per_ip=settings.max_connections_per_ip,
-            queued_max_request_bytes=(None if settings.queued_max_request_bytes < 0
-                                      else settings.queued_max_request_bytes),
-            idle_timeout_ms=settings.connections_max_idle_ms,
-            on_connections_changed=self.metrics.connections.set,
-            ssl_context=server_ssl_context(settings) if self.listener.tls else None,
-            new_auth=self._auth_factory(),
-        )
-        self.server.on_protocol_error = self.metrics.protocol_errors.inc
+        self.tls_contexts: list[ReloadingContext] = []
+        dispatcher = RequestDispatcher(self.ctx)
+        everyone = BrokerConnections(settings.max_connections, on_change=self.metrics.connections.set)
+        self.servers: dict[str, KafkaServer] = {
+            listener.name: self._server(listener, dispatcher, everyone) for listener in self.plan.listeners
+        }
+        self.server = self.servers[self.listener.name]  # the client-facing one
+        self.inter_broker_credentials: InterBrokerCredentials | None = None
         self.admin = AdminHttp(self.ctx)
         self.maintenance = Maintenance(jobs(settings, self.replicas))
+        self._watcher_task: asyncio.Task[None] | None = None
         self.info: BrokerInfo | None = None
         self.control: ControllerSession | None = None
         self._fatal = asyncio.Event()  # set when the broker must stop on its own (ControllerSession.fatal_error)
         if settings.controller_url:
             self._wire_controller(settings.controller_url)
 
+    def _server(self, listener: Listener, dispatcher: RequestDispatcher, everyone: BrokerConnections) -> KafkaServer:
+        """One listener's server, with that listener's own settings (listener.name.<name>.*)."""
+        s = listener.settings
+        context = None
+        if listener.tls:
+            reloading = reloading_server_context(listener)
+            self.tls_contexts.append(reloading)
+            context = reloading.outer
+        server = KafkaServer(
+            dispatcher,
+            max_request_bytes=s.socket_request_max_bytes,
+            max_connections=s.max_connections,
+            max_connections_per_ip=s.max_connections_per_ip,
+            queued_max_request_bytes=None if s.queued_max_request_bytes < 0 else s.queued_max_request_bytes,
+            idle_timeout_ms=s.connections_max_idle_ms,
+            ssl_context=context,
+            new_auth=self._auth_factory(listener),
+            listener_name=listener.name,
+            principal_mapper=principal_mapper(listener),
+            broker_connections=everyone,
+            # KIP-402: the broker-wide limit never refuses the inter-broker listener (when it is not the only one).
+            protected=listener is self.plan.inter_broker and len(self.plan.listeners) > 1,
+        )
+        server.on_protocol_error = self.metrics.protocol_errors.inc
+        return server
+
     def _wire_controller(self, controller_url: str) -> None:
         """Replicated mode: the controller's image drives topics and roles (see `control/`)."""
         s = self.settings
         self.replicas.use_hw_checkpoint(HighWatermarkCheckpoint(self.logs.metadata_dir))
-        credentials = inter_broker_credentials(s, self.listener)
+        credentials = inter_broker_credentials(self.plan.inter_broker)
+        self.inter_broker_credentials = credentials
+        if credentials.tls is not None:
+            self.tls_contexts.append(credentials.tls)
         self.fetchers = ReplicaFetcherManager(
             broker_id=s.broker_id, replicas=self.replicas, cluster=self.cluster, max_bytes=s.replica_fetch_max_bytes,
             credentials=credentials,
@@ -209,11 +247,12 @@ class Broker:
         # KIP-730: the controller hands out disjoint blocks; a file per broker would not be.
         self.ctx.producer_ids = ProducerIdManager(ControllerBlockSource(self.control.allocate_producer_ids))
 
-    def _auth_factory(self) -> Callable[[], ConnectionAuth]:
-        """Each connection's auth state: on a SASL listener, a SaslSession over the users (file and image)."""
-        if not self.listener.sasl:
+    def _auth_factory(self, listener: Listener) -> Callable[[], ConnectionAuth]:
+        """Each connection's auth state: on a SASL listener, a SaslSession over the users (sasl.users.file and
+        the controller's image) with that listener's mechanisms."""
+        if not listener.sasl:
             return ConnectionAuth
-        users, enabled = self.ctx.users, mechanisms(self.settings)
+        users, enabled = self.ctx.users, mechanisms(listener.settings)
         assert users is not None
         return lambda: ConnectionAuth(sasl=SaslSession(users, enabled=enabled))
 
@@ -221,7 +260,7 @@ class Broker:
         """authorizer.class.name set: ACLs on; super.users and the inter-broker user may do anything."""
         if not authorizer_enabled(settings.authorizer_class_name):
             return None
-        supers = set(parse_super_users(settings.super_users))
+        supers = set(parse_super_users(settings.super_users)) | set(broker_principals(self.plan.inter_broker) or ())
         if settings.inter_broker_sasl_username:
             supers.add(f"User:{settings.inter_broker_sasl_username}")
         return Authorizer(super_users=supers, allow_if_no_acl=settings.allow_everyone_if_no_acl_found)
@@ -269,24 +308,34 @@ class Broker:
         if self.transactions is not None:
             await self.transactions.start(load_local=self.control is None)
         s = self.settings
-        bound_host, port = await self.server.start(s.host, s.port)
-        host = _advertised_host(s, bound_host)
-        self.cluster.set_local(BrokerEndpoint(s.broker_id, host, s.advertised_port or port, s.broker_rack))
+        addresses: dict[str, ListenerAddress] = {}
+        for listener in self.plan.listeners:
+            bound_host, bound_port = await self.servers[listener.name].start(listener.host, listener.port)
+            addresses[listener.name] = _advertised(listener, bound_host, bound_port)
+        inter = addresses[self.plan.inter_broker.name]
+        self.cluster.set_local(BrokerEndpoint(s.broker_id, inter.host, inter.port, s.broker_rack,
+                                              tuple(addresses.values())))
         if self.control is not None:
             await self.control.start()
+        client = addresses[self.listener.name]
         admin_host, admin_port = await self.admin.start(s.host, s.admin_port)
         self.maintenance.start()
+        watcher = CertificateWatcher(self.tls_contexts, s.ssl_reload_interval_ms)
+        self._watcher_task = asyncio.ensure_future(watcher.run())
         self.info = BrokerInfo(
             broker_id=s.broker_id,
             cluster_id=self.cluster.cluster_id,
-            host=host,
-            port=s.advertised_port or port,
-            admin_host=host if admin_host in _ANY_ADDRESS else admin_host,
+            host=client.host,
+            port=client.port,
+            admin_host=client.host if admin_host in _ANY_ADDRESS else admin_host,
             admin_port=admin_port,
+            listeners=tuple(addresses.values()),
         )
         log.info(
             "broker %d of cluster %s serving on %s (admin %s), %d partitions",
-            s.broker_id, self.cluster.cluster_id, self.info.bootstrap, self.info.admin_url, len(self.replicas),
+            s.broker_id, self.cluster.cluster_id,
+            ", ".join(f"{a.name}://{a.host}:{a.port} ({a.security_protocol})" for a in self.info.listeners),
+            self.info.admin_url, len(self.replicas),
         )
         return self.info
 
@@ -294,7 +343,11 @@ class Broker:
         """`fence=False` (tests) leaves the controller to notice by session expiry, like a crash."""
         if self.control is not None:
             await self.control.stop(fence=fence)
-        await self.server.stop()
+        if self._watcher_task is not None:
+            self._watcher_task.cancel()
+            await asyncio.gather(self._watcher_task, return_exceptions=True)
+        for server in self.servers.values():
+            await server.stop()
         await self.maintenance.stop()
         if self.transactions is not None:
             await self.transactions.stop()

@@ -237,11 +237,17 @@ class ControllerClient:
     # -- brokers ---------------------------------------------------------------
 
     async def register_broker(self, *, broker_id: int, incarnation_id: str, host: str, port: int,
-                              rack: str | None = None) -> RegisterReply:
-        """Register (or re-register, same incarnation: keeps the epoch); the broker starts fenced."""
-        data = await self._call("POST", "/v1/brokers/register", {
+                              rack: str | None = None, endpoints: Sequence[Mapping[str, Any]] = ()) -> RegisterReply:
+        """Register (or re-register, same incarnation: keeps the epoch); the broker starts fenced.
+
+        `endpoints`: every advertised listener, {"name", "host", "port", "security_protocol"}; host:port is
+        the inter-broker one."""
+        body: dict[str, Any] = {
             "broker_id": broker_id, "incarnation_id": incarnation_id, "host": host, "port": port, "rack": rack,
-        })
+        }
+        if endpoints:
+            body["endpoints"] = [dict(e) for e in endpoints]
+        data = await self._call("POST", "/v1/brokers/register", body)
         return RegisterReply(**data)
 
     async def heartbeat(self, broker_id: int, *, broker_epoch: int, metadata_version: int,

@@ -25,7 +25,7 @@ from typing import Any
 
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.txn_service import TransactionService
-from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
+from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView, ListenerAddress
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicSpec
 from tinystream.broker.replication.partition import PartitionState
 from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
@@ -109,7 +109,9 @@ class ImageApplier:
         """Make this broker what `image` says (synchronous: no request sees half of it)."""
         me = self.broker_id
         brokers = [
-            BrokerEndpoint(b["broker_id"], b["host"], b["port"], b.get("rack"))
+            BrokerEndpoint(b["broker_id"], b["host"], b["port"], b.get("rack"), tuple(
+                ListenerAddress(e["name"], e["host"], e["port"], e.get("security_protocol", "PLAINTEXT"))
+                for e in b.get("endpoints", ())))
             for b in image.get("brokers", ()) if not b.get("fenced") and b["broker_id"] != me
         ]
         self.cluster.update_brokers(brokers)

@@ -151,6 +151,8 @@ class ControllerSession:
                 reply = await self.controller.register_broker(
                     broker_id=self.broker_id, incarnation_id=self.incarnation_id,
                     host=local.host, port=local.port, rack=local.rack,
+                    endpoints=[{"name": a.name, "host": a.host, "port": a.port, "security_protocol": a.security_protocol}
+                               for a in local.listeners],
                 )
                 self.broker_epoch = reply.broker_epoch
                 log.info("broker %d registered with the controller, epoch %d", self.broker_id, self.broker_epoch)

@@ -172,7 +172,7 @@ class MarkerChannel:
         async with self._connecting:
             client = self._clients.get(broker_id)
             if client is None or client.closed.is_set():
-                endpoint = self._cluster.broker(broker_id)
+                endpoint = self._cluster.peer_endpoint(broker_id)
                 if endpoint is None:
                     raise ConnectionError(f"broker {broker_id} is not in the cluster view")
                 creds = self.credentials

@@ -23,7 +23,7 @@ async def handle_describe_cluster(ctx: BrokerContext, call: Call) -> Any:
     error = ErrorCode.none if endpoint_type == BROKERS_ENDPOINT else ErrorCode.unsupported_endpoint_type
     brokers = tuple(
         call.make("DescribeClusterBroker", broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-        for b in ctx.cluster.brokers()
+        for b in ctx.cluster.brokers(call.client.listener)
     ) if error == ErrorCode.none else ()
     return call.respond(
         throttle_time=millis(0),

@@ -52,6 +52,7 @@ class ClientInfo:
     host: str
     port: int
     auth: ConnectionAuth = field(default_factory=ConnectionAuth)
+    listener: str | None = None  # the listener it came in on (None: a test's context, no listener)
 
 
 @dataclass(slots=True)
@@ -67,8 +68,11 @@ class BrokerContext:
     transactions: TransactionService | None = None  # None without a group coordinator (offsets need one)
     control: ControllerSession | None = None  # set with controller.url: the session and its applied image
     forwarding: ForwardedTopicAdmin | None = None  # set with controller.url: topic admin goes to the controller
-    # Principals whose Fetch replica_id is believed (followers); None: the listener authenticates no one,
-    # so any known broker id is (spoofable: use a SASL or mTLS listener).
+    # The listener brokers use (replication, transaction markers): only there may a request act as a broker.
+    # None: no listener check (contexts built by tests).
+    inter_broker_listener: str | None = None
+    # Principals that may act as brokers on it; None: that listener authenticates no one, so the listener
+    # itself is the boundary (keep it off client networks, or use SASL or mTLS there).
     broker_principals: frozenset[str] | None = None
     # authorizer.class.name set: the ACL authorizer (its ACLs come from the controller's image, or from
     # acls.json in the metadata dir for a broker without a controller); None: everything is allowed.
@@ -77,6 +81,16 @@ class BrokerContext:
     users: UserStore | None = None
     # Where CreateAcls / DeleteAcls / AlterUserScramCredentials take effect (control/access.py).
     access: AccessAdmin | None = None
+
+    def from_broker(self, client: ClientInfo) -> bool:
+        """Whether `client` may act as a broker: a follower's Fetch with its replica_id, WriteTxnMarkers, ...
+
+        Only on the inter-broker listener (CVE-2018-1288: a client on any other listener never is), and
+        there only as a broker principal when the listener authenticates.
+        """
+        if self.inter_broker_listener is not None and client.listener != self.inter_broker_listener:
+            return False
+        return self.broker_principals is None or client.auth.principal in self.broker_principals
 
 
 @dataclass(frozen=True, slots=True)

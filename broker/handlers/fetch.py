@@ -12,10 +12,12 @@
   Both see `last_stable_offset`.
 - replica_id >= 0 marks a follower broker's fetch (it reads past the high
   watermark and moves it). Only a peer broker of this cluster may send one
-  (CVE-2018-1288); anyone else gets TOPIC_AUTHORIZATION_FAILED on every
-  partition, as Kafka answers a fetcher without ClusterAction. With an
-  authorizer the follower also needs CLUSTER_ACTION on the cluster (the
-  inter-broker user is a super user), and a consumer READ on each topic.
+  (CVE-2018-1288), and only on the inter-broker listener, as a broker
+  principal when that listener authenticates (BrokerContext.from_broker);
+  anyone else gets TOPIC_AUTHORIZATION_FAILED on every partition, as Kafka
+  answers a fetcher without ClusterAction. With an authorizer the follower
+  also needs CLUSTER_ACTION on the cluster (the inter-broker user is a super
+  user), and a consumer READ on each topic.
 - v12 `last_fetched_epoch` (KIP-595): when the fetcher's last epoch ends
   before its fetch offset here, the answer carries `diverging_epoch` and no
   records, so the fetcher truncates first.
@@ -49,9 +51,9 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     requests: list[FetchPartition] = []
     diverging: dict[TopicPartition, tuple[int, int]] = {}
     answered: dict[TopicPartition, FetchedPartition] = {}  # decided before reading
-    # A follower's Fetch moves the high watermark: believe replica_id only from an authenticated broker.
-    trusted = ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals
-    peer = (replica_id >= 0 and trusted and ctx.cluster.is_peer(replica_id)
+    # A follower's Fetch moves the high watermark: believe replica_id only from a broker on the
+    # inter-broker listener, with CLUSTER_ACTION when an authorizer is on.
+    peer = (replica_id >= 0 and ctx.from_broker(call.client) and ctx.cluster.is_peer(replica_id)
             and authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION))
     may_read = authz.topic_filter(ctx, call, AclOperation.READ)
     for topic in body.topics:

@@ -68,10 +68,11 @@ async def handle_find_coordinator(ctx: BrokerContext, call: Call) -> Any:
 
 
 async def _find(ctx: BrokerContext, call: Call, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    listener = call.client.listener  # the coordinator's address on the listener the client came in on
     if key_type == TRANSACTION_KEY:
         if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.TXN, key):
             return ErrorCode.transactional_id_authorization_failed, None, -1, "", -1
-        return await _find_transaction_coordinator(ctx, key)
+        return await _find_transaction_coordinator(ctx, key, listener)
     if key_type != GROUP_KEY:
         return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
     if not authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.GROUP, key):
@@ -80,20 +81,21 @@ async def _find(ctx: BrokerContext, call: Call, key_type: int, key: str) -> tupl
         error, message = ctx.groups.ensure_offsets_topic()
         if error != ErrorCode.none:
             return ErrorCode.coordinator_not_available, message, -1, "", -1
-        me = ctx.cluster.local
+        me = ctx.cluster.local.on(listener) or ctx.cluster.local
         return ErrorCode.none, None, me.broker_id, me.host, me.port
     # Replicated: the coordinator is the leader of the group's __consumer_offsets partition.
     result = await topic_admin.ensure_offsets_topic(ctx)
     if result.error != ErrorCode.none:
         return ErrorCode.coordinator_not_available, result.message, -1, "", -1
     state = ctx.topics.partition_state(TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(key)))
-    leader = ctx.cluster.broker(state.leader) if state.leader >= 0 else None
+    leader = ctx.cluster.broker(state.leader, listener) if state.leader >= 0 else None
     if leader is None:
         return ErrorCode.coordinator_not_available, "the coordinator's partition has no live leader", -1, "", -1
     return ErrorCode.none, None, leader.broker_id, leader.host, leader.port
 
 
-async def _find_transaction_coordinator(ctx: BrokerContext, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _find_transaction_coordinator(ctx: BrokerContext, key: str,
+                                        listener: str | None) -> tuple[ErrorCode, str | None, int, str, int]:
     if ctx.transactions is None:
         return ErrorCode.coordinator_not_available, "this broker runs no transaction coordinator", -1, "", -1
     if not key:
@@ -102,7 +104,7 @@ async def _find_transaction_coordinator(ctx: BrokerContext, key: str) -> tuple[E
     if result.error != ErrorCode.none:
         return ErrorCode.coordinator_not_available, result.message, -1, "", -1
     state = ctx.topics.partition_state(TopicPartition(TRANSACTION_STATE_TOPIC, ctx.transactions.partition_for(key)))
-    leader = ctx.cluster.broker(state.leader) if state.leader >= 0 else None
+    leader = ctx.cluster.broker(state.leader, listener) if state.leader >= 0 else None
     if leader is None:
         return ErrorCode.coordinator_not_available, "the coordinator's partition has no live leader", -1, "", -1
     return ErrorCode.none, None, leader.broker_id, leader.host, leader.port

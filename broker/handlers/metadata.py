@@ -43,7 +43,7 @@ async def handle_metadata(ctx: BrokerContext, call: Call) -> Any:
             entries.append(await _lookup(ctx, call, item, allow_auto))
     brokers = tuple(
         call.make("MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-        for b in ctx.cluster.brokers()
+        for b in ctx.cluster.brokers(call.client.listener)  # that listener's endpoints (Kafka's rule)
     )
     return call.respond(
         throttle_time=millis(0),

@@ -51,9 +51,8 @@ def client_error(call: Call, error: ErrorCode) -> ErrorCode:
 
 
 def _from_broker(ctx: BrokerContext, call: Call) -> bool:
-    """Sent by another broker (or nobody is authenticated on this listener), allowed CLUSTER_ACTION."""
-    return ((ctx.broker_principals is None or call.client.auth.principal in ctx.broker_principals)
-            and authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION))
+    """Sent by another broker (see BrokerContext.from_broker), allowed CLUSTER_ACTION."""
+    return ctx.from_broker(call.client) and authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION)
 
 
 def _may_write_txn(ctx: BrokerContext, call: Call, txn_id: str) -> bool:

@@ -89,7 +89,7 @@ class LeaderFetcher:
 
     async def _connect(self) -> KafkaClient:
         if self._client is None or self._client.closed.is_set():
-            endpoint = self.manager.cluster.broker(self.leader_id)
+            endpoint = self.manager.cluster.peer_endpoint(self.leader_id)
             if endpoint is None:
                 raise ConnectionError(f"leader {self.leader_id} is not in the cluster view")
             creds = self.manager.credentials

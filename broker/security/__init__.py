@@ -1,10 +1,16 @@
-"""Who is on the other end of a connection, and what they may do.
+"""Who is on the other end of a connection, and what they may do: listeners, TLS, SASL, ACLs.
 
-Pure logic: `sasl.SaslSession` is a per-connection state machine fed the
-client's SaslHandshake and SaslAuthenticate bytes, checked against salted
-credentials (never passwords; tinystream.scram_users, common: the operator
-writes them too) from sasl.users.file and from the controller's image; `authorizer.Authorizer` decides with Kafka's ACL rules
-(the model is `tinystream.acls`, shared with the controller);
-`access_records` applies the image's ACLs and credentials to both. TLS is the
-server's (ssl module); `listener` reads the listener settings.
+    listener_config.py  the listeners from Kafka's settings (listeners, advertised.listeners, the protocol map,
+                        inter.broker.listener.name, listener.name.<name>.*): pure, checked at start-up
+    listener.py         what a listener needs at run time: TLS contexts, SASL users, inter-broker credentials,
+                        which principals are brokers
+    principal.py        the mTLS principal: subject DN (RFC 2253) through ssl.principal.mapping.rules (pure)
+    tls_reload.py       certificates replaced on disk reach new connections without a restart
+    sasl.py             per-connection SASL state machine (SaslHandshake, SaslAuthenticate), checked against
+                        salted credentials (tinystream.scram_users, common: the operator writes them too)
+                        from sasl.users.file and from the controller's image
+    authorizer.py       Kafka's ACL decisions (the model is tinystream.acls, shared with the controller): pure
+    access_records.py   applies the image's ACLs and credentials to the authorizer and the user store
+
+The sockets are the server's (broker/server/connection.py: one KafkaServer per listener).
 """

@@ -1,15 +1,22 @@
-"""The client listener's security, from Kafka's settings: protocol, TLS contexts, SASL mechanisms.
+"""What a listener needs at run time: its TLS context, its SASL users, who counts as a broker on it.
 
-    listeners=SASL_SSL://0.0.0.0:9093         one listener (several are not supported yet)
-    listener.security.protocol.map            listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
-    ssl.keystore.location                     PEM: the broker's certificate chain and key
-    ssl.truststore.location                   PEM: CAs trusted for client certificates and other brokers
-    ssl.client.auth                           none, requested or required (mTLS)
-    sasl.enabled.mechanisms, sasl.users.file  PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; salted credentials
+The listeners themselves (names, addresses, per-listener settings) come from `listener_config.py`:
 
-Replication runs on the same listener, so a follower connects as the
-inter-broker user (`InterBrokerCredentials`) and a Fetch's replica_id is
-believed only from an authenticated broker principal (see handlers/fetch.py).
+    listeners                                  CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9094
+    listener.security.protocol.map             CLIENT:SASL_SSL,REPLICATION:SSL
+    ssl.keystore.location                      PEM: the broker's certificate chain and key
+    ssl.truststore.location                    PEM: CAs trusted for client certificates and other brokers
+    ssl.client.auth                            none, requested or required (mTLS)
+    ssl.principal.mapping.rules                DEFAULT, RULE:^CN=(.*?),.*$/$1/L, ... (principal.py)
+    sasl.enabled.mechanisms, sasl.users.file   PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; salted credentials
+    listener.name.<listener>.<one of those>    that listener's own value
+
+Replication and the transaction-marker channel connect to the inter-broker listener of the other
+brokers (`InterBrokerCredentials`: its truststore, our certificate when it asks for one, and the
+inter-broker SASL user). A Fetch's replica_id is believed only on that listener, and there only from a
+broker principal when the listener authenticates (`broker_principals`; handlers/fetch.py).
+
+TLS contexts reload when their files change (`tls_reload.py`).
 """
 
 from __future__ import annotations
@@ -18,68 +25,13 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinystream.broker.security.sasl import SUPPORTED
+from tinystream.broker.security.listener_config import Listener, ListenerConfigError, mechanisms
+from tinystream.broker.security.principal import PrincipalMapper, PrincipalMappingError
+from tinystream.broker.security.tls_reload import ReloadingContext
 from tinystream.config.settings import BrokerSettings
 from tinystream.scram_users import UserStore
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-class ListenerConfigError(ValueError):
-    """The listener settings cannot work (refused at start-up with this message)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    name: str
-    protocol: str
-    host: str
-    port: int
-
-    @property
-    def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
-
-
-def client_listener(settings: BrokerSettings) -> Listener:
-    """The one client listener: `listeners`, or PLAINTEXT on host:port."""
-    if not settings.listeners:
-        return Listener("PLAINTEXT", "PLAINTEXT", settings.host, settings.port)
-    entries = [e.strip() for e in settings.listeners.split(",") if e.strip()]
-    if len(entries) != 1:
-        raise ListenerConfigError(f"listeners={settings.listeners!r}: one listener per broker is supported")
-    name, sep, address = entries[0].partition("://")
-    host, colon, port = address.rpartition(":")
-    if not sep or not colon or not port.isdigit():
-        raise ListenerConfigError(f"listeners={settings.listeners!r}: expected NAME://host:port")
-    mapping = dict(item.split(":", 1) for item in settings.listener_security_protocol_map.split(",") if ":" in item)
-    protocol = mapping.get(name, name)
-    if protocol not in PROTOCOLS:
-        raise ListenerConfigError(f"listener {name}: security protocol {protocol!r} is not one of {PROTOCOLS}")
-    listener = Listener(name, protocol, host.strip("[]") or "0.0.0.0", int(port))
-    _check(listener, settings)
-    return listener
-
-
-def _check(listener: Listener, settings: BrokerSettings) -> None:
-    if listener.tls and not settings.ssl_keystore_location:
-        raise ListenerConfigError(f"listener {listener.name} ({listener.protocol}) needs ssl.keystore.location")
-    if settings.ssl_client_auth != "none" and not settings.ssl_truststore_location:
-        raise ListenerConfigError("ssl.client.auth needs ssl.truststore.location (the CAs of client certificates)")
-    if listener.sasl:
-        unknown = [m for m in mechanisms(settings) if m not in SUPPORTED]
-        if unknown:
-            raise ListenerConfigError(f"sasl.enabled.mechanisms: {unknown} not supported (supported: {SUPPORTED})")
-        if not settings.sasl_users_file:
-            raise ListenerConfigError(f"listener {listener.name} ({listener.protocol}) needs sasl.users.file")
-
-
-def mechanisms(settings: BrokerSettings) -> tuple[str, ...]:
-    return tuple(m.strip().upper() for m in settings.sasl_enabled_mechanisms.split(",") if m.strip())
+_VERIFY = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
 def load_users(settings: BrokerSettings) -> UserStore:
@@ -87,60 +39,81 @@ def load_users(settings: BrokerSettings) -> UserStore:
 
 
 def server_ssl_context(settings: BrokerSettings) -> ssl.SSLContext:
+    """A listener's server context from its keystore, truststore and ssl.client.auth."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     assert settings.ssl_keystore_location is not None
     context.load_cert_chain(settings.ssl_keystore_location)
     if settings.ssl_truststore_location:
         context.load_verify_locations(settings.ssl_truststore_location)
-    context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
-                           "required": ssl.CERT_REQUIRED}[settings.ssl_client_auth]
+    context.verify_mode = _VERIFY[settings.ssl_client_auth]
+    return context
+
+
+def reloading_server_context(listener: Listener) -> ReloadingContext:
+    s = listener.settings
+    return ReloadingContext(lambda: server_ssl_context(s), (s.ssl_keystore_location or "", s.ssl_truststore_location or ""),
+                            name=f"listener {listener.name}", server=True)
+
+
+def principal_mapper(listener: Listener) -> PrincipalMapper:
+    try:
+        return PrincipalMapper.parse(listener.settings.ssl_principal_mapping_rules)
+    except PrincipalMappingError as exc:
+        raise ListenerConfigError(f"listener {listener.name}: {exc}") from None
+
+
+def client_ssl_context(settings: BrokerSettings, *, present_certificate: bool) -> ssl.SSLContext:
+    """How this broker connects to another's TLS listener: trust its CAs, show our certificate if asked."""
+    context = ssl.create_default_context(cafile=settings.ssl_truststore_location)
+    if present_certificate:
+        assert settings.ssl_keystore_location is not None
+        context.load_cert_chain(settings.ssl_keystore_location)
     return context
 
 
 @dataclass(frozen=True, slots=True)
 class InterBrokerCredentials:
-    """How this broker connects to the others' listener (replica fetchers)."""
+    """How this broker connects to the others' inter-broker listener (replica fetchers, transaction markers)."""
 
-    ssl_context: ssl.SSLContext | None
+    tls: ReloadingContext | None
     mechanism: str | None = None
     username: str | None = None
     password: str | None = None
 
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The context for a new connection (the newest certificates)."""
+        return self.tls.current if self.tls is not None else None
 
-def inter_broker_credentials(settings: BrokerSettings, listener: Listener) -> InterBrokerCredentials:
-    context = None
+
+def inter_broker_credentials(listener: Listener) -> InterBrokerCredentials:
+    s = listener.settings
+    tls = None
     if listener.tls:
-        context = ssl.create_default_context(cafile=settings.ssl_truststore_location)
-        if settings.ssl_client_auth != "none":  # present our own certificate too
-            assert settings.ssl_keystore_location is not None
-            context.load_cert_chain(settings.ssl_keystore_location)
+        present = s.ssl_client_auth != "none"
+        tls = ReloadingContext(lambda: client_ssl_context(s, present_certificate=present),
+                               (s.ssl_truststore_location or "", s.ssl_keystore_location if present else ""),
+                               name=f"inter-broker client of {listener.name}")
     if not listener.sasl:
-        return InterBrokerCredentials(context)
-    if not settings.inter_broker_sasl_username or not settings.inter_broker_sasl_password_file:
+        return InterBrokerCredentials(tls)
+    if not s.inter_broker_sasl_username or not s.inter_broker_sasl_password_file:
         raise ListenerConfigError(f"listener {listener.name} ({listener.protocol}): replication needs "
                                   "inter.broker.sasl.username and inter.broker.sasl.password.file")
-    password = Path(settings.inter_broker_sasl_password_file).read_text().strip()
-    return InterBrokerCredentials(context, settings.sasl_mechanism_inter_broker_protocol,
-                                  settings.inter_broker_sasl_username, password)
+    if s.sasl_mechanism_inter_broker_protocol not in mechanisms(s):
+        raise ListenerConfigError(f"sasl.mechanism.inter.broker.protocol={s.sasl_mechanism_inter_broker_protocol} "
+                                  f"is not enabled on listener {listener.name}")
+    password = Path(s.inter_broker_sasl_password_file).read_text().strip()
+    return InterBrokerCredentials(tls, s.sasl_mechanism_inter_broker_protocol, s.inter_broker_sasl_username, password)
 
 
-def broker_principals(settings: BrokerSettings, listener: Listener) -> frozenset[str] | None:
-    """Who may fetch as a follower: the inter-broker user and `super.users`; None where nobody is authenticated."""
-    if not listener.sasl and settings.ssl_client_auth != "required":
+def broker_principals(listener: Listener) -> frozenset[str] | None:
+    """Who may act as a broker on the inter-broker listener: the inter-broker user and `super.users`;
+    None where the listener authenticates no one (then the listener itself is the boundary)."""
+    if not listener.authenticates:
         return None
-    found = {p.strip() for p in settings.super_users.split(";") if p.strip()}
-    if settings.inter_broker_sasl_username:
-        found.add(f"User:{settings.inter_broker_sasl_username}")
+    s = listener.settings
+    found = {p.strip() for p in s.super_users.split(";") if p.strip()}
+    if s.inter_broker_sasl_username:
+        found.add(f"User:{s.inter_broker_sasl_username}")
     return frozenset(found)
-
-
-def peer_certificate_principal(cert: dict | None) -> str | None:
-    """Kafka's mTLS principal: User:CN=<common name> of the client certificate."""
-    if not cert:
-        return None
-    for rdn in cert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return f"User:CN={value}"
-    return None

@@ -3,7 +3,7 @@
     GET /healthz      200 {"status": "ok", ...} while the broker serves (liveness)
     GET /readyz       200 when ready for traffic, else 503 with the reason (readiness.py)
     GET /metrics      Prometheus text format, from the broker's own registry
-    GET /api/broker   id, cluster id, listener, advertised APIs
+    GET /api/broker   id, cluster id, listeners, advertised APIs
     GET /api/topics   topics with per-partition offsets and sizes
     GET /api/partitions every partition this broker hosts: role, offsets, size, segments, retention
     GET /api/groups   groups this broker coordinates: state, members, assignment, committed offsets, lag
@@ -105,7 +105,9 @@ class AdminHttp:
             {
                 "broker_id": local.broker_id,
                 "cluster_id": ctx.cluster.cluster_id,
-                "listener": f"{local.host}:{local.port}",
+                "listener": f"{local.host}:{local.port}",  # the inter-broker listener's address
+                "listeners": [{"name": a.name, "address": f"{a.host}:{a.port}", "security_protocol": a.security_protocol}
+                              for a in local.listeners],
                 "rack": local.rack,
                 "partitions": len(ctx.replicas),
                 "apis": [{"key": a.key, "name": a.name, "min": a.min_version, "max": a.max_version} for a in ctx.advertised],

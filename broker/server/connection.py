@@ -24,10 +24,20 @@ Log lines about a request (bad input, a failed handler) carry `client_id`,
 `correlation_id`, `api` and `peer` as record extras, so a JSON log
 (`--log-format json`) can be searched by them.
 
-`KafkaServer` owns the listening socket, the connection limits
-(max.connections, and max.connections.per.ip so that one host cannot take
-them all: extra connections are closed at once), the queued-request budget and
-the idle sweep (connections.max.idle.ms).
+`KafkaServer` is one listener (broker/security/listener_config.py): it owns the
+listening socket, the connection limits (the listener's max.connections, and
+max.connections.per.ip so that one host cannot take them all: extra
+connections are closed at once), the queued-request budget and the idle sweep
+(connections.max.idle.ms). Every limit counts this listener's connections
+only, so clients parked on the client listener cannot lock followers out of
+the replication listener. `BrokerConnections` is the broker-wide
+max.connections over every listener, which (as KIP-402 has it) does not refuse
+connections on the inter-broker listener: that one stops only at its own
+listener.name.<name>.max.connections.
+
+On a TLS listener a client certificate names the client (mTLS): its subject
+DN, through ssl.principal.mapping.rules (security/principal.py), becomes the
+connection's principal; a certificate no rule maps is refused.
 """
 
 from __future__ import annotations
@@ -48,7 +58,7 @@ from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
 from tinystream.broker.protocol.framing import FrameDecoder
-from tinystream.broker.security.listener import peer_certificate_principal
+from tinystream.broker.security.principal import NoMatchingRule, PrincipalMapper, certificate_principal
 
 log = logging.getLogger(__name__)
 
@@ -168,10 +178,21 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         auth = self._server.new_auth()
-        cert_principal = peer_certificate_principal(transport.get_extra_info("peercert"))
-        if cert_principal is not None:  # mTLS: the certificate names the client
-            auth.principal = cert_principal
-        self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0, auth)
+        self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0, auth,
+                                  self._server.listener_name)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            try:
+                cert_principal = certificate_principal(ssl_object.getpeercert(binary_form=True),
+                                                       self._server.principal_mapper)
+            except (NoMatchingRule, ValueError) as exc:
+                self._server.bad_input.warning("refusing connection from %s:%s: %s", self._client.host,
+                                               self._client.port, exc)
+                self._closed = True
+                transport.abort()
+                return
+            if cert_principal is not None:  # mTLS: the certificate names the client
+                auth.principal = cert_principal
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -180,9 +201,9 @@ class KafkaConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         if not self._server.admit(self):
             self._server.bad_input.warning(
-                "refusing connection from %s:%s: max.connections=%d or max.connections.per.ip=%d reached",
-                self._client.host, self._client.port, self._server.max_connections,
-                self._server.max_connections_per_ip,
+                "refusing connection from %s:%s on listener %s: max.connections=%d or max.connections.per.ip=%d "
+                "reached", self._client.host, self._client.port, self._server.listener_name,
+                self._server.max_connections, self._server.max_connections_per_ip,
             )
             self._closed = True
             transport.abort()
@@ -441,8 +462,25 @@ class KafkaConnection(asyncio.Protocol):
         self._close(abort=True)
 
 
+class BrokerConnections:
+    """The broker-wide max.connections, shared by every listener's server."""
+
+    def __init__(self, max_connections: int, on_change: Callable[[int], None] | None = None) -> None:
+        self.max_connections = max_connections
+        self.count = 0
+        self._on_change = on_change
+
+    def full(self) -> bool:
+        return self.count >= self.max_connections
+
+    def add(self, delta: int) -> None:
+        self.count += delta
+        if self._on_change is not None:
+            self._on_change(self.count)
+
+
 class KafkaServer:
-    """The client listener."""
+    """One listener: its socket, its connections and their limits (see the module docstring)."""
 
     def __init__(
         self,
@@ -457,10 +495,19 @@ class KafkaServer:
         on_connections_changed: Callable[[int], None] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         new_auth: Callable[[], ConnectionAuth] = ConnectionAuth,
+        listener_name: str | None = None,
+        principal_mapper: PrincipalMapper | None = None,
+        broker_connections: BrokerConnections | None = None,
+        protected: bool = False,
     ) -> None:
         self.dispatcher = dispatcher
         self.ssl_context = ssl_context  # TLS on the listener (SSL, SASL_SSL)
         self.new_auth = new_auth  # each connection's auth state (a SaslSession on a SASL listener)
+        self.listener_name = listener_name
+        self.principal_mapper = principal_mapper or PrincipalMapper.parse("DEFAULT")
+        # The broker-wide count; `protected` (the inter-broker listener among several) is not refused by it.
+        self.broker_connections = broker_connections
+        self.protected = protected
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip or max_connections
@@ -508,8 +555,13 @@ class KafkaServer:
         host = conn.peer_host
         if len(self._connections) >= self.max_connections or self._per_ip[host] >= self.max_connections_per_ip:
             return False
+        shared = self.broker_connections
+        if shared is not None and shared.full() and not self.protected:
+            return False
         self._connections.add(conn)
         self._per_ip[host] += 1
+        if shared is not None:
+            shared.add(1)
         if self._on_connections_changed:
             self._on_connections_changed(len(self._connections))
         return True
@@ -521,6 +573,8 @@ class KafkaServer:
             self._per_ip[conn.peer_host] -= 1
             if self._per_ip[conn.peer_host] <= 0:
                 del self._per_ip[conn.peer_host]
+            if self.broker_connections is not None:
+                self.broker_connections.add(-1)
             if self._on_connections_changed:
                 self._on_connections_changed(len(self._connections))
 

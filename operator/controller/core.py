@@ -78,7 +78,13 @@ from tinystream.operator.controller.events import (
     UndrainBroker,
     UnregisterBroker,
 )
-from tinystream.operator.controller.image import BrokerRecord, MetadataImage, PartitionRecord, TopicRecord
+from tinystream.operator.controller.image import (
+    SECURITY_PROTOCOLS,
+    BrokerRecord,
+    MetadataImage,
+    PartitionRecord,
+    TopicRecord,
+)
 from tinystream.operator.controller.isr import check_alter_partition
 from tinystream.operator.controller.liveness import BrokerSession, caught_up, expired_brokers
 from tinystream.operator.controller.placement import assign_replicas
@@ -236,6 +242,20 @@ class _Step:
 # -- brokers -----------------------------------------------------------------------
 
 
+def _check_endpoints(e: RegisterBroker) -> None:
+    names = [endpoint.name for endpoint in e.endpoints]
+    if len(names) != len(set(names)):
+        raise _Rejected(ControllerError.INVALID_REQUEST, f"listener names repeat in {names}")
+    for endpoint in e.endpoints:
+        if not endpoint.name or not endpoint.host:
+            raise _Rejected(ControllerError.INVALID_REQUEST, "an endpoint needs a listener name and a host")
+        if not 0 < endpoint.port <= 65535:
+            raise _Rejected(ControllerError.INVALID_REQUEST, f"listener {endpoint.name}: port {endpoint.port} is out of range")
+        if endpoint.security_protocol not in SECURITY_PROTOCOLS:
+            raise _Rejected(ControllerError.INVALID_REQUEST, f"listener {endpoint.name}: security protocol "
+                            f"{endpoint.security_protocol!r} is not one of {SECURITY_PROTOCOLS}")
+
+
 def _register(step: _Step, e: RegisterBroker) -> None:
     if e.broker_id < 0:
         raise _Rejected(ControllerError.INVALID_REQUEST, f"broker id {e.broker_id} is negative")
@@ -243,10 +263,12 @@ def _register(step: _Step, e: RegisterBroker) -> None:
         raise _Rejected(ControllerError.INVALID_REQUEST, "incarnation id is empty")
     if not 0 <= e.port <= 65535:
         raise _Rejected(ControllerError.INVALID_REQUEST, f"port {e.port} is out of range")
+    _check_endpoints(e)
     existing = step.image.brokers.get(e.broker_id)
     if existing is not None and existing.incarnation_id == e.incarnation_id:
         # A retried registration: amend the endpoint, keep epoch and fencing.
-        step.image.set_broker(dataclasses.replace(existing, host=e.host, port=e.port, rack=e.rack))
+        step.image.set_broker(dataclasses.replace(existing, host=e.host, port=e.port, rack=e.rack,
+                                                  endpoints=e.endpoints))
         step.touch(e.broker_id)
         return
     # A new broker, or a restarted one: its old session ends now (KIP-631);
@@ -258,6 +280,7 @@ def _register(step: _Step, e: RegisterBroker) -> None:
         host=e.host,
         port=e.port,
         rack=e.rack,
+        endpoints=e.endpoints,
         incarnation_id=e.incarnation_id,
         epoch=step.image.next_version,
         fenced=True,

@@ -37,7 +37,13 @@ from typing import Any, ClassVar, TypeVar
 
 from tinystream.operator.controller.codec import from_plain, frozen_mapping, to_plain
 from tinystream.operator.controller.errors import StateFormatError
-from tinystream.operator.controller.image import AclRecord, LeaderRecoveryState, ScramCredentialRecord, TopicPartition
+from tinystream.operator.controller.image import (
+    AclRecord,
+    LeaderRecoveryState,
+    ListenerEndpoint,
+    ScramCredentialRecord,
+    TopicPartition,
+)
 from tinystream.operator.controller.topic_config import ConfigValue
 
 
@@ -90,9 +96,10 @@ class ReplicaAssignment:
 class RegisterBroker(Event):
     broker_id: int
     incarnation_id: str
-    host: str
+    host: str  # the inter-broker listener's advertised address
     port: int
     rack: str | None = None
+    endpoints: tuple[ListenerEndpoint, ...] = ()  # every advertised listener (older brokers send none)
 
 
 @_event

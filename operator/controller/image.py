@@ -15,7 +15,9 @@ Records are frozen; mappings are read-only copies. Dict shape (see
     {"schema_version": 1, "version": 7, "cluster_id": "...",
      "brokers": [{"broker_id": 1, "host": "...", "port": 9092, "rack": null,
                   "incarnation_id": "...", "epoch": 3, "fenced": false,
-                  "drained": false}, ...],   # + "drained_until_restart": true during a roll
+                  "drained": false,            # + "drained_until_restart": true during a roll
+                  "endpoints": [{"name": "CLIENT", "host": "...", "port": 9092,
+                                 "security_protocol": "SASL_SSL"}, ...]}, ...],
      "topics": [{"name": "orders", "topic_id": "uuid", "config": {...},
                  "partitions": [{"partition": 0, "replicas": [1, 2],
                                  "isr": [1, 2], "leader": 1,
@@ -73,6 +75,21 @@ class TopicPartition:
     partition: int
 
 
+#: The security protocols a listener may have (Kafka's SecurityProtocol).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListenerEndpoint:
+    """One advertised listener of a broker (KIP-631's BrokerEndpoint): clients are told the endpoint of
+    the listener they came in on; brokers connect to each other on the inter-broker one."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerRecord:
     """A registered broker. `epoch` is the image version that registered it
@@ -88,6 +105,9 @@ class BrokerRecord:
     drained: bool = False
     # A roll's drain: ends at the next registration (DrainBroker). Written only when true (codec.OMIT_DEFAULT).
     drained_until_restart: bool = field(default=False, metadata=OMIT_DEFAULT)
+    # Every advertised listener; host:port above is the inter-broker one. Empty for a broker registered by an
+    # older version (its host:port then serves every listener); written only when set (codec.OMIT_DEFAULT).
+    endpoints: tuple[ListenerEndpoint, ...] = field(default=(), metadata=OMIT_DEFAULT)
 
     @property
     def live(self) -> bool:

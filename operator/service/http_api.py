@@ -375,7 +375,8 @@ async def register_broker(request: web.Request) -> web.Response:
     decision = await _run(
         request,
         RegisterBroker(
-            broker_id=body.broker_id, incarnation_id=body.incarnation_id, host=body.host, port=body.port, rack=body.rack
+            broker_id=body.broker_id, incarnation_id=body.incarnation_id, host=body.host, port=body.port, rack=body.rack,
+            endpoints=body.endpoints,
         ),
     )
     image = decision.state.image

@@ -94,6 +94,11 @@ _BROKER = {
         "incarnation_id": {"type": "string"},
         "fenced": {"type": "boolean"},
         "drained": {"type": "boolean"},
+        "endpoints": {"type": "array", "items": {
+            "type": "object",
+            "properties": {**_ints("port"), "name": {"type": "string"}, "host": {"type": "string"},
+                           "security_protocol": {"type": "string"}},
+        }},
     },
 }
 _ADMIN_COMMON = {

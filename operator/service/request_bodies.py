@@ -22,6 +22,7 @@ from tinystream.operator.controller import (
     AclFilter,
     AclRecord,
     LeaderRecoveryState,
+    ListenerEndpoint,
     ReplicaAssignment,
     ScramCredentialRecord,
     ScramDeletion,
@@ -39,9 +40,10 @@ T = TypeVar("T")
 class RegisterRequest:
     broker_id: int
     incarnation_id: str
-    host: str
+    host: str  # the inter-broker listener's advertised address
     port: int
     rack: str | None = None
+    endpoints: tuple[ListenerEndpoint, ...] = ()  # every advertised listener
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,9 @@ per-fetch latency percentiles, with a progress line each second.
 
 The default client is a raw Fetch loop that counts records from the batch
 headers (consume_workloads.py); `--client confluent` uses librdkafka and
-`--client java` Kafka's ConsumerPerformance.
+`--client java` Kafka's ConsumerPerformance. `--security PROTOCOL` (confluent
+client) reads over a listener with that protocol in pairs with PLAINTEXT
+(security_bench.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import click
 from tinystream.bench.batches import CODECS
 from tinystream.bench.consume_workloads import RUNNERS, ConsumeSpec
 from tinystream.bench.runs import run_everywhere
+from tinystream.bench.security_bench import SECURED, check_security_options, run_security_pairs
 
 
 @click.command("consume")
@@ -41,10 +44,15 @@ from tinystream.bench.runs import run_everywhere
               help="Per-partition fetch size (max.partition.fetch.bytes).")
 @click.option("--peer", "peers", multiple=True, metavar="NAME|CMD",
               help="Also run against `kafka`, `tansu`, or a shell command that prints bootstrap=HOST:PORT.")
+@click.option("--security", "protocols", multiple=True, type=click.Choice(SECURED), metavar="PROTOCOL",
+              help="Also over a listener with this security protocol (SSL, SASL_SSL, SASL_PLAINTEXT: SCRAM-SHA-512), "
+                   "in pairs with PLAINTEXT on a broker started with throwaway credentials; needs --client confluent.")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1),
+              help="With --security: pairs per protocol (medians and ranges are printed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def consume_bench_command(bootstrap, records, record_size, batch_size, topic, partitions, compression, client,
-                          connections, fetch_bytes, peers, as_json, quiet) -> None:
+                          connections, fetch_bytes, peers, protocols, rounds, as_json, quiet) -> None:
     """Consume benchmark: records/s, MB/s and fetch latency, ours and peers."""
     spec = ConsumeSpec(
         topic=topic or f"bench-consume-{uuid.uuid4().hex[:8]}", partitions=partitions, records=records,
@@ -54,5 +62,10 @@ def consume_bench_command(bootstrap, records, record_size, batch_size, topic, pa
     workload = {"client": client, "records": records, "record_size": record_size, "partitions": partitions,
                 "compression": compression, "topic": spec.topic, "fetch_bytes": fetch_bytes,
                 **({"connections": connections} if client == "raw" else {})}
+    if protocols:
+        check_security_options(client, bootstrap, peers)
+        run_security_pairs(benchmark="consume", workload=workload, runner=RUNNERS[client], spec=spec,
+                           protocols=list(dict.fromkeys(protocols)), rounds=rounds, as_json=as_json, quiet=quiet)
+        return
     run_everywhere(benchmark="consume", workload=workload, runner=RUNNERS[client], spec=spec,
                    bootstrap=bootstrap, peers=peers, as_json=as_json, quiet=quiet)

@@ -116,6 +116,7 @@ def count_records(buf: bytes | memoryview, fetch_offset: int) -> tuple[int, int]
 
 async def fill_topic(target: Target, spec: ConsumeSpec, *, show: bool) -> dict[int, int]:
     """Make sure the topic holds at least spec.records records; returns its end offsets."""
+    target = target.for_setup()
     host, port = target.host_port
     conn = await WireConnection.open(host, port)
     try:
@@ -217,7 +218,7 @@ def run_confluent(target: Target, spec: ConsumeSpec) -> RunResult:
     consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "tinystream-bench",
                          "enable.auto.commit": False, "fetch.max.bytes": spec.max_bytes,
                          "max.partition.fetch.bytes": spec.fetch_bytes, "fetch.wait.max.ms": 100,
-                         "queued.max.messages.kbytes": 262144})
+                         "queued.max.messages.kbytes": 262144, **target.client_config})
     progress = Progress(target.name, goal, enabled=spec.progress)
     count = 0
     latencies = Latencies()

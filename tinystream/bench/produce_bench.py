@@ -22,6 +22,13 @@ idempotent produce, acks=all, same client.
     tinystream bench produce --client confluent --idempotent --peer kafka
     tinystream bench produce --client confluent --transactional --txn-records 100 --peer kafka
 
+`--security SSL|SASL_SSL|SASL_PLAINTEXT` (confluent client, repeatable) runs the
+workload in pairs with PLAINTEXT on one broker with a listener per protocol and
+prints each protocol's throughput and its ratio to PLAINTEXT over `--rounds`
+(security_bench.py):
+
+    tinystream bench produce --client confluent --security SSL --security SASL_SSL --rounds 5
+
 `--schema FILE|builtin` (raw client) sends JSON values and measures them
 twice on the same broker: into a topic without a schema, then into one with
 `tinystream.value.schema` set, and reports the cost of validation.
@@ -36,6 +43,7 @@ import click
 from tinystream.bench.batches import BUILTIN_SCHEMA, CODECS, records_per_batch
 from tinystream.bench.produce_workloads import RUNNERS, ProduceSpec
 from tinystream.bench.runs import run_everywhere
+from tinystream.bench.security_bench import SECURED, check_security_options, run_security_pairs
 
 
 @click.command("produce")
@@ -65,11 +73,16 @@ from tinystream.bench.runs import run_everywhere
               help="confluent client: a transactional producer (acks=all) committing every --txn-records records.")
 @click.option("--txn-records", default=1000, show_default=True, type=click.IntRange(1),
               help="Records per transaction with --transactional.")
+@click.option("--security", "protocols", multiple=True, type=click.Choice(SECURED), metavar="PROTOCOL",
+              help="Also over a listener with this security protocol (SSL, SASL_SSL, SASL_PLAINTEXT: SCRAM-SHA-512), "
+                   "in pairs with PLAINTEXT on a broker started with throwaway credentials; needs --client confluent.")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1),
+              help="With --security: pairs per protocol (medians and ranges are printed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def produce_bench_command(bootstrap, records, record_size, batch_size, acks, topic, partitions, compression,
                           client, connections, in_flight, warmup, peers, schema, idempotent, transactional,
-                          txn_records, as_json, quiet) -> None:
+                          txn_records, protocols, rounds, as_json, quiet) -> None:
     """Produce benchmark: records/s, MB/s and latency p50/p99/p99.9, ours and peers."""
     warmup = min(records // 10, 200_000) if warmup is None else warmup
     schema_text = _schema_text(schema, client)
@@ -92,6 +105,11 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
         **({"idempotent": True} if idempotent else {}),
         **({"transactional": True, "records_per_transaction": txn_records} if transactional else {}),
     }
+    if protocols:
+        check_security_options(client, bootstrap, peers)
+        run_security_pairs(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
+                           protocols=list(dict.fromkeys(protocols)), rounds=rounds, as_json=as_json, quiet=quiet)
+        return
     run_everywhere(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
                    bootstrap=bootstrap, peers=peers, as_json=as_json, quiet=quiet)
 

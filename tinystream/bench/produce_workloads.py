@@ -230,7 +230,7 @@ def run_raw_with_schema(target: Target, spec: ProduceSpec) -> RunResult:
 
 async def _ensure_topic_at(target: Target, spec: ProduceSpec) -> None:
     """The topic exists with its partitions led, before a third-party client starts producing."""
-    conn = await WireConnection.open(*target.host_port)
+    conn = await WireConnection.open(*target.for_setup().host_port)
     try:
         await ensure_topic(conn, spec.topic, spec.partitions)
     finally:
@@ -255,6 +255,7 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
         "batch.size": spec.batch_bytes, "compression.type": spec.compression,
         "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_097_151,
         "enable.idempotence": spec.idempotent or spec.txn_records > 0,
+        **target.client_config,  # a secured listener's security.protocol, CA, SASL login
     }
     if spec.idempotent or spec.txn_records:
         conf["acks"] = -1  # idempotence and transactions need acks=all

@@ -9,6 +9,7 @@ says.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -134,3 +135,28 @@ def ratios(results: list[RunResult]) -> dict[str, float]:
     ours = results[0]
     return {peer.target: round(ours.records_per_s / peer.records_per_s, 3)
             for peer in results[1:] if peer.records_per_s > 0}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Several rounds of one figure: the median and the range around it."""
+
+    median: float
+    low: float
+    high: float
+    count: int
+
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        if not values:
+            return cls(float("nan"), float("nan"), float("nan"), 0)
+        return cls(statistics.median(values), min(values), max(values), len(values))
+
+    @property
+    def relative(self) -> float:
+        """(high - low) / median: how much the rounds disagree."""
+        return (self.high - self.low) / self.median if self.median else float("nan")
+
+    def as_dict(self, digits: int = 3) -> dict[str, float]:
+        return {"median": round(self.median, digits), "min": round(self.low, digits), "max": round(self.high, digits),
+                "rounds": self.count}

@@ -10,9 +10,10 @@ so the two never share the machine's two cores.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 from tinystream.testing.peers import KNOWN_PEERS, RunningBroker, start_peer
 
@@ -23,11 +24,22 @@ class Target:
     bootstrap: str
     version: str = ""
     process: RunningBroker | None = None
+    # A listener with a security protocol (security_bench.py): what librdkafka needs to reach `bootstrap`
+    # (security.protocol, ssl.ca.location, sasl.*), and a PLAINTEXT address of the same broker for the
+    # unmeasured set-up (topic creation, filling), which the raw wire client does.
+    client_config: Mapping[str, str] = field(default_factory=dict)
+    setup_bootstrap: str | None = None
 
     @property
     def host_port(self) -> tuple[str, int]:
         host, port = self.bootstrap.rsplit(":", 1)
         return host, int(port)
+
+    def for_setup(self) -> Target:
+        """This target as the raw (plaintext) wire client reaches it for set-up."""
+        if self.setup_bootstrap is None:
+            return self
+        return dataclasses.replace(self, bootstrap=self.setup_bootstrap, client_config={}, setup_bootstrap=None)
 
 
 def describe_spec(spec: str) -> str:

@@ -77,8 +77,9 @@ def env_layer(component: str, environ: Mapping[str, str]) -> Layer:
     model = COMPONENTS[component]
     values: dict[str, object] = {}
     labels: dict[str, str] = {}
-    for key in model.keys():
-        name = env_name(key)
+    names = {key: env_name(key) for key in model.keys()}
+    names.update(model.env_keys(environ))  # the broker's listener.name.<listener>.<setting> keys
+    for key, name in names.items():
         if name in environ:
             values[key] = _none_if_empty(environ[name])
             labels[key] = f"env {name}"
@@ -134,13 +135,12 @@ def load_settings(
     if config_file is not None:
         layers.append(file_layer(component, config_file))
 
-    known = model.keys()
     merged: dict[str, object] = {}
     sources: dict[str, str] = {}
     problems: list[str] = []
     for layer in reversed(layers):  # lowest first, so higher layers overwrite
         for key, value in layer.values.items():
-            if key not in known:
+            if not model.accepts(key):
                 problems.append(f"unknown key {key!r} = {value!r} from {layer.labels[key]}")
                 continue
             merged[key] = value

@@ -10,11 +10,35 @@ which the field's comment says.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 WEEK_MS = 7 * 24 * 3600 * 1000
+
+#: Kafka's per-listener prefix: `listener.name.<listener>.<setting>` overrides `<setting>` on that listener.
+LISTENER_PREFIX = "listener.name."
+#: The settings a listener may set for itself (Kafka allows its ssl.*, sasl.* and connection limits so).
+PER_LISTENER_KEYS = (
+    "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "ssl.principal.mapping.rules",
+    "sasl.enabled.mechanisms", "sasl.users.file", "max.connections", "max.connections.per.ip",
+    "connections.max.idle.ms",
+)
+
+
+def listener_key(key: str) -> tuple[str, str] | None:
+    """`listener.name.replication.ssl.client.auth` -> ("REPLICATION", "ssl.client.auth"); None for other keys.
+
+    Listener names hold no dots (Kafka: letters, digits, `_`), so the split is unambiguous; Kafka
+    writes the name lower-case in the prefix and upper-case in `listeners`: names compare upper-cased.
+    """
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    name, dot, setting = key[len(LISTENER_PREFIX):].partition(".")
+    if not name or not dot or setting not in PER_LISTENER_KEYS:
+        return None
+    return name.upper(), setting
 
 
 def kafka_field(default: Any, alias: str, **constraints: Any) -> Any:
@@ -32,12 +56,28 @@ class ComponentSettings(BaseModel):
         """Public key -> attribute name."""
         return {(f.alias or name): name for name, f in cls.model_fields.items()}
 
+    @classmethod
+    def accepts(cls, key: str) -> bool:
+        """Whether `key` is one of this component's settings (the layers refuse the others)."""
+        return key in cls.keys()
+
+    @classmethod
+    def env_keys(cls, environ: Mapping[str, str]) -> dict[str, str]:
+        """Settings named in the environment beyond the fixed `keys()`: key -> variable (none by default)."""
+        return {}
+
     def as_public(self) -> dict[str, object]:
         return self.model_dump(by_alias=True)
 
 
 class BrokerSettings(ComponentSettings):
-    """A broker's settings (Kafka's server.properties names)."""
+    """A broker's settings (Kafka's server.properties names).
+
+    Besides its fields it takes Kafka's per-listener keys, `listener.name.<listener>.<setting>` for the
+    settings in PER_LISTENER_KEYS (kept as pydantic extras; `for_listener` resolves them).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
     broker_id: int = kafka_field(0, "broker.id", ge=0)
     broker_rack: str | None = kafka_field(None, "broker.rack")
@@ -53,14 +93,24 @@ class BrokerSettings(ComponentSettings):
     # "{broker_id}" in the path is replaced, so one mounted folder can hold every broker's token.
     controller_token_file: str | None = kafka_field(None, "controller.token.file")
 
-    # Security (broker/security): one client listener, e.g. listeners=SASL_SSL://0.0.0.0:9093 (it then
-    # replaces host and port); replication runs on it too, as the inter-broker user.
+    # Security (broker/security/listeners.py): listeners=CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9094
+    # (unset: PLAINTEXT on host:port); replication runs on inter.broker.listener.name, or on the listener named
+    # as security.inter.broker.protocol, or on the only listener there is.
     listeners: str | None = kafka_field(None, "listeners")
+    advertised_listeners: str | None = kafka_field(None, "advertised.listeners")
+    inter_broker_listener_name: str | None = kafka_field(None, "inter.broker.listener.name")
+    security_inter_broker_protocol: str | None = kafka_field(
+        None, "security.inter.broker.protocol", pattern="^(PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL)$")
     listener_security_protocol_map: str = kafka_field(
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "listener.security.protocol.map")
     ssl_keystore_location: str | None = kafka_field(None, "ssl.keystore.location")  # PEM: certificate chain + key
     ssl_truststore_location: str | None = kafka_field(None, "ssl.truststore.location")  # PEM: trusted CAs
     ssl_client_auth: str = kafka_field("none", "ssl.client.auth", pattern="^(none|requested|required)$")
+    # mTLS principal from the certificate's subject DN (Kafka's syntax: DEFAULT, RULE:^CN=(.*?),.*$/$1/L, ...).
+    ssl_principal_mapping_rules: str = kafka_field("DEFAULT", "ssl.principal.mapping.rules")
+    # How often the keystore and truststore files are checked for a new certificate (0: never). Not a Kafka key:
+    # Kafka reloads on a dynamic config change; a mounted Kubernetes Secret changes on disk instead.
+    ssl_reload_interval_ms: int = kafka_field(5000, "ssl.reload.interval.ms", ge=0)
     sasl_enabled_mechanisms: str = kafka_field("SCRAM-SHA-256,SCRAM-SHA-512", "sasl.enabled.mechanisms")
     sasl_users_file: str | None = kafka_field(None, "sasl.users.file")  # salted SCRAM credentials (users add)
     sasl_mechanism_inter_broker_protocol: str = kafka_field("SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol")
@@ -133,6 +183,55 @@ class BrokerSettings(ComponentSettings):
     replica_lag_time_max_ms: int = kafka_field(30_000, "replica.lag.time.max.ms", ge=1)
     replica_fetch_max_bytes: int = kafka_field(1_048_576, "replica.fetch.max.bytes", ge=1)
     broker_heartbeat_interval_ms: int = kafka_field(2000, "broker.heartbeat.interval.ms", ge=1)
+
+    @model_validator(mode="after")
+    def _only_listener_keys_extra(self) -> BrokerSettings:
+        unknown = [key for key in self.model_extra or {} if listener_key(key) is None]
+        if unknown:
+            raise ValueError(f"unknown setting(s) {unknown} (per-listener keys are listener.name.<listener>."
+                             f"<setting> for {', '.join(PER_LISTENER_KEYS)})")
+        for name in {listener_key(key)[0] for key in self.model_extra or {}}:  # type: ignore[index]
+            self.for_listener(name)  # a bad per-listener value is refused now, naming its key
+        return self
+
+    @classmethod
+    def accepts(cls, key: str) -> bool:
+        return key in cls.keys() or listener_key(key) is not None
+
+    @classmethod
+    def env_keys(cls, environ: Mapping[str, str]) -> dict[str, str]:
+        """TINYSTREAM_LISTENER_NAME_<LISTENER>_<SETTING>, e.g. ..._REPLICATION_SSL_CLIENT_AUTH."""
+        prefix = "TINYSTREAM_LISTENER_NAME_"
+        found: dict[str, str] = {}
+        for variable in environ:
+            if not variable.startswith(prefix):
+                continue
+            for setting in PER_LISTENER_KEYS:
+                suffix = "_" + setting.upper().replace(".", "_")
+                name = variable[len(prefix):-len(suffix)] if variable.endswith(suffix) else ""
+                if name:
+                    found[f"{LISTENER_PREFIX}{name.lower()}.{setting}"] = variable
+        return found
+
+    def listener_overrides(self, listener: str) -> dict[str, Any]:
+        """The `listener.name.<listener>.*` values, keyed by the setting they override."""
+        out = {}
+        for key, value in (self.model_extra or {}).items():
+            parsed = listener_key(key)
+            if parsed is not None and parsed[0] == listener.upper():
+                out[parsed[1]] = value
+        return out
+
+    def for_listener(self, listener: str) -> BrokerSettings:
+        """These settings as `listener` sees them: its listener.name.* values over the global ones."""
+        overrides = self.listener_overrides(listener)
+        if not overrides:
+            return self
+        values = {key: value for key, value in self.model_dump(by_alias=True).items() if listener_key(key) is None}
+        try:
+            return type(self).model_validate({**values, **overrides})
+        except ValueError as exc:
+            raise ValueError(f"listener.name.{listener.lower()}.*: {exc}") from None
 
 
 class ControllerSettings(ComponentSettings):

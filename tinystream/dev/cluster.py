@@ -226,8 +226,7 @@ def split_settings(items: Iterable[str]) -> tuple[list[str], list[str]]:
     A key both know (num.partitions, default.replication.factor) goes to
     both, so a topic created either way gets the same default.
     """
-    broker_keys = set(COMPONENTS["broker"].keys())
-    controller_keys = set(COMPONENTS["controller"].keys())
+    broker, controller = COMPONENTS["broker"], COMPONENTS["controller"]
     to_broker: list[str] = []
     to_controller: list[str] = []
     for item in items:
@@ -237,11 +236,11 @@ def split_settings(items: Iterable[str]) -> tuple[list[str], list[str]]:
             raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
         if key in _OWNED_KEYS:
             raise ValueError(f"{key} is chosen by the local cluster (use --port / --data-dir)")
-        if key not in broker_keys and key not in controller_keys:
+        if not broker.accepts(key) and not controller.accepts(key):
             raise ValueError(f"unknown setting {key!r} (not a broker or controller key)")
-        if key in broker_keys:
+        if broker.accepts(key):
             to_broker.append(item)
-        if key in controller_keys:
+        if controller.accepts(key):
             to_controller.append(item)
     return to_broker, to_controller
 

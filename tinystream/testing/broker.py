@@ -273,3 +273,34 @@ def sasl_ssl_settings(folder: Path, *, users: dict[str, str], tls: tuple[Path, P
         "ssl.truststore.location": str(truststore), "sasl.users.file": str(folder / "users.json"),
         "sasl.enabled.mechanisms": mechanisms, **overrides})
     return settings, truststore
+
+
+class ThrowawayPki:
+    """A throwaway CA (trustme) that issues PEM files every client reads: PKCS#8 key + certificate chain.
+
+    Python's ssl, librdkafka and Java's PEM keystore (`ssl.keystore.type=PEM`) all load the files
+    `issue` writes; `ca_pem` is the truststore.
+    """
+
+    def __init__(self, folder: Path, *, organization: str = "tinystream-tests") -> None:
+        import trustme
+
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.ca = trustme.CA(organization_name=organization)
+        self.ca_pem = folder / "ca.pem"
+        self.ca.cert_pem.write_to_path(str(self.ca_pem))
+
+    def issue(self, name: str, *identities: str, common_name: str | None = None,
+              unit: str | None = None, folder: Path | None = None) -> Path:
+        from cryptography.hazmat.primitives import serialization
+
+        leaf = self.ca.issue_cert(*(identities or ("127.0.0.1", "localhost")), common_name=common_name,
+                                  organization_unit_name=unit)
+        key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), password=None)
+        pkcs8 = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption())
+        path = (folder or self.folder) / f"{name}.pem"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pkcs8 + b"".join(p.bytes() for p in leaf.cert_chain_pems))
+        return path
