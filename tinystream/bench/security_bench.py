@@ -35,7 +35,7 @@ import click
 
 from tinystream.bench.stats import RunResult, Spread
 from tinystream.bench.targets import Target
-from tinystream.broker.security.scram_users import UserStore
+from tinystream.scram_users import UserStore
 from tinystream.testing.broker import ThrowawayPki
 from tinystream.testing.peers.ports import free_port
 from tinystream.testing.peers.tinystream_broker import start_tinystream

@@ -479,7 +479,9 @@ async def test_mtls_principals_are_authorized_by_their_certificate_name(tmp_path
     broker = Broker(test_settings(tmp_path / "data", **{
         "listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
         "ssl.truststore.location": str(truststore), "ssl.client.auth": "required",
-        "authorizer.class.name": "acl", "super.users": "User:CN=admin"}))
+        "authorizer.class.name": "acl", "super.users": "User:CN=admin",
+        # trustme's subjects hold more than the CN (the principal is the whole DN by default): keep the CN
+        "ssl.principal.mapping.rules": "RULE:^(CN=[^,]*).*$/$1/"}))
     info = await broker.start()
     clients = []
 
