@@ -2,8 +2,10 @@
 
 Every key and value starts with an int16 version. The key version says what
 the record is (Kafka's "coordinator-key" apiKey): 0 and 1 are an offset
-commit, 2 is group metadata; higher ones belong to record types we do not
-keep (the new consumer protocol, share groups) and decode to `UnknownKey`.
+commit, 2 is group metadata, 3 is a KIP-848 consumer group's epoch
+(ConsumerGroupMetadata); higher ones belong to record types we do not keep
+(the consumer groups' members and target assignments, share groups) and
+decode to `UnknownKey`: members rejoin after a failover, which rebuilds them.
 A record whose value is None is a tombstone: that group or offset is gone.
 
 Layouts (Kafka's group-coordinator message JSONs; strings are int16 length +
@@ -13,6 +15,8 @@ tagged-field section closing every struct)::
 
     OffsetCommitKey    v0-1  group str, topic str, partition i32
     GroupMetadataKey   v2    group str
+    ConsumerGroupMetadataKey   v3    group str
+    ConsumerGroupMetadataValue v0    flexible: epoch i32 (+ tagged MetadataHash in Kafka 4.1, skipped)
     OffsetCommitValue  v0    offset i64, metadata str, commitTimestamp i64
                        v1    ... + expireTimestamp i64
                        v2    as v0
@@ -27,7 +31,7 @@ tagged-field section closing every struct)::
                        v4    as v3, flexible
 
 We write what Kafka 3.x writes: OffsetCommitKey v1, OffsetCommitValue v3,
-GroupMetadataKey v2, GroupMetadataValue v3. We read every version above.
+GroupMetadataKey v2, GroupMetadataValue v3, ConsumerGroupMetadataKey v3 / Value v0. We read every version above.
 Decoding checks every declared length against the bytes actually present
 before using it (CVE-2022-34917) and raises RecordDecodeError.
 """
@@ -40,6 +44,9 @@ from dataclasses import dataclass
 from tinystream.broker.groups.errors import RecordDecodeError
 
 __all__ = [
+    "CONSUMER_GROUP_METADATA_KEY_VERSION",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
     "GROUP_METADATA_KEY_VERSION",
     "GROUP_METADATA_VALUE_VERSION",
     "OFFSET_COMMIT_KEY_VERSION",
@@ -50,10 +57,12 @@ __all__ = [
     "OffsetCommitKey",
     "OffsetCommitValue",
     "UnknownKey",
+    "decode_consumer_group_metadata_value",
     "decode_group_metadata_value",
     "decode_key",
     "decode_offset_commit_value",
     "decode_value",
+    "encode_consumer_group_metadata_value",
     "encode_group_metadata_value",
     "encode_key",
     "encode_offset_commit_value",
@@ -64,6 +73,7 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
+CONSUMER_GROUP_METADATA_KEY_VERSION = 3
 _MAX_VALUE_VERSION = 4
 _FLEXIBLE_FROM = 4
 
@@ -78,6 +88,18 @@ class OffsetCommitKey:
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
     group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataKey:
+    """A KIP-848 consumer group (Kafka's ConsumerGroupMetadataKey)."""
+
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +140,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-Key = OffsetCommitKey | GroupMetadataKey | UnknownKey
-Value = OffsetCommitValue | GroupMetadataValue
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupMetadataKey | UnknownKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupMetadataValue
 
 
 # --------------------------------------------------------------------------- writer
@@ -268,8 +290,8 @@ class _Reader:
 # --------------------------------------------------------------------------- keys
 
 
-def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
-    """The record key: OffsetCommitKey v1 or GroupMetadataKey v2."""
+def encode_key(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupMetadataKey) -> bytes:
+    """The record key: OffsetCommitKey v1, GroupMetadataKey v2 or ConsumerGroupMetadataKey v3."""
     w = _Writer(flexible=False)
     if isinstance(key, OffsetCommitKey):
         w.int16(OFFSET_COMMIT_KEY_VERSION)
@@ -278,6 +300,9 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
         w.int32(key.partition)
     elif isinstance(key, GroupMetadataKey):
         w.int16(GROUP_METADATA_KEY_VERSION)
+        w.string(key.group)
+    elif isinstance(key, ConsumerGroupMetadataKey):
+        w.int16(CONSUMER_GROUP_METADATA_KEY_VERSION)
         w.string(key.group)
     else:  # pragma: no cover - typing guards this
         raise TypeError(f"cannot encode key {key!r}")
@@ -297,6 +322,10 @@ def decode_key(data: bytes) -> Key:
         group = r.string()
         assert group is not None
         return GroupMetadataKey(group)
+    if version == CONSUMER_GROUP_METADATA_KEY_VERSION:
+        group = r.string()
+        assert group is not None
+        return ConsumerGroupMetadataKey(group)
     if version < 0:
         raise RecordDecodeError(f"__consumer_offsets key: negative version {version}")
     return UnknownKey(version)
@@ -413,6 +442,25 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     )
 
 
+def encode_consumer_group_metadata_value(value: ConsumerGroupMetadataValue) -> bytes:
+    w = _Writer(flexible=True)
+    w.int16(0)
+    w.int32(value.epoch)
+    w.tagged_fields()
+    return w.getvalue()
+
+
+def decode_consumer_group_metadata_value(data: bytes) -> ConsumerGroupMetadataValue:
+    r = _Reader(data, "ConsumerGroupMetadataValue")
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"ConsumerGroupMetadataValue: unsupported version {version}")
+    r.flexible = True
+    epoch = r.int32()
+    r.tagged_fields()
+    return ConsumerGroupMetadataValue(epoch)
+
+
 def encode_value(value: Value | None) -> bytes | None:
     """Encode a value at the version we write; None stays None (a tombstone)."""
     if value is None:
@@ -421,6 +469,8 @@ def encode_value(value: Value | None) -> bytes | None:
         return encode_offset_commit_value(value)
     if isinstance(value, GroupMetadataValue):
         return encode_group_metadata_value(value)
+    if isinstance(value, ConsumerGroupMetadataValue):
+        return encode_consumer_group_metadata_value(value)
     raise TypeError(f"cannot encode value {value!r}")  # pragma: no cover
 
 
@@ -430,4 +480,6 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         return None
     if isinstance(key, OffsetCommitKey):
         return decode_offset_commit_value(data)
+    if isinstance(key, ConsumerGroupMetadataKey):
+        return decode_consumer_group_metadata_value(data)
     return decode_group_metadata_value(data)
