@@ -99,6 +99,8 @@ def test_range_gives_consecutive_ranges(ids, counts, data) -> None:
     check_complete(result, members, counts)
     for topic, n in counts.items():
         subscribers = sorted(m for m in members if topic in members[m])
+        if not subscribers:
+            continue
         got = [sorted(result[m].get(topic, ())) for m in subscribers]
         assert [p for r in got for p in r] == list(range(n))  # in member order, consecutive
         assert max(map(len, got)) - min(map(len, got)) <= 1
