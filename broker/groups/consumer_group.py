@@ -50,7 +50,7 @@ from typing import Protocol
 import re2
 from kio.schema.errors import ErrorCode
 
-from tinystream.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, AssignorInput, MemberSubscription
+from tinystream.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorInput, MemberSubscription
 from tinystream.broker.groups.group import CommittedOffset
 from tinystream.broker.groups.results import ConsumerGroupDescription, ConsumerMemberDescription, GroupListing
 from tinystream.broker.groups.stats import GroupStats, RebalanceCause
@@ -224,7 +224,7 @@ class ConsumerGroup:
         return ConsumerGroupState.STABLE
 
     def listing(self) -> GroupListing:
-        return GroupListing(self.group_id, "consumer", self.state.value, "consumer")
+        return GroupListing(self.group_id, "consumer", self.state.value)
 
     def describe(self) -> ConsumerGroupDescription:
         members = [
@@ -590,7 +590,8 @@ class ConsumerGroup:
         if member is None:
             return ErrorCode.unknown_member_id
         if api_version < 9 and not transactional:
-            return ErrorCode.unsupported_version  # "OffsetCommit version 9 or above must be used by members using the consumer group protocol"
+            # Kafka: "OffsetCommit version 9 or above must be used by members using the consumer group protocol".
+            return ErrorCode.unsupported_version
         if member_epoch != member.member_epoch:
             return ErrorCode.stale_member_epoch
         return _OK

@@ -105,7 +105,6 @@ class GroupListing(NamedTuple):
     group_id: str
     protocol_type: str
     state: str
-    group_type: str = "classic"  # ListGroups v5 (KIP-848): "classic" or "consumer"
 
 
 class ConsumerMemberDescription(NamedTuple):

@@ -15,6 +15,7 @@ from tinystream.broker.handlers import (
     api_versions,
     cluster,
     configs,
+    consumer_groups,
     fetch,
     groups,
     list_offsets,
@@ -67,4 +68,6 @@ HANDLERS: dict[int, Handler] = {
     keys.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
     keys.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     keys.LIST_TRANSACTIONS: transactions.handle_list_transactions,
+    keys.CONSUMER_GROUP_HEARTBEAT: consumer_groups.handle_consumer_group_heartbeat,
+    keys.CONSUMER_GROUP_DESCRIBE: consumer_groups.handle_consumer_group_describe,
 }

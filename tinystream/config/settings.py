@@ -113,6 +113,9 @@ class BrokerSettings(ComponentSettings):
     group_initial_rebalance_delay_ms: int = kafka_field(3000, "group.initial.rebalance.delay.ms", ge=0)
     group_min_session_timeout_ms: int = kafka_field(6000, "group.min.session.timeout.ms", ge=0)
     group_max_session_timeout_ms: int = kafka_field(1_800_000, "group.max.session.timeout.ms", ge=0)
+    # KIP-848 consumer groups: the server owns the session and tells members how often to heartbeat.
+    group_consumer_session_timeout_ms: int = kafka_field(45_000, "group.consumer.session.timeout.ms", ge=1)
+    group_consumer_heartbeat_interval_ms: int = kafka_field(5_000, "group.consumer.heartbeat.interval.ms", ge=1)
 
     # Transactions and the transaction state topic (KIP-98).
     transaction_state_log_num_partitions: int = kafka_field(50, "transaction.state.log.num.partitions", ge=1)

@@ -287,4 +287,4 @@ def test_describe_shows_members_assignment_and_target() -> None:
     assert by_id["a"].assignment == {"t": frozenset({0, 1})}
     assert len(by_id["a"].target_assignment["t"]) == 1
     assert by_id["b"].assignment == {}
-    assert g.listing() == ("g", "consumer", "Reconciling", "consumer")
+    assert g.listing() == ("g", "consumer", "Reconciling")

@@ -10,16 +10,20 @@ from hypothesis import strategies as st
 
 from tinystream.broker.groups.errors import RecordDecodeError
 from tinystream.broker.groups.records import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     UnknownKey,
+    decode_consumer_group_metadata_value,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
     decode_value,
+    encode_consumer_group_metadata_value,
     encode_group_metadata_value,
     encode_key,
     encode_offset_commit_value,
@@ -85,8 +89,24 @@ def test_decode_key_recognises_all_key_versions() -> None:
     assert decode_key(v0) == OffsetCommitKey("g", "t", 1)
     assert decode_key(encode_key(OffsetCommitKey("g", "t", 1))) == OffsetCommitKey("g", "t", 1)
     assert decode_key(encode_key(GroupMetadataKey("g"))) == GroupMetadataKey("g")
-    # Version 3+ keys are the new consumer protocol's records: skipped, not an error.
-    assert decode_key(struct.pack(">h", 3) + _str("g")) == UnknownKey(3)
+    # Version 3 is a KIP-848 consumer group's epoch; 4+ (its members, target assignment, share groups)
+    # are skipped, not an error.
+    assert decode_key(struct.pack(">h", 3) + _str("g")) == ConsumerGroupMetadataKey("g")
+    assert decode_key(struct.pack(">h", 5) + _str("g") + _str("m")) == UnknownKey(5)
+
+
+def test_consumer_group_metadata_in_kafkas_layout() -> None:
+    key = encode_key(ConsumerGroupMetadataKey("g"))
+    assert key == struct.pack(">h", 3) + _str("g")
+    # Value v0, flexible: epoch, then an empty tagged-field section.
+    value = encode_consumer_group_metadata_value(ConsumerGroupMetadataValue(7))
+    assert value == struct.pack(">hi", 0, 7) + b"\x00"
+    assert decode_value(decode_key(key), value) == ConsumerGroupMetadataValue(7)
+    # Kafka 4.1 adds a tagged MetadataHash (tag 0, 8 bytes): skipped.
+    tagged = struct.pack(">hi", 0, 7) + b"\x01\x00\x08" + b"\x00" * 8
+    assert decode_consumer_group_metadata_value(tagged) == ConsumerGroupMetadataValue(7)
+    with pytest.raises(RecordDecodeError):
+        decode_consumer_group_metadata_value(struct.pack(">hi", 1, 7))
 
 
 def test_tombstones_decode_to_none() -> None:
