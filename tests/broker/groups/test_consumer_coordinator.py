@@ -1,0 +1,147 @@
+"""KIP-848 consumer groups in the GroupCoordinator: persistence and failover, timers, type changes, deletion."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kio.schema.errors import ErrorCode
+
+from tinystream.broker.groups import GroupCoordinator, InMemoryOffsetsTopic, partition_for_group
+from tinystream.broker.groups.consumer_group import HeartbeatRequest, HeartbeatResult
+from tinystream.broker.groups.records import ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, OffsetCommitKey
+from tinystream.broker.groups.timers import ManualScheduler
+
+OK = ErrorCode.none
+PARTITIONS = 4
+
+
+class Topics:
+    def __init__(self, **counts: int) -> None:
+        self.counts = counts
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.counts.get(topic)
+
+    def topic_names(self) -> Iterable[str]:
+        return list(self.counts)
+
+
+def coordinator(topic: InMemoryOffsetsTopic, sched: ManualScheduler, topics: Topics) -> GroupCoordinator:
+    return GroupCoordinator(offsets_topic=topic, num_partitions=PARTITIONS, clock=sched.now, scheduler=sched,
+                            topic_image=topics, consumer_session_timeout_ms=45_000)
+
+
+async def start(coord: GroupCoordinator) -> GroupCoordinator:
+    for p in range(PARTITIONS):
+        await coord.load_partition(p)
+    await coord.start()
+    return coord
+
+
+async def join(coord: GroupCoordinator, member: str, group: str = "g") -> HeartbeatResult:
+    return await coord.consumer_group_heartbeat(group, HeartbeatRequest(
+        member_id=member, member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=("t",), owned={}))
+
+
+async def beat(coord: GroupCoordinator, member: str, epoch: int, group: str = "g") -> HeartbeatResult:
+    return await coord.consumer_group_heartbeat(group, HeartbeatRequest(member_id=member, member_epoch=epoch))
+
+
+async def test_epoch_and_offsets_survive_a_failover_and_members_rejoin() -> None:
+    topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=2)
+    coord = await start(coordinator(topic, sched, topics))
+    a = await join(coord, "a")
+    b = await join(coord, "b")
+    assert (a.member_epoch, b.member_epoch) == (1, 2)
+    assert await coord.commit_offsets(group_id="g", generation_id=1, member_id="a", group_instance_id=None,
+                                      offsets={("t", 0): (42, -1, "")}) == {("t", 0): OK}
+    partition = partition_for_group("g", PARTITIONS)
+    epochs = [v for k, v in topic.decoded(partition) if isinstance(k, ConsumerGroupMetadataKey)]
+    assert epochs == [ConsumerGroupMetadataValue(1), ConsumerGroupMetadataValue(2)]
+    assert any(isinstance(k, OffsetCommitKey) for k, _ in topic.decoded(partition))
+
+    await coord.stop()
+    new = await start(coordinator(topic, sched, topics))
+    (described,) = await new.consumer_group_describe(["g"])
+    assert (described.error, described.state, described.group_epoch) == (OK, "Empty", 2)
+    assert (await new.fetch_offsets(group_id="g", partitions=[("t", 0)])).offsets[("t", 0)].offset == 42
+    # The members are unknown to the new coordinator: they rejoin, at a later epoch than before.
+    assert (await beat(new, "a", 1)).error is ErrorCode.unknown_member_id
+    again = await join(new, "a")
+    assert (again.error, again.member_epoch, again.assignment) == (OK, 3, {"t": frozenset({0, 1})})
+    assert new.group_type("g") == "consumer"
+
+
+async def test_session_timeout_through_the_timer() -> None:
+    topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=2)
+    coord = await start(coordinator(topic, sched, topics))
+    await join(coord, "a")
+    sched.advance(30_000)
+    await join(coord, "b")
+    sched.advance(15_000)  # a's 45 s are up
+    (described,) = await coord.consumer_group_describe(["g"])
+    assert [m.member_id for m in described.members] == ["b"]
+    assert described.group_epoch == 3
+    b = await beat(coord, "b", 2)
+    assert (b.member_epoch, b.assignment) == (3, {"t": frozenset({0, 1})})
+
+
+async def test_an_empty_classic_group_becomes_a_consumer_group_with_its_offsets_and_back() -> None:
+    topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=1)
+    coord = await start(coordinator(topic, sched, topics))
+    assert await coord.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                      offsets={("t", 0): (7, -1, "")}) == {("t", 0): OK}
+    assert coord.group_type("g") == "classic"
+    assert (await join(coord, "a")).error is OK
+    assert coord.group_type("g") == "consumer"
+    assert coord.committed("g") == {("t", 0): 7}
+    assert [g.protocol_type for g in coord.list_groups(types_filter=["consumer"])] == ["consumer"]
+    # While it has a member, a classic JoinGroup is refused.
+    refused = await coord.join_group(group_id="g", member_id="", group_instance_id=None, protocol_type="consumer",
+                                     protocols=[("range", b"")], session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                     client_id="c", client_host="/h", require_known_member_id=True)
+    assert refused.error is ErrorCode.inconsistent_group_protocol
+    assert (await beat(coord, "a", -1)).error is OK
+    # Empty again: a classic member turns it back into a classic group, offsets kept.
+    back = await coord.join_group(group_id="g", member_id="", group_instance_id=None, protocol_type="consumer",
+                                  protocols=[("range", b"")], session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                  client_id="c", client_host="/h", require_known_member_id=True)
+    assert back.error is ErrorCode.member_id_required
+    assert coord.group_type("g") == "classic"
+    assert coord.committed("g") == {("t", 0): 7}
+    # The consumer group record is tombstoned: a reload does not resurrect it.
+    await coord.stop()
+    reloaded = await start(coordinator(topic, sched, topics))
+    assert reloaded.group_type("g") == "classic"
+    assert reloaded.committed("g") == {("t", 0): 7}
+
+
+async def test_delete_only_an_empty_consumer_group() -> None:
+    topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=1)
+    coord = await start(coordinator(topic, sched, topics))
+    await join(coord, "a")
+    assert await coord.commit_offsets(group_id="g", generation_id=1, member_id="a", group_instance_id=None,
+                                      offsets={("t", 0): (3, -1, "")}) == {("t", 0): OK}
+    assert await coord.delete_groups(["g"]) == {"g": ErrorCode.non_empty_group}
+    await beat(coord, "a", -1)
+    assert await coord.delete_groups(["g"]) == {"g": OK}
+    assert coord.list_groups() == []
+    await coord.stop()
+    reloaded = await start(coordinator(topic, sched, topics))
+    assert reloaded.list_groups() == [] and reloaded.committed("g") == {}
+
+
+async def test_requests_for_a_group_being_loaded_or_elsewhere() -> None:
+    topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=1)
+    coord = coordinator(topic, sched, topics)
+    await coord.start()
+    assert (await join(coord, "a")).error is ErrorCode.not_coordinator
+    (described,) = await coord.consumer_group_describe(["g"])
+    assert described.error is ErrorCode.not_coordinator
+
+
+async def test_a_failed_epoch_append_is_reported() -> None:
+    topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=1)
+    coord = await start(coordinator(topic, sched, topics))
+    topic.fail_next(ErrorCode.not_leader_or_follower)
+    assert (await join(coord, "a")).error is ErrorCode.not_coordinator
