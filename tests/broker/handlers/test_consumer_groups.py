@@ -167,3 +167,38 @@ async def test_a_classic_group_with_members_refuses_consumer_members(broker, cli
     described = await client.request(request(DESCRIBE, 1, group_ids=("cl",), include_authorized_operations=False))
     assert described.groups[0].error_code == ErrorCode.group_id_not_found
     joined.cancel()
+
+
+async def test_a_restarted_coordinator_keeps_epoch_and_offsets_and_members_rejoin(tmp_path):
+    from tinystream.broker.app import Broker
+    from tinystream.broker.protocol.client import KafkaClient
+    from tinystream.testing.broker import test_settings
+
+    settings = test_settings(tmp_path / "d")
+    for attempt in range(2):
+        b = Broker(settings)
+        await b.start()
+        client = await KafkaClient.connect(b.info.host, b.info.port)
+        try:
+            if attempt == 0:
+                await create_topic(client, "t", partitions=2)
+            await ready(b, client, "durable")
+            topic_id = b.topics.get("t").topic_id
+            if attempt == 0:
+                joined = await client.request(join("durable", "m1"))
+                assert (joined.member_epoch, assigned(joined, topic_id)) == (1, {0, 1})
+                done = await client.request(commit("durable", "m1", 1, 77))
+                assert done.topics[0].partitions[0].error_code == ErrorCode.none
+            else:
+                # The member is not known after the restart: it is told to rejoin, and does at a later epoch.
+                lost = await client.request(heartbeat("durable", "m1", 1))
+                assert lost.error_code == ErrorCode.unknown_member_id
+                again = await client.request(join("durable", "m1"))
+                assert (again.error_code, again.member_epoch, assigned(again, topic_id)) == (ErrorCode.none, 2, {0, 1})
+                fetched = await client.request(request(9, 9, require_stable=True, groups=(
+                    entity(9, 9, "OffsetFetchRequestGroup", group_id="durable", member_id="m1", member_epoch=2,
+                           topics=None),)))
+                assert fetched.groups[0].topics[0].partitions[0].committed_offset == 77
+        finally:
+            await client.close()
+            await b.stop()
