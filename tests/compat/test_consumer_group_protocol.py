@@ -131,6 +131,27 @@ def test_confluent_consumers_split_rebalance_commit_and_resume(bootstrap, new_to
     assert all(v.startswith(b"second-") for _, _, v in c.records)
 
 
+def test_confluent_regex_subscription_follows_new_topics(bootstrap):
+    """librdkafka sends a `^` pattern as SubscribedTopicRegex; the coordinator matches it (RE2, whole names)
+    and a topic created later that matches joins the assignment."""
+    ch.require_client("confluent")
+    prefix = ch.unique_name("kip848rx")
+    ch.create_topic(bootstrap, f"{prefix}-a", 2)
+    ch.create_topic(bootstrap, f"x{prefix}-b", 1)  # does not match
+    member = ConfluentMember(bootstrap, ch.unique_name("rx"), f"^{prefix}-.*", "rx")
+    try:
+        def topics() -> set[tuple[str, int]]:
+            return {(tp.topic, tp.partition) for tp in member.consumer.assignment()}
+
+        wait_for(lambda: topics() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1)}, 30, "the matching topic",
+                 tick=member.poll)
+        ch.create_topic(bootstrap, f"{prefix}-c", 1)
+        wait_for(lambda: (f"{prefix}-c", 0) in topics(), 60, "the new matching topic", tick=member.poll)
+        assert {t for t, _ in topics()} == {f"{prefix}-a", f"{prefix}-c"}
+    finally:
+        member.close()
+
+
 def test_confluent_member_rejoins_after_its_coordinator_restarts(own_broker):  # noqa: F811 - the fixture
     """SIGKILL the broker under a member: the restarted coordinator keeps the group's epoch and offsets,
     the member's heartbeat gets UNKNOWN_MEMBER_ID, it rejoins and goes on from the committed offsets."""
