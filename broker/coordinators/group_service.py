@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,14 @@ class TopicsView:
 
     def topic_names(self) -> list[str]:
         return [spec.name for spec in self._topics.topics()]
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        spec = self._topics.get(topic)
+        return spec.topic_id if spec is not None else None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        spec = self._topics.store.by_id(topic_id)
+        return spec.name if spec is not None else None
 
 
 class GroupService:

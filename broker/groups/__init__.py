@@ -6,6 +6,7 @@ Layers, bottom up:
 - `group`: the pure classic group state machine (no asyncio, time passed in).
 - `assignors`: KIP-848's server-side assignors (`uniform`, `range`), pure functions.
 - `consumer_group`: the pure KIP-848 consumer group (epochs, target assignment, reconciliation).
+- `consumer_persistence`: its member, epoch and assignment records, and rebuilding it on load.
 - `coordinator`: GroupCoordinator, the asyncio layer: parked JoinGroup and
   SyncGroup requests, ConsumerGroupHeartbeat, timers, persistence, partition load/unload.
 """

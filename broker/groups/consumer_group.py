@@ -43,6 +43,7 @@ members), Assigning (group epoch ahead of the assignment epoch), Reconciling
 from __future__ import annotations
 
 import enum
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,8 @@ from tinystream.broker.groups.results import ConsumerGroupDescription, ConsumerM
 from tinystream.broker.groups.stats import GroupStats, RebalanceCause
 
 __all__ = [
+    "MEMBER_STATE_CODES",
+    "Changes",
     "LEAVE_GROUP_MEMBER_EPOCH",
     "LEAVE_GROUP_STATIC_MEMBER_EPOCH",
     "ConsumerGroup",
@@ -98,6 +101,28 @@ class TopicImage(Protocol):
     def partition_count(self, topic: str) -> int | None: ...
 
     def topic_names(self) -> Iterable[str]: ...
+
+    def topic_id(self, topic: str) -> uuid.UUID | None: ...
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+
+
+#: Kafka's MemberState byte in ConsumerGroupCurrentMemberAssignment records.
+MEMBER_STATE_CODES = {"stable": 0, "unrevoked_partitions": 1, "unreleased_partitions": 2}
+
+
+@dataclass(slots=True)
+class Changes:
+    """What to persist since the last `take_changes` (Kafka writes one record per kind and member)."""
+
+    members: set[str] = field(default_factory=set)  # subscription or client metadata: ConsumerGroupMemberMetadata
+    current: set[str] = field(default_factory=set)  # epochs, state, assignment: ConsumerGroupCurrentMemberAssignment
+    targets: set[str] = field(default_factory=set)  # ConsumerGroupTargetAssignmentMember
+    removed: set[str] = field(default_factory=set)  # tombstones for all three
+    target_epoch: bool = False  # ConsumerGroupTargetAssignmentMetadata
+
+    def __bool__(self) -> bool:
+        return bool(self.members or self.current or self.targets or self.removed or self.target_epoch)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,6 +174,15 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Mapping[str, frozenset[int]] = field(default_factory=dict)
     pending_revocation: Mapping[str, frozenset[int]] = field(default_factory=dict)
+
+
+def _metadata_of(m: ConsumerMember) -> tuple[object, ...]:
+    return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+
+
+def _assignment_of(m: ConsumerMember) -> tuple[object, ...]:
+    return (m.member_epoch, m.previous_member_epoch, m.state, _normalise(m.assigned), _normalise(m.pending_revocation))
 
 
 class _Refused(Exception):
@@ -207,6 +241,7 @@ class ConsumerGroup:
         # members on 20 topics when every heartbeat walked them all).
         self._topic_refs: Counter[str] = Counter()
         self._regex_members: set[str] = set()
+        self._changes = Changes()
         self.session_deadlines: dict[str, int] = {}
         self.revocation_deadlines: dict[str, int] = {}
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
@@ -266,6 +301,32 @@ class ConsumerGroup:
 
     def is_empty(self) -> bool:
         return not self.members
+
+    # ----------------------------------------------------------------- persistence
+
+    def take_changes(self) -> Changes:
+        """What changed since the last call (the coordinator writes it to __consumer_offsets)."""
+        changes, self._changes = self._changes, Changes()
+        return changes
+
+    def restore(self, members: Iterable[ConsumerMember], target: Mapping[str, Mapping[str, frozenset[int]]], *,
+                assignment_epoch: int, topics: TopicImage, now: int) -> None:
+        """Rebuild a loaded group (a coordinator failover): members keep their epochs and assignments,
+        their sessions start now; nothing is marked to persist."""
+        for member in members:
+            self._put(member)
+            self.session_deadlines[member.member_id] = now + self.session_timeout_ms
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self.revocation_deadlines[member.member_id] = now + member.rebalance_timeout_ms
+        self.target = {mid: _normalise(a) for mid, a in target.items() if mid in self.members}
+        self.assignment_epoch = assignment_epoch
+        subscribed = set(self._topic_refs)
+        for mid in self._regex_members:
+            subscribed |= self.subscribed_topics(self.members[mid], topics)
+        self.subscription_metadata = {
+            t: n for t in subscribed if (n := topics.partition_count(t)) is not None
+        }
+        self._changes = Changes()
 
     # ----------------------------------------------------------------- heartbeat
 
@@ -457,8 +518,13 @@ class ConsumerGroup:
         )
 
     def _put(self, member: ConsumerMember) -> None:
-        """Add or replace a member, keeping the per-topic subscription counts."""
+        """Add or replace a member, keeping the per-topic subscription counts and noting what to persist."""
         old = self.members.get(member.member_id)
+        if old is None or _metadata_of(old) != _metadata_of(member):
+            self._changes.members.add(member.member_id)
+        if old is None or _assignment_of(old) != _assignment_of(member):
+            self._changes.current.add(member.member_id)
+        self._changes.removed.discard(member.member_id)
         if old is None or old.subscribed_topic_names != member.subscribed_topic_names:
             if old is not None:
                 self._topic_refs.subtract(old.subscribed_topic_names)
@@ -472,6 +538,10 @@ class ConsumerGroup:
 
     def _drop_member(self, member_id: str) -> None:
         old = self.members.pop(member_id, None)
+        for noted in (self._changes.members, self._changes.current, self._changes.targets):
+            noted.discard(member_id)
+        if old is not None:
+            self._changes.removed.add(member_id)
         if old is not None:
             self._topic_refs.subtract(old.subscribed_topic_names)
             self._topic_refs += Counter()
@@ -531,8 +601,13 @@ class ConsumerGroup:
             current=self.target,
         )
         result = self.assignors[name](spec)
-        self.target = {mid: result.get(mid, {}) for mid in self.members}
+        target = {mid: result.get(mid, {}) for mid in self.members}
+        for mid, assignment in target.items():
+            if _normalise(self.target.get(mid, _EMPTY)) != _normalise(assignment):
+                self._changes.targets.add(mid)
+        self.target = target
         self.assignment_epoch = self.group_epoch
+        self._changes.target_epoch = True
         self.last_assignor = name
 
     # ----------------------------------------------------------------- reconciliation

@@ -34,8 +34,11 @@ reach whichever group holds the id, checked by member epoch for a consumer
 group. An empty group of one type turns into the other on the other type's
 first join (Kafka's online upgrade / downgrade of empty groups); a non-empty
 one refuses (GROUP_ID_NOT_FOUND for a heartbeat, INCONSISTENT_GROUP_PROTOCOL
-for a JoinGroup). A failover keeps the epoch and the offsets; members come
-back through UNKNOWN_MEMBER_ID -> rejoin with epoch 0.
+for a JoinGroup). Every change a heartbeat makes is appended (Kafka's
+member, epoch and assignment records, `consumer_persistence`) before it is
+answered, so a new coordinator loads the members at their epochs and they go
+on without a rebalance; a member it does not know gets UNKNOWN_MEMBER_ID and
+rejoins with epoch 0.
 
 Precedent throughout: Kafka's GroupCoordinator.scala (3.x) and the
 group-coordinator module's ClassicGroup, ConsumerGroup and GroupMetadataManager.
@@ -57,6 +60,7 @@ from kio.schema.errors import ErrorCode
 
 from tinystream.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from tinystream.broker.groups.consumer_group import ConsumerGroup, HeartbeatRequest, HeartbeatResult, TopicImage
+from tinystream.broker.groups.consumer_persistence import ConsumerGroupLog, records_for, tombstones_for
 from tinystream.broker.groups.errors import (
     RecordDecodeError,
     append_failure_code,
@@ -75,14 +79,12 @@ from tinystream.broker.groups.group import (
 from tinystream.broker.groups.persistence import OffsetsTopic, Record, TxnMarker, TxnRecord
 from tinystream.broker.groups.records import (
     ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
     decode_key,
     decode_value,
-    encode_consumer_group_metadata_value,
     encode_group_metadata_value,
     encode_key,
     encode_offset_commit_value,
@@ -148,6 +150,12 @@ class _NoTopics:
 
     def topic_names(self) -> list[str]:
         return []
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return None
 
 
 class _Loading(enum.Enum):
@@ -241,7 +249,7 @@ class GroupCoordinator:
         self._partitions[partition] = _Loading.LOADING
         self._load_tokens[partition] = token
         group_values: dict[str, GroupMetadataValue | None] = {}
-        consumer_values: dict[str, ConsumerGroupMetadataValue | None] = {}  # KIP-848 groups (their epoch)
+        consumer_log = ConsumerGroupLog()  # KIP-848 groups: epochs, members, target assignments
         offsets: dict[str, dict[tuple[str, int], OffsetCommitValue | None]] = defaultdict(dict)
         pending: dict[int, dict[str, dict[tuple[str, int], OffsetCommitValue]]] = {}
         try:
@@ -270,11 +278,9 @@ class GroupCoordinator:
                     assert value is None or isinstance(value, GroupMetadataValue)
                     group_values[key.group] = value
                     if value is not None:
-                        consumer_values.pop(key.group, None)  # the group turned classic
-                elif isinstance(key, ConsumerGroupMetadataKey):
-                    assert value is None or isinstance(value, ConsumerGroupMetadataValue)
-                    consumer_values[key.group] = value
-                    if value is not None:
+                        consumer_log.forget(key.group)  # the group turned classic
+                elif consumer_log.add(key, value):
+                    if isinstance(key, ConsumerGroupMetadataKey) and value is not None:
                         group_values.pop(key.group, None)  # the group turned into a consumer group
                 if count % _LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
@@ -295,7 +301,7 @@ class GroupCoordinator:
                                         commit_timestamp=v.commit_timestamp)
                     for tp, v in values.items()
                 }
-        for group_id in (group_values.keys() | consumer_values.keys() | offsets.keys()
+        for group_id in (group_values.keys() | consumer_log.group_ids() | offsets.keys()
                          | {g for by in pending.values() for g in by}):
             value = group_values.get(group_id)
             kept = {
@@ -308,11 +314,12 @@ class GroupCoordinator:
                 for tp, v in offsets.get(group_id, {}).items()
                 if v is not None
             }
-            consumer_value = consumer_values.get(group_id)
-            if consumer_value is not None:
-                # A KIP-848 group: its epoch and offsets survive; members rejoin (UNKNOWN_MEMBER_ID).
-                cgroup = self._new_consumer_group(group_id, epoch=consumer_value.epoch)
+            if group_id in consumer_log.group_ids():
+                # A KIP-848 group: members go on at their epochs, their sessions restarted.
+                cgroup = consumer_log.build(group_id, lambda gid, epoch: self._new_consumer_group(gid, epoch=epoch),
+                                            topics=self._topic_image, now=now)
                 cgroup.offsets = kept
+                self._reschedule(cgroup)
                 continue
             if value is None and not kept:
                 continue  # deleted (tombstoned) group
@@ -495,7 +502,7 @@ class GroupCoordinator:
                 return HeartbeatResult(error=ErrorCode.group_id_not_found,
                                        error_message=f"Group {group_id} is not a consumer group.")
             if request.member_epoch != 0:
-                # Gone (expired, deleted, failed over): the member must rejoin with epoch 0.
+                # Gone (expired or deleted): the member must rejoin with epoch 0.
                 return HeartbeatResult(error=ErrorCode.unknown_member_id,
                                        error_message=f"Consumer group {group_id} not found.")
             cgroup = self._new_consumer_group(group_id)
@@ -511,10 +518,9 @@ class GroupCoordinator:
             self._groups.pop(group_id, None)
             self._cancel_timer(group_id)
         self._reschedule(cgroup)
-        if outcome.epoch_changed:
-            stored = await self._await_append(self._store_consumer_epoch(cgroup))
-            if stored is not _OK:
-                return HeartbeatResult(error=group_store_error(stored))
+        stored = await self._await_append(self._store_consumer_changes(cgroup, outcome.epoch_changed))
+        if stored is not _OK:
+            return HeartbeatResult(error=group_store_error(stored))
         return outcome.result
 
     async def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
@@ -550,16 +556,20 @@ class GroupCoordinator:
         self._consumer_groups[group_id] = cgroup
         return cgroup
 
-    def _store_consumer_epoch(self, cgroup: ConsumerGroup) -> asyncio.Task[ErrorCode]:
-        record = (encode_key(ConsumerGroupMetadataKey(cgroup.group_id)),
-                  encode_consumer_group_metadata_value(ConsumerGroupMetadataValue(cgroup.group_epoch)))
-        return self._append(self._partition(cgroup.group_id), [record])
+    def _store_consumer_changes(self, cgroup: ConsumerGroup, epoch_changed: bool) -> asyncio.Task[ErrorCode]:
+        """Append what the last heartbeat or timer changed (nothing to append: a done task)."""
+        records = records_for(cgroup, cgroup.take_changes(), epoch_changed=epoch_changed, topics=self._topic_image)
+        if not records:
+            async def nothing() -> ErrorCode:
+                return _OK
+
+            return self._spawn(nothing())
+        return self._append(self._partition(cgroup.group_id), records)
 
     async def _downgrade(self, cgroup: ConsumerGroup) -> ErrorCode:
         """An empty consumer group becomes classic (its offsets stay): tombstone its consumer record first."""
         group_id = cgroup.group_id
-        error = await self._await_append(self._append(
-            self._partition(group_id), [(encode_key(ConsumerGroupMetadataKey(group_id)), None)]))
+        error = await self._await_append(self._append(self._partition(group_id), tombstones_for(group_id, [])))
         if error is not _OK:
             return group_store_error(error)
         if self._consumer_groups.get(group_id) is not cgroup or not cgroup.is_empty():
@@ -886,7 +896,7 @@ class GroupCoordinator:
                 results[group_id] = error
                 if error is _OK:
                     partition = self._partition(group_id)
-                    tombstones[partition].append((encode_key(ConsumerGroupMetadataKey(group_id)), None))
+                    tombstones[partition].extend(tombstones_for(group_id, []))
                     tombstones[partition].extend(
                         (encode_key(OffsetCommitKey(group_id, topic, p)), None) for topic, p in cgroup.offsets
                     )
@@ -1093,8 +1103,7 @@ class GroupCoordinator:
             expired, changed = group.on_timer(self._topic_image, self._clock())
             if expired:
                 log.info("consumer group %r: members %s expired", group.group_id, ", ".join(expired))
-            if changed:
-                self._store_consumer_epoch(group)  # failures are logged by the append; the epoch is rewritten later
+            self._store_consumer_changes(group, changed)  # a failure is logged by the append
             self._reschedule(group)
             return
         self._apply(group, group.on_timer(self._clock()))

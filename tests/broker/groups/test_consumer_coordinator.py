@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
@@ -25,6 +26,12 @@ class Topics:
     def topic_names(self) -> Iterable[str]:
         return list(self.counts)
 
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return uuid.uuid5(uuid.NAMESPACE_URL, topic) if topic in self.counts else None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return next((t for t in self.counts if uuid.uuid5(uuid.NAMESPACE_URL, t) == topic_id), None)
+
 
 def coordinator(topic: InMemoryOffsetsTopic, sched: ManualScheduler, topics: Topics) -> GroupCoordinator:
     return GroupCoordinator(offsets_topic=topic, num_partitions=PARTITIONS, clock=sched.now, scheduler=sched,
@@ -47,7 +54,7 @@ async def beat(coord: GroupCoordinator, member: str, epoch: int, group: str = "g
     return await coord.consumer_group_heartbeat(group, HeartbeatRequest(member_id=member, member_epoch=epoch))
 
 
-async def test_epoch_and_offsets_survive_a_failover_and_members_rejoin() -> None:
+async def test_a_new_coordinator_takes_over_members_epochs_and_offsets() -> None:
     topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=2)
     coord = await start(coordinator(topic, sched, topics))
     a = await join(coord, "a")
@@ -59,17 +66,41 @@ async def test_epoch_and_offsets_survive_a_failover_and_members_rejoin() -> None
     epochs = [v for k, v in topic.decoded(partition) if isinstance(k, ConsumerGroupMetadataKey)]
     assert epochs == [ConsumerGroupMetadataValue(1), ConsumerGroupMetadataValue(2)]
     assert any(isinstance(k, OffsetCommitKey) for k, _ in topic.decoded(partition))
+    before = (await coord.consumer_group_describe(["g"]))[0]
 
     await coord.stop()
     new = await start(coordinator(topic, sched, topics))
-    (described,) = await new.consumer_group_describe(["g"])
-    assert (described.error, described.state, described.group_epoch) == (OK, "Empty", 2)
+    (after,) = await new.consumer_group_describe(["g"])
+    assert after == before  # members, epochs, assignments and targets, as they were
     assert (await new.fetch_offsets(group_id="g", partitions=[("t", 0)])).offsets[("t", 0)].offset == 42
-    # The members are unknown to the new coordinator: they rejoin, at a later epoch than before.
-    assert (await beat(new, "a", 1)).error is ErrorCode.unknown_member_id
-    again = await join(new, "a")
-    assert (again.error, again.member_epoch, again.assignment) == (OK, 3, {"t": frozenset({0, 1})})
+    # The members go on without a rebalance: a is told to revoke, then b gets its partition.
+    a1 = await beat(new, "a", 1)
+    assert a1.error is OK and a1.member_epoch == 1 and len(a1.assignment["t"]) == 1
+    a2 = await new.consumer_group_heartbeat("g", HeartbeatRequest(member_id="a", member_epoch=1, owned=a1.assignment))
+    assert a2.member_epoch == 2
+    b1 = await new.consumer_group_heartbeat("g", HeartbeatRequest(member_id="b", member_epoch=2, owned={}))
+    assert b1.assignment == {"t": frozenset({0, 1}) - a1.assignment["t"]}
     assert new.group_type("g") == "consumer"
+    # A member the new coordinator does not know (it left meanwhile) rejoins after UNKNOWN_MEMBER_ID.
+    assert (await beat(new, "zed", 4)).error is ErrorCode.unknown_member_id
+
+    # Removed members leave tombstones: after b leaves and another failover, only a is there.
+    assert (await beat(new, "b", -1)).error is OK
+    await new.stop()
+    third = await start(coordinator(topic, sched, topics))
+    (last,) = await third.consumer_group_describe(["g"])
+    assert [m.member_id for m in last.members] == ["a"] and last.group_epoch == 3
+
+
+async def test_members_expire_after_a_failover_when_they_do_not_come_back() -> None:
+    topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=1)
+    coord = await start(coordinator(topic, sched, topics))
+    await join(coord, "a")
+    await coord.stop()
+    new = await start(coordinator(topic, sched, topics))
+    sched.advance(45_000)  # the restored session runs out
+    (described,) = await new.consumer_group_describe(["g"])
+    assert (described.state, described.members, described.group_epoch) == ("Empty", [], 2)
 
 
 async def test_session_timeout_through_the_timer() -> None:

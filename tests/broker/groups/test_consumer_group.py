@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 
 import pytest
@@ -30,6 +31,12 @@ class Topics:
 
     def topic_names(self) -> Iterable[str]:
         return list(self.counts)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return uuid.uuid5(uuid.NAMESPACE_URL, topic) if topic in self.counts else None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return next((t for t in self.counts if uuid.uuid5(uuid.NAMESPACE_URL, t) == topic_id), None)
 
 
 def join(group: ConsumerGroup, topics: Topics, member: str, subscribed: tuple[str, ...] = ("t",), *,

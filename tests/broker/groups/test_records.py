@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 from hypothesis import given, settings
@@ -10,8 +11,17 @@ from hypothesis import strategies as st
 
 from tinystream.broker.groups.errors import RecordDecodeError
 from tinystream.broker.groups.records import (
+    CURRENT_MEMBER_ASSIGNMENT,
+    MEMBER_METADATA,
+    TARGET_ASSIGNMENT_MEMBER,
+    ConsumerCurrentAssignmentValue,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
+    ConsumerMemberKey,
+    ConsumerMemberMetadataValue,
+    ConsumerTargetMemberValue,
+    ConsumerTargetMetadataKey,
+    ConsumerTargetMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -19,6 +29,7 @@ from tinystream.broker.groups.records import (
     OffsetCommitValue,
     UnknownKey,
     decode_consumer_group_metadata_value,
+    decode_consumer_member_value,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
@@ -27,6 +38,7 @@ from tinystream.broker.groups.records import (
     encode_group_metadata_value,
     encode_key,
     encode_offset_commit_value,
+    encode_value,
 )
 
 
@@ -92,7 +104,32 @@ def test_decode_key_recognises_all_key_versions() -> None:
     # Version 3 is a KIP-848 consumer group's epoch; 4+ (its members, target assignment, share groups)
     # are skipped, not an error.
     assert decode_key(struct.pack(">h", 3) + _str("g")) == ConsumerGroupMetadataKey("g")
-    assert decode_key(struct.pack(">h", 5) + _str("g") + _str("m")) == UnknownKey(5)
+    assert decode_key(struct.pack(">h", 5) + _str("g") + _str("m")) == ConsumerMemberKey(5, "g", "m")
+    assert decode_key(struct.pack(">h", 4) + _str("g")) == UnknownKey(4)  # partition metadata: not kept
+    assert decode_key(struct.pack(">h", 11) + _str("g")) == UnknownKey(11)  # share groups
+
+
+def test_consumer_member_records_round_trip_in_kafkas_layout() -> None:
+    tid = uuid.UUID(int=7)
+    values = [
+        (ConsumerMemberKey(MEMBER_METADATA, "g", "m"), ConsumerMemberMetadataValue(
+            instance_id=None, rack_id="r1", client_id="c", client_host="/h", subscribed_topic_names=("a", "b"),
+            subscribed_topic_regex=None, rebalance_timeout_ms=300_000, server_assignor="range")),
+        (ConsumerTargetMetadataKey("g"), ConsumerTargetMetadataValue(4)),
+        (ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, "g", "m"), ConsumerTargetMemberValue(((tid, (0, 2)),))),
+        (ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, "g", "m"), ConsumerCurrentAssignmentValue(
+            member_epoch=4, previous_member_epoch=3, state=1, assigned=((tid, (0,)),),
+            pending_revocation=((tid, (2,)),))),
+    ]
+    for key, value in values:
+        raw_key, raw_value = encode_key(key), encode_value(value)
+        assert decode_key(raw_key) == key
+        assert decode_value(decode_key(raw_key), raw_value) == value
+    # ConsumerGroupTargetAssignmentMemberValue v0: version, compact array (N+1), uuid, compact int32 array, tags.
+    raw = encode_value(ConsumerTargetMemberValue(((tid, (0, 2)),)))
+    assert raw == struct.pack(">h", 0) + b"\x02" + tid.bytes + b"\x03" + struct.pack(">ii", 0, 2) + b"\x00\x00"
+    with pytest.raises(RecordDecodeError):
+        decode_consumer_member_value(TARGET_ASSIGNMENT_MEMBER, raw[:-5])
 
 
 def test_consumer_group_metadata_in_kafkas_layout() -> None:
