@@ -677,13 +677,15 @@ class ConsumerGroup:
 
     # ----------------------------------------------------------------- offsets
 
-    def validate_commit(self, *, member_id: str, member_epoch: int, api_version: int, transactional: bool = False) -> ErrorCode:
+    def validate_commit(self, *, member_id: str, member_epoch: int, api_version: int, transactional: bool = False,
+                        instance_id: str | None = None) -> ErrorCode:
         """May this member commit offsets? (Kafka ConsumerGroup.validateOffsetCommit)"""
         if self.dead:
             return ErrorCode.coordinator_not_available
-        if member_epoch < 0 and not member_id:
-            # Admin tools and standalone consumers commit with no member: only while nobody consumes.
-            return _OK if transactional or not self.members else ErrorCode.unknown_member_id
+        if member_epoch < 0 and not self.members:
+            return _OK  # admin tools and standalone consumers: only while nobody consumes
+        if transactional and member_epoch == -1 and not member_id and instance_id is None:
+            return _OK  # TxnOffsetCommit need not name a member (KIP-447)
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id

@@ -701,9 +701,8 @@ class GroupCoordinator:
             group = self._new_group(group_id)
         now = self._clock()
         if error is _OK and isinstance(group, ConsumerGroup):
-            if generation_id >= 0 or member_id:
-                error = group.validate_commit(member_id=member_id, member_epoch=generation_id, api_version=9,
-                                              transactional=True)
+            error = group.validate_commit(member_id=member_id, member_epoch=generation_id, api_version=9,
+                                          transactional=True, instance_id=group_instance_id)
         elif error is _OK and isinstance(group, Group) and generation_id >= 0:
             error = group.validate_commit(
                 member_id=member_id, group_instance_id=group_instance_id, generation_id=generation_id, now=now

@@ -278,6 +278,11 @@ def test_offset_commit_checks_the_member_epoch() -> None:
     assert g.validate_commit(member_id="a", member_epoch=1, api_version=8) is ErrorCode.unsupported_version
     # No member (admin tool): only while the group is empty.
     assert g.validate_commit(member_id="", member_epoch=-1, api_version=9) is ErrorCode.unknown_member_id
+    # A transaction (TxnOffsetCommit) need not name the member; when it does, its epoch is checked.
+    assert g.validate_commit(member_id="", member_epoch=-1, api_version=9, transactional=True) is OK
+    assert g.validate_commit(member_id="a", member_epoch=0, api_version=3,
+                             transactional=True) is ErrorCode.stale_member_epoch
+    assert g.validate_commit(member_id="a", member_epoch=1, api_version=3, transactional=True) is OK
     beat(g, topics, "a", -1)
     assert g.validate_commit(member_id="", member_epoch=-1, api_version=9) is OK
     assert g.deletion_error() is OK
