@@ -49,7 +49,9 @@ def test_describe_shows_members_and_assignment(tmp_path) -> None:
             listed = CliRunner().invoke(cli, ["groups", "list", "-b", broker.bootstrap])
             assert {"kip848", "old-style"} <= set(listed.output.split())
             text = broker.broker.metrics.exposition().decode()
-            assert 'group="kip848"' in text
+            assert 'tinystream_consumer_group_epoch{group="kip848"} 1.0' in text
+            assert 'tinystream_consumer_group_members{group="kip848",state="stable"} 1.0' in text
+            assert 'tinystream_consumer_group_epoch{group="old-style"}' not in text  # classic groups have none
             # The dashboard's rows (admin HTTP /api/groups) show the members and who owns each partition.
             rows = asyncio.run_coroutine_threadsafe(group_rows(broker.broker.ctx), broker.loop).result(10)
             (row,) = [r for r in rows if r["group_id"] == "kip848"]
