@@ -176,3 +176,22 @@ async def test_a_failed_epoch_append_is_reported() -> None:
     coord = await start(coordinator(topic, sched, topics))
     topic.fail_next(ErrorCode.not_leader_or_follower)
     assert (await join(coord, "a")).error is ErrorCode.not_coordinator
+
+
+async def test_transactional_offsets_of_a_consumer_group_member() -> None:
+    """TxnOffsetCommit (KIP-447) from a KIP-848 member: checked by member epoch, visible on COMMIT."""
+    topic, sched, topics = InMemoryOffsetsTopic(), ManualScheduler(), Topics(t=1)
+    coord = await start(coordinator(topic, sched, topics))
+    await join(coord, "a")
+
+    async def txn(epoch: int, member: str = "a", offset: int = 5) -> dict:
+        return await coord.txn_offset_commit(group_id="g", producer_id=9, producer_epoch=0, generation_id=epoch,
+                                             member_id=member, group_instance_id=None,
+                                             offsets={("t", 0): (offset, -1, "")})
+
+    assert await txn(0) == {("t", 0): ErrorCode.stale_member_epoch}
+    assert await txn(1, member="ghost") == {("t", 0): ErrorCode.unknown_member_id}
+    assert await txn(1) == {("t", 0): OK}
+    assert coord.committed("g") == {}  # pending until the transaction commits
+    assert coord.complete_txn(partition_for_group("g", PARTITIONS), 9, commit=True) == 1
+    assert coord.committed("g") == {("t", 0): 5}
