@@ -225,7 +225,7 @@ class ConsumerGroup:
     ) -> None:
         self.group_id = group_id
         self.group_epoch = group_epoch
-        self.assignment_epoch = group_epoch  # a loaded group's target is recomputed on the first bump
+        self.assignment_epoch = group_epoch  # the target assignment's epoch (`restore` sets a loaded one)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
