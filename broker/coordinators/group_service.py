@@ -74,6 +74,7 @@ class GroupService:
             topic_image=TopicsView(topics),
             consumer_session_timeout_ms=settings.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=[name.strip() for name in settings.group_consumer_assignors.split(",")],
         )
         self._loads: set[asyncio.Task[Any]] = set()
         topics.on_partitions_opened.append(self._on_partitions_opened)

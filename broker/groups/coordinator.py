@@ -53,7 +53,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -181,7 +181,7 @@ class GroupCoordinator:
         topic_image: TopicImage | None = None,  # what consumer groups (KIP-848) assign
         consumer_session_timeout_ms: int = 45_000,  # group.consumer.session.timeout.ms
         consumer_heartbeat_interval_ms: int = 5_000,  # group.consumer.heartbeat.interval.ms
-        consumer_assignor: str = DEFAULT_ASSIGNOR,  # the first of group.consumer.assignors
+        consumer_assignors: Sequence[str] = (DEFAULT_ASSIGNOR, "range"),  # group.consumer.assignors; first: default
     ) -> None:
         if num_partitions < 1:
             raise ValueError(f"num_partitions must be positive, got {num_partitions}")
@@ -194,12 +194,14 @@ class GroupCoordinator:
         self._metadata_max = offset_metadata_max_bytes
         self._scheduler: Scheduler = scheduler if scheduler is not None else LoopScheduler()
         self._member_id_factory = member_id_factory
-        if consumer_assignor not in ASSIGNORS:
-            raise ValueError(f"unknown consumer group assignor {consumer_assignor!r}; known: {sorted(ASSIGNORS)}")
+        unknown = [name for name in consumer_assignors if name not in ASSIGNORS]
+        if unknown or not consumer_assignors:
+            raise ValueError(f"consumer group assignors {list(consumer_assignors)!r}: choose among {sorted(ASSIGNORS)}")
         self._topic_image: TopicImage = topic_image if topic_image is not None else _NoTopics()
         self._consumer_session_ms = consumer_session_timeout_ms
         self._consumer_heartbeat_ms = consumer_heartbeat_interval_ms
-        self._consumer_assignor = consumer_assignor
+        self._consumer_assignors = {name: ASSIGNORS[name] for name in consumer_assignors}
+        self._consumer_assignor = consumer_assignors[0]
         self._consumer_groups: dict[str, ConsumerGroup] = {}
         self._active = False
         self._partitions: dict[int, _Loading] = {}
@@ -551,6 +553,7 @@ class GroupCoordinator:
             group_epoch=epoch,
             session_timeout_ms=self._consumer_session_ms,
             heartbeat_interval_ms=self._consumer_heartbeat_ms,
+            assignors=self._consumer_assignors,
             default_assignor=self._consumer_assignor,
         )
         self._consumer_groups[group_id] = cgroup

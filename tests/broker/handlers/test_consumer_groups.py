@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.protocol.codec import millis
@@ -205,3 +206,30 @@ async def test_a_restarted_coordinator_keeps_members_epochs_and_offsets(tmp_path
         finally:
             await client.close()
             await b.stop()
+
+
+async def test_the_broker_chooses_its_assignors(tmp_path):
+    """group.consumer.assignors: the first is the default, the others may be asked for, nothing else."""
+    import pydantic
+
+    from tinystream.broker.app import Broker
+    from tinystream.broker.protocol.client import KafkaClient
+    from tinystream.testing.broker import test_settings
+
+    with pytest.raises(pydantic.ValidationError, match="group.consumer.assignors"):
+        test_settings(tmp_path / "bad", **{"group.consumer.assignors": "sticky"})
+    b = Broker(test_settings(tmp_path / "d", **{"group.consumer.assignors": "range"}))
+    await b.start()
+    client = await KafkaClient.connect(b.info.host, b.info.port)
+    try:
+        await create_topic(client, "t", partitions=2)
+        await ready(b, client, "ranged")
+        assert (await client.request(join("ranged", "m1"))).error_code == ErrorCode.none
+        refused = await client.request(join("ranged", "m2", assignor="uniform"))
+        assert refused.error_code == ErrorCode.unsupported_assignor
+        assert refused.error_message == "ServerAssignor uniform is not supported. Supported assignors: range."
+        described = await client.request(request(DESCRIBE, 1, group_ids=("ranged",), include_authorized_operations=False))
+        assert described.groups[0].assignor_name == "range"
+    finally:
+        await client.close()
+        await b.stop()
