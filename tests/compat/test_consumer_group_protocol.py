@@ -152,6 +152,34 @@ def test_confluent_regex_subscription_follows_new_topics(bootstrap):
         member.close()
 
 
+def test_confluent_static_member_comes_back_without_a_rebalance(bootstrap, new_topic):
+    """group.instance.id: close leaves with epoch -2 (the member stays, holding its partitions); a new
+    incarnation with the same instance id takes its place and its partitions at the same group epoch."""
+    ch.require_client("confluent")
+    topic, group = new_topic(2), ch.unique_name("kip848-static")
+
+    def member():
+        from confluent_kafka import Consumer
+
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                      "group.instance.id": "instance-1"})
+        c.subscribe([topic])
+        wait_for(lambda: len(c.assignment()) == 2, 30, "the static member's partitions", tick=lambda: c.poll(0.1))
+        return c
+
+    first = member()
+    before = describe_consumer_group(bootstrap, group)
+    first.close()
+    left = describe_consumer_group(bootstrap, group)
+    assert [m.member_epoch for m in left.members] == [-2] and left.group_epoch == before.group_epoch
+    second = member()
+    after = describe_consumer_group(bootstrap, group)
+    second.close()
+    assert after.group_epoch == before.group_epoch  # no rebalance
+    assert len(after.members) == 1 and after.members[0].member_id != before.members[0].member_id
+    assert after.members[0].assignment == {topic: [0, 1]}
+
+
 def test_confluent_member_goes_on_after_its_coordinator_restarts(own_broker):  # noqa: F811 - the fixture
     """SIGKILL the broker under a member: the restarted coordinator loads the group (epoch, member,
     assignment, offsets) and the member goes on from the committed offsets without a rebalance."""
