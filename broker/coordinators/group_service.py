@@ -4,13 +4,15 @@ The coordinator (`tinystream.broker.groups`) is pure of I/O apart from its
 `OffsetsTopic`; this module gives it `LogOffsetsTopic`, creates
 __consumer_offsets on first use (FindCoordinator, as Kafka does), and loads a
 partition's groups into the coordinator whenever this broker opens (leads)
-that partition — at start, on creation, and later on leader changes.
+that partition — at start, on creation, and later on leader changes. Consumer
+groups (KIP-848) read the topics through `TopicsView`, to assign partitions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +26,28 @@ from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
 
 log = logging.getLogger(__name__)
+
+
+class TopicsView:
+    """The broker's topics as KIP-848 consumer groups see them (the groups package's TopicImage)."""
+
+    def __init__(self, topics: TopicManager) -> None:
+        self._topics = topics
+
+    def partition_count(self, topic: str) -> int | None:
+        spec = self._topics.get(topic)
+        return spec.partitions if spec is not None else None
+
+    def topic_names(self) -> list[str]:
+        return [spec.name for spec in self._topics.topics()]
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        spec = self._topics.get(topic)
+        return spec.topic_id if spec is not None else None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        spec = self._topics.store.by_id(topic_id)
+        return spec.name if spec is not None else None
 
 
 class GroupService:
@@ -47,6 +71,10 @@ class GroupService:
             initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
             min_session_timeout_ms=settings.group_min_session_timeout_ms,
             max_session_timeout_ms=settings.group_max_session_timeout_ms,
+            topic_image=TopicsView(topics),
+            consumer_session_timeout_ms=settings.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=[name.strip() for name in settings.group_consumer_assignors.split(",")],
         )
         self._loads: set[asyncio.Task[Any]] = set()
         topics.on_partitions_opened.append(self._on_partitions_opened)

@@ -25,8 +25,23 @@ partition with a pending transactional offset.
 Timers: one per group, armed at the group's next deadline; an injected
 `Scheduler` and clock make tests deterministic.
 
+Consumer groups of the next-generation protocol (KIP-848) live beside the
+classic ones, one dict each (a group id is in at most one):
+ConsumerGroupHeartbeat runs the pure `ConsumerGroup`, persists the group
+epoch (a ConsumerGroupMetadata record) when it moves, and answers at once -
+nothing parks. Offsets are shared: OffsetCommit / OffsetFetch / TxnOffsetCommit
+reach whichever group holds the id, checked by member epoch for a consumer
+group. An empty group of one type turns into the other on the other type's
+first join (Kafka's online upgrade / downgrade of empty groups); a non-empty
+one refuses (GROUP_ID_NOT_FOUND for a heartbeat, INCONSISTENT_GROUP_PROTOCOL
+for a JoinGroup). Every change a heartbeat makes is appended (Kafka's
+member, epoch and assignment records, `consumer_persistence`) before it is
+answered, so a new coordinator loads the members at their epochs and they go
+on without a rebalance; a member it does not know gets UNKNOWN_MEMBER_ID and
+rejoins with epoch 0.
+
 Precedent throughout: Kafka's GroupCoordinator.scala (3.x) and the
-group-coordinator module's ClassicGroup.
+group-coordinator module's ClassicGroup, ConsumerGroup and GroupMetadataManager.
 """
 
 from __future__ import annotations
@@ -38,11 +53,14 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from tinystream.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from tinystream.broker.groups.consumer_group import ConsumerGroup, HeartbeatRequest, HeartbeatResult, TopicImage
+from tinystream.broker.groups.consumer_persistence import ConsumerGroupLog, records_for, tombstones_for
 from tinystream.broker.groups.errors import (
     RecordDecodeError,
     append_failure_code,
@@ -60,6 +78,7 @@ from tinystream.broker.groups.group import (
 )
 from tinystream.broker.groups.persistence import OffsetsTopic, Record, TxnMarker, TxnRecord
 from tinystream.broker.groups.records import (
+    ConsumerGroupMetadataKey,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -71,6 +90,7 @@ from tinystream.broker.groups.records import (
     encode_offset_commit_value,
 )
 from tinystream.broker.groups.results import (
+    ConsumerGroupDescription,
     FetchOffsetsResult,
     GroupDescription,
     GroupListing,
@@ -122,6 +142,22 @@ def _new_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
+class _NoTopics:
+    """The topic image of a coordinator wired without one (tests of classic groups): no topics."""
+
+    def partition_count(self, topic: str) -> int | None:
+        return None
+
+    def topic_names(self) -> list[str]:
+        return []
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return None
+
+
 class _Loading(enum.Enum):
     LOADING = "loading"
     LOADED = "loaded"
@@ -142,6 +178,10 @@ class GroupCoordinator:
         offset_metadata_max_bytes: int = 4096,  # offset.metadata.max.bytes
         scheduler: Scheduler | None = None,
         member_id_factory: Callable[[str], str] = _new_member_id,
+        topic_image: TopicImage | None = None,  # what consumer groups (KIP-848) assign
+        consumer_session_timeout_ms: int = 45_000,  # group.consumer.session.timeout.ms
+        consumer_heartbeat_interval_ms: int = 5_000,  # group.consumer.heartbeat.interval.ms
+        consumer_assignors: Sequence[str] = (DEFAULT_ASSIGNOR, "range"),  # group.consumer.assignors; first: default
     ) -> None:
         if num_partitions < 1:
             raise ValueError(f"num_partitions must be positive, got {num_partitions}")
@@ -154,6 +194,15 @@ class GroupCoordinator:
         self._metadata_max = offset_metadata_max_bytes
         self._scheduler: Scheduler = scheduler if scheduler is not None else LoopScheduler()
         self._member_id_factory = member_id_factory
+        unknown = [name for name in consumer_assignors if name not in ASSIGNORS]
+        if unknown or not consumer_assignors:
+            raise ValueError(f"consumer group assignors {list(consumer_assignors)!r}: choose among {sorted(ASSIGNORS)}")
+        self._topic_image: TopicImage = topic_image if topic_image is not None else _NoTopics()
+        self._consumer_session_ms = consumer_session_timeout_ms
+        self._consumer_heartbeat_ms = consumer_heartbeat_interval_ms
+        self._consumer_assignors = {name: ASSIGNORS[name] for name in consumer_assignors}
+        self._consumer_assignor = consumer_assignors[0]
+        self._consumer_groups: dict[str, ConsumerGroup] = {}
         self._active = False
         self._partitions: dict[int, _Loading] = {}
         self._load_tokens: dict[int, int] = {}
@@ -202,6 +251,7 @@ class GroupCoordinator:
         self._partitions[partition] = _Loading.LOADING
         self._load_tokens[partition] = token
         group_values: dict[str, GroupMetadataValue | None] = {}
+        consumer_log = ConsumerGroupLog()  # KIP-848 groups: epochs, members, target assignments
         offsets: dict[str, dict[tuple[str, int], OffsetCommitValue | None]] = defaultdict(dict)
         pending: dict[int, dict[str, dict[tuple[str, int], OffsetCommitValue]]] = {}
         try:
@@ -229,6 +279,11 @@ class GroupCoordinator:
                 elif isinstance(key, GroupMetadataKey):
                     assert value is None or isinstance(value, GroupMetadataValue)
                     group_values[key.group] = value
+                    if value is not None:
+                        consumer_log.forget(key.group)  # the group turned classic
+                elif consumer_log.add(key, value):
+                    if isinstance(key, ConsumerGroupMetadataKey) and value is not None:
+                        group_values.pop(key.group, None)  # the group turned into a consumer group
                 if count % _LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                     if self._load_tokens.get(partition) != token:
@@ -248,7 +303,8 @@ class GroupCoordinator:
                                         commit_timestamp=v.commit_timestamp)
                     for tp, v in values.items()
                 }
-        for group_id in group_values.keys() | offsets.keys() | {g for by in pending.values() for g in by}:
+        for group_id in (group_values.keys() | consumer_log.group_ids() | offsets.keys()
+                         | {g for by in pending.values() for g in by}):
             value = group_values.get(group_id)
             kept = {
                 tp: CommittedOffset(
@@ -260,6 +316,13 @@ class GroupCoordinator:
                 for tp, v in offsets.get(group_id, {}).items()
                 if v is not None
             }
+            if group_id in consumer_log.group_ids():
+                # A KIP-848 group: members go on at their epochs, their sessions restarted.
+                cgroup = consumer_log.build(group_id, lambda gid, epoch: self._new_consumer_group(gid, epoch=epoch),
+                                            topics=self._topic_image, now=now)
+                cgroup.offsets = kept
+                self._reschedule(cgroup)
+                continue
             if value is None and not kept:
                 continue  # deleted (tombstoned) group
             if value is None:
@@ -273,7 +336,7 @@ class GroupCoordinator:
         self._partitions[partition] = _Loading.LOADED
         for producer_id, commit in self._deferred_txn.pop(partition, []):
             self.complete_txn(partition, producer_id, commit)
-        loaded = sum(1 for g in self._groups if self._partition(g) == partition)
+        loaded = sum(1 for g in [*self._groups, *self._consumer_groups] if self._partition(g) == partition)
         log.info("__consumer_offsets-%d loaded: %d groups", partition, loaded)
 
     async def unload_partition(self, partition: int) -> None:
@@ -282,6 +345,8 @@ class GroupCoordinator:
         self._load_tokens.pop(partition, None)
         for group in [g for gid, g in self._groups.items() if self._partition(gid) == partition]:
             self._drop_group(group, ErrorCode.not_coordinator)
+        for gid in [gid for gid in self._consumer_groups if self._partition(gid) == partition]:
+            self._drop_consumer_group(gid)
         for by_group in self._pending_txn.values():
             for gid in [g for g in by_group if self._partition(g) == partition]:
                 del by_group[gid]
@@ -314,6 +379,12 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty_id=False)
         if error is _OK and not self._min_session_ms <= session_timeout_ms <= self._max_session_ms:
             error = ErrorCode.invalid_session_timeout
+        cgroup = self._consumer_groups.get(group_id)
+        if error is _OK and cgroup is not None:
+            if not cgroup.is_empty():
+                # Kafka (no online migration of a group with members): a classic member cannot join it.
+                return JoinGroupResult(error=ErrorCode.inconsistent_group_protocol, member_id=member_id)
+            error = await self._downgrade(cgroup)
         group = self._groups.get(group_id)
         if error is _OK and group is None:
             if member_id != "":
@@ -417,6 +488,106 @@ class GroupCoordinator:
         self._apply(group, outcome.effects)
         return LeaveGroupResult(error=outcome.error, members=outcome.members)
 
+    # ================================================================ consumer groups (KIP-848)
+
+    async def consumer_group_heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: answered at once, after the group epoch (if it moved) is durable."""
+        if not group_id.strip():
+            return HeartbeatResult(error=ErrorCode.invalid_request, error_message="GroupId can't be empty.")
+        error = self._status(group_id, allow_empty_id=False)
+        if error is not _OK:
+            return HeartbeatResult(error=error)
+        cgroup = self._consumer_groups.get(group_id)
+        classic = self._groups.get(group_id) if cgroup is None else None
+        if cgroup is None:
+            if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+                return HeartbeatResult(error=ErrorCode.group_id_not_found,
+                                       error_message=f"Group {group_id} is not a consumer group.")
+            if request.member_epoch != 0:
+                # Gone (expired or deleted): the member must rejoin with epoch 0.
+                return HeartbeatResult(error=ErrorCode.unknown_member_id,
+                                       error_message=f"Consumer group {group_id} not found.")
+            cgroup = self._new_consumer_group(group_id)
+            if classic is not None:
+                cgroup.offsets = dict(classic.offsets)
+        outcome = cgroup.heartbeat(request, topics=self._topic_image, now=self._clock())
+        if outcome.result.error is not _OK:
+            if classic is not None or (cgroup.is_empty() and cgroup.group_epoch == 0 and not cgroup.offsets):
+                self._consumer_groups.pop(group_id, None)  # created by this failed request: forget it
+            return outcome.result
+        if classic is not None:
+            # KIP-848 online upgrade of an empty classic group: the offsets move with it.
+            self._groups.pop(group_id, None)
+            self._cancel_timer(group_id)
+        self._reschedule(cgroup)
+        stored = await self._await_append(self._store_consumer_changes(cgroup, outcome.epoch_changed))
+        if stored is not _OK:
+            return HeartbeatResult(error=group_store_error(stored))
+        return outcome.result
+
+    async def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
+        """ConsumerGroupDescribe (Kafka: GROUP_ID_NOT_FOUND for an unknown id or a classic group)."""
+        out = []
+        for group_id in group_ids:
+            error = self._status(group_id, allow_empty_id=True)
+            cgroup = self._consumer_groups.get(group_id)
+            if error is not _OK:
+                out.append(ConsumerGroupDescription(error=error, group_id=group_id))
+            elif cgroup is not None:
+                out.append(cgroup.describe())
+            elif group_id in self._groups:
+                out.append(ConsumerGroupDescription(error=ErrorCode.group_id_not_found, group_id=group_id,
+                                                    error_message=f"Group {group_id} is not a consumer group."))
+            else:
+                out.append(ConsumerGroupDescription(error=ErrorCode.group_id_not_found, group_id=group_id,
+                                                    error_message=f"Group {group_id} not found."))
+        return out
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """A KIP-848 group coordinated here (read-only use: metrics, admin HTTP)."""
+        return self._consumer_groups.get(group_id)
+
+    def _new_consumer_group(self, group_id: str, *, epoch: int = 0) -> ConsumerGroup:
+        cgroup = ConsumerGroup(
+            group_id,
+            group_epoch=epoch,
+            session_timeout_ms=self._consumer_session_ms,
+            heartbeat_interval_ms=self._consumer_heartbeat_ms,
+            assignors=self._consumer_assignors,
+            default_assignor=self._consumer_assignor,
+        )
+        self._consumer_groups[group_id] = cgroup
+        return cgroup
+
+    def _store_consumer_changes(self, cgroup: ConsumerGroup, epoch_changed: bool) -> asyncio.Task[ErrorCode]:
+        """Append what the last heartbeat or timer changed (nothing to append: a done task)."""
+        records = records_for(cgroup, cgroup.take_changes(), epoch_changed=epoch_changed, topics=self._topic_image)
+        if not records:
+            async def nothing() -> ErrorCode:
+                return _OK
+
+            return self._spawn(nothing())
+        return self._append(self._partition(cgroup.group_id), records)
+
+    async def _downgrade(self, cgroup: ConsumerGroup) -> ErrorCode:
+        """An empty consumer group becomes classic (its offsets stay): tombstone its consumer record first."""
+        group_id = cgroup.group_id
+        error = await self._await_append(self._append(self._partition(group_id), tombstones_for(group_id, [])))
+        if error is not _OK:
+            return group_store_error(error)
+        if self._consumer_groups.get(group_id) is not cgroup or not cgroup.is_empty():
+            return ErrorCode.rebalance_in_progress  # a consumer member joined meanwhile: retry
+        self._drop_consumer_group(group_id)
+        if group_id not in self._groups:
+            self._new_group(group_id).offsets = dict(cgroup.offsets)
+        return _OK
+
+    def _drop_consumer_group(self, group_id: str) -> None:
+        cgroup = self._consumer_groups.pop(group_id, None)
+        if cgroup is not None:
+            cgroup.dead = True
+        self._cancel_timer(group_id)
+
     # ================================================================ offsets
 
     async def commit_offsets(
@@ -427,9 +598,21 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+        api_version: int = 9,
     ) -> dict[tuple[str, int], ErrorCode]:
-        """OffsetCommit: (offset, leader epoch, metadata) per partition; answered once durable."""
+        """OffsetCommit: (offset, leader epoch, metadata) per partition; answered once durable.
+
+        For a consumer group (KIP-848) `generation_id` is the member epoch (OffsetCommit v9+).
+        """
         error = self._status(group_id, allow_empty_id=True)
+        cgroup = self._consumer_groups.get(group_id) if error is _OK else None
+        if cgroup is not None:
+            error = cgroup.validate_commit(member_id=member_id, member_epoch=generation_id, api_version=api_version)
+            if error is not _OK:
+                return {tp: error for tp in offsets}
+            results = await self._store_offsets(group_id, cgroup, offsets)
+            self._reschedule(cgroup)
+            return results
         group = self._groups.get(group_id)
         if error is _OK and group is None:
             if generation_id < 0:
@@ -450,7 +633,19 @@ class GroupCoordinator:
             if group is not None:
                 self._discard_if_pristine(group)
             return {tp: error for tp in offsets}
+        results = await self._store_offsets(group_id, group, offsets)
+        self._reschedule(group)
+        self._discard_if_pristine(group)
+        return results
 
+    async def _store_offsets(
+        self,
+        group_id: str,
+        group: Group | ConsumerGroup,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Append the offsets, then make them the group's committed offsets; the error per partition."""
+        now = self._clock()
         results: dict[tuple[str, int], ErrorCode] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         for tp, (offset, leader_epoch, metadata) in offsets.items():
@@ -478,14 +673,12 @@ class GroupCoordinator:
             ]
             append_error = await self._await_append(self._append(self._partition(group_id), records))
             if append_error is _OK:
-                if self._groups.get(group_id) is group:
+                if self._lookup(group_id) is group:
                     group.apply_offsets(accepted)
             else:
                 mapped = offset_commit_error(append_error)
                 for tp in accepted:
                     results[tp] = mapped
-        self._reschedule(group)
-        self._discard_if_pristine(group)
         return {tp: results[tp] for tp in offsets}
 
     async def txn_offset_commit(
@@ -506,16 +699,19 @@ class GroupCoordinator:
         and an unknown group is created (Kafka's getOrMaybeCreateGroup).
         """
         error = self._status(group_id, allow_empty_id=False)
-        group = self._groups.get(group_id)
+        group: Group | ConsumerGroup | None = self._lookup(group_id)
         if error is _OK and group is None:
             group = self._new_group(group_id)
         now = self._clock()
-        if error is _OK and group is not None and generation_id >= 0:
+        if error is _OK and isinstance(group, ConsumerGroup):
+            error = group.validate_commit(member_id=member_id, member_epoch=generation_id, api_version=9,
+                                          transactional=True, instance_id=group_instance_id)
+        elif error is _OK and isinstance(group, Group) and generation_id >= 0:
             error = group.validate_commit(
                 member_id=member_id, group_instance_id=group_instance_id, generation_id=generation_id, now=now
             )
         if error is not _OK or group is None:
-            if group is not None:
+            if isinstance(group, Group):
                 self._discard_if_pristine(group)
             return {tp: error for tp in offsets}
         results: dict[tuple[str, int], ErrorCode] = {}
@@ -579,7 +775,7 @@ class GroupCoordinator:
         done = [gid for gid in by_group if self._partition(gid) == partition]
         for gid in done:
             offsets = by_group.pop(gid)
-            group = self._groups.get(gid)
+            group = self._lookup(gid)
             if commit and group is not None:
                 group.apply_offsets(offsets)
                 self._reschedule(group)
@@ -591,17 +787,26 @@ class GroupCoordinator:
         return any(tp in by_group.get(group_id, {}) for by_group in self._pending_txn.values())
 
     async def fetch_offsets(
-        self, *, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool = False
+        self,
+        *,
+        group_id: str,
+        partitions: list[tuple[str, int]] | None,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> FetchOffsetsResult:
         """OffsetFetch; `partitions=None` means every partition the group committed.
 
         require_stable (KIP-447): a partition with a pending transactional
         offset answers UNSTABLE_OFFSET_COMMIT (retriable) instead of an offset.
+        A member of a consumer group (OffsetFetch v9+) is checked by its member epoch.
         """
         error = self._status(group_id, allow_empty_id=True)
+        group = self._lookup(group_id) if error is _OK else None
+        if isinstance(group, ConsumerGroup):
+            error = group.validate_fetch(member_id=member_id, member_epoch=member_epoch)
         if error is not _OK:
             return FetchOffsetsResult(error=error)
-        group = self._groups.get(group_id)
         committed = group.offsets if group is not None else {}
         if partitions is None:
             wanted = list(committed)
@@ -619,37 +824,49 @@ class GroupCoordinator:
 
     def committed(self, group_id: str) -> dict[tuple[str, int], int]:
         """Committed offsets of a group coordinated here (for lag reporting); {} otherwise."""
-        group = self._groups.get(group_id)
+        group = self._lookup(group_id)
         if group is None or self._partitions.get(self._partition(group_id)) is not _Loading.LOADED:
             return {}
         return {tp: c.offset for tp, c in group.offsets.items()}
 
     def stats(self, group_id: str) -> GroupStats | None:
         """Joins, leaves, rebalances and commits of a group coordinated here (for metrics and the dashboard)."""
-        group = self._groups.get(group_id)
+        group = self._lookup(group_id)
         if group is None or self._partitions.get(self._partition(group_id)) is not _Loading.LOADED:
             return None
         return group.stats
 
     # ================================================================ admin: list, describe, delete
 
-    def list_groups(self, states_filter: list[str] | None = None) -> list[GroupListing]:
+    def list_groups(
+        self, states_filter: list[str] | None = None, types_filter: list[str] | None = None
+    ) -> list[GroupListing]:
         """Groups of the loaded partitions; `states_filter` uses Kafka's state
-        names, case-insensitively (KIP-518). Loading partitions are left out
-        (see `loading_partitions`)."""
+        names, case-insensitively (KIP-518), `types_filter` the group types
+        "classic" and "consumer" (KIP-848, ListGroups v5). Loading partitions
+        are left out (see `loading_partitions`)."""
         if not self._active:
             return []
         wanted = {s.lower() for s in states_filter} if states_filter else None
+        types = {t.lower() for t in types_filter} if types_filter else None
         out = []
-        for group_id, group in self._groups.items():
+        everything: list[tuple[str, Group | ConsumerGroup]] = [*self._groups.items(), *self._consumer_groups.items()]
+        for group_id, group in everything:
             if self._partitions.get(self._partition(group_id)) is not _Loading.LOADED:
                 continue
-            if group.state is GroupState.DEAD:
+            listing = group.listing()
+            if listing.state == GroupState.DEAD.value:
                 continue
-            if wanted is not None and group.state.value.lower() not in wanted:
+            if wanted is not None and listing.state.lower() not in wanted:
                 continue
-            out.append(group.listing())
+            if types is not None and self.group_type(group_id) not in types:
+                continue
+            out.append(listing)
         return out
+
+    def group_type(self, group_id: str) -> str:
+        """ "consumer" for a KIP-848 group, "classic" otherwise (ListGroups v5's GroupType)."""
+        return "consumer" if group_id in self._consumer_groups else "classic"
 
     async def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
         out = []
@@ -660,7 +877,8 @@ class GroupCoordinator:
                 continue
             group = self._groups.get(group_id)
             if group is None:
-                # Kafka: an unknown group is described as Dead, without error.
+                # Kafka: an unknown group is described as Dead, without error; so is a consumer
+                # group at DescribeGroups v0-5 (v6 would answer GROUP_ID_NOT_FOUND).
                 out.append(GroupDescription(error=_OK, group_id=group_id, state=GroupState.DEAD.value))
             else:
                 out.append(group.describe())
@@ -674,6 +892,19 @@ class GroupCoordinator:
         now = self._clock()
         for group_id in dict.fromkeys(group_ids):
             error = self._status(group_id, allow_empty_id=True)
+            cgroup = self._consumer_groups.get(group_id) if error is _OK else None
+            if cgroup is not None:
+                error = cgroup.deletion_error()
+                results[group_id] = error
+                if error is _OK:
+                    partition = self._partition(group_id)
+                    tombstones[partition].extend(tombstones_for(group_id, []))
+                    tombstones[partition].extend(
+                        (encode_key(OffsetCommitKey(group_id, topic, p)), None) for topic, p in cgroup.offsets
+                    )
+                    deleted[partition].append(group_id)
+                    self._drop_consumer_group(group_id)
+                continue
             group = self._groups.get(group_id)
             if error is _OK:
                 error = ErrorCode.group_id_not_found if group is None else group.deletion_error()
@@ -717,6 +948,11 @@ class GroupCoordinator:
         if status is _Loading.LOADING:
             return ErrorCode.coordinator_load_in_progress
         return _OK
+
+    def _lookup(self, group_id: str) -> Group | ConsumerGroup | None:
+        """The group of either protocol that holds `group_id`."""
+        group = self._groups.get(group_id)
+        return group if group is not None else self._consumer_groups.get(group_id)
 
     def _new_group(self, group_id: str) -> Group:
         group = Group(group_id, initial_rebalance_delay_ms=self._initial_delay_ms, now=self._clock())
@@ -840,9 +1076,9 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- timers
 
-    def _reschedule(self, group: Group) -> None:
+    def _reschedule(self, group: Group | ConsumerGroup) -> None:
         group_id = group.group_id
-        if self._groups.get(group_id) is not group:
+        if self._lookup(group_id) is not group:
             return
         deadline = group.next_deadline()
         current = self._timers.get(group_id)
@@ -861,9 +1097,16 @@ class GroupCoordinator:
         if current is not None:
             current[1].cancel()
 
-    def _on_timer(self, group: Group) -> None:
+    def _on_timer(self, group: Group | ConsumerGroup) -> None:
         self._timers.pop(group.group_id, None)
-        if self._groups.get(group.group_id) is not group:
+        if self._lookup(group.group_id) is not group:
+            return
+        if isinstance(group, ConsumerGroup):
+            expired, changed = group.on_timer(self._topic_image, self._clock())
+            if expired:
+                log.info("consumer group %r: members %s expired", group.group_id, ", ".join(expired))
+            self._store_consumer_changes(group, changed)  # a failure is logged by the append
+            self._reschedule(group)
             return
         self._apply(group, group.on_timer(self._clock()))
         self._discard_if_pristine(group)

@@ -2,8 +2,12 @@
 
 Every key and value starts with an int16 version. The key version says what
 the record is (Kafka's "coordinator-key" apiKey): 0 and 1 are an offset
-commit, 2 is group metadata; higher ones belong to record types we do not
-keep (the new consumer protocol, share groups) and decode to `UnknownKey`.
+commit, 2 is group metadata, 3 is a KIP-848 consumer group's epoch
+(ConsumerGroupMetadata), 5-8 its members: 5 a member's subscription
+(ConsumerGroupMemberMetadata), 6 the target assignment's epoch, 7 a member's
+target assignment, 8 a member's current assignment and epochs, so a new
+coordinator takes over without a rebalance. 4 (the deprecated partition
+metadata) and higher ones (share and streams groups) decode to `UnknownKey`.
 A record whose value is None is a tombstone: that group or offset is gone.
 
 Layouts (Kafka's group-coordinator message JSONs; strings are int16 length +
@@ -13,6 +17,19 @@ tagged-field section closing every struct)::
 
     OffsetCommitKey    v0-1  group str, topic str, partition i32
     GroupMetadataKey   v2    group str
+    ConsumerGroupMetadataKey   v3    group str
+    ConsumerGroupMetadataValue v0    flexible: epoch i32 (+ tagged MetadataHash in Kafka 4.1, skipped)
+    ConsumerGroupMemberMetadataKey           v5  group str, member str
+    ConsumerGroupMemberMetadataValue         v0  flexible: instanceId str?, rackId str?, clientId str,
+                                                 clientHost str, subscribedTopicNames [str], regex str?,
+                                                 rebalanceTimeoutMs i32, serverAssignor str?
+    ConsumerGroupTargetAssignmentMetadataKey v6  group str;  value v0 flexible: assignmentEpoch i32
+    ConsumerGroupTargetAssignmentMemberKey   v7  group str, member str;
+                                                 value v0 flexible: [topicId uuid, partitions [i32]]
+    ConsumerGroupCurrentMemberAssignmentKey  v8  group str, member str;
+                                                 value v0 flexible: memberEpoch i32, previousMemberEpoch i32,
+                                                 state i8, assigned [topicId uuid, partitions [i32]],
+                                                 pendingRevocation (same)
     OffsetCommitValue  v0    offset i64, metadata str, commitTimestamp i64
                        v1    ... + expireTimestamp i64
                        v2    as v0
@@ -27,7 +44,7 @@ tagged-field section closing every struct)::
                        v4    as v3, flexible
 
 We write what Kafka 3.x writes: OffsetCommitKey v1, OffsetCommitValue v3,
-GroupMetadataKey v2, GroupMetadataValue v3. We read every version above.
+GroupMetadataKey v2, GroupMetadataValue v3, ConsumerGroupMetadataKey v3 / Value v0. We read every version above.
 Decoding checks every declared length against the bytes actually present
 before using it (CVE-2022-34917) and raises RecordDecodeError.
 """
@@ -35,11 +52,28 @@ before using it (CVE-2022-34917) and raises RecordDecodeError.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from tinystream.broker.groups.errors import RecordDecodeError
 
 __all__ = [
+    "CONSUMER_GROUP_METADATA_KEY_VERSION",
+    "CURRENT_MEMBER_ASSIGNMENT",
+    "MEMBER_METADATA",
+    "TARGET_ASSIGNMENT_MEMBER",
+    "TARGET_ASSIGNMENT_METADATA",
+    "ConsumerCurrentAssignmentValue",
+    "ConsumerMemberKey",
+    "ConsumerMemberMetadataValue",
+    "ConsumerTargetMemberValue",
+    "ConsumerTargetMetadataKey",
+    "ConsumerTargetMetadataValue",
+    "TopicIdPartitions",
+    "decode_consumer_member_value",
+    "encode_consumer_member_value",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
     "GROUP_METADATA_KEY_VERSION",
     "GROUP_METADATA_VALUE_VERSION",
     "OFFSET_COMMIT_KEY_VERSION",
@@ -50,10 +84,12 @@ __all__ = [
     "OffsetCommitKey",
     "OffsetCommitValue",
     "UnknownKey",
+    "decode_consumer_group_metadata_value",
     "decode_group_metadata_value",
     "decode_key",
     "decode_offset_commit_value",
     "decode_value",
+    "encode_consumer_group_metadata_value",
     "encode_group_metadata_value",
     "encode_key",
     "encode_offset_commit_value",
@@ -64,6 +100,7 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
+CONSUMER_GROUP_METADATA_KEY_VERSION = 3
 _MAX_VALUE_VERSION = 4
 _FLEXIBLE_FROM = 4
 
@@ -78,6 +115,70 @@ class OffsetCommitKey:
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
     group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataKey:
+    """A KIP-848 consumer group (Kafka's ConsumerGroupMetadataKey)."""
+
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+
+
+#: KIP-848 member record key versions (Kafka's coordinator-key apiKeys).
+MEMBER_METADATA, TARGET_ASSIGNMENT_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT = 5, 6, 7, 8
+
+#: Partitions by topic id, as the KIP-848 records keep them.
+TopicIdPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberKey:
+    """One KIP-848 member's record: `kind` is MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER or CURRENT_MEMBER_ASSIGNMENT."""
+
+    kind: int
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerTargetMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerMemberMetadataValue:
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerTargetMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerTargetMemberValue:
+    partitions: TopicIdPartitions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerCurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState: 0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS
+    assigned: TopicIdPartitions = ()
+    pending_revocation: TopicIdPartitions = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +219,10 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-Key = OffsetCommitKey | GroupMetadataKey | UnknownKey
-Value = OffsetCommitValue | GroupMetadataValue
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupMetadataKey | ConsumerMemberKey | ConsumerTargetMetadataKey | UnknownKey
+Value = (OffsetCommitValue | GroupMetadataValue | ConsumerGroupMetadataValue | ConsumerMemberMetadataValue
+         | ConsumerTargetMetadataValue | ConsumerTargetMemberValue | ConsumerCurrentAssignmentValue)
+KeyToWrite = OffsetCommitKey | GroupMetadataKey | ConsumerGroupMetadataKey | ConsumerMemberKey | ConsumerTargetMetadataKey
 
 
 # --------------------------------------------------------------------------- writer
@@ -130,8 +233,14 @@ class _Writer:
         self.flexible = flexible
         self.parts: list[bytes] = []
 
+    def int8(self, v: int) -> None:
+        self.parts.append(struct.pack(">b", v))
+
     def int16(self, v: int) -> None:
         self.parts.append(struct.pack(">h", v))
+
+    def uuid(self, v: uuid.UUID) -> None:
+        self.parts.append(v.bytes)
 
     def int32(self, v: int) -> None:
         self.parts.append(struct.pack(">i", v))
@@ -197,9 +306,16 @@ class _Reader:
         self.pos += n
         return chunk
 
+    def int8(self) -> int:
+        value: int = struct.unpack(">b", self._take(1))[0]
+        return value
+
     def int16(self) -> int:
         value: int = struct.unpack(">h", self._take(2))[0]
         return value
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(self._take(16)))
 
     def int32(self) -> int:
         value: int = struct.unpack(">i", self._take(4))[0]
@@ -268,8 +384,8 @@ class _Reader:
 # --------------------------------------------------------------------------- keys
 
 
-def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
-    """The record key: OffsetCommitKey v1 or GroupMetadataKey v2."""
+def encode_key(key: KeyToWrite) -> bytes:
+    """The record key: OffsetCommitKey v1, GroupMetadataKey v2, a KIP-848 key v3, v5-8."""
     w = _Writer(flexible=False)
     if isinstance(key, OffsetCommitKey):
         w.int16(OFFSET_COMMIT_KEY_VERSION)
@@ -279,6 +395,18 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
     elif isinstance(key, GroupMetadataKey):
         w.int16(GROUP_METADATA_KEY_VERSION)
         w.string(key.group)
+    elif isinstance(key, ConsumerGroupMetadataKey):
+        w.int16(CONSUMER_GROUP_METADATA_KEY_VERSION)
+        w.string(key.group)
+    elif isinstance(key, ConsumerTargetMetadataKey):
+        w.int16(TARGET_ASSIGNMENT_METADATA)
+        w.string(key.group)
+    elif isinstance(key, ConsumerMemberKey):
+        if key.kind not in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
+            raise ValueError(f"not a member record kind: {key.kind}")
+        w.int16(key.kind)
+        w.string(key.group)
+        w.string(key.member_id)
     else:  # pragma: no cover - typing guards this
         raise TypeError(f"cannot encode key {key!r}")
     return w.getvalue()
@@ -297,6 +425,19 @@ def decode_key(data: bytes) -> Key:
         group = r.string()
         assert group is not None
         return GroupMetadataKey(group)
+    if version == CONSUMER_GROUP_METADATA_KEY_VERSION:
+        group = r.string()
+        assert group is not None
+        return ConsumerGroupMetadataKey(group)
+    if version == TARGET_ASSIGNMENT_METADATA:
+        group = r.string()
+        assert group is not None
+        return ConsumerTargetMetadataKey(group)
+    if version in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
+        group = r.string()
+        member_id = r.string()
+        assert group is not None and member_id is not None
+        return ConsumerMemberKey(version, group, member_id)
     if version < 0:
         raise RecordDecodeError(f"__consumer_offsets key: negative version {version}")
     return UnknownKey(version)
@@ -413,6 +554,124 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     )
 
 
+def encode_consumer_group_metadata_value(value: ConsumerGroupMetadataValue) -> bytes:
+    w = _Writer(flexible=True)
+    w.int16(0)
+    w.int32(value.epoch)
+    w.tagged_fields()
+    return w.getvalue()
+
+
+def decode_consumer_group_metadata_value(data: bytes) -> ConsumerGroupMetadataValue:
+    r = _Reader(data, "ConsumerGroupMetadataValue")
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"ConsumerGroupMetadataValue: unsupported version {version}")
+    r.flexible = True
+    epoch = r.int32()
+    r.tagged_fields()
+    return ConsumerGroupMetadataValue(epoch)
+
+
+def _flexible_v0(data: bytes, what: str) -> _Reader:
+    r = _Reader(data, what)
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"{what}: unsupported version {version}")
+    r.flexible = True
+    return r
+
+
+def _write_partitions(w: _Writer, partitions: TopicIdPartitions) -> None:
+    w.array_length(len(partitions))
+    for topic_id, parts in partitions:
+        w.uuid(topic_id)
+        w.array_length(len(parts))
+        for p in parts:
+            w.int32(p)
+        w.tagged_fields()
+
+
+def _read_partitions(r: _Reader) -> TopicIdPartitions:
+    out = []
+    for _ in range(r.array_length()):  # each entry is >= 18 bytes: the count is bounded by the data
+        topic_id = r.uuid()
+        parts = tuple(r.int32() for _ in range(r.array_length()))
+        r.tagged_fields()  # Kafka 4.3's AssignmentEpochs (tag 0) is skipped
+        out.append((topic_id, parts))
+    return tuple(out)
+
+
+def encode_consumer_member_value(
+    value: ConsumerMemberMetadataValue | ConsumerTargetMetadataValue | ConsumerTargetMemberValue
+    | ConsumerCurrentAssignmentValue,
+) -> bytes:
+    """A KIP-848 member or target record value, version 0 (flexible)."""
+    w = _Writer(flexible=True)
+    w.int16(0)
+    if isinstance(value, ConsumerMemberMetadataValue):
+        w.string(value.instance_id, nullable=True)
+        w.string(value.rack_id, nullable=True)
+        w.string(value.client_id)
+        w.string(value.client_host)
+        w.array_length(len(value.subscribed_topic_names))
+        for name in value.subscribed_topic_names:
+            w.string(name)
+        w.string(value.subscribed_topic_regex, nullable=True)
+        w.int32(value.rebalance_timeout_ms)
+        w.string(value.server_assignor, nullable=True)
+    elif isinstance(value, ConsumerTargetMetadataValue):
+        w.int32(value.assignment_epoch)
+    elif isinstance(value, ConsumerTargetMemberValue):
+        _write_partitions(w, value.partitions)
+    elif isinstance(value, ConsumerCurrentAssignmentValue):
+        w.int32(value.member_epoch)
+        w.int32(value.previous_member_epoch)
+        w.int8(value.state)
+        _write_partitions(w, value.assigned)
+        _write_partitions(w, value.pending_revocation)
+    else:  # pragma: no cover - typing guards this
+        raise TypeError(f"cannot encode {value!r}")
+    w.tagged_fields()
+    return w.getvalue()
+
+
+def decode_consumer_member_value(
+    kind: int, data: bytes
+) -> ConsumerMemberMetadataValue | ConsumerTargetMetadataValue | ConsumerTargetMemberValue | ConsumerCurrentAssignmentValue:
+    """The value of a KIP-848 record of key version `kind` (5-8)."""
+    value: ConsumerMemberMetadataValue | ConsumerTargetMetadataValue | ConsumerTargetMemberValue | ConsumerCurrentAssignmentValue
+    if kind == MEMBER_METADATA:
+        r = _flexible_v0(data, "ConsumerGroupMemberMetadataValue")
+        instance_id = r.string(nullable=True)
+        rack_id = r.string(nullable=True)
+        client_id = r.string()
+        client_host = r.string()
+        names = tuple(r.string() or "" for _ in range(r.array_length()))
+        regex = r.string(nullable=True)
+        rebalance_timeout_ms = r.int32()
+        assignor = r.string(nullable=True)
+        value = ConsumerMemberMetadataValue(
+            instance_id=instance_id, rack_id=rack_id, client_id=client_id or "", client_host=client_host or "",
+            subscribed_topic_names=names, subscribed_topic_regex=regex, rebalance_timeout_ms=rebalance_timeout_ms,
+            server_assignor=assignor)
+    elif kind == TARGET_ASSIGNMENT_METADATA:
+        r = _flexible_v0(data, "ConsumerGroupTargetAssignmentMetadataValue")
+        value = ConsumerTargetMetadataValue(r.int32())
+    elif kind == TARGET_ASSIGNMENT_MEMBER:
+        r = _flexible_v0(data, "ConsumerGroupTargetAssignmentMemberValue")
+        value = ConsumerTargetMemberValue(_read_partitions(r))
+    elif kind == CURRENT_MEMBER_ASSIGNMENT:
+        r = _flexible_v0(data, "ConsumerGroupCurrentMemberAssignmentValue")
+        member_epoch, previous, state = r.int32(), r.int32(), r.int8()
+        value = ConsumerCurrentAssignmentValue(member_epoch=member_epoch, previous_member_epoch=previous, state=state,
+                                               assigned=_read_partitions(r), pending_revocation=_read_partitions(r))
+    else:
+        raise RecordDecodeError(f"not a KIP-848 member record: key version {kind}")
+    r.tagged_fields()
+    return value
+
+
 def encode_value(value: Value | None) -> bytes | None:
     """Encode a value at the version we write; None stays None (a tombstone)."""
     if value is None:
@@ -421,6 +680,11 @@ def encode_value(value: Value | None) -> bytes | None:
         return encode_offset_commit_value(value)
     if isinstance(value, GroupMetadataValue):
         return encode_group_metadata_value(value)
+    if isinstance(value, ConsumerGroupMetadataValue):
+        return encode_consumer_group_metadata_value(value)
+    if isinstance(value, (ConsumerMemberMetadataValue, ConsumerTargetMetadataValue, ConsumerTargetMemberValue,
+                          ConsumerCurrentAssignmentValue)):
+        return encode_consumer_member_value(value)
     raise TypeError(f"cannot encode value {value!r}")  # pragma: no cover
 
 
@@ -430,4 +694,10 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         return None
     if isinstance(key, OffsetCommitKey):
         return decode_offset_commit_value(data)
+    if isinstance(key, ConsumerGroupMetadataKey):
+        return decode_consumer_group_metadata_value(data)
+    if isinstance(key, ConsumerMemberKey):
+        return decode_consumer_member_value(key.kind, data)
+    if isinstance(key, ConsumerTargetMetadataKey):
+        return decode_consumer_member_value(TARGET_ASSIGNMENT_METADATA, data)
     return decode_group_metadata_value(data)

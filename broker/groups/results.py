@@ -16,6 +16,8 @@ from typing import NamedTuple
 from kio.schema.errors import ErrorCode
 
 __all__ = [
+    "ConsumerGroupDescription",
+    "ConsumerMemberDescription",
     "DescribedMember",
     "FetchOffsetsResult",
     "GroupDescription",
@@ -103,3 +105,31 @@ class GroupListing(NamedTuple):
     group_id: str
     protocol_type: str
     state: str
+
+
+class ConsumerMemberDescription(NamedTuple):
+    """One KIP-848 member as ConsumerGroupDescribe shows it (topic names; the handler adds ids)."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: dict[str, frozenset[int]]
+    target_assignment: dict[str, frozenset[int]]
+    state: str  # the member's reconciliation state (stable, unrevoked_partitions, unreleased_partitions)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupDescription:
+    error: ErrorCode
+    group_id: str
+    error_message: str | None = None
+    state: str = ""  # Empty, Assigning, Reconciling, Stable, Dead
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor: str = ""
+    members: list[ConsumerMemberDescription] = field(default_factory=list)

@@ -21,6 +21,7 @@ from tinystream.broker.handlers import (
     client_quotas,
     cluster,
     configs,
+    consumer_groups,
     fetch,
     groups,
     list_offsets,
@@ -80,4 +81,6 @@ HANDLERS: dict[int, Handler] = {
     keys.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
     keys.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_credentials.handle_describe_user_scram_credentials,
     keys.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter_user_scram_credentials,
+    keys.CONSUMER_GROUP_HEARTBEAT: consumer_groups.handle_consumer_group_heartbeat,
+    keys.CONSUMER_GROUP_DESCRIBE: consumer_groups.handle_consumer_group_describe,
 }

@@ -245,6 +245,7 @@ async def handle_offset_commit(ctx: BrokerContext, call: Call) -> Any:
             member_id=body.member_id,
             group_instance_id=getattr(body, "group_instance_id", None),
             offsets=offsets,
+            api_version=call.version,
         )
     topics = []
     for topic in body.topics:
@@ -268,7 +269,8 @@ async def handle_offset_fetch(ctx: BrokerContext, call: Call) -> Any:
         groups = []
         for g in body.groups:
             error, topics = await _fetch_group(ctx, call, g.group_id, g.topics, "OffsetFetchResponseTopics",
-                                               "OffsetFetchResponsePartitions")
+                                               "OffsetFetchResponsePartitions",
+                                               member=(getattr(g, "member_id", None), getattr(g, "member_epoch", -1)))
             groups.append(call.make("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
         return call.respond(throttle_time=millis(0), groups=tuple(groups))
     error, topics = await _fetch_group(ctx, call, body.group_id, body.topics, "OffsetFetchResponseTopic",
@@ -277,7 +279,8 @@ async def handle_offset_fetch(ctx: BrokerContext, call: Call) -> Any:
 
 
 async def _fetch_group(
-    ctx: BrokerContext, call: Call, group_id: str, topics: Any, topic_class: str, partition_class: str
+    ctx: BrokerContext, call: Call, group_id: str, topics: Any, topic_class: str, partition_class: str,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, tuple]:
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     require_stable = bool(getattr(call.body, "require_stable", False))  # v7+, KIP-447
@@ -290,7 +293,8 @@ async def _fetch_group(
         return error, _offset_rows(call, [((t, p), None) for t, p in wanted], {}, error, topic_class, partition_class)
     refused = {(t, p) for t, p in wanted or () if not may_describe(t)}
     asked = None if wanted is None else [tp for tp in wanted if tp not in refused]
-    result = await _coordinator(ctx).fetch_offsets(group_id=group_id, partitions=asked, require_stable=require_stable)
+    result = await _coordinator(ctx).fetch_offsets(group_id=group_id, partitions=asked, require_stable=require_stable,
+                                                   member_id=member[0], member_epoch=member[1])  # v9+, KIP-848
     partition_error = ErrorCode.none if top_level_error else result.error
     if result.error != ErrorCode.none:
         if top_level_error or wanted is None:
@@ -365,11 +369,13 @@ def _described(call: Call, d: Any) -> Any:
 async def handle_list_groups(ctx: BrokerContext, call: Call) -> Any:
     coordinator = _coordinator(ctx)
     states = list(getattr(call.body, "states_filter", ()) or ()) or None
+    types = list(getattr(call.body, "types_filter", ()) or ()) or None  # v5, KIP-848
     error = ErrorCode.coordinator_load_in_progress if coordinator.loading_partitions() else ErrorCode.none
     everything = authz.allowed_cluster(ctx, call, AclOperation.DESCRIBE)
     groups = tuple(
-        call.make("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
-        for g in coordinator.list_groups(states)
+        call.make("ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                  group_type=coordinator.group_type(g.group_id))
+        for g in coordinator.list_groups(states, types)
         if everything or authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.GROUP, g.group_id)
     )
     return call.respond(throttle_time=millis(0), error_code=error, groups=groups)

@@ -137,11 +137,26 @@ class _BrokerStateCollector(Collector):
         committed_g = GaugeMetricFamily("tinystream_consumer_group_committed_offset",
                                         "Committed offset, for groups coordinated here",
                                         labels=["group", "topic", "partition"])
+        # KIP-848 groups: how far their epoch went, and their members by reconciliation state.
+        group_epoch = GaugeMetricFamily("tinystream_consumer_group_epoch",
+                                        "Group epoch of the consumer-protocol (KIP-848) groups coordinated here",
+                                        labels=["group"])
+        group_members = GaugeMetricFamily("tinystream_consumer_group_members",
+                                          "Members of the consumer-protocol (KIP-848) groups coordinated here, "
+                                          "by reconciliation state", labels=["group", "state"])
         groups = getattr(self._ctx, "groups", None)
         activity = _GroupActivity()
         if groups is not None:
             coordinator = groups.coordinator
             for listing in coordinator.list_groups():
+                consumer_group = coordinator.consumer_group(listing.group_id)
+                if consumer_group is not None:
+                    group_epoch.add_metric([listing.group_id], consumer_group.group_epoch)
+                    by_state: dict[str, int] = {}
+                    for member in consumer_group.members.values():
+                        by_state[member.state.value] = by_state.get(member.state.value, 0) + 1
+                    for state, n in sorted(by_state.items()):
+                        group_members.add_metric([listing.group_id, state], n)
                 stats = coordinator.stats(listing.group_id)
                 if stats is not None:
                     activity.add(listing.group_id, stats)
@@ -153,6 +168,8 @@ class _BrokerStateCollector(Collector):
                         lag.add_metric(labels, max(p.high_watermark - offset, 0))
         yield lag
         yield committed_g
+        yield group_epoch
+        yield group_members
         yield from activity.families()
         states = GaugeMetricFamily("tinystream_transactional_ids",
                                    "Transactional ids coordinated here, by transaction state", labels=["state"])

@@ -81,6 +81,8 @@ DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 
 # Requests without a group coordinator wired: advertised only when one is.
 GROUP_APIS = frozenset(
@@ -94,6 +96,8 @@ GROUP_APIS = frozenset(
         DESCRIBE_GROUPS,
         LIST_GROUPS,
         DELETE_GROUPS,
+        CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE,
         # Transactions: TxnOffsetCommit needs the group coordinator, and so does the
         # transaction service (the broker wires both or neither).
         ADD_PARTITIONS_TO_TXN,
@@ -116,14 +120,14 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),  # 8: earliest-local, 9: pending upload, 10: a timeout (KIP-1075)
     ApiRange(METADATA, "Metadata", 0, 12),
     ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),
-    ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 8),
+    ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 9),  # 9: member id and epoch (KIP-848); 10 names topics by id
     ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 4),
     ApiRange(JOIN_GROUP, "JoinGroup", 0, 9),
     ApiRange(HEARTBEAT, "Heartbeat", 0, 4),
     ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5),
     ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
     ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
-    ApiRange(LIST_GROUPS, "ListGroups", 0, 4),
+    ApiRange(LIST_GROUPS, "ListGroups", 0, 5),  # 5: group types (KIP-848)
     # v0 is advertised because librdkafka (kcat, confluent-kafka < 2.x) only sees SASL support when the range
     # holds 0; clients that then send SaslAuthenticate (all current ones) use v1. A v0 client's unframed
     # tokens are refused like any malformed request.
@@ -158,6 +162,9 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
     ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0),
     ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 1),
+    # KIP-848 consumer groups: v1 has client-generated member ids (KIP-1082), what Java 4.x and librdkafka 2.12 send.
+    ApiRange(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
+    ApiRange(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
 )
 
 _BY_KEY = {api.key: api for api in API_TABLE}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -203,12 +204,28 @@ async def group_rows(ctx: BrokerContext) -> list[dict[str, Any]]:
                     "member_id": owner.get((topic, partition)),
                 }
             )
+        protocol = desc.protocol
+        if coordinator.group_type(desc.group_id) == "consumer":
+            # KIP-848: DescribeGroups shows such a group Dead; its members and assignment come from
+            # ConsumerGroupDescribe's view (the assignor stands where a classic group's protocol does).
+            (cdesc,) = await coordinator.consumer_group_describe([desc.group_id])
+            members = [
+                {"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                 "client_host": m.client_host, "member_epoch": m.member_epoch,
+                 "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(m.assignment.items())]}
+                for m in cdesc.members
+            ]
+            owner = {(t["topic"], p): m["member_id"] for m in members for t in m["assignment"] for p in t["partitions"]}
+            for row in offsets:
+                row["member_id"] = owner.get((row["topic"], row["partition"]))
+            desc = replace(desc, state=cdesc.state, protocol_type="consumer")
+            protocol = cdesc.assignor
         rows.append(
             {
                 "group_id": desc.group_id,
                 "state": desc.state,
                 "protocol_type": desc.protocol_type,
-                "protocol": desc.protocol,
+                "protocol": protocol,
                 "coordinator": ctx.cluster.broker_id,
                 "members": members,
                 "offsets": offsets,

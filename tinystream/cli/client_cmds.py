@@ -14,6 +14,7 @@ import orjson
 from kafka import TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 
+from tinystream.cli.consumer_group_describe import DescribedConsumerGroup, describe_consumer_group
 from tinystream.cli.kafka_client import (
     ClientError,
     admin,
@@ -278,7 +279,10 @@ def groups_describe(bootstrap: str, group_id: str, isolation: str) -> None:
         described = client.describe_groups([group_id])
     # kafka-python < 2.3 answers a list of GroupInformation tuples, 2.3+ a dict of dicts by group id.
     groups_found = described.values() if isinstance(described, dict) else described
-    for group in groups_found:
+    consumer_group = describe_consumer_group(bootstrap, group_id)  # KIP-848: DescribeGroups shows it Dead
+    if consumer_group is not None:
+        _echo_consumer_group(consumer_group)
+    for group in groups_found if consumer_group is None else ():
         info = group if isinstance(group, dict) else group._asdict()
         members = info.get("members") or []
         state = info.get("state") or info.get("group_state")
@@ -287,6 +291,20 @@ def groups_describe(bootstrap: str, group_id: str, isolation: str) -> None:
     click.echo(f"{'TOPIC':<30} {'PARTITION':>9} {'COMMITTED':>12} {'END':>12} {'LAG':>10}")
     for row in group_lag(bootstrap, group_id, isolation=isolation):
         click.echo(f"{row.topic:<30} {row.partition:>9} {row.committed:>12} {row.end_offset:>12} {row.lag:>10}")
+
+
+def _echo_consumer_group(group: DescribedConsumerGroup) -> None:
+    """A KIP-848 group: epochs, assignor, and each member's assignment (and target while it differs)."""
+
+    def fmt(assignment: dict[str, list[int]]) -> str:
+        return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items())) or "-"
+
+    click.echo(f"group {group.group_id}  type=consumer  state={group.state}  epoch={group.group_epoch}  "
+               f"assignment-epoch={group.assignment_epoch}  assignor={group.assignor}  members={len(group.members)}")
+    for m in group.members:
+        target = "" if m.target_assignment == m.assignment else f"  target={fmt(m.target_assignment)}"
+        click.echo(f"  member {m.member_id}  client={m.client_id}  host={m.client_host}  epoch={m.member_epoch}  "
+                   f"assignment={fmt(m.assignment)}{target}")
 
 
 def _format_record(record: Any, output_format: str) -> str:

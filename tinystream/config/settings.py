@@ -168,6 +168,13 @@ class BrokerSettings(ComponentSettings):
     group_initial_rebalance_delay_ms: int = kafka_field(3000, "group.initial.rebalance.delay.ms", ge=0)
     group_min_session_timeout_ms: int = kafka_field(6000, "group.min.session.timeout.ms", ge=0)
     group_max_session_timeout_ms: int = kafka_field(1_800_000, "group.max.session.timeout.ms", ge=0)
+    # KIP-848 consumer groups: the server owns the session and tells members how often to heartbeat.
+    group_consumer_session_timeout_ms: int = kafka_field(45_000, "group.consumer.session.timeout.ms", ge=1)
+    group_consumer_heartbeat_interval_ms: int = kafka_field(5_000, "group.consumer.heartbeat.interval.ms", ge=1)
+    # The server-side assignors members may ask for; the first is the default (Kafka: uniform, range).
+    group_consumer_assignors: str = kafka_field(
+        "uniform,range", "group.consumer.assignors", pattern=r"^\s*(uniform|range)\s*(,\s*(uniform|range)\s*)*$"
+    )
 
     # Transactions and the transaction state topic (KIP-98).
     transaction_state_log_num_partitions: int = kafka_field(50, "transaction.state.log.num.partitions", ge=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 from hypothesis import given, settings
@@ -10,19 +11,34 @@ from hypothesis import strategies as st
 
 from tinystream.broker.groups.errors import RecordDecodeError
 from tinystream.broker.groups.records import (
+    CURRENT_MEMBER_ASSIGNMENT,
+    MEMBER_METADATA,
+    TARGET_ASSIGNMENT_MEMBER,
+    ConsumerCurrentAssignmentValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerMemberKey,
+    ConsumerMemberMetadataValue,
+    ConsumerTargetMemberValue,
+    ConsumerTargetMetadataKey,
+    ConsumerTargetMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     UnknownKey,
+    decode_consumer_group_metadata_value,
+    decode_consumer_member_value,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
     decode_value,
+    encode_consumer_group_metadata_value,
     encode_group_metadata_value,
     encode_key,
     encode_offset_commit_value,
+    encode_value,
 )
 
 
@@ -85,8 +101,49 @@ def test_decode_key_recognises_all_key_versions() -> None:
     assert decode_key(v0) == OffsetCommitKey("g", "t", 1)
     assert decode_key(encode_key(OffsetCommitKey("g", "t", 1))) == OffsetCommitKey("g", "t", 1)
     assert decode_key(encode_key(GroupMetadataKey("g"))) == GroupMetadataKey("g")
-    # Version 3+ keys are the new consumer protocol's records: skipped, not an error.
-    assert decode_key(struct.pack(">h", 3) + _str("g")) == UnknownKey(3)
+    # Version 3 is a KIP-848 consumer group's epoch; 4+ (its members, target assignment, share groups)
+    # are skipped, not an error.
+    assert decode_key(struct.pack(">h", 3) + _str("g")) == ConsumerGroupMetadataKey("g")
+    assert decode_key(struct.pack(">h", 5) + _str("g") + _str("m")) == ConsumerMemberKey(5, "g", "m")
+    assert decode_key(struct.pack(">h", 4) + _str("g")) == UnknownKey(4)  # partition metadata: not kept
+    assert decode_key(struct.pack(">h", 11) + _str("g")) == UnknownKey(11)  # share groups
+
+
+def test_consumer_member_records_round_trip_in_kafkas_layout() -> None:
+    tid = uuid.UUID(int=7)
+    values = [
+        (ConsumerMemberKey(MEMBER_METADATA, "g", "m"), ConsumerMemberMetadataValue(
+            instance_id=None, rack_id="r1", client_id="c", client_host="/h", subscribed_topic_names=("a", "b"),
+            subscribed_topic_regex=None, rebalance_timeout_ms=300_000, server_assignor="range")),
+        (ConsumerTargetMetadataKey("g"), ConsumerTargetMetadataValue(4)),
+        (ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, "g", "m"), ConsumerTargetMemberValue(((tid, (0, 2)),))),
+        (ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, "g", "m"), ConsumerCurrentAssignmentValue(
+            member_epoch=4, previous_member_epoch=3, state=1, assigned=((tid, (0,)),),
+            pending_revocation=((tid, (2,)),))),
+    ]
+    for key, value in values:
+        raw_key, raw_value = encode_key(key), encode_value(value)
+        assert decode_key(raw_key) == key
+        assert decode_value(decode_key(raw_key), raw_value) == value
+    # ConsumerGroupTargetAssignmentMemberValue v0: version, compact array (N+1), uuid, compact int32 array, tags.
+    raw = encode_value(ConsumerTargetMemberValue(((tid, (0, 2)),)))
+    assert raw == struct.pack(">h", 0) + b"\x02" + tid.bytes + b"\x03" + struct.pack(">ii", 0, 2) + b"\x00\x00"
+    with pytest.raises(RecordDecodeError):
+        decode_consumer_member_value(TARGET_ASSIGNMENT_MEMBER, raw[:-5])
+
+
+def test_consumer_group_metadata_in_kafkas_layout() -> None:
+    key = encode_key(ConsumerGroupMetadataKey("g"))
+    assert key == struct.pack(">h", 3) + _str("g")
+    # Value v0, flexible: epoch, then an empty tagged-field section.
+    value = encode_consumer_group_metadata_value(ConsumerGroupMetadataValue(7))
+    assert value == struct.pack(">hi", 0, 7) + b"\x00"
+    assert decode_value(decode_key(key), value) == ConsumerGroupMetadataValue(7)
+    # Kafka 4.1 adds a tagged MetadataHash (tag 0, 8 bytes): skipped.
+    tagged = struct.pack(">hi", 0, 7) + b"\x01\x00\x08" + b"\x00" * 8
+    assert decode_consumer_group_metadata_value(tagged) == ConsumerGroupMetadataValue(7)
+    with pytest.raises(RecordDecodeError):
+        decode_consumer_group_metadata_value(struct.pack(">hi", 1, 7))
 
 
 def test_tombstones_decode_to_none() -> None:

@@ -412,6 +412,12 @@ REFUSALS = [
     ("DescribeProducers", lambda: request(61, 0, topics=(entity(61, 0, "TopicRequest", name=T,
                                                                  partition_indexes=(0,)),)), TOPIC_DENIED),
     ("DescribeTransactions", lambda: request(65, 0, transactional_ids=("tx",)), TXN_DENIED),
+    ("ConsumerGroupHeartbeat", lambda: request(68, 0, group_id="g", member_id="", member_epoch=0, instance_id=None,
+                                               rack_id=None, rebalance_timeout=ms(seconds=30),
+                                               subscribed_topic_names=(T,), server_assignor=None,
+                                               topic_partitions=()), GROUP_DENIED),
+    ("ConsumerGroupDescribe", lambda: request(69, 0, group_ids=("g",), include_authorized_operations=False),
+     GROUP_DENIED),
 ]
 
 
