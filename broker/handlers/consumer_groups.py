@@ -25,9 +25,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.consumer_group import HeartbeatRequest
-from tinystream.acls import AclOperation
 from tinystream.broker.handlers import authz
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
