@@ -53,5 +53,10 @@ app.kubernetes.io/component: operator
 
 {{/* Namespace-wide (Role) or cluster-wide (ClusterRole) access to the watched resources. */}}
 {{- define "tinystream.clusterwide" -}}
-{{- if .Values.operator.watchNamespace }}false{{ else }}true{{ end }}
+{{- if .Values.operator.watchAllNamespaces }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{- /* The one namespace watched when not clusterwide: operator.watchNamespace, else the release's own. */ -}}
+{{- define "tinystream.watchNamespace" -}}
+{{- .Values.operator.watchNamespace | default .Release.Namespace }}
 {{- end }}

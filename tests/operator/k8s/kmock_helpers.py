@@ -126,8 +126,10 @@ def ready_condition(obj: dict | None) -> dict:
 async def running_operator(url: str, *, controller: Any, peering: str | None = None,
                            health_interval_s: float = 0.5, crds_dir: Any = None,
                            scanning: bool = False, dashboard: Any = None,
-                           connection: kopf.ConnectionInfo | None = None) -> AsyncIterator[Deps]:
-    """The operator as in production (clusterwide) until the block ends.
+                           connection: kopf.ConnectionInfo | None = None,
+                           namespace: str | None = None) -> AsyncIterator[Deps]:
+    """The operator as in production (clusterwide, or watching `namespace` as the chart's default) until the
+    block ends.
 
     `connection` logs in to a real API server (token, TLS); the default is KMock's plain URL.
 
@@ -159,7 +161,8 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
     stop, ready = threading.Event(), threading.Event()
 
     def run() -> None:
-        kopf.run(registry=registry, settings=settings, clusterwide=True, stop_flag=stop, ready_flag=ready,
+        kopf.run(registry=registry, settings=settings, clusterwide=namespace is None,
+                 namespaces=[namespace] if namespace else (), stop_flag=stop, ready_flag=ready,
                  standalone=peering is None, peering_name=peering)
 
     thread = threading.Thread(target=run, name="kopf", daemon=True)

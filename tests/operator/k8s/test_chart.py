@@ -62,8 +62,9 @@ def test_full_values_render_every_optional_part():
     kinds = {d["kind"] for d in render(HELM, "-f", str(FULL_VALUES), namespace="streaming")}
     assert {"ServiceMonitor", "TinyStreamCluster", "Topic", "Role", "RoleBinding", "KopfPeering", "ConfigMap"} <= kinds
     default_kinds = {d["kind"] for d in render(HELM)}
-    assert not default_kinds & {"ServiceMonitor", "TinyStreamCluster", "Topic", "Role", "ConfigMap"}
-    assert {"ClusterRole", "ClusterKopfPeering"} <= default_kinds
+    assert not default_kinds & {"ServiceMonitor", "TinyStreamCluster", "Topic", "ConfigMap", "ClusterKopfPeering"}
+    # Least privilege by default: the release's namespace only (a Role; the ClusterRole keeps CRDs and nodes).
+    assert {"Role", "RoleBinding", "KopfPeering"} <= default_kinds
 
 
 def _monitors(docs):
@@ -105,7 +106,8 @@ def test_broker_service_monitor_selects_only_the_headless_service_with_the_admin
                and any(p.get("name") == endpoint["port"] for p in s["spec"]["ports"])]
     assert scraped == ["demo-brokers"]
     # Watching every namespace: brokers in any namespace.
-    everywhere = _monitors(render(HELM, "--set", "serviceMonitor.enabled=true"))
+    everywhere = _monitors(render(HELM, "--set", "serviceMonitor.enabled=true",
+                                  "--set", "operator.watchAllNamespaces=true"))
     assert everywhere["ts-tinystream-brokers"]["spec"]["namespaceSelector"] == {"any": True}
     operator_only = _monitors(render(HELM, "--set", "serviceMonitor.enabled=true",
                                      "--set", "serviceMonitor.brokers.enabled=false"))
@@ -175,6 +177,17 @@ def test_rbac_is_least_privilege():
                 if "customresourcedefinitions" in rule["resources"] and "patch" in rule["verbs"]:
                     assert rule["resourceNames"] == ["tinystreamclusters.tinystream.io", "topics.tinystream.io",
                                                      "tinystreamusers.tinystream.io"]
+
+
+def test_by_default_the_operator_may_touch_only_its_own_namespace():
+    docs = render(HELM, namespace="ops")
+    role, = by_kind(docs, "Role")
+    assert role["metadata"]["namespace"] == "ops"
+    cluster_rules = [r for d in by_kind(docs, "ClusterRole") for r in d["rules"]]
+    assert not any({"secrets", "pods", "tinystreamclusters"} & set(r["resources"]) for r in cluster_rules)
+    deployment, = by_kind(docs, "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["TINYSTREAM_NAMESPACE"] == "ops"
 
 
 def test_namespaced_install_binds_a_role_in_the_watched_namespace():

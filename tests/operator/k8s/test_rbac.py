@@ -94,7 +94,9 @@ async def test_every_operator_call_is_granted_by_the_chart(kmock, tmp_path):
     finally:
         await api.close()
 
-    rules = [r for doc in render(HELM) if doc["kind"] in ("ClusterRole", "Role") for r in doc["rules"]]
+    # The operator here runs clusterwide (as kmock_helpers starts it): the chart's all-namespaces RBAC.
+    rules = [r for doc in render(HELM, "--set", "operator.watchAllNamespaces=true")
+             if doc["kind"] in ("ClusterRole", "Role") for r in doc["rules"]]
     calls = set()
     for req in kmock:
         agent = req.headers.get("User-Agent", "")

@@ -81,7 +81,8 @@ async def test_the_operator_reconciles_under_the_charts_service_account(installe
     api = RealApi(installed, NS)
     fake = FakeController()
     try:
-        async with running_operator(installed.url, controller=fake, connection=connection(installed, token)):
+        async with running_operator(installed.url, controller=fake, connection=connection(installed, token),
+                                    namespace=NS):
             sts = await api.wait_for("apps/v1", "statefulsets", "demo-broker", lambda o: o is not None, timeout=60)
             assert sts["spec"]["replicas"] == 3
             topic = await api.wait_for(TS, "topics", "orders", lambda o: ready_condition(o).get("status") == "True",
@@ -113,7 +114,8 @@ async def test_a_secured_cluster_gets_its_certificates_and_credentials_under_the
     controller = FakeController()
     try:
         await api.create(TS, "tinystreamclusters", secured)
-        async with running_operator(installed.url, controller=controller, connection=connection(installed, token)):
+        async with running_operator(installed.url, controller=controller, connection=connection(installed, token),
+                                    namespace=NS):
             cluster = await api.wait_for(TS, "tinystreamclusters", "secure",
                                          lambda o: bool(((o or {}).get("status") or {}).get("certificates")))
             first = cluster["status"]["certificates"]
