@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 from image_build import build_image
 from kind_helpers import IMAGE_REPO, IMAGE_TAGS, ROOT, Kube, load_image, measure, tool
+from kind_workload import Writer, read_topic, wait_until
 from manifests import (
     CLIENT_POD,
     CLUSTER,
@@ -41,7 +42,6 @@ from manifests import (
     topic,
     writes_topic,
 )
-from workload import Writer, read_topic, wait_until
 
 BOOTSTRAP = f"{CLUSTER}-kafka:9092"
 MESSAGES = [f"m{i}" for i in range(200)]

@@ -7,7 +7,8 @@ their password Secrets and their ACLs; a client pod authenticates with what
 an application gets (the CA's Secret and its user's Secret). Then the broker
 certificate is renewed (annotation) while an acks=all writer runs: new
 connections see the new certificate without a broker restart, and no
-acknowledged record is lost.
+acknowledged record is lost. Brokers replicate on their own listener (mTLS with the broker certificate),
+which a NetworkPolicy opens to broker pods only.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import time
 
 import pytest
 from kind_helpers import IMAGE_REPO, IMAGE_TAGS, Kube, measure
+from kind_workload import Client, Writer, wait_until
 from manifests import NAMESPACE, SECURE, SECURE_CLIENT_POD, SECURE_TOPIC, secure_client_pod, secured_cluster, users
-from workload import Client, Writer, wait_until
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
@@ -74,7 +75,9 @@ def test_the_operator_made_the_credentials_and_the_brokers_run_tls_and_scram(sec
     secrets = {s["metadata"]["name"] for s in secured.json("secrets")["items"]}
     assert {f"{SECURE}-cluster-ca-cert", f"{SECURE}-broker-tls", f"{SECURE}-broker-users", "app", "nobody"} <= secrets
     config = secured.json("configmap", f"{SECURE}-config")["data"]["broker.toml"]
-    assert '"listeners" = "SASL_SSL://0.0.0.0:9092"' in config and "StandardAuthorizer" in config
+    assert '"listener.security.protocol.map" = "CLIENT:SASL_SSL,REPLICATION:SSL"' in config
+    assert '"inter.broker.listener.name" = "REPLICATION"' in config and "StandardAuthorizer" in config
+    assert secured.json("networkpolicy", f"{SECURE}-broker")["spec"]["ingress"][1]["ports"][0]["port"] == 9093
     assert secured.json("tsu", "app")["status"]["acls"] == 3
 
 

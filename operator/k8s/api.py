@@ -62,6 +62,7 @@ KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind("v1", "Node", "nodes", namespaced=False),
     Kind("apps/v1", "StatefulSet", "statefulsets"),
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
+    Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Kind(API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL),
     Kind(API_VERSION, TOPIC_KIND, TOPIC_PLURAL),
     Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),

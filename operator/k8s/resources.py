@@ -8,6 +8,7 @@ For a cluster `demo` in namespace `ns`:
     Service            demo-controller   ExternalName -> the operator's Service (controller API)
     Service            demo-dashboard    ExternalName -> the operator's dashboard on 3200 (when dashboard.enabled)
     PodDisruptionBudget demo-broker      maxUnavailable 1: a drain never takes two brokers
+    NetworkPolicy      demo-broker       (secured clusters) the replication port admits broker pods only
     StatefulSet        demo-broker       the brokers, one PVC each
 
 Every object carries an owner reference to the cluster (controller=true), so
@@ -56,8 +57,9 @@ OPERATOR_OWNED_KEYS = frozenset({
     # from spec.listeners / spec.authorization (cluster_tls.py makes the files)
     "listeners", "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "sasl.users.file",
     "sasl.enabled.mechanisms", "inter.broker.sasl.username", "inter.broker.sasl.password.file", "super.users",
-    "authorizer.class.name",
+    "authorizer.class.name", "listener.security.protocol.map", "inter.broker.listener.name",
 })
+REPLICATION_PORT = 9093  # a secured cluster's replication listener (brokers only: mTLS or the inter-broker user)
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"  # Kafka's name; ACLs in the controller's image
 
 
@@ -159,28 +161,36 @@ def broker_user(cluster: ClusterSpec) -> str:
 
 
 def security_config(cluster: ClusterSpec) -> dict[str, ConfigValue]:
-    """The Kafka listener's security settings from spec.listeners and spec.authorization (none: PLAINTEXT).
+    """The listeners' security settings from spec.listeners and spec.authorization (none: PLAINTEXT on one port).
 
-    One listener serves clients and replication: followers log in as the
-    inter-broker user (SCRAM) or present the broker certificate (mTLS), and
-    only such a principal may fetch as a follower.
+    A secured cluster has two listeners, as Kafka's: CLIENT on the Kafka port (TLS and/or SASL, as asked)
+    and REPLICATION on REPLICATION_PORT, where alone a Fetch's replica_id is believed. With TLS, brokers
+    replicate over mTLS with the broker certificate (principal User:CN=<cluster>-broker); without it, as
+    the inter-broker SCRAM user. A NetworkPolicy (network_policy) admits only broker pods to REPLICATION.
     """
     protocol = cluster.security_protocol
     if protocol == "PLAINTEXT":
         return {}
-    config: dict[str, ConfigValue] = {"listeners": f"{protocol}://0.0.0.0:{cluster.kafka_port}"}
+    replication = "SSL" if cluster.tls else protocol
+    config: dict[str, ConfigValue] = {
+        "listeners": f"CLIENT://0.0.0.0:{cluster.kafka_port},REPLICATION://0.0.0.0:{REPLICATION_PORT}",
+        "listener.security.protocol.map": f"CLIENT:{protocol},REPLICATION:{replication}",
+        "inter.broker.listener.name": "REPLICATION",
+    }
     principals = []
     if cluster.tls:
         config["ssl.keystore.location"] = f"{TLS_MOUNT}/broker.pem"
         config["ssl.truststore.location"] = f"{TLS_MOUNT}/ca.crt"
+        config["listener.name.replication.ssl.client.auth"] = "required"
+        principals.append(f"User:CN={broker_user(cluster)}")
     if cluster.authentication == "tls":
         config["ssl.client.auth"] = "required"
-        principals.append(f"User:CN={broker_user(cluster)}")
     if cluster.authentication == "scram-sha-512":
-        config.update({"sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.users.file": f"{USERS_MOUNT}/users.json",
-                       "inter.broker.sasl.username": broker_user(cluster),
-                       "inter.broker.sasl.password.file": f"{USERS_MOUNT}/broker-password"})
-        principals.append(f"User:{broker_user(cluster)}")
+        config.update({"sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.users.file": f"{USERS_MOUNT}/users.json"})
+        if replication != "SSL":
+            config.update({"inter.broker.sasl.username": broker_user(cluster),
+                           "inter.broker.sasl.password.file": f"{USERS_MOUNT}/broker-password"})
+            principals.append(f"User:{broker_user(cluster)}")
     principals += cluster.super_users or ()
     if principals:
         config["super.users"] = ";".join(principals)
@@ -189,12 +199,32 @@ def security_config(cluster: ClusterSpec) -> dict[str, ConfigValue]:
     return config
 
 
+def network_policy(cluster: ClusterSpec) -> dict[str, Any]:
+    """A secured cluster's brokers: the Kafka and admin ports open, the replication port to its brokers only."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(cluster, Names.of(cluster).statefulset),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels(cluster)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"ports": [{"port": cluster.kafka_port, "protocol": "TCP"},
+                           {"port": cluster.admin_port, "protocol": "TCP"}]},
+                {"ports": [{"port": REPLICATION_PORT, "protocol": "TCP"}],
+                 "from": [{"podSelector": {"matchLabels": selector_labels(cluster)}}]},
+            ],
+        },
+    }
+
+
 def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, ConfigValue]:
     """Settings shared by every broker, by Kafka name (per-pod ones come from the environment)."""
     owned: dict[str, ConfigValue] = {
         "host": "0.0.0.0",
         "port": cluster.kafka_port,
-        "advertised.port": cluster.kafka_port,
+        # one listener: its port; a secured cluster's two listeners advertise their own ports
+        **({"advertised.port": cluster.kafka_port} if cluster.security_protocol == "PLAINTEXT" else {}),
         "admin.port": cluster.admin_port,
         "log.dirs": f"{DATA_DIR}/data",
         "controller.url": controller_url(cluster, ctx),
@@ -264,6 +294,8 @@ def headless_service(cluster: ClusterSpec) -> dict[str, Any]:
             "ports": [
                 {"name": "kafka", "port": cluster.kafka_port, "targetPort": "kafka", "protocol": "TCP"},
                 {"name": "admin", "port": cluster.admin_port, "targetPort": "admin", "protocol": "TCP"},
+                *([{"name": "replication", "port": REPLICATION_PORT, "targetPort": "replication",
+                    "protocol": "TCP"}] if cluster.security_protocol != "PLAINTEXT" else []),
             ],
         },
     }
@@ -356,7 +388,9 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
         "args": ["broker", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}"],
         "env": env,
         "ports": [{"name": "kafka", "containerPort": cluster.kafka_port, "protocol": "TCP"},
-                  {"name": "admin", "containerPort": cluster.admin_port, "protocol": "TCP"}],
+                  {"name": "admin", "containerPort": cluster.admin_port, "protocol": "TCP"},
+                  *([{"name": "replication", "containerPort": REPLICATION_PORT, "protocol": "TCP"}]
+                    if cluster.security_protocol != "PLAINTEXT" else [])],
         # Startup: log recovery after a crash scans the active segments; allow 10 minutes.
         "startupProbe": _probe("/healthz", period=5, failures=120),
         # Liveness: the process answers. Readiness: registered with the controller and caught up.
@@ -440,6 +474,8 @@ def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int) 
     objects = [cm, headless_service(cluster), client_service(cluster), controller_service(cluster, ctx)]
     if serves_dashboard(cluster, ctx):
         objects.append(dashboard_service(cluster, ctx))
+    if cluster.security_protocol != "PLAINTEXT":
+        objects.append(network_policy(cluster))
     objects.append(pod_disruption_budget(cluster))
     objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
     return objects

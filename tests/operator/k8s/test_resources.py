@@ -11,6 +11,7 @@ import tomllib
 import pytest
 from k8s_helpers import builtin_errors
 
+from tinystream.broker.security.listener_config import plan_listeners
 from tinystream.config.settings import BrokerSettings
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.resources import (
@@ -155,15 +156,23 @@ def test_names():
     assert names.pod(2) == "x-broker-2"
 
 
+TWO_LISTENERS = "CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9093"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
 @pytest.mark.parametrize("listeners,expected", [
     ({"tls": True, "authentication": {"type": "scram-sha-512"}}, {
-        "listeners": "SASL_SSL://0.0.0.0:9092", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "inter.broker.sasl.username": "demo-broker", "super.users": "User:demo-broker;User:admin",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}),
+        "listeners": TWO_LISTENERS, "listener.security.protocol.map": "CLIENT:SASL_SSL,REPLICATION:SSL",
+        "inter.broker.listener.name": "REPLICATION", "listener.name.replication.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512", "super.users": "User:CN=demo-broker;User:admin",
+        "authorizer.class.name": STANDARD_AUTHORIZER}),
     ({"tls": True, "authentication": {"type": "tls"}}, {
-        "listeners": "SSL://0.0.0.0:9092", "ssl.client.auth": "required",
+        "listener.security.protocol.map": "CLIENT:SSL,REPLICATION:SSL", "ssl.client.auth": "required",
         "super.users": "User:CN=demo-broker;User:admin"}),
-    ({"tls": True}, {"listeners": "SSL://0.0.0.0:9092", "ssl.keystore.location": "/etc/tinystream-tls/broker.pem"}),
+    ({"authentication": {"type": "scram-sha-512"}}, {
+        "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,REPLICATION:SASL_PLAINTEXT",
+        "inter.broker.sasl.username": "demo-broker", "super.users": "User:demo-broker;User:admin"}),
+    ({"tls": True}, {"listeners": TWO_LISTENERS, "ssl.keystore.location": "/etc/tinystream-tls/broker.pem"}),
 ])
 def test_a_secured_cluster_configures_its_listener_and_mounts_its_secrets(listeners, expected):
     body = {**BODY, "spec": {**BODY["spec"], "listeners": listeners,
@@ -175,8 +184,17 @@ def test_a_secured_cluster_configures_its_listener_and_mounts_its_secrets(listen
     mounts = {m["name"]: m["mountPath"] for m in
               statefulset(secured, CTX, replicas=3, cfg_hash="x")["spec"]["template"]["spec"]["containers"][0][
                   "volumeMounts"]}
-    assert mounts["tls"] == "/etc/tinystream-tls"
+    assert ("tls" in mounts) == listeners.get("tls", False)
     assert ("users" in mounts) == (listeners.get("authentication") == {"type": "scram-sha-512"})
+    assert "advertised.port" not in broker  # each listener advertises its own port
+    plan = plan_listeners(BrokerSettings.model_validate(broker))  # the broker would start with these listeners
+    assert plan.inter_broker.name == "REPLICATION" and plan.client_facing.name == "CLIENT"
+    policy, = [o for o in owned_objects(secured, CTX, replicas=3) if o["kind"] == "NetworkPolicy"]
+    open_ports, brokers_only = policy["spec"]["ingress"]
+    assert {p["port"] for p in open_ports["ports"]} == {9092, 8080}
+    assert brokers_only["ports"] == [{"port": 9093, "protocol": "TCP"}]
+    assert brokers_only["from"] == [{"podSelector": {"matchLabels": {"tinystream.io/cluster": "demo",
+                                                                      "app.kubernetes.io/component": "broker"}}}]
 
 
 def test_spec_config_cannot_loosen_a_secured_listener():

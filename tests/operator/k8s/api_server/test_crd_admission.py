@@ -76,6 +76,7 @@ def test_a_secured_cluster_is_accepted(control_plane, namespace) -> None:
     ({"rack__topologyKey": ""}, "should be at least 1 chars long"),
     ({"config__super.users": "User:mallory"}, "comes from spec.listeners and spec.authorization"),
     ({"config__listeners": "PLAINTEXT://0.0.0.0:9092"}, "comes from spec.listeners and spec.authorization"),
+    ({"config__listener.name.replication.ssl.client.auth": "none"}, "comes from spec.listeners"),
     ({"listeners__authentication": {"type": "tls"}}, "listeners.authentication.type tls needs listeners.tls"),
     ({"listeners__authentication": {"type": "kerberos"}}, "Unsupported value"),
     ({"authorization": {"type": "simple"}}, "authorization needs listeners.authentication"),
