@@ -33,6 +33,8 @@ from tinystream.broker.coordinators.producer_ids import (
     ProducerIdManager,
 )
 from tinystream.broker.coordinators.txn_service import TransactionService
+from tinystream.broker.fetch_sessions.cache import FetchSessionCache
+from tinystream.broker.fetch_sessions.context import FetchSessionManager
 from tinystream.broker.handlers.context import BrokerContext, ConnectionAuth
 from tinystream.broker.maintenance import Maintenance, jobs
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
@@ -140,6 +142,8 @@ class Broker:
             advertised=advertised(with_groups=self.groups is not None, with_sasl=self.listener.sasl),
             groups=self.groups,
             broker_principals=broker_principals(settings, self.listener),
+            fetch_sessions=FetchSessionManager(
+                FetchSessionCache(max_slots=settings.max_incremental_fetch_session_cache_slots)),
         )
         # Transactions need the group coordinator (TxnOffsetCommit, markers on __consumer_offsets).
         self.transactions = self._transaction_service() if self.groups is not None else None

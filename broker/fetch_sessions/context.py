@@ -16,7 +16,11 @@ The request's (session_id, epoch) pick one of four contexts (KIP-227):
 | 0 | 0 | full: read everything; the answer opens a session if the cache has room |
 | n | 0 | full: close session n, then as above (a client restarting its session) |
 | n | -1 | close session n; the fetch itself is sessionless |
-| n | k>0 | incremental: session n must exist (else FETCH_SESSION_ID_NOT_FOUND) and expect k (else INVALID_FETCH_SESSION_EPOCH); the request's partitions are added or update the session, `forgotten` ones leave it |
+| n | k>0 | incremental: session n must exist and expect epoch k (see below) |
+
+An incremental request on an unknown session is FETCH_SESSION_ID_NOT_FOUND;
+on a known one expecting another epoch, INVALID_FETCH_SESSION_EPOCH. Its
+partitions are added to the session or update it; `forgotten` ones leave.
 
 An incremental answer carries only partitions with news: records, an error,
 a diverging epoch (`must_include`), or a high watermark, last stable offset

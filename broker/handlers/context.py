@@ -14,6 +14,8 @@ from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.producer_ids import ProducerIdManager
 from tinystream.broker.coordinators.txn_service import TransactionService
+from tinystream.broker.fetch_sessions.cache import FetchSessionCache
+from tinystream.broker.fetch_sessions.context import FetchSessionManager
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metrics.broker_metrics import BrokerMetrics
 from tinystream.broker.protocol.api_versions import ApiRange
@@ -67,6 +69,8 @@ class BrokerContext:
     # Principals whose Fetch replica_id is believed (followers); None: the listener authenticates no one,
     # so any known broker id is (spoofable: use a SASL or mTLS listener).
     broker_principals: frozenset[str] | None = None
+    # Incremental fetch sessions (KIP-227); `app` sizes the cache from max.incremental.fetch.session.cache.slots.
+    fetch_sessions: FetchSessionManager = field(default_factory=lambda: FetchSessionManager(FetchSessionCache()))
 
 
 @dataclass(frozen=True, slots=True)
