@@ -120,6 +120,9 @@ class FetchSessionCache:
         """Partitions held across all sessions (Kafka's NumIncrementalFetchPartitionsCached)."""
         return sum(len(s.partitions) for s in self._sessions.values())
 
+    def sessions(self) -> list[FetchSession]:
+        return list(self._sessions.values())
+
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
 
