@@ -37,6 +37,7 @@ the id is answered FETCH_SESSION_ID_NOT_FOUND, as if it did not exist.
 
 from __future__ import annotations
 
+import collections
 import enum
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,7 @@ class FetchAnswer(Generic[Outcome]):
 class FetchSessionManager:
     def __init__(self, cache: FetchSessionCache) -> None:
         self.cache = cache
+        self.requests: collections.Counter[ContextKind] = collections.Counter()  # Fetch requests by context (metrics)
 
     def new_context(
         self,
@@ -120,6 +122,23 @@ class FetchSessionManager:
         now_ms: int,
     ) -> FetchContext:
         """Decide the request's context; an incremental one updates its session here (Kafka's newContext)."""
+        context = self._context(session_id=session_id, epoch=epoch, partitions=partitions, forgotten=forgotten,
+                                privileged=privileged, uses_topic_ids=uses_topic_ids, owner=owner, now_ms=now_ms)
+        self.requests[context.kind] += 1
+        return context
+
+    def _context(
+        self,
+        *,
+        session_id: int,
+        epoch: int,
+        partitions: Iterable[tuple[TopicPartition, PartitionRequest]],
+        forgotten: Iterable[TopicPartition],
+        privileged: bool,
+        uses_topic_ids: bool,
+        owner: str,
+        now_ms: int,
+    ) -> FetchContext:
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 existing = self.cache.get(session_id)

@@ -131,6 +131,20 @@ class _BrokerStateCollector(Collector):
         yield GaugeMetricFamily("tinystream_purgatory_size",
                                 "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
                                 value=purgatory.waiting if purgatory is not None else 0)
+        sessions = getattr(self._ctx, "fetch_sessions", None)
+        if sessions is not None:  # KIP-227; Kafka's NumIncrementalFetchSessions and friends
+            yield GaugeMetricFamily("tinystream_fetch_sessions", "Incremental fetch sessions cached",
+                                    value=len(sessions.cache))
+            yield GaugeMetricFamily("tinystream_fetch_session_partitions",
+                                    "Partitions held across all fetch sessions", value=sessions.cache.partitions)
+            yield CounterMetricFamily("tinystream_fetch_session_evictions",
+                                      "Fetch sessions evicted to make room for new ones", value=sessions.cache.evictions)
+            kinds = CounterMetricFamily("tinystream_fetch_session_requests",
+                                        "Fetch requests by session context (full, incremental, sessionless, error)",
+                                        labels=["kind"])
+            for kind, n in sorted(sessions.requests.items(), key=lambda kv: kv[0].value):
+                kinds.add_metric([kind.value], n)
+            yield kinds
         lag = GaugeMetricFamily("tinystream_consumer_group_lag",
                                 "High watermark minus committed offset, for groups coordinated here",
                                 labels=["group", "topic", "partition"])

@@ -232,3 +232,12 @@ def test_handler_without_room_keeps_sending_full_requests():
     for now in range(3):
         plan, _, answer = roundtrip(m, h, {tp(0): req()}, now)
         assert plan.full and plan.session_id == 0 and answer.session_id == 0
+
+
+def test_requests_are_counted_by_context():
+    m = manager()
+    sid = open_session(m, 1)
+    m.new_context(session_id=sid, epoch=1, partitions=[], now_ms=1)
+    m.new_context(session_id=sid, epoch=9, partitions=[], now_ms=1)
+    m.new_context(session_id=0, epoch=-1, partitions=[], now_ms=1)
+    assert {k.value: n for k, n in m.requests.items()} == {"full": 1, "incremental": 1, "error": 1, "sessionless": 1}
