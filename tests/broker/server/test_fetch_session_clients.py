@@ -29,6 +29,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tinystream.testing.broker import BrokerThread, test_settings
+from tinystream.testing.peers.apache_kafka import CONSOLE_CONSUMER, jars_dir, java_executable, run_java_tool
+from tinystream.testing.peers.errors import PeerUnavailable
 
 PARTITIONS = 60
 TIMEOUT = 60.0
@@ -180,11 +182,7 @@ def test_many_partitions_through_a_rebalance(running, client, sessions):
 
 @pytest.mark.slow
 def test_java_console_consumer_reads_many_partitions_in_a_session(running):
-    from tinystream.testing.peers.errors import PeerUnavailable
-
     try:
-        from tinystream.testing.peers.apache_kafka import CONSOLE_CONSUMER, java_executable, jars_dir, run_java_tool
-
         jars_dir()
         java_executable()
     except PeerUnavailable as exc:
