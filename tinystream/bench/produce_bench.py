@@ -22,7 +22,7 @@ and each peer, in `--rounds` alternating rounds (ours, kafka, ours, kafka,
 transactional / idempotent and ours / peer. `--idempotent` alone is the
 single-pass baseline.
 
-    tinystream bench produce --transactional --peer kafka --records 20000 --rounds 3
+    tinystream bench produce --transactional --peer kafka --rounds 5
     tinystream bench produce --client confluent --idempotent --peer kafka
 
 `--schema FILE|builtin` (raw client) sends JSON values and measures them
@@ -46,7 +46,7 @@ from tinystream.bench.txn_rounds import run_rounds
 @click.option("--bootstrap", default=None, metavar="HOST:PORT",
               help="Our broker, already running. Without it one is started in a temp dir.")
 @click.option("--records", default=None, type=click.IntRange(1),
-              help="Records per run. Default: 5,000,000; 20,000 per cell with --transactional.")
+              help="Records per run. Default: 5,000,000; 100,000 per cell with --transactional.")
 @click.option("--record-size", default=100, show_default=True, type=click.IntRange(0), help="Value bytes per record.")
 @click.option("--batch-size", default=262_144, show_default=True, type=click.IntRange(128),
               help="Bytes per record batch (Kafka's batch.size).")
@@ -78,7 +78,7 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
                           client, connections, in_flight, warmup, peers, schema, idempotent, transactional,
                           txn_records, rounds, as_json, quiet) -> None:
     """Produce benchmark: records/s, MB/s and latency p50/p99/p99.9, ours and peers."""
-    records = records or (20_000 if transactional else 5_000_000)
+    records = records or (100_000 if transactional else 5_000_000)
     warmup = min(records // 10, 200_000) if warmup is None else warmup
     schema_text = _schema_text(schema, client)
     if transactional and client == "raw":
