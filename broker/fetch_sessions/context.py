@@ -108,6 +108,7 @@ class FetchSessionManager:
     def __init__(self, cache: FetchSessionCache) -> None:
         self.cache = cache
         self.requests: collections.Counter[ContextKind] = collections.Counter()  # Fetch requests by context (metrics)
+        self.by_topic_id = 0  # of them, requests naming topics by id (Fetch v13+, KIP-516)
 
     def new_context(
         self,
@@ -125,6 +126,7 @@ class FetchSessionManager:
         context = self._context(session_id=session_id, epoch=epoch, partitions=partitions, forgotten=forgotten,
                                 privileged=privileged, uses_topic_ids=uses_topic_ids, owner=owner, now_ms=now_ms)
         self.requests[context.kind] += 1
+        self.by_topic_id += uses_topic_ids
         return context
 
     def _context(

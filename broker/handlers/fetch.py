@@ -1,4 +1,4 @@
-"""Fetch (key 1, v4-12): stored batches, byte for byte, with long polling.
+"""Fetch (key 1, v4-14): stored batches, byte for byte, with long polling.
 
 - Sessions (KIP-227, `fetch_session` and `fetch_sessions`): a full fetch
   (epoch 0) opens a session when the cache has room; an incremental one
@@ -16,6 +16,11 @@
   watermark and moves it). Only a peer broker of this cluster may send one
   (CVE-2018-1288); anyone else gets TOPIC_AUTHORIZATION_FAILED on every
   partition, as Kafka answers a fetcher without ClusterAction.
+- v13+ names topics by id (KIP-516): ids are resolved to names when the
+  request is read; an id we do not know, or a topic deleted and created
+  again under the same name since the session cached its id, is answered
+  UNKNOWN_TOPIC_ID on its partitions. Sessions opened by id serve only
+  requests by id (FETCH_SESSION_TOPIC_ID_ERROR otherwise).
 - v12 `last_fetched_epoch` (KIP-595): when the fetcher's last epoch ends
   before its fetch offset here, the answer carries `diverging_epoch` and no
   records, so the fetcher truncates first.
@@ -24,6 +29,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import fetch_session
@@ -56,6 +62,9 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         if replica_id >= 0 and not peer:
             answered[tp] = FetchedPartition(tp, ErrorCode.topic_authorization_failed)
             continue
+        if fetch_session.unknown_topic_id(ctx, tp, p):
+            answered[tp] = FetchedPartition(tp, ErrorCode.unknown_topic_id)
+            continue
         partition = ctx.replicas.get(tp)
         if partition is None:
             continue  # the read answers UNKNOWN_TOPIC_OR_PARTITION
@@ -84,7 +93,8 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     if carried.error != ErrorCode.none:
         return _top_level_error(call, carried.error)
     read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
-    return _response(ctx, call, carried.results, diverging, read_committed, version, carried.session_id)
+    return _response(ctx, call, carried.results, diverging, read_committed, version, carried.session_id,
+                     fetch_session.topic_ids(session))
 
 
 def _aborted(call: Call, r: FetchedPartition, read_committed: bool) -> tuple[Any, ...] | None:
@@ -107,6 +117,7 @@ def _response(
     read_committed: bool,
     version: int,
     session_id: int,
+    topic_ids: dict[str, UUID | None],
 ) -> Any:
     by_topic: dict[str, list[Any]] = {}
     metrics = ctx.metrics
@@ -134,5 +145,6 @@ def _response(
         if r.size:
             metrics.record_out(r.tp.topic, r.size)
         by_topic.setdefault(r.tp.topic, []).append(call.make("PartitionData", **fields))
-    responses = tuple(call.make("FetchableTopicResponse", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    responses = tuple(call.make("FetchableTopicResponse", topic=t, topic_id=topic_ids.get(t), partitions=tuple(ps))
+                      for t, ps in by_topic.items())
     return call.respond(throttle_time=millis(0), error_code=ErrorCode.none, session_id=session_id, responses=responses)

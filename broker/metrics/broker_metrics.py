@@ -145,6 +145,8 @@ class _BrokerStateCollector(Collector):
             for kind, n in sorted(sessions.requests.items(), key=lambda kv: kv[0].value):
                 kinds.add_metric([kind.value], n)
             yield kinds
+            yield CounterMetricFamily("tinystream_fetch_requests_by_topic_id",
+                                      "Fetch requests naming topics by id (v13+, KIP-516)", value=sessions.by_topic_id)
         lag = GaugeMetricFamily("tinystream_consumer_group_lag",
                                 "High watermark minus committed offset, for groups coordinated here",
                                 labels=["group", "topic", "partition"])

@@ -13,7 +13,12 @@ transaction), as a supervisor would. Faults, each followed by "full ISRs":
 3. SIGKILL the group coordinator (the leader of the group's
    __consumer_offsets partition), bring it back;
 4. SIGKILL the worker itself (its open transaction is aborted by the next one);
-5. SIGSTOP a broker past the session timeout, then SIGCONT.
+5. SIGSTOP a broker past the session timeout, then SIGCONT;
+6. SIGSTOP the transaction coordinator's broker past the session timeout
+   (its __transaction_state partition moves to another broker, which must
+   load the state and finish or abort what was in flight), then SIGCONT:
+   the frozen broker wakes up believing it still coordinates, and must not
+   answer as coordinator any more.
 
 Then the feeder stops, the worker catches up and exits, and `txn-out` read
 read_committed must equal `txn-in` upper-cased, partition by partition: 0
@@ -231,6 +236,14 @@ def _run_faults_and_check(cluster, url, feeder, supervisor, stop_file, converge,
     time.sleep(6)
     paused.resume()
     converge("a broker frozen past the session timeout and resumed")
+    coordinator = leader_of(image(), TXN_STATE, partition_for_group(TXN_ID, TXN_STATE_PARTITIONS))
+    frozen = cluster.broker(coordinator)
+    frozen.pause()
+    time.sleep(6)  # 2x the session timeout: fenced, its coordinator partition led elsewhere
+    moved = leader_of(image(), TXN_STATE, partition_for_group(TXN_ID, TXN_STATE_PARTITIONS))
+    frozen.resume()
+    assert moved != coordinator, f"the transaction coordinator stayed on frozen broker {coordinator}"
+    converge(f"the transaction coordinator (broker {coordinator}) frozen past the session timeout and resumed")
 
     feeder.halt.set()
     feeder.join(150)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +171,12 @@ def fetch_request(
     current_leader_epoch: int = -1,
     last_fetched_epoch: int = -1,
     forgotten: Sequence[tuple[str, int]] = (),
+    topic_ids: Mapping[str, uuid.UUID] | None = None,
 ) -> Any:
     """Fetch (topic, partition, offset) triples, grouped by topic in the order given; `forgotten`
-    (topic, partition) pairs leave an incremental fetch session (KIP-227)."""
+    (topic, partition) pairs leave an incremental fetch session (KIP-227); v13+ names topics by
+    `topic_ids` (KIP-516)."""
+    ids = topic_ids or {}
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, offset in partitions:
         by_topic.setdefault(topic, []).append(
@@ -184,9 +188,11 @@ def fetch_request(
         1, version,
         replica_id=replica_id, max_wait=millis(max_wait_ms), min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
-        topics=tuple(entity(1, version, "FetchTopic", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        topics=tuple(entity(1, version, "FetchTopic", topic=t, topic_id=ids.get(t), partitions=tuple(ps))
+                     for t, ps in by_topic.items()),
         forgotten_topics_data=tuple(
-            entity(1, version, "ForgottenTopic", topic=t, partitions=tuple(p for tt, p in forgotten if tt == t))
+            entity(1, version, "ForgottenTopic", topic=t, topic_id=ids.get(t),
+                   partitions=tuple(p for tt, p in forgotten if tt == t))
             for t in dict.fromkeys(t for t, _ in forgotten)
         ),
         rack_id="",

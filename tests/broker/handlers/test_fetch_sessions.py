@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -114,3 +115,40 @@ async def test_zero_slots_keep_every_fetch_full(broker, client):
     for _ in range(2):
         answer = await client.request(fetch_request([("off", i, 0) for i in range(3)], session_id=0, session_epoch=0))
         assert answer.session_id == 0 and len(carried(answer)) == 3
+
+
+# -- v13+: topics by id (KIP-516) -----------------------------------------------------------
+
+
+def topic_id(broker, name: str) -> uuid.UUID:
+    spec = broker.topics.store.get(name)
+    assert spec is not None
+    return spec.topic_id
+
+
+@pytest.mark.parametrize("version", [13, 14])
+async def test_fetch_by_topic_id_in_a_session(broker, connect, version):
+    producer, consumer = await connect(), await connect()
+    await create_topic(producer, "ids", partitions=3)
+    ids = {"ids": topic_id(broker, "ids")}
+    full = await consumer.request(fetch_request([("ids", p, 0) for p in range(3)], version=version,
+                                                session_id=0, session_epoch=0, topic_ids=ids))
+    assert full.session_id != 0 and [t.topic_id for t in full.responses] == [ids["ids"]]
+    await produce(producer, "ids", 2, b"by-id")
+    news = await consumer.request(fetch_request([], version=version, session_id=full.session_id, session_epoch=1,
+                                                topic_ids=ids))
+    (topic,) = news.responses
+    assert topic.topic_id == ids["ids"] and [p.partition_index for p in topic.partitions] == [2]
+    assert [r.value for b in split_batches(topic.partitions[0].records) for r in decode_records(b)] == [b"by-id"]
+    # A session opened by id is not served to a request by name (and the other way round).
+    by_name = await consumer.request(fetch_request([], version=12, session_id=full.session_id, session_epoch=2))
+    assert by_name.error_code == ErrorCode.fetch_session_topic_id_error
+
+
+async def test_an_unknown_topic_id_is_answered_per_partition(broker, client):
+    await create_topic(client, "known")
+    ghost = uuid.uuid4()
+    answer = await client.request(fetch_request([("known", 0, 0), ("ghost", 0, 0)], version=13,
+                                                topic_ids={"known": topic_id(broker, "known"), "ghost": ghost}))
+    errors = {t.topic_id: [p.error_code for p in t.partitions] for t in answer.responses}
+    assert errors == {topic_id(broker, "known"): [ErrorCode.none], ghost: [ErrorCode.unknown_topic_id]}

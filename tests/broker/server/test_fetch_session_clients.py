@@ -43,11 +43,13 @@ def running(tmp_path_factory):
 
 
 def fetch_kinds(broker: BrokerThread) -> dict[str, float]:
-    """Fetch requests by session context, from the broker's /metrics."""
+    """Fetch requests by session context (and "by topic id"), from the broker's /metrics."""
     with urllib.request.urlopen(f"{broker.info.admin_url}/metrics", timeout=5) as r:  # noqa: S310 - loopback
         text = r.read().decode()
-    return {s.labels["kind"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
-            if s.name == "tinystream_fetch_session_requests_total"}
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    kinds = {s.labels["kind"]: s.value for s in samples if s.name == "tinystream_fetch_session_requests_total"}
+    kinds["by topic id"] = next(s.value for s in samples if s.name == "tinystream_fetch_requests_by_topic_id_total")
+    return kinds
 
 
 def produce_round(bootstrap: str, topic: str, round_no: int) -> set[bytes]:
@@ -135,10 +137,10 @@ class Member:
             consumer.close()
 
 
-def wait_for(predicate: Callable[[], bool], what: str) -> None:
+def wait_for(predicate: Callable[[], bool], what: str, state: Callable[[], object] = lambda: "") -> None:
     deadline = time.monotonic() + TIMEOUT
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} {state()}"
         time.sleep(0.1)
 
 
@@ -146,7 +148,8 @@ def read_round(members: list[Member], before: list[int], expected: set[bytes]) -
     """Every value of the round read once, across `members` (each from its count `before`)."""
     def news() -> list[bytes]:
         return [v for m, b in zip(members, before, strict=True) for v in m.values()[b:]]
-    wait_for(lambda: len(news()) >= len(expected), f"{len(expected)} records")
+    wait_for(lambda: len(news()) >= len(expected), f"{len(expected)} records",
+             lambda: f"(read {len(news())}; assigned {[sorted(m.assigned) for m in members]})")
     time.sleep(0.5)  # a duplicate would show up now
     got = news()
     assert sorted(got) == sorted(expected), f"{len(got)} read, {len(set(got) & expected)} of {len(expected)} expected"
@@ -159,16 +162,17 @@ def test_many_partitions_through_a_rebalance(running, client, sessions):
     kinds_before = fetch_kinds(running)
     a = Member(client, running.bootstrap, topic, group)
     try:
-        wait_for(lambda: len(a.assigned) == PARTITIONS, "A to own every partition")
+        wait_for(lambda: len(a.assigned) == PARTITIONS, "A to own every partition", lambda: sorted(a.assigned))
         read_round([a], [0], produce_round(running.bootstrap, topic, 1))
         b = Member(client, running.bootstrap, topic, group)
         try:
             wait_for(lambda: a.assigned and b.assigned and len(a.assigned | b.assigned) == PARTITIONS
-                     and not a.assigned & b.assigned, "A and B to split the partitions")
+                     and not a.assigned & b.assigned, "A and B to split the partitions",
+                     lambda: (sorted(a.assigned), sorted(b.assigned)))
             read_round([a, b], [len(a.values()), 0], produce_round(running.bootstrap, topic, 2))
         finally:
             b.stop()
-        wait_for(lambda: len(a.assigned) == PARTITIONS, "A to own every partition again")
+        wait_for(lambda: len(a.assigned) == PARTITIONS, "A to own every partition again", lambda: sorted(a.assigned))
         read_round([a], [len(a.values())], produce_round(running.bootstrap, topic, 3))
     finally:
         a.stop()
@@ -202,3 +206,5 @@ def test_java_console_consumer_reads_many_partitions_in_a_session(running):
     kinds = fetch_kinds(running)
     assert kinds.get("incremental", 0) - kinds_before.get("incremental", 0) > 10
     assert kinds.get("error", 0) == kinds_before.get("error", 0)
+    # Kafka 4.x's consumer fetches by topic id (Fetch v13+, KIP-516).
+    assert kinds["by topic id"] - kinds_before["by topic id"] > 10
