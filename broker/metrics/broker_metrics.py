@@ -222,6 +222,11 @@ class BrokerMetrics:
             "tinystream_request_latency_seconds", "Time from decode to response, by API", ["api"],
             buckets=_LATENCY_BUCKETS, registry=self.registry,
         )
+        # Whole frames, every API (Kafka's RequestBytes / response size): what a fetch session saves shows here.
+        self.request_bytes = Counter("tinystream_request_bytes", "Request frame bytes received, by API", ["api"],
+                                     registry=self.registry)
+        self.response_bytes = Counter("tinystream_response_bytes", "Response frame bytes sent, by API", ["api"],
+                                      registry=self.registry)
         self.bytes_in = Counter("tinystream_bytes_in", "Record batch bytes appended, by topic", ["topic"], registry=self.registry)
         self.bytes_out = Counter("tinystream_bytes_out", "Record batch bytes fetched, by topic", ["topic"],
                                  registry=self.registry)
@@ -245,12 +250,15 @@ class BrokerMetrics:
             self._state_collector = _BrokerStateCollector(ctx)
             self.registry.register(self._state_collector)
 
-    def observe_request(self, api: str, seconds: float) -> None:
+    def observe_request(self, api: str, seconds: float, request_bytes: int = 0, response_bytes: int = 0) -> None:
         children = self._api_children.get(api)
         if children is None:
-            children = self._api_children[api] = (self.requests.labels(api), self.latency.labels(api))
+            children = self._api_children[api] = (self.requests.labels(api), self.latency.labels(api),
+                                                  self.request_bytes.labels(api), self.response_bytes.labels(api))
         children[0].inc()
         children[1].observe(seconds)
+        children[2].inc(request_bytes)
+        children[3].inc(response_bytes)
 
     def _topic(self, topic: str) -> tuple:
         children = self._topic_children.get(topic)

@@ -16,6 +16,7 @@ rounds with the spread (min-max), and on/off ratios of the medians.
 
     tinystream bench fetch-sessions                       # 1000 partitions, 5 rounds
     tinystream bench fetch-sessions --rounds 3 --fetches 100 --json
+    tinystream bench fetch-sessions --followers           # replica fetchers (fetch_session_followers.py)
 
 `--max-wait-ms 0` (the default) has the consumer poll back to back, so each
 fetch's cost is measured rather than its wait; an idle consumer with a
@@ -34,13 +35,14 @@ from collections.abc import Callable, Sequence
 import click
 
 from tinystream.bench.control import end_offsets, ensure_topic
+from tinystream.bench.fetch_session_followers import run_follower_rounds
 from tinystream.bench.fetch_session_workload import RoundResult, SessionConsumer, run_round
 from tinystream.bench.wire_client import WireConnection
 from tinystream.testing.peers import RunningBroker, start_peer
 
 SLOTS = {"on": 1000, "off": 0}
 LOADS = ("idle", "light")
-FIGURES: dict[str, Callable[[RoundResult], float]] = {
+FIGURES: dict[str, Callable[[RoundResult], float | None]] = {
     "request B/fetch": lambda r: r.request_bytes_per_fetch,
     "response B/fetch": lambda r: r.response_bytes_per_fetch,
     "partitions/response": lambda r: r.partitions_per_response,
@@ -57,11 +59,12 @@ def summarize(results: Sequence[RoundResult]) -> dict[str, dict[str, dict[str, f
             cell = [r for r in results if r.load == load and r.mode == mode]
             if not cell:
                 continue
-            out[f"{load} {mode}"] = {
-                name: {"median": statistics.median(f(r) for r in cell), "min": min(f(r) for r in cell),
-                       "max": max(f(r) for r in cell)}
-                for name, f in FIGURES.items()
-            }
+            figures: dict[str, dict[str, float]] = {}
+            for name, f in FIGURES.items():
+                values = [v for v in (f(r) for r in cell) if v is not None]
+                if values:
+                    figures[name] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+            out[f"{load} {mode}"] = figures
     return out
 
 
@@ -73,7 +76,7 @@ def ratio_table(summary: dict[str, dict[str, dict[str, float]]]) -> dict[str, di
         if on is None or off is None:
             continue
         ratios[load] = {name: round(on[name]["median"] / off[name]["median"], 4) if off[name]["median"] else 0.0
-                        for name in FIGURES}
+                        for name in FIGURES if name in on and name in off}
     return ratios
 
 
@@ -120,10 +123,14 @@ def _line(r: RoundResult) -> str:
               help="light load: partitions that get one record before each fetch.")
 @click.option("--load", "loads", multiple=True, type=click.Choice(LOADS), help="Default: both.")
 @click.option("--max-wait-ms", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--followers", is_flag=True,
+              help="Measure replica fetchers instead: two 2-broker clusters (RF 2), windows of --seconds.")
+@click.option("--seconds", default=10.0, show_default=True, type=click.FloatRange(1), help="--followers: window.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rounds and the summary as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No per-round lines.")
 def fetch_session_bench_command(partitions: int, rounds: int, fetches: int, warmup: int, light_partitions: int,
-                                loads: tuple[str, ...], max_wait_ms: int, as_json: bool, quiet: bool) -> None:
+                                loads: tuple[str, ...], max_wait_ms: int, followers: bool, seconds: float,
+                                as_json: bool, quiet: bool) -> None:
     """Fetch sessions on vs off: request/response bytes and broker CPU per fetch, 1000 partitions."""
     if light_partitions > partitions:
         raise click.UsageError("--light-partitions cannot exceed --partitions")
@@ -131,6 +138,21 @@ def fetch_session_bench_command(partitions: int, rounds: int, fetches: int, warm
     say = (lambda text: click.echo(text, err=True)) if as_json or quiet else click.echo
     say(f"fetch-sessions: partitions={partitions} rounds={rounds} fetches/cell={fetches} warmup={warmup} "
         f"loads={','.join(loads)} light_partitions={light_partitions} max_wait_ms={max_wait_ms}")
+    if followers:
+        say(f"  followers: {seconds:g} s windows (replica fetchers long-poll 500 ms)")
+        results = run_follower_rounds(partitions=partitions, rounds=rounds, seconds=seconds, loads=loads,
+                                      light_partitions=light_partitions, slots=SLOTS, say=say, quiet=True)
+    else:
+        results = _consumer_rounds(partitions=partitions, rounds=rounds, fetches=fetches, warmup=warmup,
+                                   light_partitions=light_partitions, loads=loads, max_wait_ms=max_wait_ms,
+                                   say=say, quiet=quiet)
+    _report(results, partitions=partitions, rounds=rounds, fetches=fetches, loads=loads,
+            light_partitions=light_partitions, max_wait_ms=max_wait_ms, followers=followers, as_json=as_json)
+
+
+def _consumer_rounds(*, partitions: int, rounds: int, fetches: int, warmup: int, light_partitions: int,
+                     loads: tuple[str, ...], max_wait_ms: int, say: Callable[[str], None],
+                     quiet: bool) -> list[RoundResult]:
     topic = f"bench-sessions-{uuid.uuid4().hex[:8]}"
     brokers: dict[str, RunningBroker] = {}
     results: list[RoundResult] = []
@@ -154,12 +176,18 @@ def fetch_session_bench_command(partitions: int, rounds: int, fetches: int, warm
     finally:
         for broker in brokers.values():
             broker.stop()
+    return results
+
+
+def _report(results: list[RoundResult], *, partitions: int, rounds: int, fetches: int, loads: tuple[str, ...],
+            light_partitions: int, max_wait_ms: int, followers: bool, as_json: bool) -> None:
     summary = summarize(results)
     ratios = ratio_table(summary)
     if as_json:
         click.echo(json.dumps({"workload": {"partitions": partitions, "rounds": rounds, "fetches": fetches,
                                             "loads": list(loads), "light_partitions": light_partitions,
-                                            "max_wait_ms": max_wait_ms},
+                                            "max_wait_ms": max_wait_ms, "fetcher": "followers" if followers
+                                            else "consumer"},
                                "rounds": [r.__dict__ for r in results], "summary": summary, "on_over_off": ratios},
                               indent=2))
         return

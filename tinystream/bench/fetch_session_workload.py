@@ -49,7 +49,7 @@ class RoundResult:
     fetches: int
     request_bytes: int
     response_bytes: int
-    partitions_answered: int
+    partitions_answered: int | None  # None: not counted (the follower variant reads broker counters)
     broker_cpu_s: float
     seconds: float
     incremental: int  # fetches sent as incremental requests
@@ -67,8 +67,8 @@ class RoundResult:
         return 1000.0 * self.broker_cpu_s / self.fetches
 
     @property
-    def partitions_per_response(self) -> float:
-        return self.partitions_answered / self.fetches
+    def partitions_per_response(self) -> float | None:
+        return None if self.partitions_answered is None else self.partitions_answered / self.fetches
 
     @property
     def ms_per_fetch(self) -> float:

@@ -152,3 +152,13 @@ async def test_an_unknown_topic_id_is_answered_per_partition(broker, client):
                                                 topic_ids={"known": topic_id(broker, "known"), "ghost": ghost}))
     errors = {t.topic_id: [p.error_code for p in t.partitions] for t in answer.responses}
     assert errors == {topic_id(broker, "known"): [ErrorCode.none], ghost: [ErrorCode.unknown_topic_id]}
+
+
+async def test_fetch_bytes_are_counted_per_api(broker, client):
+    """The request/response byte counters the follower benchmark reads (tinystream_request_bytes...)."""
+    await create_topic(client, "counted")
+    await client.request(fetch_request([("counted", 0, 0)]))
+    sample = broker.metrics.registry.get_sample_value
+    requests = sample("tinystream_request_bytes_total", {"api": "Fetch"})
+    responses = sample("tinystream_response_bytes_total", {"api": "Fetch"})
+    assert requests is not None and responses is not None and requests > 40 and responses > 40
