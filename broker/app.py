@@ -35,6 +35,8 @@ from tinystream.broker.coordinators.producer_ids import (
     ProducerIdManager,
 )
 from tinystream.broker.coordinators.txn_service import TransactionService
+from tinystream.broker.fetch_sessions.cache import FetchSessionCache
+from tinystream.broker.fetch_sessions.context import FetchSessionManager
 from tinystream.broker.handlers.context import BrokerContext, ConnectionAuth
 from tinystream.broker.maintenance import Maintenance, jobs
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView, ListenerAddress
@@ -157,6 +159,8 @@ class Broker:
             broker_principals=broker_principals(self.plan.inter_broker),
             authorizer=self._authorizer(settings),
             users=load_users(settings),
+            fetch_sessions=FetchSessionManager(
+                FetchSessionCache(max_slots=settings.max_incremental_fetch_session_cache_slots)),
         )
         # Without a controller, ACLs and SCRAM credentials live beside this broker's metadata (control/access.py).
         if not settings.controller_url:

@@ -15,6 +15,8 @@ from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.producer_ids import ProducerIdManager
 from tinystream.broker.coordinators.txn_service import TransactionService
+from tinystream.broker.fetch_sessions.cache import FetchSessionCache
+from tinystream.broker.fetch_sessions.context import FetchSessionManager
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metrics.broker_metrics import BrokerMetrics
 from tinystream.broker.protocol.api_versions import ApiRange
@@ -74,6 +76,8 @@ class BrokerContext:
     # Principals that may act as brokers on it; None: that listener authenticates no one, so the listener
     # itself is the boundary (keep it off client networks, or use SASL or mTLS there).
     broker_principals: frozenset[str] | None = None
+    # Incremental fetch sessions (KIP-227); `app` sizes the cache from max.incremental.fetch.session.cache.slots.
+    fetch_sessions: FetchSessionManager = field(default_factory=lambda: FetchSessionManager(FetchSessionCache()))
     # authorizer.class.name set: the ACL authorizer (its ACLs come from the controller's image, or from
     # acls.json in the metadata dir for a broker without a controller); None: everything is allowed.
     authorizer: Authorizer | None = None

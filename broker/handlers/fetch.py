@@ -1,9 +1,11 @@
-"""Fetch (key 1, v4-12): stored batches, byte for byte, with long polling.
+"""Fetch (key 1, v4-14): stored batches, byte for byte, with long polling.
 
-- Sessions (KIP-227): none are kept. session_id 0 in the answer tells the
-  client so, and every fetch is a full fetch; a request naming a session we
-  never gave is FETCH_SESSION_ID_NOT_FOUND, which makes clients start over
-  with a full fetch.
+- Sessions (KIP-227, `fetch_session` and `fetch_sessions`): a full fetch
+  (epoch 0) opens a session when the cache has room; an incremental one
+  (epoch > 0) names only changed partitions, the session supplies the rest,
+  and the answer carries only partitions with news. Everything below reads
+  the context's partitions (the whole session), so long polls wait on all
+  of them; session errors are answered at the top level with session_id 0.
 - isolation_level (KIP-98): read_committed (1) reads up to each partition's
   last stable offset and gets the aborted transactions that overlap the
   range returned (producer id, first offset), from the partition's aborted
@@ -18,6 +20,11 @@
   answers a fetcher without ClusterAction. With an authorizer the follower
   also needs CLUSTER_ACTION on the cluster (the inter-broker user is a super
   user), and a consumer READ on each topic.
+- v13+ names topics by id (KIP-516): ids are resolved to names when the
+  request is read; an id we do not know, or a topic deleted and created
+  again under the same name since the session cached its id, is answered
+  UNKNOWN_TOPIC_ID on its partitions. Sessions opened by id serve only
+  requests by id (FETCH_SESSION_TOPIC_ID_ERROR otherwise).
 - v12 `last_fetched_epoch` (KIP-595): when the fetcher's last epoch ends
   before its fetch offset here, the answer carries `diverging_epoch` and no
   records, so the fetcher truncates first.
@@ -26,10 +33,11 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz
+from tinystream.broker.handlers import authz, fetch_session
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition
@@ -41,12 +49,6 @@ READ_COMMITTED = 1
 async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     version = call.version
-    session_id = getattr(body, "session_id", 0)
-    session_epoch = getattr(body, "session_epoch", -1)
-    if session_id != 0:
-        return _top_level_error(call, ErrorCode.fetch_session_id_not_found)
-    if session_epoch not in (0, -1):
-        return _top_level_error(call, ErrorCode.invalid_fetch_session_epoch)
     replica_id = getattr(body, "replica_id", -1)
     requests: list[FetchPartition] = []
     diverging: dict[TopicPartition, tuple[int, int]] = {}
@@ -56,29 +58,33 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     peer = (replica_id >= 0 and ctx.from_broker(call.client) and ctx.cluster.is_peer(replica_id)
             and authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION))
     may_read = authz.topic_filter(ctx, call, AclOperation.READ)
-    for topic in body.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.topic, p.partition)
-            requests.append(
-                FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, ctx.settings.fetch_max_bytes),
-                               getattr(p, "current_leader_epoch", -1))
-            )
-            if (replica_id >= 0 and not peer) or (not peer and not may_read(topic.topic)):
-                answered[tp] = FetchedPartition(tp, ErrorCode.topic_authorization_failed)
-                continue
-            partition = ctx.replicas.get(tp)
-            if partition is None:
-                continue  # the read answers UNKNOWN_TOPIC_OR_PARTITION
-            if peer and replica_id not in partition.state.replicas:
-                answered[tp] = FetchedPartition(tp, ErrorCode.not_leader_or_follower)
-                continue
-            last_epoch = getattr(p, "last_fetched_epoch", -1)
-            if last_epoch >= 0 and partition.is_leader:
-                epoch, end = partition.end_offset_for_epoch(last_epoch)
-                if epoch < last_epoch or end < p.fetch_offset:
-                    diverging[tp] = (epoch, end)
-                    hw = partition.high_watermark
-                    answered[tp] = FetchedPartition(tp, ErrorCode.none, hw, hw, partition.log_start_offset, b"")
+    session = fetch_session.open_context(ctx, call, privileged=peer)
+    if session.error != ErrorCode.none:
+        return _top_level_error(call, session.error)
+    for tp, p in session.partitions:
+        requests.append(
+            FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, ctx.settings.fetch_max_bytes),
+                           p.current_leader_epoch)
+        )
+        if (replica_id >= 0 and not peer) or (not peer and not may_read(tp.topic)):
+            answered[tp] = FetchedPartition(tp, ErrorCode.topic_authorization_failed)
+            continue
+        if fetch_session.unknown_topic_id(ctx, tp, p):
+            answered[tp] = FetchedPartition(tp, ErrorCode.unknown_topic_id)
+            continue
+        partition = ctx.replicas.get(tp)
+        if partition is None:
+            continue  # the read answers UNKNOWN_TOPIC_OR_PARTITION
+        if peer and replica_id not in partition.state.replicas:
+            answered[tp] = FetchedPartition(tp, ErrorCode.not_leader_or_follower)
+            continue
+        last_epoch = p.last_fetched_epoch
+        if last_epoch >= 0 and partition.is_leader:
+            epoch, end = partition.end_offset_for_epoch(last_epoch)
+            if epoch < last_epoch or end < p.fetch_offset:
+                diverging[tp] = (epoch, end)
+                hw = partition.high_watermark
+                answered[tp] = FetchedPartition(tp, ErrorCode.none, hw, hw, partition.log_start_offset, b"")
     live = [r for r in requests if r.tp not in answered]
     fetched = await ctx.replicas.fetch(
         live,
@@ -90,9 +96,12 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED and not peer,
     )
     answered.update((f.tp, f) for f in fetched)
-    results = [answered[r.tp] for r in requests]
+    carried = fetch_session.answer(ctx, session, [answered[r.tp] for r in requests], must_include=diverging.keys())
+    if carried.error != ErrorCode.none:
+        return _top_level_error(call, carried.error)
     read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
-    return _response(ctx, call, results, diverging, read_committed, version)
+    return _response(ctx, call, carried.results, diverging, read_committed, version, carried.session_id,
+                     fetch_session.topic_ids(session))
 
 
 def _aborted(call: Call, r: FetchedPartition, read_committed: bool) -> tuple[Any, ...] | None:
@@ -114,6 +123,8 @@ def _response(
     diverging: dict[TopicPartition, tuple[int, int]],
     read_committed: bool,
     version: int,
+    session_id: int,
+    topic_ids: dict[str, UUID | None],
 ) -> Any:
     by_topic: dict[str, list[Any]] = {}
     metrics = ctx.metrics
@@ -141,5 +152,6 @@ def _response(
         if r.size:
             metrics.record_out(r.tp.topic, r.size)
         by_topic.setdefault(r.tp.topic, []).append(call.make("PartitionData", **fields))
-    responses = tuple(call.make("FetchableTopicResponse", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
-    return call.respond(throttle_time=millis(0), error_code=ErrorCode.none, session_id=0, responses=responses)
+    responses = tuple(call.make("FetchableTopicResponse", topic=t, topic_id=topic_ids.get(t), partitions=tuple(ps))
+                      for t, ps in by_topic.items())
+    return call.respond(throttle_time=millis(0), error_code=ErrorCode.none, session_id=session_id, responses=responses)

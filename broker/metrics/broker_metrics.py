@@ -131,6 +131,22 @@ class _BrokerStateCollector(Collector):
         yield GaugeMetricFamily("tinystream_purgatory_size",
                                 "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
                                 value=purgatory.waiting if purgatory is not None else 0)
+        sessions = getattr(self._ctx, "fetch_sessions", None)
+        if sessions is not None:  # KIP-227; Kafka's NumIncrementalFetchSessions and friends
+            yield GaugeMetricFamily("tinystream_fetch_sessions", "Incremental fetch sessions cached",
+                                    value=len(sessions.cache))
+            yield GaugeMetricFamily("tinystream_fetch_session_partitions",
+                                    "Partitions held across all fetch sessions", value=sessions.cache.partitions)
+            yield CounterMetricFamily("tinystream_fetch_session_evictions",
+                                      "Fetch sessions evicted to make room for new ones", value=sessions.cache.evictions)
+            kinds = CounterMetricFamily("tinystream_fetch_session_requests",
+                                        "Fetch requests by session context (full, incremental, sessionless, error)",
+                                        labels=["kind"])
+            for kind, n in sorted(sessions.requests.items(), key=lambda kv: kv[0].value):
+                kinds.add_metric([kind.value], n)
+            yield kinds
+            yield CounterMetricFamily("tinystream_fetch_requests_by_topic_id",
+                                      "Fetch requests naming topics by id (v13+, KIP-516)", value=sessions.by_topic_id)
         lag = GaugeMetricFamily("tinystream_consumer_group_lag",
                                 "High watermark minus committed offset, for groups coordinated here",
                                 labels=["group", "topic", "partition"])
@@ -223,6 +239,11 @@ class BrokerMetrics:
             "tinystream_request_latency_seconds", "Time from decode to response, by API", ["api"],
             buckets=_LATENCY_BUCKETS, registry=self.registry,
         )
+        # Whole frames, every API (Kafka's RequestBytes / response size): what a fetch session saves shows here.
+        self.request_bytes = Counter("tinystream_request_bytes", "Request frame bytes received, by API", ["api"],
+                                     registry=self.registry)
+        self.response_bytes = Counter("tinystream_response_bytes", "Response frame bytes sent, by API", ["api"],
+                                      registry=self.registry)
         self.bytes_in = Counter("tinystream_bytes_in", "Record batch bytes appended, by topic", ["topic"], registry=self.registry)
         self.bytes_out = Counter("tinystream_bytes_out", "Record batch bytes fetched, by topic", ["topic"],
                                  registry=self.registry)
@@ -246,12 +267,15 @@ class BrokerMetrics:
             self._state_collector = _BrokerStateCollector(ctx)
             self.registry.register(self._state_collector)
 
-    def observe_request(self, api: str, seconds: float) -> None:
+    def observe_request(self, api: str, seconds: float, request_bytes: int = 0, response_bytes: int = 0) -> None:
         children = self._api_children.get(api)
         if children is None:
-            children = self._api_children[api] = (self.requests.labels(api), self.latency.labels(api))
+            children = self._api_children[api] = (self.requests.labels(api), self.latency.labels(api),
+                                                  self.request_bytes.labels(api), self.response_bytes.labels(api))
         children[0].inc()
         children[1].observe(seconds)
+        children[2].inc(request_bytes)
+        children[3].inc(response_bytes)
 
     def _topic(self, topic: str) -> tuple:
         children = self._topic_children.get(topic)

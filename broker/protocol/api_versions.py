@@ -9,8 +9,9 @@ range reaches v0. Versions 0-2 are answered per partition with
 UNSUPPORTED_VERSION (`served_from` marks the split).
 
 Versions above the table's top are not advertised even when kio could parse
-them, because they need things this broker does not have (topic ids in Fetch
-13+, KIP-890 transactions in Produce 12+, KIP-848 in OffsetCommit 10+).
+them, because they need things this broker does not have (Fetch 15+'s
+replica_state in place of replica_id, KIP-890 transactions in Produce 12+,
+KIP-848 in OffsetCommit 10+).
 
 `test_api_versions.py` checks each row against kio's schemas and against the
 handler registry, so the table cannot drift from the code.
@@ -116,7 +117,7 @@ BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICA
 
 API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(PRODUCE, "Produce", 0, 11, served_from=3),
-    ApiRange(FETCH, "Fetch", 4, 12),
+    ApiRange(FETCH, "Fetch", 4, 14),  # 13+: topic ids (KIP-516); 15 moves replica_id into replica_state
     ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),  # 8: earliest-local, 9: pending upload, 10: a timeout (KIP-1075)
     ApiRange(METADATA, "Metadata", 0, 12),
     ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),

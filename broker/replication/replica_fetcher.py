@@ -18,6 +18,12 @@ client, `protocol.client.KafkaClient`) and loops:
    appended with `append_replicated` (offsets and epochs as the leader wrote
    them) and the leader's HW becomes ours (capped at our log end). The fetch
    offset tells the leader our log end offset, which moves its HW and ISR.
+   The fetch runs in an incremental fetch session (KIP-227,
+   `fetch_sessions.client`): after the first full request, only partitions
+   whose fetch offset, epoch or log start moved are sent, partitions no
+   longer followed are forgotten, and the leader answers only partitions
+   with records or a new HW / log start / error. A session error or a lost
+   connection makes the next request full again.
 3. FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER: our metadata is behind;
    the partition waits for the next image (which calls `follow` again).
    Connection errors back off and reconnect; nothing here raises out.
@@ -32,6 +38,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from tinystream.broker.fetch_sessions.cache import PartitionRequest
+from tinystream.broker.fetch_sessions.client import FetchSessionHandler
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin
 from tinystream.broker.protocol.codec import build, millis, schemas
@@ -47,6 +55,9 @@ EPOCH_VERSION = 4   # OffsetForLeaderEpoch with replica_id
 #: Kafka's replica.fetch.wait.max.ms and replica.fetch.backoff.ms defaults, shortened for quick failover.
 FETCH_WAIT_MS = 500
 BACKOFF_S = 0.2
+#: Answers that only mean "start the session again" (the handler already did).
+SESSION_ERRORS = frozenset({ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch,
+                            ErrorCode.fetch_session_topic_id_error})
 
 
 def _request(api_key: int, version: int, **fields):
@@ -72,6 +83,7 @@ class LeaderFetcher:
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, FollowState] = {}
         self.wakeup = asyncio.Event()
+        self.session = FetchSessionHandler()  # our fetch session on this leader
         self.task = asyncio.ensure_future(self._run())
         self._client: KafkaClient | None = None
 
@@ -82,6 +94,7 @@ class LeaderFetcher:
         await self._close()
 
     async def _close(self) -> None:
+        self.session.handle_error()  # whatever the leader's session holds now, the next fetch is full
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.close()
@@ -175,28 +188,44 @@ class LeaderFetcher:
 
     async def _fetch(self, client: KafkaClient, ready: dict[TopicPartition, FollowState]) -> None:
         replicas = self.manager.replicas
-        by_topic: dict[str, list] = {}
+        wanted: dict[TopicPartition, PartitionRequest] = {}
         offsets: dict[TopicPartition, int] = {}
         for tp, state in ready.items():
             partition = replicas.get(tp)
             if partition is None:
                 continue
             offsets[tp] = partition.log_end_offset
-            by_topic.setdefault(tp.topic, []).append(
-                _entity(1, FETCH_VERSION, "FetchPartition", partition=tp.partition, fetch_offset=offsets[tp],
-                        partition_max_bytes=self.manager.max_bytes, log_start_offset=partition.log_start_offset,
-                        current_leader_epoch=state.leader_epoch)
-            )
-        if not by_topic:
+            wanted[tp] = PartitionRequest(fetch_offset=offsets[tp], partition_max_bytes=self.manager.max_bytes,
+                                          current_leader_epoch=state.leader_epoch,
+                                          log_start_offset=partition.log_start_offset)
+        if not wanted:
             return
+        plan = self.session.build(wanted)
+        by_topic: dict[str, list] = {}
+        for tp, r in plan.to_send.items():
+            by_topic.setdefault(tp.topic, []).append(
+                _entity(1, FETCH_VERSION, "FetchPartition", partition=tp.partition, fetch_offset=r.fetch_offset,
+                        partition_max_bytes=r.partition_max_bytes, log_start_offset=r.log_start_offset,
+                        current_leader_epoch=r.current_leader_epoch)
+            )
+        forgotten: dict[str, list[int]] = {}
+        for tp in plan.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         response = await client.request(_request(
             1, FETCH_VERSION, replica_id=self.manager.broker_id, max_wait=millis(self.manager.max_wait_ms),
-            min_bytes=1, max_bytes=self.manager.max_bytes * 8, isolation_level=0, session_id=0, session_epoch=-1,
+            min_bytes=1, max_bytes=self.manager.max_bytes * 8, isolation_level=0,
+            session_id=plan.session_id, session_epoch=plan.epoch,
             topics=tuple(_entity(1, FETCH_VERSION, "FetchTopic", topic=t, partitions=tuple(ps))
                          for t, ps in by_topic.items()),
-            forgotten_topics_data=(), rack_id="",
+            forgotten_topics_data=tuple(_entity(1, FETCH_VERSION, "ForgottenTopic", topic=t, partitions=tuple(ps))
+                                        for t, ps in forgotten.items()),
+            rack_id="",
         ), timeout=self.manager.max_wait_ms / 1000 + 30)
-        if response.error_code != ErrorCode.none:
+        if not self.session.handle_response(response.error_code, response.session_id):
+            if response.error_code in SESSION_ERRORS:
+                log.info("fetch session on leader %d: %s; the next fetch is full", self.leader_id,
+                         response.error_code.name)
+                return
             raise ConnectionError(f"fetch answered {response.error_code!r}")
         for topic in response.responses:
             for p in topic.partitions:
@@ -274,6 +303,10 @@ class ReplicaFetcherManager:
 
     def following(self) -> dict[TopicPartition, int]:
         return dict(self._leader_of)
+
+    def fetch_sessions(self) -> dict[int, FetchSessionHandler]:
+        """Our fetch session on each leader we fetch from (KIP-227), for metrics and tests."""
+        return {leader: f.session for leader, f in self._fetchers.items()}
 
     async def stop(self) -> None:
         fetchers, self._fetchers = list(self._fetchers.values()), {}

@@ -329,6 +329,11 @@ class ReplicaManager:
             return FetchedPartition(r.tp, epoch_error, hw, lso, partition.log_start_offset)
         if limit <= 0 and not min_one:
             return FetchedPartition(r.tp, ErrorCode.none, hw, lso, partition.log_start_offset, b"", no_aborts)
+        end = partition.log_end_offset if for_replica else lso if read_committed else hw
+        if r.fetch_offset == end and partition.log_start_offset <= end:
+            # Caught up: nothing to read. The common case of a fetch session's idle partitions; skipping the
+            # segment and index lookups halves an idle 1000-partition fetch (`tinystream bench fetch-sessions`).
+            return FetchedPartition(r.tp, ErrorCode.none, hw, lso, partition.log_start_offset, b"", no_aborts)
         try:
             result: ReadResult = partition.read(
                 r.fetch_offset, max(limit, 0), for_replica=for_replica, min_one=min_one, read_committed=read_committed

@@ -44,7 +44,8 @@ class RequestDispatcher:
         if result is not None and result is not CLOSE_CONNECTION and not isinstance(result, bytes):
             result = encode_response(header, result)
         elapsed = time.perf_counter() - started
-        self.ctx.metrics.observe_request(self._names[header.api_key], elapsed)
+        self.ctx.metrics.observe_request(self._names[header.api_key], elapsed, request.size + 4,  # + size prefix
+                                         len(result) if isinstance(result, bytes | bytearray) else 0)
         if log.isEnabledFor(logging.DEBUG):  # off the hot path unless asked for
             log.debug("%s v%d from %s answered in %.2f ms", self._names[header.api_key], header.api_version,
                       header.client_id, elapsed * 1000, extra={

@@ -13,7 +13,12 @@ transaction), as a supervisor would. Faults, each followed by "full ISRs":
 3. SIGKILL the group coordinator (the leader of the group's
    __consumer_offsets partition), bring it back;
 4. SIGKILL the worker itself (its open transaction is aborted by the next one);
-5. SIGSTOP a broker past the session timeout, then SIGCONT.
+5. SIGSTOP a broker past the session timeout, then SIGCONT;
+6. SIGSTOP the transaction coordinator's broker past the session timeout
+   (its __transaction_state partition moves to another broker, which must
+   load the state and finish or abort what was in flight), then SIGCONT:
+   the frozen broker wakes up believing it still coordinates, and must not
+   answer as coordinator any more.
 
 Then the feeder stops, the worker catches up and exits, and `txn-out` read
 read_committed must equal `txn-in` upper-cased, partition by partition: 0
@@ -24,6 +29,7 @@ and every coordinator shows the id complete (ListTransactions).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -36,9 +42,12 @@ from chaos_config import BROKERS
 from cluster_state import OFFSETS_TOPIC, leader_of, metadata, wait_converged
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
 from tinystream.broker.groups.coordinator import partition_for_group
+from tinystream.broker.protocol.client import KafkaClient
 from tinystream.dev.cluster import LocalCluster
+from tinystream.testing.broker import request
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -158,6 +167,17 @@ def _read(bootstrap: str, topic: str, *, committed: bool) -> dict[int, list[byte
         consumer.close()
 
 
+async def _describe_error(bootstrap: str) -> ErrorCode:
+    """DescribeTransactions for the worker's id, asked of one broker directly (not via FindCoordinator)."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = await KafkaClient.connect(host, int(port))
+    try:
+        response = await client.request(request(65, 0, transactional_ids=(TXN_ID,)))
+    finally:
+        await client.close()
+    return response.transaction_states[0].error_code
+
+
 def _open_transactions(cluster: LocalCluster) -> list[str]:
     """Partitions of DST with an open transaction (DescribeProducers on each broker), and ids not complete."""
     from click.testing import CliRunner
@@ -231,6 +251,17 @@ def _run_faults_and_check(cluster, url, feeder, supervisor, stop_file, converge,
     time.sleep(6)
     paused.resume()
     converge("a broker frozen past the session timeout and resumed")
+    coordinator = leader_of(image(), TXN_STATE, partition_for_group(TXN_ID, TXN_STATE_PARTITIONS))
+    frozen = cluster.broker(coordinator)
+    frozen.pause()
+    time.sleep(6)  # 2x the session timeout: fenced, its coordinator partition led elsewhere
+    moved = leader_of(image(), TXN_STATE, partition_for_group(TXN_ID, TXN_STATE_PARTITIONS))
+    frozen.resume()
+    assert moved != coordinator, f"the transaction coordinator stayed on frozen broker {coordinator}"
+    converge(f"the transaction coordinator (broker {coordinator}) frozen past the session timeout and resumed")
+    assert frozen.bootstrap is not None
+    assert asyncio.run(_describe_error(frozen.bootstrap)) == ErrorCode.not_coordinator, \
+        f"broker {coordinator} still answers as the transaction coordinator after it was fenced"
 
     feeder.halt.set()
     feeder.join(150)

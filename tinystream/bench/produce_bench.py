@@ -14,13 +14,16 @@ RecordBatches (the broker is what is measured; see produce_workloads.py);
 `--client confluent` gives librdkafka's figure and `--client java` Kafka's
 own ProducerPerformance (needs tools/install-kafka-jars.sh).
 
-`--transactional` (confluent client) makes it a transactional producer
-committing every `--txn-records` records (1000 by default; 100 shows the
-per-transaction cost); `--idempotent` is the baseline to compare with:
-idempotent produce, acks=all, same client.
+`--transactional` (confluent client, implied) measures transactional
+producers committing every `--txn-records` records (100 and 1000 by
+default) against idempotent produce (acks=all, same client), on our broker
+and each peer, in `--rounds` alternating rounds (ours, kafka, ours, kafka,
+...; `txn_rounds.py`), and prints medians, spreads and the ratios
+transactional / idempotent and ours / peer. `--idempotent` alone is the
+single-pass baseline.
 
+    tinystream bench produce --transactional --peer kafka --rounds 5
     tinystream bench produce --client confluent --idempotent --peer kafka
-    tinystream bench produce --client confluent --transactional --txn-records 100 --peer kafka
 
 `--security SSL|SASL_SSL|SASL_PLAINTEXT` (confluent client, repeatable) runs the
 workload in pairs with PLAINTEXT on one broker with a listener per protocol and
@@ -44,12 +47,14 @@ from tinystream.bench.batches import BUILTIN_SCHEMA, CODECS, records_per_batch
 from tinystream.bench.produce_workloads import RUNNERS, ProduceSpec
 from tinystream.bench.runs import run_everywhere
 from tinystream.bench.security_bench import SECURED, check_security_options, run_security_pairs
+from tinystream.bench.txn_rounds import run_rounds
 
 
 @click.command("produce")
 @click.option("--bootstrap", default=None, metavar="HOST:PORT",
               help="Our broker, already running. Without it one is started in a temp dir.")
-@click.option("--records", default=5_000_000, show_default=True, type=click.IntRange(1))
+@click.option("--records", default=None, type=click.IntRange(1),
+              help="Records per run. Default: 5,000,000; 100,000 per cell with --transactional.")
 @click.option("--record-size", default=100, show_default=True, type=click.IntRange(0), help="Value bytes per record.")
 @click.option("--batch-size", default=262_144, show_default=True, type=click.IntRange(128),
               help="Bytes per record batch (Kafka's batch.size).")
@@ -71,21 +76,25 @@ from tinystream.bench.security_bench import SECURED, check_security_options, run
 @click.option("--idempotent", is_flag=True, help="confluent client: enable.idempotence (acks=all).")
 @click.option("--transactional", is_flag=True,
               help="confluent client: a transactional producer (acks=all) committing every --txn-records records.")
-@click.option("--txn-records", default=1000, show_default=True, type=click.IntRange(1),
-              help="Records per transaction with --transactional.")
+@click.option("--txn-records", multiple=True, default=(100, 1000), show_default=True, type=click.IntRange(1),
+              help="Records per transaction with --transactional (repeat for several).")
 @click.option("--security", "protocols", multiple=True, type=click.Choice(SECURED), metavar="PROTOCOL",
               help="Also over a listener with this security protocol (SSL, SASL_SSL, SASL_PLAINTEXT: SCRAM-SHA-512), "
                    "in pairs with PLAINTEXT on a broker started with throwaway credentials; needs --client confluent.")
-@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1),
-              help="With --security: pairs per protocol (medians and ranges are printed).")
+@click.option("--rounds", default=None, type=click.IntRange(1),
+              help="Alternating rounds: --transactional (default 3) over our broker and the peers; --security "
+                   "(default 5) pairs per protocol. Medians and ranges are printed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def produce_bench_command(bootstrap, records, record_size, batch_size, acks, topic, partitions, compression,
                           client, connections, in_flight, warmup, peers, schema, idempotent, transactional,
                           txn_records, protocols, rounds, as_json, quiet) -> None:
     """Produce benchmark: records/s, MB/s and latency p50/p99/p99.9, ours and peers."""
+    records = records or (100_000 if transactional else 5_000_000)
     warmup = min(records // 10, 200_000) if warmup is None else warmup
     schema_text = _schema_text(schema, client)
+    if transactional and client == "raw":
+        client = "confluent"  # transactions need a real transactional client: librdkafka's
     if (idempotent or transactional) and client != "confluent":
         raise click.UsageError("--idempotent and --transactional need --client confluent")
     if idempotent or transactional:
@@ -94,8 +103,12 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
         topic=topic or f"bench-produce-{uuid.uuid4().hex[:8]}", partitions=partitions, records=records,
         record_size=record_size, batch_bytes=batch_size, acks=acks, compression=compression,
         connections=connections, in_flight=in_flight, warmup_records=warmup, progress=not quiet,
-        schema=schema_text, idempotent=idempotent, txn_records=txn_records if transactional else 0,
+        schema=schema_text, idempotent=idempotent, txn_records=0,
     )
+    if transactional:
+        run_rounds(spec=spec, peers=peers, rounds=rounds or 3, txn_sizes=sorted(set(txn_records)), bootstrap=bootstrap,
+                   as_json=as_json, quiet=quiet)
+        return
     workload = {
         "client": client, "records": records, "record_size": record_size, "batch_size": batch_size,
         "records_per_batch": records_per_batch(batch_size, record_size), "acks": acks, "partitions": partitions,
@@ -103,12 +116,11 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
         **({"connections": connections, "in_flight": in_flight} if client == "raw" else {}),
         **({"schema": schema} if schema else {}),
         **({"idempotent": True} if idempotent else {}),
-        **({"transactional": True, "records_per_transaction": txn_records} if transactional else {}),
     }
     if protocols:
         check_security_options(client, bootstrap, peers)
         run_security_pairs(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
-                           protocols=list(dict.fromkeys(protocols)), rounds=rounds, as_json=as_json, quiet=quiet)
+                           protocols=list(dict.fromkeys(protocols)), rounds=rounds or 5, as_json=as_json, quiet=quiet)
         return
     run_everywhere(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
                    bootstrap=bootstrap, peers=peers, as_json=as_json, quiet=quiet)

@@ -154,6 +154,9 @@ class BrokerSettings(ComponentSettings):
     max_connections: int = kafka_field(1000, "max.connections", ge=1)
     # The most a Fetch answer may hold, whatever the client asks (Kafka's broker fetch.max.bytes, 55 MiB).
     fetch_max_bytes: int = kafka_field(57_671_680, "fetch.max.bytes", ge=1024)
+    # Incremental fetch sessions kept (KIP-227; Kafka's default 1000). 0: none, every fetch is a full fetch.
+    max_incremental_fetch_session_cache_slots: int = kafka_field(
+        1000, "max.incremental.fetch.session.cache.slots", ge=0)
     # One host may not take every connection (parked sockets would lock followers and clients out).
     max_connections_per_ip: int = kafka_field(250, "max.connections.per.ip", ge=1)
     # Request bytes the broker holds unanswered, all connections together; reading pauses beyond it (-1: no limit).

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,8 +170,13 @@ def fetch_request(
     session_epoch: int = -1,
     current_leader_epoch: int = -1,
     last_fetched_epoch: int = -1,
+    forgotten: Sequence[tuple[str, int]] = (),
+    topic_ids: Mapping[str, uuid.UUID] | None = None,
 ) -> Any:
-    """Fetch (topic, partition, offset) triples, grouped by topic in the order given."""
+    """Fetch (topic, partition, offset) triples, grouped by topic in the order given; `forgotten`
+    (topic, partition) pairs leave an incremental fetch session (KIP-227); v13+ names topics by
+    `topic_ids` (KIP-516)."""
+    ids = topic_ids or {}
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, offset in partitions:
         by_topic.setdefault(topic, []).append(
@@ -181,8 +188,14 @@ def fetch_request(
         1, version,
         replica_id=replica_id, max_wait=millis(max_wait_ms), min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
-        topics=tuple(entity(1, version, "FetchTopic", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        forgotten_topics_data=(), rack_id="",
+        topics=tuple(entity(1, version, "FetchTopic", topic=t, topic_id=ids.get(t), partitions=tuple(ps))
+                     for t, ps in by_topic.items()),
+        forgotten_topics_data=tuple(
+            entity(1, version, "ForgottenTopic", topic=t, topic_id=ids.get(t),
+                   partitions=tuple(p for tt, p in forgotten if tt == t))
+            for t in dict.fromkeys(t for t, _ in forgotten)
+        ),
+        rack_id="",
     )
 
 

@@ -1,0 +1,61 @@
+"""Followers fetch in incremental fetch sessions (KIP-227): three brokers, a controller, real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kio.schema.errors import ErrorCode
+
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.testing.broker import create_topics_request, now_batch, produce_request
+
+PARTITIONS = 24
+
+
+async def wait_until(predicate, timeout: float = 15.0, what: str = "condition") -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def produce_everywhere(cluster, topic: str, value: bytes) -> None:
+    """acks=all to every partition through its leader: each answer needs the followers' fetches."""
+    image = {p: await cluster.partition(topic, p) for p in range(PARTITIONS)}
+    for p, state in image.items():
+        client = await cluster.client(state["leader"])
+        r = await client.request(produce_request(topic, p, now_batch([(None, value)]), acks=-1))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.none
+
+
+def privileged_sessions(broker) -> list:
+    return [s for s in broker.ctx.fetch_sessions.cache.sessions() if s.privileged]
+
+
+async def test_followers_replicate_through_incremental_sessions_and_survive_losing_them(cluster):
+    client = await cluster.client(1)
+    created = await client.request(create_topics_request([("many", PARTITIONS, 3, {"min.insync.replicas": "2"})]))
+    assert created.topics[0].error_code == ErrorCode.none
+    await wait_until(lambda: all(cluster.replica(b, "many", p) is not None
+                                 for b in (1, 2, 3) for p in range(PARTITIONS)), what="replicas")
+    await produce_everywhere(cluster, "many", b"one")
+    # Every follower holds a session on every other broker (each leads some partitions) and fetches incrementally.
+    await wait_until(lambda: all(h.session_id != 0 and h.epoch > 2
+                                 for b in cluster.brokers.values() for h in b.fetchers.fetch_sessions().values()),
+                     what="incremental sessions on every leader")
+    for broker in cluster.brokers.values():
+        sessions = privileged_sessions(broker)
+        assert len(sessions) == 2  # one per follower broker
+        led = sum(1 for p in range(PARTITIONS) if cluster.replica(broker.settings.broker_id, "many", p).is_leader)
+        assert all(len(s.partitions) >= led for s in sessions)
+    # The leaders forget every session: followers get FETCH_SESSION_ID_NOT_FOUND, fetch in full, and go on.
+    for broker in cluster.brokers.values():
+        for s in privileged_sessions(broker):
+            broker.ctx.fetch_sessions.cache.remove(s.id)
+    await produce_everywhere(cluster, "many", b"two")
+    for b in (1, 2, 3):
+        for p in range(PARTITIONS):
+            await wait_until(lambda: cluster.replica(b, "many", p).high_watermark == 2,  # noqa: B023
+                             what=f"{TopicPartition('many', p)} HW on broker {b}")
+    assert all(len(privileged_sessions(b)) == 2 for b in cluster.brokers.values())
