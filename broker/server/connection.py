@@ -380,7 +380,15 @@ class KafkaConnection(asyncio.Protocol):
         if self._transport is not None and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()
-        asyncio.get_running_loop().call_later(self._server.failed_authentication_delay_s, self._close)
+        asyncio.get_running_loop().call_later(self._server.failed_authentication_delay_s, self._close_refused)
+
+    def _close_refused(self) -> None:
+        # Reading resumes for the close: a TLS close waits for the peer's close_notify (what arrives is
+        # dropped: `_refused` starts no frame), and a paused transport would hold the connection open.
+        if self._transport is not None and self._reading_paused and not self._closed:
+            self._reading_paused = False
+            self._transport.resume_reading()
+        self._close()
 
     def _close(self, *, abort: bool = False) -> None:
         if self._closed:
