@@ -207,6 +207,7 @@ class Broker:
             listener_name=listener.name,
             principal_mapper=principal_mapper(listener),
             broker_connections=everyone,
+            failed_authentication_delay_ms=s.connection_failed_authentication_delay_ms,
             # KIP-402: the broker-wide limit never refuses the inter-broker listener (when it is not the only one).
             protected=listener is self.plan.inter_broker and len(self.plan.listeners) > 1,
         )

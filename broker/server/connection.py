@@ -169,6 +169,7 @@ class KafkaConnection(asyncio.Protocol):
         self._draining = False
         self._held: memoryview | None = None  # a received Fetch waiting for the previous one to be written
         self._closed = False
+        self._refused = False  # a failed login: closing after connection.failed.authentication.delay.ms
         self.last_active = time.monotonic()
 
     # -- asyncio.Protocol -------------------------------------------------------
@@ -339,6 +340,8 @@ class KafkaConnection(asyncio.Protocol):
         Not while the client is not reading (writes paused): the answers stay
         queued, so reading stays paused too, until resume_writing.
         """
+        if self._refused:
+            return
         transport = self._transport
         ready: list[bytes | bytearray] = []
         room = WRITE_BUFFER_HIGH - (transport.get_write_buffer_size() if transport is not None else 0)
@@ -368,7 +371,7 @@ class KafkaConnection(asyncio.Protocol):
                 room -= len(result)
             if self._client.auth.close_after_reply:  # a refused login: its answer, then nothing more
                 self._flush(ready)
-                self._close()
+                self._close_after_failed_login()
                 return
         self._flush(ready)
         self.last_active = time.monotonic()
@@ -389,7 +392,7 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.writelines(ready)
 
     def _must_wait(self) -> bool:
-        return (self._writing_paused or len(self._pending) >= self._server.max_in_flight
+        return (self._refused or self._writing_paused or len(self._pending) >= self._server.max_in_flight
                 or self._server.over_budget(self) or (self._held is not None and self._fetch_in_flight()))
 
     def _fetch_in_flight(self) -> bool:
@@ -434,6 +437,26 @@ class KafkaConnection(asyncio.Protocol):
         if self._server.on_protocol_error is not None:
             self._server.on_protocol_error()
         self._close(abort=True)
+
+    def _close_after_failed_login(self) -> None:
+        """Kafka's connection.failed.authentication.delay.ms: read nothing more, close a little later.
+
+        Closing at once races the client: a socket closed with the client's next bytes unread is reset,
+        and a client can lose the SASL_AUTHENTICATION_FAILED answer before reading it.
+        """
+        self._refused = True  # no further frame is started, no further answer written
+        if self._transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        asyncio.get_running_loop().call_later(self._server.failed_authentication_delay_s, self._close_refused)
+
+    def _close_refused(self) -> None:
+        # Reading resumes for the close: a TLS close waits for the peer's close_notify (what arrives is
+        # dropped: `_refused` starts no frame), and a paused transport would hold the connection open.
+        if self._transport is not None and self._reading_paused and not self._closed:
+            self._reading_paused = False
+            self._transport.resume_reading()
+        self._close()
 
     def _close(self, *, abort: bool = False) -> None:
         if self._closed:
@@ -499,11 +522,13 @@ class KafkaServer:
         principal_mapper: PrincipalMapper | None = None,
         broker_connections: BrokerConnections | None = None,
         protected: bool = False,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.dispatcher = dispatcher
         self.ssl_context = ssl_context  # TLS on the listener (SSL, SASL_SSL)
         self.new_auth = new_auth  # each connection's auth state (a SaslSession on a SASL listener)
         self.listener_name = listener_name
+        self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
         self.principal_mapper = principal_mapper or PrincipalMapper.parse("DEFAULT")
         # The broker-wide count; `protected` (the inter-broker listener among several) is not refused by it.
         self.broker_connections = broker_connections

@@ -116,6 +116,8 @@ class BrokerSettings(ComponentSettings):
     sasl_mechanism_inter_broker_protocol: str = kafka_field("SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol")
     inter_broker_sasl_username: str | None = kafka_field(None, "inter.broker.sasl.username")
     inter_broker_sasl_password_file: str | None = kafka_field(None, "inter.broker.sasl.password.file")
+    # A refused login is answered, then the connection closes this much later (Kafka's default 100 ms).
+    connection_failed_authentication_delay_ms: int = kafka_field(100, "connection.failed.authentication.delay.ms", ge=0)
     super_users: str = kafka_field("", "super.users")  # "User:CN=broker;User:admin": brokers (mTLS) and admins
     # ACLs (broker/security/authorizer.py): Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer (or
     # "acl") turns them on; empty (the default, as Kafka's) allows everything. Once on, a resource no ACL names
