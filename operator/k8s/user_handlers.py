@@ -98,12 +98,14 @@ def register_user_handlers(registry: kopf.OperatorRegistry, deps: Deps, client: 
             raise kopf.TemporaryError("the operator has no master secret to make credentials with")
         else:
             assert cluster is not None
-            try:
-                await client().create(user_secret(user, credential_files(user, cluster, deps.master_secret,
-                                                                         deps.clock())))
-                kopf.info(body, reason="CredentialsCreated", message=f"Secret {user.name}")
-            except Conflict:
-                pass  # made before: the same derived password (a tls user keeps its first certificate)
+            if (status or {}).get("secret") != user.name:  # not made yet (status says so once it is)
+                try:
+                    await client().create(user_secret(user, credential_files(user, cluster, deps.master_secret,
+                                                                             deps.clock())))
+                    kopf.info(body, reason="CredentialsCreated", message=f"Secret {user.name}")
+                except Conflict:
+                    pass  # made before: the same derived password (a tls user keeps its first certificate)
+                patch.status["secret"] = user.name
             key = ClusterKey(user.namespace, user.cluster)
             try:
                 acls, credentials = await deps.controller.access(key)
@@ -131,7 +133,6 @@ def register_user_handlers(registry: kopf.OperatorRegistry, deps: Deps, client: 
         patch.status["conditions"] = merge_condition(previous, condition)
         patch.status["observedGeneration"] = user.generation
         patch.status["username"] = user.principal.removeprefix("User:")
-        patch.status["secret"] = user.name
 
     @kopf.on.create(*users, registry=registry)
     @kopf.on.update(*users, registry=registry)

@@ -150,6 +150,17 @@ async def test_a_secured_cluster_gets_its_certificates_and_credentials_under_the
             await api.delete(TS, "tinystreamusers", "app")  # the finalizer removes its access first
             await api.wait_for(TS, "tinystreamusers", "app", lambda o: o is None)
             assert not controller.acls and not controller.credentials
+
+            # A user applied before its cluster waits (ClusterNotFound, no Secret), then gets its credentials.
+            await api.create(TS, "tinystreamusers", {**USER, "metadata": {"name": "early"},
+                                                     "spec": {**USER["spec"], "cluster": "late"}})
+            early = await api.wait_for(TS, "tinystreamusers", "early",
+                                       lambda o: ready_condition(o).get("reason") == "ClusterNotFound")
+            assert "secret" not in early["status"] and await api.get("v1", "secrets", "early") is None
+            await api.create(TS, "tinystreamclusters", {**secured, "metadata": {"name": "late"}})
+            await api.wait_for(TS, "tinystreamusers", "early", lambda o: ready_condition(o).get("status") == "True",
+                               timeout=30)
+            assert "password" in secret_files(await api.get("v1", "secrets", "early"))
         sts = await api.get("apps/v1", "statefulsets", "secure-broker")
         volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
         assert volumes["tls"]["secret"]["secretName"] == "secure-broker-tls"
