@@ -60,10 +60,7 @@ def secured(installed: Kube) -> Kube:
     wait_until(lambda: ready(kube, "tsu", "app") and ready(kube, "tsu", "nobody"), timeout=120, what="the users")
     kube.apply(secure_client_pod(image))
     kube.kubectl("wait", f"pod/{SECURE_CLIENT_POD}", "--for=condition=Ready", "--timeout=180s", timeout=200)
-    yield kube
-    kube.kubectl("delete", "tsu", "app", "nobody", "--wait=true", timeout=120, check=False)
-    kube.kubectl("delete", "pod", SECURE_CLIENT_POD, "--wait=false", check=False)
-    kube.kubectl("delete", "tsc", SECURE, "--wait=false", check=False)
+    return kube
 
 
 def probe(kube: Kube, who: Client) -> str:
@@ -129,3 +126,15 @@ def test_certificate_renewal_under_a_writer_loses_nothing_and_restarts_no_broker
     now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in
            secured.json("pods", "-l", f"tinystream.io/cluster={SECURE}")["items"]}
     assert now == restarts  # the same pods: renewed without a restart
+
+
+def test_users_and_cluster_go_and_helm_uninstall_keeps_the_crds(secured):
+    """The suite's last test: a deleted user's ACLs go (finalizer), then the cluster, then the release."""
+    secured.kubectl("delete", "tsu", "app", "nobody", "--timeout=120s", timeout=180)
+    secured.kubectl("delete", "pod", SECURE_CLIENT_POD, "--wait=false")
+    secured.kubectl("delete", "tst", SECURE_TOPIC, "--timeout=120s", timeout=180)
+    secured.kubectl("delete", "tsc", SECURE, "--timeout=300s", timeout=360)
+    secured.helm("uninstall", "ts", "--wait", "--timeout", "3m", timeout=240)
+    # CRDs stay (Helm never deletes crds/): custom resources of other releases survive an uninstall.
+    crds = secured.kubectl("get", "crd", "-o", "name", namespace=None).stdout
+    assert "topics.tinystream.io" in crds and "tinystreamusers.tinystream.io" in crds
