@@ -66,7 +66,7 @@ from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
 from tinystream.controller_auth import read_secret
-from tinystream.controller_client import ControllerClient
+from tinystream.controller_client import ControllerClient, controller_ssl_context
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
 log = logging.getLogger(__name__)
@@ -228,7 +228,8 @@ class Broker:
         )
         if self.transactions is not None:  # WriteTxnMarkers and KIP-890 verification go to the same listener
             self.transactions.markers.credentials = credentials
-        controller = ControllerClient(controller_url, token=self._controller_token())
+        controller = ControllerClient(controller_url, token=self._controller_token(),
+                                      ssl_context=controller_ssl_context(controller_url, s.controller_ssl_truststore_location))
         applier = ImageApplier(broker_id=s.broker_id, cluster=self.cluster, topics=self.topics,
                                replicas=self.replicas, fetchers=self.fetchers, groups=self.groups, clock=self.clock,
                                transactions=self.transactions, authorizer=self.ctx.authorizer, users=self.ctx.users)
@@ -365,7 +366,10 @@ class Broker:
 
 async def run_broker(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
     """Run a broker until cancelled, or until it must stop (exit code 1); shutdown flushes and closes every log."""
-    broker = Broker(settings)
+    try:
+        broker = Broker(settings)
+    except ValueError as exc:  # settings whose fault shows when used: an unreadable truststore, a listener plan
+        raise SystemExit(f"broker {settings.broker_id}: {exc}") from None
     await serve_until_cancelled(broker.start, broker.stop, ready, until=broker.wait_fatal)
     if broker.control is not None and broker.control.fatal_error:
         raise SystemExit(f"broker {settings.broker_id}: {broker.control.fatal_error}")

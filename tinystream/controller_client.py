@@ -30,8 +30,10 @@ MetadataImage.from_dict` turns one into typed records if wanted.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -208,17 +210,37 @@ def _admin(data: Mapping[str, Any]) -> dict[str, Any]:
 # -- the client ----------------------------------------------------------------
 
 
+def controller_ssl_context(base_url: str, cafile: str | None) -> ssl.SSLContext | None:
+    """How to verify an https controller: against `cafile` (PEM), else the system's CAs; None for http.
+
+    A truststore given for an http URL, or one that cannot be read, is a ValueError naming it."""
+    if not base_url.startswith("https://"):
+        if cafile:
+            raise ValueError(f"controller.ssl.truststore.location is set but controller.url {base_url} is not https")
+        return None
+    if cafile is None:
+        return ssl.create_default_context()
+    try:
+        pem = Path(cafile).read_text()
+        return ssl.create_default_context(cadata=pem)
+    except (OSError, ssl.SSLError, ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"controller.ssl.truststore.location {cafile}: not a readable PEM certificate ({exc})") from exc
+
+
+
 class ControllerClient:
     """One controller at `base_url` (http://host:port); reuse one per process.
 
     `token` is the caller's bearer token (tinystream/controller_auth.py); the
     controller refuses every call but /healthz and /v1/openapi.json without one.
+    `ssl_context` verifies an https controller (controller_ssl_context); None: the system's CAs.
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 10.0,
-                 session: aiohttp.ClientSession | None = None) -> None:
+                 session: aiohttp.ClientSession | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._auth = {"Authorization": f"Bearer {token}"} if token else {}
         self._session = session
         self._owns_session = session is None
@@ -406,7 +428,7 @@ class ControllerClient:
         timeout = aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s)
         try:
             async with self._client().request(method, url, data=data, headers=headers, params=params,
-                                              timeout=timeout) as response:
+                                              timeout=timeout, ssl=self._ssl) as response:
                 raw = await response.read()
                 status = response.status
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:

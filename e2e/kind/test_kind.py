@@ -13,6 +13,7 @@ a reader finds afterwards: an acknowledged record that is missing is lost.
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,44 @@ def test_services_and_dns_from_a_client_pod(kube):
               "    socket.create_connection((name, 9092), timeout=10).close()\n")
     out = kube.kubectl("exec", "-i", CLIENT_POD, "--", "python3", "-", *names, input=script, timeout=60).stdout
     assert len(out.splitlines()) == 2, out
+
+
+CONTROLLER_TLS_PROBE = """\
+import socket, ssl, sys, urllib.error, urllib.request
+ca = sys.stdin.read()
+name, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+context = ssl.create_default_context(cadata=ca)
+with socket.create_connection((name, port), timeout=10) as raw, context.wrap_socket(raw, server_hostname=name) as tls:
+    print("verified", tls.version())
+try:
+    urllib.request.urlopen(f"https://{name}:{port}{path}", context=context, timeout=10)
+    print("https answered 200")
+except urllib.error.HTTPError as exc:
+    print("https", exc.code)
+try:
+    urllib.request.urlopen(f"http://{name}:{port}{path}", timeout=10)
+    print("http answered")
+except Exception as exc:
+    print("http failed", type(exc).__name__)
+"""
+
+
+def test_controller_api_is_tls_with_the_clusters_ca(kube):
+    """The brokers (Ready, so registered) were told https and their CA; from a pod, the controller's
+    name verifies against the CA in the broker tokens Secret, HTTPS without a token is refused and plain
+    HTTP gets no answer."""
+    config = tomllib.loads(kube.json("configmap", f"{CLUSTER}-config")["data"]["broker.toml"])["broker"]
+    name = f"{CLUSTER}-controller.{NAMESPACE}.svc"
+    assert config["controller.url"] == f"https://{name}:9091/clusters/{NAMESPACE}/{CLUSTER}", config
+    assert config["controller.ssl.truststore.location"] == "/etc/tinystream-auth/controller-ca.crt", config
+    secret = kube.json("secret", f"{CLUSTER}-broker-tokens")["data"]
+    ca = base64.b64decode(secret["controller-ca.crt"]).decode()
+    out = kube.kubectl("exec", "-i", CLIENT_POD, "--", "python3", "-c", CONTROLLER_TLS_PROBE, name, "9091",
+                       f"/clusters/{NAMESPACE}/{CLUSTER}/v1/metadata", input=ca, timeout=60).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("verified TLSv1."), out
+    assert lines[1] == "https 401", out
+    assert lines[2].startswith("http failed"), out
 
 
 def test_topic_gets_placement(kube):

@@ -18,6 +18,7 @@ template, show the controller's view alone.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -105,6 +106,7 @@ class HttpClusterSource:
         controller_url: Callable[[], str | None] | str | None,
         *,
         controller_token: str | None = None,  # the controller API wants one (tinystream/controller_auth.py)
+        controller_ssl: ssl.SSLContext | None = None,  # verifies an https controller (None: the system's CAs)
         admin_token: str | None = None,  # the brokers' admin HTTP, when they set admin.token.file
         admin_urls: AdminUrls = admin_urls_from_template(None),  # noqa: B008 - a pure function, built once
         timeout_s: float = FETCH_TIMEOUT_S,
@@ -113,6 +115,7 @@ class HttpClusterSource:
         self._controller_url = controller_url if callable(controller_url) else (lambda: controller_url)
         self._admin_urls = admin_urls
         self._controller_headers = {"Authorization": f"Bearer {controller_token}"} if controller_token else {}
+        self._controller_ssl: ssl.SSLContext | bool = controller_ssl if controller_ssl is not None else True
         self._admin_headers = {"Authorization": f"Bearer {admin_token}"} if admin_token else {}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._clock = clock
@@ -128,8 +131,9 @@ class HttpClusterSource:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         return self._session
 
-    async def _json(self, url: str, headers: Mapping[str, str] | None = None) -> Any:
-        async with self._http().get(url, headers=headers) as response:
+    async def _json(self, url: str, headers: Mapping[str, str] | None = None,
+                    tls: ssl.SSLContext | bool = True) -> Any:
+        async with self._http().get(url, headers=headers, ssl=tls) as response:
             response.raise_for_status()
             return await response.json(content_type=None)
 
@@ -144,7 +148,8 @@ class HttpClusterSource:
         error: str | None = None
         if url:
             try:
-                metadata = await self._json(f"{url.rstrip('/')}/v1/metadata", self._controller_headers)
+                metadata = await self._json(f"{url.rstrip('/')}/v1/metadata", self._controller_headers,
+                                            self._controller_ssl)
             except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
                 error = _describe(exc)
         else:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -102,7 +103,7 @@ def derived_ca(seed: bytes, cluster: str, namespace: str, *, created: datetime.d
                                      content_commitment=False, key_encipherment=False, data_encipherment=False,
                                      key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
+        .sign(key, hashes.SHA256(), ecdsa_deterministic=True)
     )
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM).decode(), _key_pem(key))
 
@@ -123,8 +124,13 @@ def broker_dns_names(cluster: str, namespace: str, cluster_domain: str) -> froze
     return frozenset(names)
 
 
+def controller_dns_names(cluster: str, namespace: str, cluster_domain: str) -> frozenset[str]:
+    """The names a cluster's brokers call the controller by: its ExternalName Service onto the operator."""
+    return frozenset({f"{cluster}-controller.{namespace}.svc", f"{cluster}-controller.{namespace}.svc.{cluster_domain}"})
+
+
 def issue(ca: KeyPair, common_name: str, dns_names: frozenset[str], *, now: datetime.datetime,
-          days: int) -> KeyPair:
+          days: int, ip_addresses: frozenset[str] = frozenset()) -> KeyPair:
     """A server-and-client certificate signed by `ca` (brokers present it to clients and to each other;
     a TinyStreamUser with tls authentication presents one with no host names)."""
     key, key_pem = _new_key()
@@ -143,9 +149,10 @@ def issue(ca: KeyPair, common_name: str, dns_names: frozenset[str], *, now: date
                        critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     )
-    if dns_names:  # a user's client certificate names no host
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in sorted(dns_names)]),
-                                        critical=False)
+    if dns_names or ip_addresses:  # a user's client certificate names no host
+        names: list[x509.GeneralName] = [x509.DNSName(n) for n in sorted(dns_names)]
+        names += [x509.IPAddress(ipaddress.ip_address(a)) for a in sorted(ip_addresses)]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem)
 

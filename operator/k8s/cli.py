@@ -33,6 +33,7 @@ from tinystream.controller_auth import ensure_secret_file
 from tinystream.log_format import configure, current_format
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_secret import derived_secrets
+from tinystream.operator.k8s.controller_tls import ControllerTLS
 from tinystream.operator.k8s.dashboard_host import OperatorDashboard
 from tinystream.operator.k8s.handlers import Deps, default_connect, make_registry
 from tinystream.operator.k8s.metrics import OperatorMetrics
@@ -66,6 +67,16 @@ def peering_priority(environ: Mapping[str, str]) -> int:
     return 1 + zlib.crc32(name.encode()) % 1_000_000  # distinct per pod name (collisions: about 1 in a million)
 
 
+def service_names(operator_service: str) -> frozenset[str]:
+    """The names a Service `name.ns.svc.<domain>` answers to in the cluster: the operator's certificate carries them."""
+    short, _, _ = operator_service.partition(".svc")
+    name, _, namespace = short.partition(".")
+    names = {operator_service, name}
+    if namespace:
+        names |= {f"{name}.{namespace}", f"{name}.{namespace}.svc"}
+    return frozenset(names)
+
+
 def operator_context(environ: Mapping[str, str], settings: OperatorSettings) -> OperatorContext:
     """The deployment facts from the chart's environment and the operator settings; unset ones keep
     OperatorContext's defaults. (Its class attributes are slot descriptors, not the defaults: reading
@@ -76,6 +87,7 @@ def operator_context(environ: Mapping[str, str], settings: OperatorSettings) -> 
     if "TINYSTREAM_OPERATOR_SERVICE" in environ:
         given["operator_service"] = environ["TINYSTREAM_OPERATOR_SERVICE"]
     given["controller_port"] = settings.controller_port
+    given["controller_tls"] = settings.controller_tls_enabled
     given["dashboard_port"] = settings.dashboard_port
     return OperatorContext(**given)
 
@@ -94,12 +106,15 @@ def operator(log_level: str | None, peering: bool) -> None:
     namespace = settings.namespace
     ctx = operator_context(os.environ, settings)
     # The operator is the controller: brokers reach it at
-    # http://<operator service>:<controller port>/clusters/<namespace>/<name> (resources.controller_url).
+    # https://<cluster>-controller.<ns>.svc:<controller port>/clusters/<namespace>/<name> (resources.controller_url),
+    # an ExternalName Service onto the operator's; TLS with the cluster CA's certificate (controller_tls.py).
     # ... and serves GET /metrics there: reconcile series and each cluster's controller series (metrics.py).
     metrics = OperatorMetrics()
     master = ensure_secret_file(settings.secret_file or Path.home() / ".tinystream" / "operator-controller.secret")
+    tls = (ControllerTLS(master, service_names=service_names(ctx.operator_service), cluster_domain=ctx.cluster_domain)
+           if ctx.controller_tls else None)
     controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller,
-                                    secret_source=derived_secrets(master))
+                                    secret_source=derived_secrets(master), tls=tls)
     # Every cluster's dashboard on dashboard.port (the chart's Service port "dashboard"); 0: none.
     dashboard = OperatorDashboard(controller, port=ctx.dashboard_port) if ctx.dashboard_port else None
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,

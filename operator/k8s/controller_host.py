@@ -34,6 +34,10 @@ cluster's controller series and the API's per-request series.
 Callers authenticate with tokens signed by the cluster's own secret
 (controller_secret.py: derived from the operator's secret, broker tokens in a Secret);
 a cluster whose service is not open has no secret here and refuses every call.
+With `tls` (controller_tls.py, the operator's default) the API is HTTPS: a
+cluster's controller name is answered with a certificate from that cluster's
+CA once its service opens; `RENEWAL_CHECK_S` apart, certificates near expiry
+are re-issued in place.
 
 `forget` (cluster deleted) stops the cluster's service; its state went with
 the resource.
@@ -44,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -72,8 +77,9 @@ from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.controller_secret import SecretSource
+from tinystream.operator.k8s.controller_tls import ControllerTLS
 from tinystream.operator.k8s.errors import KubeApiError
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.status_store import ClusterStatusStore
 from tinystream.operator.k8s.topics import AlterConfig, GrowPartitions, TopicAction, TopicView
@@ -87,6 +93,7 @@ from tinystream.operator.service.metrics import ControllerMetrics
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT_S = 2.0
+RENEWAL_CHECK_S = 3600.0
 
 
 class OperatorController:
@@ -97,7 +104,8 @@ class OperatorController:
                  store_factory: Callable[[KubeClient, ClusterKey], Any] = ClusterStatusStore,
                  secret_source: SecretSource,
                  metrics: ControllerMetrics | None = None,
-                 config_overrides: Mapping[str, Any] | None = None) -> None:
+                 config_overrides: Mapping[str, Any] | None = None,
+                 tls: ControllerTLS | None = None) -> None:
         self.host = host
         self.port = port
         self.timing = timing
@@ -105,6 +113,8 @@ class OperatorController:
         self.store_factory = store_factory
         self.secret_source = secret_source  # the cluster's API secret (controller_secret.py)
         self.config_overrides = dict(config_overrides or {})  # ControllerConfig fields for every cluster
+        self.tls = tls
+        self._renewals: asyncio.Task[None] | None = None
         self._client: KubeClient | None = None
         self._runner: web.AppRunner | None = None
         self._services: dict[ClusterKey, ControllerService] = {}
@@ -122,7 +132,7 @@ class OperatorController:
     @property
     def url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     def cluster_url(self, cluster: ClusterKey) -> str:
         return f"{self.url}/clusters/{cluster.namespace}/{cluster.name}"
@@ -133,14 +143,32 @@ class OperatorController:
                                shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
         await runner.setup()
         self._runner = runner
-        await web.TCPSite(runner, self.host, self.port).start()
+        await web.TCPSite(runner, self.host, self.port, ssl_context=self.tls.server if self.tls else None).start()
         for address in runner.addresses:
             if isinstance(address, tuple) and len(address) >= 2:
                 self.port = int(address[1])
                 break
+        if self.tls is not None:
+            self._renewals = asyncio.create_task(self._renew_certificates(), name="controller-certificates")
         log.info("controller API for every cluster on %s/clusters/<namespace>/<name>", self.url)
 
+    async def _renew_certificates(self) -> None:
+        assert self.tls is not None
+        while True:
+            await asyncio.sleep(RENEWAL_CHECK_S)
+            for renewed in self.tls.renew_due():
+                log.info("controller API certificate of %s renewed", renewed)
+
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        """How the operator's own dashboard verifies this API (None: plain HTTP)."""
+        return self.tls.client_context() if self.tls is not None else None
+
     async def stop(self) -> None:
+        if self._renewals is not None:
+            self._renewals.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewals
+            self._renewals = None
         for key in list(self._services):
             await self._close(key, begin_only=True)
         if self._runner is not None:
@@ -164,6 +192,8 @@ class OperatorController:
             return
         del self._services[key]
         self._secrets.pop(key, None)
+        if self.tls is not None:
+            self.tls.remove_cluster(key)
         await service.close()
 
     def _lookup(self, namespace: str, name: str) -> ControllerService | None:
@@ -205,11 +235,14 @@ class OperatorController:
             except (KubeApiError, LookupError, OSError) as exc:
                 raise ControllerUnavailable(f"cannot read or make the controller secret of {cluster}: {exc}") from exc
             try:
-                overrides = {**self.config_overrides, **await self._cluster_settings(cluster)}
+                spec = await self._cluster_spec(cluster)
+                overrides = {**self.config_overrides, **overrides_from_settings(spec.config)}
                 service = await ControllerService.open(store, clock=self.clock, timing=self.timing,
                                                        config_overrides=overrides)
             except (OSError, StateFileError, StateFormatError) as exc:
                 raise ControllerUnavailable(f"cannot open the controller state of {cluster}: {exc}") from exc
+            if self.tls is not None:
+                self.tls.add_cluster(spec)
             self._services[cluster] = service
             self._drivers[cluster] = asyncio.create_task(service.run_driver(), name=f"controller-{cluster}")
             log.info("controller of %s: cluster id %s, metadata version %d", cluster,
@@ -220,16 +253,18 @@ class OperatorController:
         log.warning("another operator took over the controller state of %s: no longer serving it", cluster)
         asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.forget(cluster)))
 
-    async def _cluster_settings(self, cluster: ClusterKey) -> dict[str, Any]:
-        """ControllerConfig fields the cluster's spec.config sets (default.replication.factor, ...).
-
-        Read when the cluster's controller opens; a later edit takes effect at the next open
-        (an operator restart)."""
+    async def _cluster_spec(self, cluster: ClusterKey) -> ClusterSpec:
+        """The cluster as its controller opens: ControllerConfig fields its spec.config sets
+        (default.replication.factor, ...; a later edit takes effect at the next open, an operator
+        restart) and what its CA is derived from."""
+        assert self._client is not None
         try:
             obj = await self._client.get(API_VERSION, CLUSTER_KIND, cluster.name, cluster.namespace)
         except KubeApiError as exc:
             raise StateFileError(f"cannot read TinyStreamCluster {cluster}: {exc}") from exc
-        return overrides_from_settings(((obj or {}).get("spec") or {}).get("config") or {})
+        if obj is None:
+            raise StateFileError(f"TinyStreamCluster {cluster} does not exist")
+        return ClusterSpec.from_resource(obj)
 
     async def forget(self, cluster: ClusterKey) -> None:
         await self._close(cluster)

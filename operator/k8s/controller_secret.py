@@ -15,7 +15,10 @@ re-created under the same name (a new uid) gets new tokens.
 the broker pods; a broker's controller.token.file is .../broker-{broker_id}.
 Every pod mounts every broker's token (a StatefulSet has one pod template), so
 a broken broker pod could act as another broker; an outsider without a token
-can do nothing, which is the attack this closes.
+can do nothing, which is the attack this closes. The same Secret carries
+`controller-ca.crt`, the cluster CA's certificate (cluster_tls.cluster_ca,
+derived too): brokers verify the controller API's certificate with it
+(controller_tls.py). Secrets made before it are patched to add it.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from collections.abc import Awaitable, Callable
 
 from tinystream.controller_auth import broker_principal, token_for
 from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.cluster_tls import cluster_ca
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.errors import Conflict
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND
-from tinystream.operator.k8s.resources import tokens_name
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
+from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE, tokens_name
 
 MAX_BROKERS = 100  # the CRD's spec.brokers maximum
 
@@ -42,10 +46,12 @@ def derive_cluster_secret(master: str, cluster: ClusterKey, uid: str) -> str:
     return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
 
 
-def tokens_secret(cluster: ClusterKey, uid: str, secret: str) -> dict[str, object]:
-    """The broker tokens Secret of a cluster whose tokens `secret` signs."""
+def tokens_secret(cluster: ClusterKey, uid: str, secret: str, controller_ca: str) -> dict[str, object]:
+    """The broker tokens Secret of a cluster whose tokens `secret` signs, with the CA its controller
+    API's certificate comes from (PEM)."""
     tokens = {broker_principal(i): base64.b64encode(token_for(secret, broker_principal(i)).encode()).decode()
               for i in range(MAX_BROKERS)}
+    tokens[CONTROLLER_CA_FILE] = base64.b64encode(controller_ca.encode()).decode()
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": tokens, "metadata": {
         "name": tokens_name(cluster.name), "namespace": cluster.namespace,
         "labels": {"app.kubernetes.io/managed-by": "tinystream-operator", "tinystream.io/cluster": cluster.name},
@@ -62,10 +68,14 @@ def derived_secrets(master: str) -> SecretSource:
             raise LookupError(f"{cluster} does not exist")
         uid = resource["metadata"]["uid"]
         secret = derive_cluster_secret(master, cluster, uid)
+        body = tokens_secret(cluster, uid, secret, cluster_ca(master, ClusterSpec.from_resource(resource)).cert_pem)
         try:
-            await client.create(tokens_secret(cluster, uid, secret))
-        except Conflict:
-            pass  # made before, from the same master and uid
+            await client.create(body)
+        except Conflict:  # made before from the same master and uid; one made before the CA was in it gets it
+            data = body["data"]
+            assert isinstance(data, dict)
+            await client.patch("v1", "Secret", tokens_name(cluster.name), cluster.namespace,
+                               {"data": {CONTROLLER_CA_FILE: data[CONTROLLER_CA_FILE]}})
         return secret
 
     return cluster_secret

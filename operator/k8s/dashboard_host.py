@@ -22,6 +22,7 @@ cannot be bound is logged and the operator runs on without a dashboard.
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -56,8 +57,8 @@ class ClusterDashboardSource:
     """An HttpClusterSource on one cluster's controller API, with admin URLs from its broker pods."""
 
     def __init__(self, client: KubeClient, cluster: ClusterKey, controller_url: str, *,
-                 controller_token: str | None = None, pods_ttl_s: float = PODS_TTL_S,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 controller_token: str | None = None, controller_ssl: ssl.SSLContext | None = None,
+                 pods_ttl_s: float = PODS_TTL_S, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self._cluster = cluster
         self._pods_ttl_s = pods_ttl_s
@@ -65,7 +66,7 @@ class ClusterDashboardSource:
         self._urls: dict[int, str] = {}
         self._read_at: float | None = None
         self._http = HttpClusterSource(controller_url, controller_token=controller_token,
-                                       admin_urls=self._admin_urls)
+                                       controller_ssl=controller_ssl, admin_urls=self._admin_urls)
 
     def _admin_urls(self, _: Mapping[str, Any] | None) -> Mapping[int, str]:
         return self._urls
@@ -108,7 +109,8 @@ class OperatorDashboard:
         assert self._client is not None, "the dashboard has not started"
         key = ClusterKey(ref.namespace, ref.name)
         return ClusterDashboardSource(self._client, key, self.controller.cluster_url(key),
-                                      controller_token=self.controller.admin_token(key), pods_ttl_s=self.pods_ttl_s)
+                                      controller_token=self.controller.admin_token(key),
+                                      controller_ssl=self.controller.client_ssl_context(), pods_ttl_s=self.pods_ttl_s)
 
     async def start(self, client: KubeClient) -> str | None:
         """Listen; the URL, or None when the port cannot be bound (logged, not fatal)."""

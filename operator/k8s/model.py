@@ -160,6 +160,7 @@ class OperatorContext:
     #: and a resolver does not search-expand a CNAME target (found on a real cluster: `x.ns.svc` did not resolve).
     operator_service: str = "tinystream.tinystream.svc.cluster.local"
     controller_port: int = CONTROLLER_PORT
+    controller_tls: bool = True  # the controller API is served over TLS (controller_tls.py)
     dashboard_port: int = DASHBOARD_PORT  # the operator's dashboard (and its Service's port)
 
     @property

@@ -46,6 +46,7 @@ RACK_KEY_ANNOTATION = "tinystream.io/rack-topology-key"
 MANAGED_BY = "tinystream-operator"
 TOKENS_MOUNT = "/etc/tinystream-auth"  # the brokers' controller API tokens; not inside CONFIG_DIR: a mount point
 # cannot be made inside a read-only volume (found by the image test: runc "read-only file system")
+CONTROLLER_CA_FILE = "controller-ca.crt"  # in the tokens Secret: the CA of the controller API's certificate
 RUN_AS = 10001  # the image's non-root user (Dockerfile)
 TLS_MOUNT = "/etc/tinystream-tls"  # the broker certificate (cluster_tls.py renews it; the listener reloads it)
 USERS_MOUNT = "/etc/tinystream-users"  # salted SCRAM credentials of the inter-broker user, and its password
@@ -53,7 +54,7 @@ USERS_MOUNT = "/etc/tinystream-users"  # salted SCRAM credentials of the inter-b
 # Keys the operator sets itself; the CRD refuses them in spec.config as well.
 OPERATOR_OWNED_KEYS = frozenset({
     "broker.id", "broker.rack", "host", "port", "admin.port", "advertised.host", "advertised.port",
-    "log.dirs", "controller.url", "controller.token.file",
+    "log.dirs", "controller.url", "controller.token.file", "controller.ssl.truststore.location",
     # from spec.listeners / spec.authorization (cluster_tls.py makes the files)
     "listeners", "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "sasl.users.file",
     "sasl.enabled.mechanisms", "inter.broker.sasl.username", "inter.broker.sasl.password.file", "super.users",
@@ -134,8 +135,10 @@ def _metadata(cluster: ClusterSpec, name: str, component: str = "broker") -> dic
 # --- broker configuration -----------------------------------------------------------------
 
 def controller_url(cluster: ClusterSpec, ctx: OperatorContext) -> str:
+    """The cluster's controller API on the operator, by the name its certificate carries (controller_tls.py)."""
     names = Names.of(cluster)
-    return (f"http://{names.controller}.{cluster.namespace}.svc:{ctx.controller_port}"
+    scheme = "https" if ctx.controller_tls else "http"
+    return (f"{scheme}://{names.controller}.{cluster.namespace}.svc:{ctx.controller_port}"
             f"/clusters/{cluster.namespace}/{cluster.name}")
 
 
@@ -229,6 +232,7 @@ def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Confi
         "log.dirs": f"{DATA_DIR}/data",
         "controller.url": controller_url(cluster, ctx),
         "controller.token.file": token_file_setting(),
+        **({"controller.ssl.truststore.location": f"{TOKENS_MOUNT}/{CONTROLLER_CA_FILE}"} if ctx.controller_tls else {}),
         **security_config(cluster),
     }
     user = {k: v for k, v in cluster.config.items() if k not in OPERATOR_OWNED_KEYS}

@@ -92,6 +92,8 @@ class BrokerSettings(ComponentSettings):
     # The bearer token this broker shows the controller API (tinystream/controller_auth.py);
     # "{broker_id}" in the path is replaced, so one mounted folder can hold every broker's token.
     controller_token_file: str | None = kafka_field(None, "controller.token.file")
+    # An https controller.url is verified against these CAs (PEM); unset: the system's CAs.
+    controller_ssl_truststore_location: str | None = kafka_field(None, "controller.ssl.truststore.location")
 
     # Security (broker/security/listeners.py): listeners=CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9094
     # (unset: PLAINTEXT on host:port); replication runs on inter.broker.listener.name, or on the listener named
@@ -267,6 +269,8 @@ class OperatorSettings(ComponentSettings):
 
     namespace: str | None = kafka_field(None, "namespace")  # None: all namespaces
     controller_port: int = kafka_field(9091, "controller.port", ge=1, le=65535)
+    # HTTPS on the controller port, each cluster's certificate from its own CA (operator/k8s/controller_tls.py).
+    controller_tls_enabled: bool = kafka_field(True, "controller.tls.enabled")
     dashboard_port: int = kafka_field(3200, "dashboard.port", ge=0, le=65535)
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     reconcile_interval_s: int = kafka_field(30, "reconcile.interval.s", ge=1)

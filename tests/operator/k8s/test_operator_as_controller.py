@@ -17,6 +17,8 @@ require('yaml', 'kopf', 'kmock')
 import asyncio
 import base64
 import contextlib
+import socket
+import ssl
 import time
 
 import aiohttp
@@ -26,9 +28,12 @@ import pytest_asyncio
 from kmock_helpers import Api, declare, ready_condition, running_operator
 
 from tinystream.broker.app import Broker
+from tinystream.controller_client import ControllerClient, ControllerRefused, ControllerUnavailable, controller_ssl_context
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.controller_secret import derived_secrets
+from tinystream.operator.k8s.controller_tls import ControllerTLS
+from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE
 from tinystream.operator.k8s.status_store import decode_state
 from tinystream.operator.service.controller_service import DriverTiming
 from tinystream.testing.broker import test_settings
@@ -54,20 +59,22 @@ def new_controller() -> OperatorController:
 
 
 async def broker_token_file(api, tmp_path) -> str:
-    """broker-0's controller API token, from the Secret the operator made, as the pod would mount it."""
+    """broker-0's controller API token, from the Secret the operator made, as the pod would mount it
+    (with controller-ca.crt beside it)."""
     tokens = await api.get("v1", "secrets", "demo-broker-tokens")
     assert tokens is not None, "the operator made no broker tokens Secret"
     path = tmp_path / "tokens" / "broker-0"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(base64.b64decode(tokens["data"]["broker-0"]))
+    (path.parent / CONTROLLER_CA_FILE).write_bytes(base64.b64decode(tokens["data"][CONTROLLER_CA_FILE]))
     return str(path.parent / "broker-{broker_id}")
 
 
 @contextlib.asynccontextmanager
-async def real_broker(tmp_path, url: str, token_file: str):
+async def real_broker(tmp_path, url: str, token_file: str, **extra):
     settings = test_settings(tmp_path / "broker-0", **{
         "broker.id": 0, "host": "127.0.0.1", "controller.url": url,
-        "controller.token.file": token_file, "broker.heartbeat.interval.ms": 200,
+        "controller.token.file": token_file, "broker.heartbeat.interval.ms": 200, **extra,
     })
     broker = Broker(settings, in_memory=True, with_groups=False)
     await broker.start()
@@ -162,6 +169,54 @@ async def test_topic_status_and_refusals_come_from_the_core(server, api, tmp_pat
             await api.delete(TS, "topics", "orders")
             await api.wait_for(TS, "topics", "orders", lambda o: o is None)
             assert controller.service(KEY).image.topic("orders") is None
+
+
+CONTROLLER_NAME = "demo-controller.streaming.svc"  # the cluster's ExternalName Service (resources.controller_url)
+
+
+@pytest.fixture
+def controller_name_resolves_here(monkeypatch):
+    """The cluster's controller name resolves to this machine, as the ExternalName Service does to the operator."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        return real("127.0.0.1" if host == CONTROLLER_NAME else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+async def test_broker_registers_over_tls_trusting_its_clusters_ca_only(server, api, tmp_path,
+                                                                        controller_name_resolves_here):
+    controller = OperatorController(host="127.0.0.1", port=0, timing=TIMING, secret_source=derived_secrets("test-master"),
+                                    tls=ControllerTLS("test-master", service_names=frozenset({"ts.ops.svc"})))
+    async with running_operator(str(server.url), controller=controller):
+        await api.create(TS, "tinystreamclusters", CLUSTER)
+        await api.wait_for(TS, "tinystreamclusters", "demo",
+                           lambda o: ((o or {}).get("status") or {}).get("clusterId") and controller.service(KEY))
+        token_file = await broker_token_file(api, tmp_path)
+        ca_file = str(tmp_path / "tokens" / CONTROLLER_CA_FILE)
+        url = f"https://{CONTROLLER_NAME}:{controller.port}/clusters/streaming/demo"
+        assert controller.url.startswith("https://")
+        token = (tmp_path / "tokens" / "broker-0").read_text()
+
+        # Callers that cannot be sure who answers get nothing: plain HTTP, the system's CAs, the operator's CA.
+        for kwargs in ({"base": url.replace("https://", "http://")}, {}, {"cadata": controller.tls.ca.cert_pem}):
+            base = kwargs.pop("base", url)
+            context = ssl.create_default_context(**kwargs) if base.startswith("https") else None
+            async with ControllerClient(base, token=token, ssl_context=context) as client:
+                with pytest.raises(ControllerUnavailable):
+                    await client.metadata(since=-1)
+        assert list(controller.service(KEY).image.brokers) == []  # nobody registered
+
+        # The broker trusts controller-ca.crt from its tokens Secret and registers over TLS.
+        async with real_broker(tmp_path, url, token_file, **{"controller.ssl.truststore.location": ca_file}) as broker:
+            await eventually(lambda: broker.info and 0 in controller.service(KEY).image.brokers
+                             and not controller.service(KEY).image.brokers[0].fenced, "broker 0 registered over TLS")
+            assert broker.cluster.cluster_id == controller.service(KEY).image.cluster_id
+            async with ControllerClient(url, ssl_context=controller_ssl_context(url, ca_file)) as anonymous:
+                with pytest.raises(ControllerRefused) as refused:  # TLS is not a credential
+                    await anonymous.metadata(since=-1)
+                assert refused.value.status == 401
 
 
 @pytest.mark.slow  # two operator start/stop cycles

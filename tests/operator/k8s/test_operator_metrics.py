@@ -68,11 +68,11 @@ def test_instrumented_handlers_keep_their_kopf_ids():
                        "topic_health", "user_changed", "user_health", "user_deleted"}
 
 
-class NoClusters:
-    """A Kubernetes API that has no TinyStreamCluster objects (the controller reads spec.config on open)."""
+class BareClusters:
+    """A Kubernetes API whose every TinyStreamCluster has an empty spec (the controller reads it on open)."""
 
-    async def get(self, *_args, **_kwargs):
-        return None
+    async def get(self, _api_version, _kind, name, namespace):
+        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": {"brokers": 1}}
 
 
 async def test_operator_serves_metrics_with_every_clusters_controller_series():
@@ -81,7 +81,7 @@ async def test_operator_serves_metrics_with_every_clusters_controller_series():
     host = OperatorController(host="127.0.0.1", port=0, timing=DriverTiming(tick_interval_s=0.2),
                               store_factory=lambda client, key: MemoryStateStore(),
                               secret_source=memory_secret, metrics=metrics.controller)
-    await host.start(client=NoClusters())  # memory stores; the clusters' spec.config is read (none here)
+    await host.start(client=BareClusters())  # memory stores; the clusters' spec.config is read (empty here)
     try:
         await host.attach(ClusterKey("ns", "demo"))
         await host.attach(ClusterKey("other", "big"))

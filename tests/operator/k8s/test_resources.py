@@ -114,7 +114,8 @@ def test_config_map_holds_broker_settings_by_kafka_name(spec):
     assert broker["log.retention.ms"] == 86400000
     assert broker["auto.create.topics.enable"] is False
     assert broker["log.dirs"] == "/var/lib/tinystream/data"
-    assert broker["controller.url"] == "http://demo-controller.streaming.svc:9091/clusters/streaming/demo"
+    assert broker["controller.url"] == "https://demo-controller.streaming.svc:9091/clusters/streaming/demo"
+    assert broker["controller.ssl.truststore.location"] == "/etc/tinystream-auth/controller-ca.crt"
     BrokerSettings.model_validate(broker)  # the broker accepts every key it gets
 
 

@@ -1,0 +1,178 @@
+"""TLS on the controller API (operator/k8s/controller_tls.py): real handshakes on a real socket.
+
+Each cluster's controller name is answered with a certificate from that
+cluster's CA, so a broker of one cluster cannot be talked to by the
+controller name of another; other names get the operator's certificate;
+renewal swaps certificates for new connections without a restart.
+"""
+
+from __future__ import annotations
+
+from k8s_requirements import require
+
+require('cryptography')
+
+import asyncio
+import datetime
+import ssl
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from cryptography import x509
+
+from tinystream.controller_client import controller_ssl_context
+from tinystream.operator.k8s.cli import service_names
+from tinystream.operator.k8s.cluster_tls import cluster_ca
+from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.controller_secret import tokens_secret
+from tinystream.operator.k8s.controller_tls import ControllerTLS, operator_ca
+from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
+from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE, broker_config
+
+MASTER = "master-secret"
+#: Certificates are issued as if 70 days ago (90-day validity): still valid now, due for renewal now.
+START = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=70)
+
+
+def spec(name: str, namespace: str = "apps") -> ClusterSpec:
+    return ClusterSpec.from_resource({"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}",
+                                                   "creationTimestamp": "2026-11-01T00:00:00Z"},
+                                      "spec": {"brokers": 3}})
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest_asyncio.fixture
+async def tls(clock) -> AsyncIterator[tuple[ControllerTLS, int]]:
+    """A TLS server with the controller's contexts: (the certificates, its port)."""
+    certificates = ControllerTLS(MASTER, service_names=frozenset({"ts.ops.svc"}), now=clock)
+    certificates.add_cluster(spec("demo"))
+    certificates.add_cluster(spec("other"))
+
+    async def answer(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=certificates.server)
+    try:
+        yield certificates, server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def served(port: int, name: str, context: ssl.SSLContext) -> x509.Certificate:
+    """The certificate a client that asks for `name` and trusts `context` sees (verified)."""
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=name)
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        return x509.load_der_x509_certificate(der)
+    finally:
+        writer.close()
+
+
+def trusting(pem: str) -> ssl.SSLContext:
+    return ssl.create_default_context(cadata=pem)
+
+
+async def test_each_cluster_name_is_answered_by_its_own_clusters_ca(tls):
+    certificates, port = tls
+    demo_ca = cluster_ca(MASTER, spec("demo")).cert_pem
+    for name in ("demo-controller.apps.svc", "demo-controller.apps.svc.cluster.local", "DEMO-controller.apps.svc"):
+        cert = await served(port, name, trusting(demo_ca))
+        assert "apps/demo controller" in cert.subject.rfc4514_string()
+    # A broker of `demo` does not accept `other`'s controller, nor the operator's own certificate.
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await served(port, "other-controller.apps.svc", trusting(demo_ca))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await served(port, "ts.ops.svc", trusting(demo_ca))
+
+
+async def test_other_names_get_the_operators_certificate(tls):
+    certificates, port = tls
+    for name in ("ts.ops.svc", "localhost", "127.0.0.1"):
+        cert = await served(port, name, certificates.client_context())
+        assert "tinystream-operator" in cert.subject.rfc4514_string()
+    with pytest.raises(ssl.SSLCertVerificationError):  # a name nobody was issued for
+        await served(port, "evil.example", certificates.client_context())
+
+
+async def test_a_forgotten_cluster_is_no_longer_served_its_certificate(tls):
+    certificates, port = tls
+    certificates.remove_cluster(ClusterKey("apps", "demo"))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await served(port, "demo-controller.apps.svc", trusting(cluster_ca(MASTER, spec("demo")).cert_pem))
+    assert certificates.certificate(ClusterKey("apps", "demo")) is None
+
+
+async def test_renewal_before_expiry_serves_new_certificates_to_new_connections(tls, clock):
+    certificates, port = tls
+    demo = ClusterKey("apps", "demo")
+    demo_ca = trusting(cluster_ca(MASTER, spec("demo")).cert_pem)
+    before = await served(port, "demo-controller.apps.svc", demo_ca)
+    operator_before = await served(port, "localhost", certificates.client_context())
+    assert certificates.renew_due() == []  # 90 days left: nothing yet
+
+    clock.now = START + datetime.timedelta(days=70)  # 20 days left: inside the 30-day window
+    assert sorted(certificates.renew_due()) == ["apps/demo", "apps/other", "operator"]
+    after = await served(port, "demo-controller.apps.svc", demo_ca)
+    assert after.serial_number != before.serial_number
+    assert after.serial_number == certificates.certificate(demo).certificate.serial_number
+    assert after.not_valid_after_utc > before.not_valid_after_utc
+    operator_after = await served(port, "localhost", certificates.client_context())
+    assert operator_after.serial_number != operator_before.serial_number
+
+
+def test_cas_are_derived_the_same_every_time_and_differ_by_purpose():
+    assert operator_ca(MASTER).cert_pem == operator_ca(MASTER).cert_pem  # deterministic signature too
+    assert cluster_ca(MASTER, spec("demo")).cert_pem == cluster_ca(MASTER, spec("demo")).cert_pem
+    assert operator_ca(MASTER).cert_pem != cluster_ca(MASTER, spec("demo")).cert_pem
+    assert operator_ca("another").cert_pem != operator_ca(MASTER).cert_pem
+
+
+def test_renewal_window_must_be_inside_the_validity():
+    with pytest.raises(ValueError, match="renewal_days"):
+        ControllerTLS(MASTER, service_names=frozenset(), validity_days=30, renewal_days=30)
+
+
+def test_the_operators_certificate_carries_every_name_of_its_service():
+    assert service_names("ts.ops.svc.cluster.local") == {"ts", "ts.ops", "ts.ops.svc", "ts.ops.svc.cluster.local"}
+    assert service_names("localhost") == {"localhost"}
+
+
+def test_brokers_are_told_https_and_where_the_ca_is_only_when_tls_is_on():
+    on = broker_config(spec("demo"), OperatorContext())
+    assert str(on["controller.url"]).startswith("https://demo-controller.apps.svc:9091/")
+    assert on["controller.ssl.truststore.location"] == f"/etc/tinystream-auth/{CONTROLLER_CA_FILE}"
+    off = broker_config(spec("demo"), OperatorContext(controller_tls=False))
+    assert str(off["controller.url"]).startswith("http://") and "controller.ssl.truststore.location" not in off
+
+
+def test_the_tokens_secret_carries_the_clusters_ca():
+    import base64
+    ca = cluster_ca(MASTER, spec("demo")).cert_pem
+    body = tokens_secret(ClusterKey("apps", "demo"), "uid-demo", "secret", ca)
+    assert base64.b64decode(body["data"][CONTROLLER_CA_FILE]).decode() == ca
+
+
+def test_a_controller_truststore_is_checked_when_the_broker_starts(tmp_path):
+    assert controller_ssl_context("http://c:9091", None) is None
+    assert controller_ssl_context("https://c:9091", None) is not None  # the system's CAs
+    with pytest.raises(ValueError, match="not https"):
+        controller_ssl_context("http://c:9091", str(tmp_path / "ca.crt"))
+    with pytest.raises(ValueError, match="not a readable PEM"):
+        controller_ssl_context("https://c:9091", str(tmp_path / "missing.crt"))
+    (tmp_path / "junk.crt").write_text("not a certificate")
+    with pytest.raises(ValueError, match="not a readable PEM"):
+        controller_ssl_context("https://c:9091", str(tmp_path / "junk.crt"))
