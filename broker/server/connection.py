@@ -35,9 +35,12 @@ max.connections over every listener, which (as KIP-402 has it) does not refuse
 connections on the inter-broker listener: that one stops only at its own
 listener.name.<name>.max.connections.
 
-On a TLS listener a client certificate names the client (mTLS): its subject
-DN, through ssl.principal.mapping.rules (security/principal.py), becomes the
-connection's principal; a certificate no rule maps is refused.
+On a TLS listener the connection is admitted against those limits first and
+then shakes hands (within TLS_HANDSHAKE_TIMEOUT_S), so sockets that never
+finish a handshake count like any other; a client certificate names the
+client (mTLS): its subject DN, through ssl.principal.mapping.rules
+(security/principal.py), becomes the connection's principal; a certificate no
+rule maps is refused.
 """
 
 from __future__ import annotations
@@ -149,6 +152,7 @@ def request_extras(frame: memoryview | bytes) -> dict[str, object]:
 
 
 WRITE_BUFFER_HIGH = 4 * 1024 * 1024  # buffered answer bytes before writing (and then reading) pauses
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
 _PEEK = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
 
@@ -170,36 +174,26 @@ class KafkaConnection(asyncio.Protocol):
         self._held: memoryview | None = None  # a received Fetch waiting for the previous one to be written
         self._closed = False
         self._refused = False  # a failed login: closing after connection.failed.authentication.delay.ms
+        self._handshake: asyncio.Future[None] | None = None  # a TLS listener's handshake, once admitted
         self.last_active = time.monotonic()
 
     # -- asyncio.Protocol -------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """A TCP connection: admitted against the limits first, then (on a TLS listener) its handshake.
+
+        Counting before the handshake means a client that opens sockets and never finishes a TLS
+        handshake is held to max.connections.per.ip like any other (asyncio's own server-side TLS
+        calls connection_made only after the handshake: such sockets were not counted at all)."""
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         auth = self._server.new_auth()
         self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0, auth,
                                   self._server.listener_name)
-        ssl_object = transport.get_extra_info("ssl_object")
-        if ssl_object is not None:
-            try:
-                cert_principal = certificate_principal(ssl_object.getpeercert(binary_form=True),
-                                                       self._server.principal_mapper)
-            except (NoMatchingRule, ValueError) as exc:
-                self._server.bad_input.warning("refusing connection from %s:%s: %s", self._client.host,
-                                               self._client.port, exc)
-                self._closed = True
-                transport.abort()
-                return
-            if cert_principal is not None:  # mTLS: the certificate names the client
-                auth.principal = cert_principal
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # Responses are written as whole frames; a large buffer before pausing keeps
-        # big Fetch responses from pausing the reader after every write.
-        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         if not self._server.admit(self):
             self._server.bad_input.warning(
                 "refusing connection from %s:%s on listener %s: max.connections=%d or max.connections.per.ip=%d "
@@ -208,6 +202,54 @@ class KafkaConnection(asyncio.Protocol):
             )
             self._closed = True
             transport.abort()
+            return
+        if self._server.ssl_context is None:
+            self._ready(transport)
+            return
+        transport.pause_reading()  # start_tls takes the socket over; nothing is read before it does
+        self._handshake = asyncio.ensure_future(self._start_tls(transport, self._server.ssl_context))
+
+    async def _start_tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            tls = await loop.start_tls(transport, self, context, server_side=True,
+                                       ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
+            log.debug("TLS handshake with %s:%s failed: %s", self._client.host, self._client.port, exc)
+            self._closed = True
+            transport.abort()
+            self._server.release(self)
+            return
+        except asyncio.CancelledError:  # the server stops
+            transport.abort()
+            self._server.release(self)
+            raise
+        if self._closed or tls is None:  # aborted while shaking hands (the server stopped, an idle sweep)
+            if tls is not None:
+                tls.abort()
+            self._server.release(self)
+            return
+        assert isinstance(tls, asyncio.Transport)
+        self._transport = tls
+        ssl_object = tls.get_extra_info("ssl_object")
+        try:
+            cert_principal = certificate_principal(ssl_object.getpeercert(binary_form=True),
+                                                   self._server.principal_mapper)
+        except (NoMatchingRule, ValueError) as exc:
+            self._server.bad_input.warning("refusing connection from %s:%s: %s", self._client.host,
+                                           self._client.port, exc)
+            self._close(abort=True)
+            self._server.release(self)
+            return
+        if cert_principal is not None:  # mTLS: the certificate names the client
+            self._client.auth.principal = cert_principal
+        self._ready(tls)
+
+    def _ready(self, transport: asyncio.Transport) -> None:
+        # Responses are written as whole frames; a large buffer before pausing keeps
+        # big Fetch responses from pausing the reader after every write.
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        self.last_active = time.monotonic()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -559,8 +601,7 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: KafkaConnection(self, next(self._ids)), host=host, port=port, reuse_address=True, backlog=1024,
-            ssl=self.ssl_context, ssl_handshake_timeout=10.0 if self.ssl_context else None,
-        )
+        )  # TLS (ssl_context) starts in each connection once it is admitted: KafkaConnection._start_tls
         self._sweeper = asyncio.create_task(self._sweep_idle(), name="kafka-idle-sweep")
         bound = self._server.sockets[0].getsockname()
         return str(bound[0]), int(bound[1])
