@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 NAMESPACE = "tinystream-e2e"
 CLUSTER = "demo"
 TOPIC = "orders"
@@ -66,13 +68,25 @@ spec:
 """
 
 
-def client_pod(image: str) -> str:
-    """A pod of the project's image that only waits: the in-cluster Kafka clients run in it (inpod_client.py)."""
+def client_pod(image: str, *, name: str = CLIENT_POD, secret_env: Mapping[str, tuple[str, str]] | None = None,
+               secret_volumes: Mapping[str, tuple[str, str]] | None = None) -> str:
+    """A pod of the project's image that only waits: the in-cluster Kafka clients run in it (inpod_client.py).
+
+    `secret_env` maps a variable to (Secret, key); `secret_volumes` maps a volume to (Secret, mount path),
+    mounted read-only: what a user's application is given.
+    """
+    env = [f"        - name: {var}\n          valueFrom: {{secretKeyRef: {{name: {secret}, key: {key}}}}}"
+           for var, (secret, key) in (secret_env or {}).items()]
+    volumes = secret_volumes or {}
+    mounts = [f"        - {{name: {volume}, mountPath: {path}, readOnly: true}}" for volume, (_, path) in volumes.items()]
+    sources = [f"    - name: {volume}\n      secret: {{secretName: {secret}}}" for volume, (secret, _) in volumes.items()]
+    optional = "".join(f"\n{key}\n" + "\n".join(lines) for key, lines in (
+        ("      env:", env), ("      volumeMounts:", mounts), ("  volumes:", sources)) if lines)
     return f"""
 apiVersion: v1
 kind: Pod
 metadata:
-  name: {CLIENT_POD}
+  name: {name}
   namespace: {NAMESPACE}
 spec:
   terminationGracePeriodSeconds: 1
@@ -80,7 +94,7 @@ spec:
     - name: client
       image: {image}
       imagePullPolicy: Never
-      command: ["python3", "-c", "import time; time.sleep(10**9)"]
+      command: ["python3", "-c", "import time; time.sleep(10**9)"]{optional}
 """
 
 
@@ -187,27 +201,6 @@ spec:
 
 def secure_client_pod(image: str) -> str:
     """A client pod given what a user's application gets: the CA's Secret and the users' password Secrets."""
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {SECURE_CLIENT_POD}
-  namespace: {NAMESPACE}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: client
-      image: {image}
-      imagePullPolicy: Never
-      command: ["python3", "-c", "import time; time.sleep(10**9)"]
-      env:
-        - name: APP_PASSWORD
-          valueFrom: {{secretKeyRef: {{name: app, key: password}}}}
-        - name: NOBODY_PASSWORD
-          valueFrom: {{secretKeyRef: {{name: nobody, key: password}}}}
-      volumeMounts:
-        - {{name: ca, mountPath: /etc/tinystream-ca, readOnly: true}}
-  volumes:
-    - name: ca
-      secret: {{secretName: {SECURE}-cluster-ca-cert}}
-"""
+    return client_pod(image, name=SECURE_CLIENT_POD,
+                      secret_env={"APP_PASSWORD": ("app", "password"), "NOBODY_PASSWORD": ("nobody", "password")},
+                      secret_volumes={"ca": (f"{SECURE}-cluster-ca-cert", "/etc/tinystream-ca")})

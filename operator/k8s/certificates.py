@@ -203,9 +203,12 @@ def hosts_digest(dns_names: frozenset[str]) -> str:
 
 def renewal_reason(current: IssuedRecord | None, *, ca: KeyPair, dns_names: frozenset[str], renew_token: str,
                    now: datetime.datetime, renewal_days: int) -> str | None:
-    """Why the broker certificate must be issued again, or None while the one in force is good."""
+    """Why a certificate must be issued again, or None while the one in force is good.
+
+    The broker certificate's rule, and a tls TinyStreamUser's (users.plan_user_secret: no DNS names,
+    no renew token)."""
     if current is None:
-        return "no broker certificate yet"
+        return "no certificate recorded yet"
     if current.ca != fingerprint(ca.cert_pem):
         return "the certificate was not signed by the cluster's current CA"
     if current.hosts != hosts_digest(dns_names):

@@ -119,6 +119,7 @@ def operator(log_level: str | None, peering: bool) -> None:
     dashboard = OperatorDashboard(controller, port=ctx.dashboard_port) if ctx.dashboard_port else None
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,
                 health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)), metrics=metrics,
+                user_secret_interval_s=float(settings.user_secret_interval_s),
                 dashboard=dashboard, master_secret=master)
     health_port = int(os.environ.get("TINYSTREAM_OPERATOR_HEALTH_PORT", "8081"))
     kopf.run(

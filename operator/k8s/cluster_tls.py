@@ -74,19 +74,28 @@ def _secret(cluster: ClusterSpec, name: str, files: Mapping[str, str]) -> dict[s
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in files.items()}}
 
 
-async def _create_once(client: KubeClient, secret: dict[str, Any]) -> None:
+async def create_secret(client: KubeClient, secret: dict[str, Any]) -> bool:
+    """Create `secret`: True when made, False when it is there (Conflict; it cannot be read to compare)."""
     try:
         await client.create(secret)
     except Conflict:
-        pass  # made before from the same derived secrets
+        return False
+    return True
+
+
+async def replace_secret_data(client: KubeClient, secret: dict[str, Any]) -> None:
+    """Patch the data of a Secret that is there (a renewal): the kubelet updates the mounted files."""
+    meta = secret["metadata"]
+    await client.patch("v1", "Secret", meta["name"], meta["namespace"], {"data": secret["data"]})
+
+
+async def _create_once(client: KubeClient, secret: dict[str, Any]) -> None:
+    await create_secret(client, secret)  # when there, made before from the same derived secrets
 
 
 async def _create_or_replace_data(client: KubeClient, secret: dict[str, Any]) -> None:
-    try:
-        await client.create(secret)
-    except Conflict:
-        meta = secret["metadata"]
-        await client.patch("v1", "Secret", meta["name"], meta["namespace"], {"data": secret["data"]})
+    if not await create_secret(client, secret):
+        await replace_secret_data(client, secret)
 
 
 async def ensure_security(client: KubeClient, cluster: ClusterSpec, status: Mapping[str, Any] | None, *,

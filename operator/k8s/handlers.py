@@ -96,6 +96,8 @@ class Deps:
     ctx: OperatorContext = field(default_factory=OperatorContext)
     controller: ControllerPort = field(default_factory=UnattachedController)
     health_interval_s: float = 10.0
+    # How often each TinyStreamUser's Secret is made again if deleted and its certificate renewed if due.
+    user_secret_interval_s: float = 60.0
     crds_dir: Any = None  # a Path: upgrade installed CRDs from it at start-up; None: leave them
     client: KubeClient | None = None
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)  # reconcile counts, errors, durations

@@ -1,4 +1,4 @@
-"""What a TinyStreamUser needs in its cluster's metadata: its ACLs and its SCRAM credential. Pure.
+"""What a TinyStreamUser needs: its ACLs and SCRAM credential in the cluster's metadata, its Secret. Pure.
 
 The operator owns every ACL of the user's principal: `plan_user_access`
 compares the ACLs the spec asks for with those the controller's image holds
@@ -6,18 +6,39 @@ for that principal, and answers what to create and what to delete (an ACL
 added by hand with kafka-acls.sh for this principal is removed, as Strimzi's
 User Operator does). The SCRAM credential is set when the image has none for
 the user or one made from another password; the password itself is derived
-by the operator (user_secrets.py) and never stored in the image, only its
-salted keys.
+by the operator (user_handlers.user_password) and never stored in the image,
+only its salted keys.
+
+The user's Secret (`plan_user_secret`): the operator may create and patch
+Secrets but not read them, so each pass *tries to create* the Secret: a
+Conflict says it is there, a success that it was missing (deleted by hand:
+made again, as Strimzi's User Operator does). A scram-sha-512 user's password
+is derived, never random (the operator's master secret, the user's uid), so a
+re-made Secret holds the same password as before and the credential in the
+cluster's metadata keeps matching it: nothing in the cluster changes, and
+clients that still hold the old Secret's copy keep working. (Upserting a
+fresh random credential through the controller instead would need the new
+password written before the credential, lock out every client holding the
+old one, and still leave a window where Secret and credential disagree.)
+A tls user's certificate cannot be derived (the CA's signature would be,
+but its key would then be one more long-lived derived secret), so a re-made
+Secret holds a new one; the same rule as the broker certificate's
+(certificates.renewal_reason, the cluster's spec.certificates) says when
+the one in force is renewed in place, and the user's status.certificate
+remembers what was issued, since the Secret is never read back.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tinystream.operator.controller.events import AclFilter, ScramDeletion
 from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
+from tinystream.operator.k8s.certificates import IssuedRecord, KeyPair, renewal_reason
 from tinystream.operator.k8s.model import UserAcl, UserSpec
 from tinystream.scram_users import ScramCredential
 
@@ -98,3 +119,38 @@ def plan_user_removal(user: UserSpec, acls: Iterable[AclRecord],
     gone = tuple(ScramDeletion(user=c.user, mechanism=c.mechanism) for c in credentials if c.user == user.name)
     return UserAccessPlan(delete=tuple(exact_filter(a) for a in held),
                           remove=gone if user.authentication == "scram-sha-512" else ())
+
+
+class SecretChange(str, enum.Enum):
+    """What a pass did to the user's Secret: the Event's reason (nothing when it only found it there)."""
+
+    CREATED = "CredentialsCreated"  # the first Secret of this user
+    RECREATED = "SecretRecreated"  # status recorded one, but it was gone
+    RENEWED = "CertificateRenewed"  # the data of the Secret in place replaced (tls)
+
+
+@dataclass(frozen=True, slots=True)
+class SecretPlan:
+    """One pass over the user's Secret: always try to create it; `renew` says why to replace the data
+    of one that is there (a tls certificate due), None to leave it as it is."""
+
+    renew: str | None = None
+
+
+def plan_user_secret(user: UserSpec, *, current: IssuedRecord | None, ca: KeyPair | None, now: datetime.datetime,
+                     renewal_days: int) -> SecretPlan:
+    """`current` is the user's status.certificate (tls), `ca` the cluster's CA (tls), `renewal_days` its
+    spec.certificates.renewalDays. A user certificate names no host and has no renew token."""
+    if user.authentication != "tls":
+        return SecretPlan()  # the password is derived: whatever Secret is there holds it
+    assert ca is not None, "a tls user needs its cluster's CA"
+    return SecretPlan(renew=renewal_reason(current, ca=ca, dns_names=frozenset(), renew_token="", now=now,
+                                           renewal_days=renewal_days))
+
+
+def secret_change(plan: SecretPlan, *, recorded: bool, created: bool) -> SecretChange | None:
+    """What happened, once the create was tried: `recorded` is whether status.secret named the Secret
+    already (a user's first pass, or a status patch not seen yet, is not a re-creation)."""
+    if created:
+        return SecretChange.RECREATED if recorded else SecretChange.CREATED
+    return SecretChange.RENEWED if plan.renew is not None else None

@@ -274,6 +274,9 @@ class OperatorSettings(ComponentSettings):
     dashboard_port: int = kafka_field(3200, "dashboard.port", ge=0, le=65535)
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     reconcile_interval_s: int = kafka_field(30, "reconcile.interval.s", ge=1)
+    # How often a TinyStreamUser's Secret is made again when deleted, and its certificate renewed when due
+    # (also on every change of the user and at operator start-up).
+    user_secret_interval_s: int = kafka_field(60, "user.secret.check.interval.s", ge=1)
     # The master secret each cluster's controller API secret is derived from (controller_secret.py);
     # the chart mounts its Secret here. Unset: ~/.tinystream/operator-controller.secret, made when missing.
     secret_file: str | None = kafka_field(None, "controller.secret.file")

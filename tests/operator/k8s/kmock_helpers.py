@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -127,7 +128,8 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
                            health_interval_s: float = 0.5, crds_dir: Any = None,
                            scanning: bool = False, dashboard: Any = None,
                            connection: kopf.ConnectionInfo | None = None,
-                           namespace: str | None = None) -> AsyncIterator[Deps]:
+                           namespace: str | None = None, user_secret_interval_s: float = 1.0,
+                           clock: Callable[[], datetime.datetime] | None = None) -> AsyncIterator[Deps]:
     """The operator as in production (clusterwide, or watching `namespace` as the chart's default) until the
     block ends.
 
@@ -140,7 +142,9 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
     info = connection if connection is not None else kopf.ConnectionInfo(server=url)
     deps = Deps(connect=lambda **_: info, ctx=CTX, controller=controller,
                 health_interval_s=health_interval_s, crds_dir=crds_dir, dashboard=dashboard,
-                master_secret="test-master-secret")
+                master_secret="test-master-secret", user_secret_interval_s=user_secret_interval_s)
+    if clock is not None:
+        deps.clock = clock
     registry = make_registry(deps)
     settings = kopf.OperatorSettings()
     settings.watching.reconnect_backoff = 0.1

@@ -84,7 +84,7 @@ def test_renewal_reasons() -> None:
     due = dict(ca=authority, dns_names=DNS, renew_token="", renewal_days=5)
     assert renewal_reason(record, now=NOW, **due) is None
     assert "expires" in renewal_reason(record, now=NOW + datetime.timedelta(days=26), **due)
-    assert renewal_reason(None, now=NOW, **due) == "no broker certificate yet"
+    assert renewal_reason(None, now=NOW, **due) == "no certificate recorded yet"
     assert "current CA" in renewal_reason(record, now=NOW, **{**due, "ca": ca(b"seed-two")})
     assert "other hosts" in renewal_reason(record, now=NOW, **{**due, "dns_names": DNS | {"extra.example"}})
     assert "renewal asked for" in renewal_reason(record, now=NOW, **{**due, "renew_token": "2026-11-25"})

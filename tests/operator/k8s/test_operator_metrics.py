@@ -61,11 +61,11 @@ def test_instrumented_handlers_keep_their_kopf_ids():
     for name in ("cluster_changed", "cluster_deleted", "topic_changed", "topic_deleted", "cluster_health",
                  "topic_health"):
         assert f"make_registry.<locals>.{name}" in ids
-    for name in ("user_changed", "user_health", "user_deleted"):
+    for name in ("user_changed", "user_health", "user_secret_check", "user_deleted"):
         assert f"register_user_handlers.<locals>.{name}" in ids
     wrapped = {h.fn.__wrapped__.__name__ for h in handlers if hasattr(h.fn, "__wrapped__")}
     assert wrapped == {"cluster_changed", "cluster_deleted", "topic_changed", "topic_deleted", "cluster_health",
-                       "topic_health", "user_changed", "user_health", "user_deleted"}
+                       "topic_health", "user_changed", "user_health", "user_secret_check", "user_deleted"}
 
 
 class BareClusters:

@@ -1,13 +1,29 @@
-"""A TinyStreamUser's ACLs and credential against the cluster's metadata (operator/k8s/users.py): pure."""
+"""A TinyStreamUser's ACLs and credential against the cluster's metadata, and its Secret (operator/k8s/users.py):
+pure decisions; `ensure_user_secret` (user_handlers.py) with a stand-in for the API's create and patch."""
 
 from __future__ import annotations
 
 import base64
+import datetime
+
+import pytest
 
 from tinystream.acls import AclBinding
 from tinystream.operator.controller.image import AclRecord
-from tinystream.operator.k8s.model import UserSpec
-from tinystream.operator.k8s.users import plan_user_access, plan_user_removal, scram_record
+from tinystream.operator.k8s.certificates import CertFacts, IssuedRecord, fingerprint, issue, signed_by
+from tinystream.operator.k8s.cluster_tls import cluster_ca
+from tinystream.operator.k8s.errors import Conflict
+from tinystream.operator.k8s.model import ClusterSpec, UserSpec
+from tinystream.operator.k8s.user_handlers import ensure_user_secret, user_password
+from tinystream.operator.k8s.users import (
+    SecretChange,
+    SecretPlan,
+    plan_user_access,
+    plan_user_removal,
+    plan_user_secret,
+    scram_record,
+    secret_change,
+)
 from tinystream.scram_users import ScramCredential
 
 BODY = {"metadata": {"name": "app", "namespace": "ns", "uid": "u1"}, "spec": {
@@ -63,3 +79,114 @@ def test_a_tls_user_is_named_by_its_certificate() -> None:
     tls = UserSpec.from_resource({**BODY, "spec": {**BODY["spec"], "authentication": {"type": "tls"}}})
     plan = plan_user_access(tls, [], [], password=None)
     assert {r.principal for r in plan.create} == {"User:CN=app"} and not plan.upsert
+
+
+# --- the user's Secret ---
+
+MASTER = "master-secret"
+NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.UTC)
+TLS_USER = UserSpec.from_resource({**BODY, "spec": {**BODY["spec"], "authentication": {"type": "tls"}}})
+TLS_CLUSTER = ClusterSpec.from_resource({
+    "metadata": {"name": "secure", "namespace": "ns", "uid": "c1", "creationTimestamp": "2026-11-01T00:00:00Z"},
+    "spec": {"listeners": {"tls": True, "authentication": {"type": "tls"}},
+             "certificates": {"validityDays": 30, "renewalDays": 5}}})
+SCRAM_CLUSTER = ClusterSpec.from_resource({
+    "metadata": {"name": "secure", "namespace": "ns", "uid": "c1"},
+    "spec": {"listeners": {"authentication": {"type": "scram-sha-512"}}}})
+CA = cluster_ca(MASTER, TLS_CLUSTER)
+
+
+def record(*, now: datetime.datetime = NOW, days: int = 30, ca=CA) -> IssuedRecord:
+    return IssuedRecord.of(issue(ca, "app", frozenset(), now=now, days=days), ca, frozenset(), "")
+
+
+def test_a_scram_secret_is_only_ever_created_and_a_remade_one_needs_no_new_credential() -> None:
+    plan = plan_user_secret(USER, current=None, ca=None, now=NOW, renewal_days=5)
+    assert plan == SecretPlan(renew=None)
+    assert secret_change(plan, recorded=False, created=True) is SecretChange.CREATED
+    assert secret_change(plan, recorded=True, created=True) is SecretChange.RECREATED
+    assert secret_change(plan, recorded=True, created=False) is None  # a Conflict: it is there
+    # The password is derived (master secret, namespace, name, uid), so the re-made Secret's password is the
+    # one whose salted credential the cluster holds: the plan sets no new credential.
+    first = plan_user_access(USER, [], [], password=user_password(MASTER, USER))
+    assert not plan_user_access(USER, first.create, first.upsert, password=user_password(MASTER, USER)).upsert
+    other_uid = UserSpec.from_resource({**BODY, "metadata": {**BODY["metadata"], "uid": "u2"}})
+    assert user_password(MASTER, other_uid) != user_password(MASTER, USER)  # a user made anew: a new password
+
+
+def test_a_tls_certificate_is_renewed_within_the_clusters_renewal_window_only() -> None:
+    current = record()
+    fresh = plan_user_secret(TLS_USER, current=current, ca=CA, now=NOW + datetime.timedelta(days=24),
+                             renewal_days=5)
+    assert fresh.renew is None and secret_change(fresh, recorded=True, created=False) is None
+    due = plan_user_secret(TLS_USER, current=current, ca=CA, now=NOW + datetime.timedelta(days=25, minutes=1),
+                           renewal_days=5)
+    assert due.renew is not None and "renewal window 5 days" in due.renew
+    assert secret_change(due, recorded=True, created=False) is SecretChange.RENEWED
+    assert secret_change(due, recorded=True, created=True) is SecretChange.RECREATED  # made anew: not renewed
+    nothing = plan_user_secret(TLS_USER, current=None, ca=CA, now=NOW, renewal_days=5)
+    assert nothing.renew == "no certificate recorded yet"  # a Secret made before status.certificate existed
+    other_ca = cluster_ca(MASTER, ClusterSpec.from_resource({"metadata": {"name": "secure", "namespace": "ns",
+                                                                          "uid": "c2"}}))
+    moved = plan_user_secret(TLS_USER, current=record(ca=other_ca), ca=CA, now=NOW, renewal_days=5)
+    assert moved.renew == "the certificate was not signed by the cluster's current CA"
+
+
+class SecretsApi:
+    """The two calls the operator may make on Secrets: create (409 when there) and patch."""
+
+    def __init__(self, *, present: bool) -> None:
+        self.present = present
+        self.created: list[dict] = []
+        self.patched: list[dict] = []
+
+    async def create(self, obj: dict) -> dict:
+        if self.present:
+            raise Conflict(409, "AlreadyExists", f"secrets {obj['metadata']['name']} already exists")
+        self.present = True
+        self.created.append(obj)
+        return obj
+
+    async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: dict) -> dict:
+        assert (api_version, kind, name, namespace) == ("v1", "Secret", "app", "ns") and self.present
+        self.patched.append(patch)
+        return patch
+
+
+def files(data: dict) -> dict[str, str]:
+    return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+
+async def test_a_deleted_scram_secret_is_made_again_with_the_same_password() -> None:
+    api = SecretsApi(present=False)
+    done = await ensure_user_secret(api, USER, SCRAM_CLUSTER, master=MASTER, current=None, recorded=True, now=NOW)
+    assert done.change is SecretChange.RECREATED and done.certificate is None
+    (secret,) = api.created
+    assert files(secret["data"])["password"] == user_password(MASTER, USER)
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    there = await ensure_user_secret(api, USER, SCRAM_CLUSTER, master=MASTER, current=None, recorded=True, now=NOW)
+    assert there.change is None and len(api.created) == 1 and not api.patched
+
+
+@pytest.mark.parametrize("present", [False, True])
+async def test_a_tls_secret_made_again_or_renewed_holds_the_certificate_status_records(present: bool) -> None:
+    api = SecretsApi(present=present)
+    later = NOW + datetime.timedelta(days=26)  # inside the renewal window of `record()`
+    done = await ensure_user_secret(api, TLS_USER, TLS_CLUSTER, master=MASTER, current=record(), recorded=True,
+                                    now=later)
+    assert done.change is (SecretChange.RENEWED if present else SecretChange.RECREATED)
+    (written,) = [p["data"] for p in api.patched] if present else [s["data"] for s in api.created]
+    pem = files(written)
+    facts = CertFacts.of(pem["user.crt"])
+    assert done.certificate is not None and f"{facts.serial:x}" == done.certificate.serial
+    assert facts.not_after == done.certificate.not_after == later + datetime.timedelta(days=30)  # validityDays
+    assert signed_by(pem["user.crt"], pem["ca.crt"]) and done.certificate.ca == fingerprint(CA.cert_pem)
+    assert (done.because is not None) == present
+
+
+async def test_a_tls_secret_in_force_is_left_as_it_is() -> None:
+    api = SecretsApi(present=True)
+    current = record()
+    done = await ensure_user_secret(api, TLS_USER, TLS_CLUSTER, master=MASTER, current=current, recorded=True,
+                                    now=NOW + datetime.timedelta(days=1))
+    assert done.change is None and done.certificate == current and not api.patched

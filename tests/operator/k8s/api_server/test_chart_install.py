@@ -10,7 +10,9 @@ what it was not given.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import datetime
 import json
 import subprocess
 from collections.abc import Iterator
@@ -167,3 +169,90 @@ async def test_a_secured_cluster_gets_its_certificates_and_credentials_under_the
         assert volumes["users"]["secret"]["secretName"] == "secure-broker-users"
     finally:
         await api.close()
+
+
+async def test_a_deleted_user_secret_comes_back_and_a_tls_certificate_is_renewed_under_the_charts_rbac(
+        installed) -> None:
+    # The operator cannot read the Secrets back (no get/list): it learns that one is gone by creating it.
+    token = installed.service_account_token(NS, SA)
+    api = RealApi(installed, NS)
+    controller = FakeController()
+    days: list[float] = [0.0]  # the operator's clock runs this many days ahead of the real one
+
+    def clock() -> datetime.datetime:
+        return datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=days[0])
+
+    def cluster(name: str, authentication: str) -> dict:
+        return {"apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": name}, "spec": {
+            "brokers": 1, "storage": {"size": "1Gi"},
+            "listeners": {"tls": True, "authentication": {"type": authentication}},
+            "certificates": {"validityDays": 30, "renewalDays": 5}}}
+
+    async def events_of(name: str, reason: str) -> list[dict]:
+        return [e for e in await api.list("v1", "events")
+                if e["involvedObject"]["name"] == name and e["reason"] == reason]
+
+    try:
+        await api.create(TS, "tinystreamclusters", cluster("scram", "scram-sha-512"))
+        await api.create(TS, "tinystreamclusters", cluster("mtls", "tls"))
+        async with running_operator(installed.url, controller=controller, connection=connection(installed, token),
+                                    namespace=NS, user_secret_interval_s=0.5, clock=clock):
+            await api.create(TS, "tinystreamusers", {**USER, "metadata": {"name": "carol"},
+                                                     "spec": {**USER["spec"], "cluster": "scram"}})
+            await api.wait_for(TS, "tinystreamusers", "carol", lambda o: ready_condition(o).get("status") == "True")
+            credential = controller.credentials[("carol", "SCRAM-SHA-512")]
+            first_password = secret_files(await api.get("v1", "secrets", "carol"))["password"]
+
+            await api.delete("v1", "secrets", "carol")
+            back = await api.wait_for("v1", "secrets", "carol", lambda o: o is not None, timeout=30)
+            password = secret_files(back)["password"]
+            assert password == first_password
+            assert controller.credentials[("carol", "SCRAM-SHA-512")] == credential  # no new credential was set
+            held = UserStore.from_json({"users": {"carol": {"SCRAM-SHA-512": {
+                "salt": credential.salt, "stored_key": credential.stored_key, "server_key": credential.server_key,
+                "iterations": credential.iterations}}}})
+            assert held.check_plain("carol", password) and not held.check_plain("carol", password + "x")  # accepted
+            assert back["metadata"]["ownerReferences"][0]["name"] == "carol"
+            (recreated,) = await wait_for_events(events_of, "carol", "SecretRecreated")
+            assert recreated["type"] == "Warning" and "same derived password" in recreated["message"]
+
+            await api.create(TS, "tinystreamusers", {"apiVersion": TS, "kind": "TinyStreamUser",
+                                                     "metadata": {"name": "dave"},
+                                                     "spec": {"cluster": "mtls", "authentication": {"type": "tls"}}})
+            dave = await api.wait_for(TS, "tinystreamusers", "dave", lambda o: bool(
+                ((o or {}).get("status") or {}).get("certificate")) and ready_condition(o).get("status") == "True")
+            issued = dave["status"]["certificate"]
+            pem = secret_files(await api.get("v1", "secrets", "dave"))
+            facts = CertFacts.of(pem["user.crt"])
+            assert f"{facts.serial:x}" == issued["serial"] and facts.not_after.isoformat() == issued["notAfter"]
+            assert signed_by(pem["user.crt"], pem["ca.crt"])
+            assert (facts.not_after - datetime.datetime.now(datetime.UTC)).days in (29, 30)  # validityDays
+
+            days[0] = 26  # inside the renewal window (renewalDays 5 of 30)
+            renewed = await api.wait_for(TS, "tinystreamusers", "dave", lambda o: (
+                (o or {}).get("status", {}).get("certificate", {}).get("serial") not in (None, issued["serial"])),
+                timeout=30)
+            after = secret_files(await api.get("v1", "secrets", "dave"))
+            facts_after = CertFacts.of(after["user.crt"])
+            assert f"{facts_after.serial:x}" == renewed["status"]["certificate"]["serial"]
+            assert facts_after.not_after > facts.not_after + datetime.timedelta(days=25)
+            assert signed_by(after["user.crt"], pem["ca.crt"]) and after["user.key"] != pem["user.key"]
+            await wait_for_events(events_of, "dave", "CertificateRenewed")
+
+            await api.delete("v1", "secrets", "dave")
+            remade = await api.wait_for(TS, "tinystreamusers", "dave", lambda o: (
+                (o or {}).get("status", {}).get("certificate", {}).get("serial")
+                not in (None, renewed["status"]["certificate"]["serial"])), timeout=30)
+            again = secret_files(await api.get("v1", "secrets", "dave"))
+            assert f"{CertFacts.of(again['user.crt']).serial:x}" == remade["status"]["certificate"]["serial"]
+            await wait_for_events(events_of, "dave", "SecretRecreated")
+    finally:
+        await api.close()
+
+
+async def wait_for_events(events_of, name: str, reason: str, timeout: float = 15.0) -> list[dict]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (found := await events_of(name, reason)):
+        assert asyncio.get_running_loop().time() < deadline, f"no {reason} Event for {name}"
+        await asyncio.sleep(0.2)
+    return found
