@@ -50,6 +50,7 @@ from tinystream.broker.storage.batch import (
     MAGIC,
     TRANSACTIONAL_BIT,
     BatchHeader,
+    first_is_transactional,
     read_header,
 )
 from tinystream.broker.storage.compression import Compression
@@ -91,9 +92,11 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     unverified: list[tuple[TopicPartition, memoryview, BatchHeader]] = []
     txn_id: str | None = getattr(body, "transactional_id", None)
     order: list[TopicPartition] = []
-    # Authorization (authz.RULES): a transactional producer needs WRITE on its transactional id (else the
-    # whole request is refused), then WRITE on each topic.
-    txn_refused = txn_id is not None and not authz.allowed(ctx, call, AclOperation.WRITE, authz.TXN, txn_id)
+    # Authorization (authz.RULES), as Kafka's: transactional batches need a transactional id the caller
+    # may WRITE (else the whole request is refused), then WRITE on each topic.
+    transactional = any(first_is_transactional(p.records) for t in body.topic_data for p in t.partition_data)
+    txn_refused = transactional and (
+        txn_id is None or not authz.allowed(ctx, call, AclOperation.WRITE, authz.TXN, txn_id))
     may_write = authz.topic_filter(ctx, call, AclOperation.WRITE)
     for topic in body.topic_data:
         name = topic.name

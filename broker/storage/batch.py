@@ -207,6 +207,15 @@ def batch_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
     return length + LOG_OVERHEAD
 
 
+def first_is_transactional(buf: bytes | bytearray | memoryview | None) -> bool:
+    """Whether the first RecordBatch v2 in `buf` has the transactional bit (Kafka's
+    hasTransactionalRecords looks at each partition's first batch); too short, or not magic 2: False
+    (validation names what is wrong with it later)."""
+    if buf is None or len(buf) < ATTRIBUTES_OFFSET + 2 or buf[16] != MAGIC:
+        return False
+    return bool(buf[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_BIT)  # attributes is big-endian: the bit is in byte 22
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decode the header at ``pos`` without checking the CRC or the body length."""
     if len(buf) - pos < BATCH_HEADER_SIZE:

@@ -13,6 +13,8 @@ which a NetworkPolicy opens to broker pods only.
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 
 import pytest
@@ -90,6 +92,27 @@ def test_a_user_with_acls_writes_and_others_are_refused(secured):
     assert "TopicAuthorizationFailed" in refusals["no ACLs"], refusals
     for what, answer in refusals.items():
         assert answer.startswith("REFUSED"), (what, answer)
+
+
+def secret_if_any(kube: Kube, name: str) -> dict | None:
+    found = kube.kubectl("get", "secret", name, "-o", "json", check=False)
+    return json.loads(found.stdout) if found.returncode == 0 else None
+
+
+def test_a_deleted_user_secret_comes_back_and_still_logs_in(secured):
+    """Strimzi re-creates a deleted KafkaUser Secret; so does the operator (it tries to create it on a
+    timer; it may not read Secrets). The password is derived, so the credential in the metadata matches."""
+    before = base64.b64decode(secured.json("secret", "app")["data"]["password"]).decode()
+    deleted = time.monotonic()
+    secured.kubectl("delete", "secret", "app")
+    secret = wait_until(lambda: secret_if_any(secured, "app"), timeout=180, what="the app user's Secret made again",
+                        interval=2)
+    measure("deleted TinyStreamUser Secret -> made again", f"{time.monotonic() - deleted:.0f} s")
+    after = base64.b64decode(secret["data"]["password"]).decode()
+    assert after == before
+    assert probe(secured, client("app", password=after)) == "OK"
+    events = secured.json("events", "--field-selector", "involvedObject.name=app,reason=SecretRecreated")["items"]
+    assert events, "no SecretRecreated event"
 
 
 def serials(kube: Kube) -> set[str]:

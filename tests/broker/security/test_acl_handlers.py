@@ -73,8 +73,12 @@ def one_partition_error(reply) -> ErrorCode:
     return (topic.partition_responses if hasattr(topic, "partition_responses") else topic.partitions)[0].error_code
 
 
-def batch() -> bytes:
-    return now_batch([Record(value=b"v")])
+def batch(**kwargs) -> bytes:
+    return now_batch([Record(value=b"v")], **kwargs)
+
+
+def txn_batch() -> bytes:
+    return batch(producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
 
 
 def test_every_served_api_has_an_authorization_rule():
@@ -213,8 +217,14 @@ async def test_idempotent_and_transactional_producers(secured):
     transactional = request(22, 4, transactional_id="tx-1", transaction_timeout=datetime.timedelta(seconds=60),
                             producer_id=-1, producer_epoch=-1)
     assert (await alice.request(transactional)).error_code == ErrorCode.transactional_id_authorization_failed
-    produced = await alice.request(produce_request("anything", 0, batch(), transactional_id="tx-1"))
+    produced = await alice.request(produce_request("anything", 0, txn_batch(), transactional_id="tx-1"))
     assert one_partition_error(produced) == ErrorCode.transactional_id_authorization_failed
+    # As Kafka: only transactional batches need the transactional id (and then cannot go without one).
+    await admin.request(create_topics_request([("anything", 1, 1)]))
+    plain = await alice.request(produce_request("anything", 0, batch(), transactional_id="tx-1"))
+    assert one_partition_error(plain) == ErrorCode.none
+    anonymous = await alice.request(produce_request("anything", 0, txn_batch()))
+    assert one_partition_error(anonymous) == ErrorCode.transactional_id_authorization_failed
     markers = await alice.request(request(27, 1, markers=(entity(
         27, 1, "WritableTxnMarker", producer_id=1, producer_epoch=0, transaction_result=True,
         topics=(entity(27, 1, "WritableTxnMarkerTopic", name="anything", partition_indexes=(0,)),),
@@ -312,7 +322,7 @@ def _errors(value) -> list[int]:
 
 REFUSALS = [
     ("Produce", lambda: produce_request(T, 0, batch()), TOPIC_DENIED),
-    ("Produce-transactional", lambda: produce_request(T, 0, batch(), transactional_id="tx"), TXN_DENIED),
+    ("Produce-transactional", lambda: produce_request(T, 0, txn_batch(), transactional_id="tx"), TXN_DENIED),
     ("Fetch", lambda: fetch_request([(T, 0, 0)]), TOPIC_DENIED),
     ("ListOffsets", lambda: request(2, 7, replica_id=-1, isolation_level=0, topics=(entity(
         2, 7, "ListOffsetsTopic", name=T, partitions=(entity(2, 7, "ListOffsetsPartition", partition_index=0,
