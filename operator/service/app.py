@@ -35,6 +35,7 @@ from tinystream.operator.service.errors import StateFileError
 from tinystream.operator.service.http_api import make_app
 from tinystream.operator.service.metrics import ControllerMetrics
 from tinystream.operator.service.state_store import FileStateStore, StateStore
+from tinystream.operator.service.tls import pinned_client_context, server_context
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,12 @@ class ControllerInfo:
     state_file: str
     secret_file: str  # signs the API's tokens (tinystream/controller_auth.py)
     admin_token: str = dataclasses.field(repr=False)
+    tls: bool = False  # HTTPS (controller.ssl.keystore.location)
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
 
 def config_overrides(settings: ControllerSettings) -> dict[str, Any]:
@@ -104,13 +106,15 @@ class ControllerServer:
         except BaseException:
             await self.store.close()
             raise
+        keystore = self.settings.ssl_keystore_location
         try:
             secret = ensure_secret_file(self.secret_file)
+            tls = server_context(keystore) if keystore else None
             app = make_app(self.service, secret=secret, metrics=self.metrics)
             runner = web.AppRunner(app, shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
             await runner.setup()
             self._runner = runner
-            site = web.TCPSite(runner, self.settings.host, self.settings.port)
+            site = web.TCPSite(runner, self.settings.host, self.settings.port, ssl_context=tls)
             await site.start()
         except BaseException:
             await self.stop()
@@ -127,6 +131,7 @@ class ControllerServer:
             state_file=str(self.settings.state_file),
             secret_file=self.secret_file,
             admin_token=token_for(secret, ADMIN),
+            tls=tls is not None,
         )
         log.info("controller for cluster %s listening on %s", info.cluster_id, info.url)
         await self._start_dashboard(info.url, info.admin_token)
@@ -143,8 +148,10 @@ class ControllerServer:
         """
         if not self.settings.dashboard_enabled:
             return
-        server = DashboardServer(make_dashboard_app(HttpClusterSource(api_url, controller_token=token)), host=self.settings.host,
-                                 port=self.settings.dashboard_port)
+        keystore = self.settings.ssl_keystore_location
+        source = HttpClusterSource(api_url, controller_token=token,
+                                   controller_ssl=pinned_client_context(keystore) if keystore else None)
+        server = DashboardServer(make_dashboard_app(source), host=self.settings.host, port=self.settings.dashboard_port)
         try:
             self.dashboard_url = await server.start()
         except OSError as exc:
@@ -202,5 +209,5 @@ def main(settings: ControllerSettings, *, ready: Callable[[ControllerInfo], None
     """
     try:
         run_until_signalled(lambda: run_controller(settings, ready=ready))
-    except StateFileError as exc:
+    except (StateFileError, ValueError) as exc:  # ValueError: a keystore that cannot be loaded
         raise SystemExit(f"tinystream controller: {exc}") from None

@@ -21,12 +21,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tinystream.controller_client import controller_ssl_context
 from tinystream.operator.dashboard import HttpClusterSource, views
 from tinystream.operator.dashboard.sources import admin_urls_from_template
 
 
-def _from_controller(controller: str, token: str | None, admin: tuple[str, ...], template: str | None
-                     ) -> dict[str, Any]:
+def _from_controller(controller: str, token: str | None, admin: tuple[str, ...], template: str | None,
+                     ca_file: str | None = None) -> dict[str, Any]:
+    try:
+        tls = controller_ssl_context(controller, ca_file)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     by_template = admin_urls_from_template(template)
 
     def admin_urls(metadata: Mapping[str, Any] | None) -> Mapping[int, str]:
@@ -39,7 +44,7 @@ def _from_controller(controller: str, token: str | None, admin: tuple[str, ...],
         return urls
 
     async def read() -> dict[str, Any]:
-        source = HttpClusterSource(controller, controller_token=token, admin_urls=admin_urls)
+        source = HttpClusterSource(controller, controller_token=token, controller_ssl=tls, admin_urls=admin_urls)
         try:
             raw = await source.snapshot()
         finally:
@@ -128,6 +133,9 @@ def render(data: Mapping[str, Any], console: Console, *, internal: bool = False)
 @click.option("--controller-token-file", type=click.Path(dir_okay=False, exists=True), default=None,
               envvar="TINYSTREAM_CONTROLLER_TOKEN_FILE",
               help="A controller API token (tinystream token --admin ...); the image is not public.")
+@click.option("--controller-ca", type=click.Path(dir_okay=False, exists=True), default=None,
+              envvar="TINYSTREAM_CONTROLLER_CA",
+              help="The CA of an https controller (PEM), as brokers' controller.ssl.truststore.location.")
 @click.option("--broker-admin", "broker_admin", multiple=True, metavar="ID=URL",
               help="A broker's admin HTTP URL (repeatable), for offsets, sizes, groups and byte counters.")
 @click.option("--admin-url-template", default=None, metavar="TEMPLATE",
@@ -136,15 +144,16 @@ def render(data: Mapping[str, Any], console: Console, *, internal: bool = False)
               help="Read a running dashboard's JSON API instead (it knows every broker).")
 @click.option("--internal", is_flag=True, help="Show internal topics (__consumer_offsets) too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the views as JSON.")
-def status(controller: str, controller_token_file: str | None, broker_admin: tuple[str, ...],
-           admin_url_template: str | None, dashboard: str | None, internal: bool, as_json: bool) -> None:
+def status(controller: str, controller_token_file: str | None, controller_ca: str | None,
+           broker_admin: tuple[str, ...], admin_url_template: str | None, dashboard: str | None, internal: bool,
+           as_json: bool) -> None:
     """The cluster at a glance: brokers, partitions, consumer groups (the dashboard, in a terminal)."""
     from tinystream.controller_auth import read_secret
 
     token = read_secret(controller_token_file) if controller_token_file else None
     try:
         data = _from_dashboard(dashboard) if dashboard else _from_controller(controller, token, broker_admin,
-                                                                              admin_url_template)
+                                                                              admin_url_template, controller_ca)
     except OSError as exc:
         raise click.ClickException(f"cannot read {dashboard or controller}: {exc}") from None
     if as_json:

@@ -258,6 +258,9 @@ class ControllerSettings(ComponentSettings):
     state_file: str = kafka_field("./data/controller/state.json", "state.file", min_length=1)
     # The secret that signs API tokens; made (0600) beside the state file when missing.
     secret_file: str | None = kafka_field(None, "controller.secret.file")
+    # Set: the API is HTTPS with this certificate chain and key (PEM); brokers name its CA in
+    # controller.ssl.truststore.location.
+    ssl_keystore_location: str | None = kafka_field(None, "controller.ssl.keystore.location")
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     num_partitions: int = kafka_field(1, "num.partitions", ge=1, le=10_000)
