@@ -176,3 +176,38 @@ def test_a_controller_truststore_is_checked_when_the_broker_starts(tmp_path):
     (tmp_path / "junk.crt").write_text("not a certificate")
     with pytest.raises(ValueError, match="not a readable PEM"):
         controller_ssl_context("https://c:9091", str(tmp_path / "junk.crt"))
+
+
+class BareClusters:
+    """A Kubernetes API whose every TinyStreamCluster has an empty spec (read when its controller opens)."""
+
+    async def get(self, _api_version, _kind, name, namespace):
+        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": {"brokers": 1}}
+
+
+async def test_the_operators_dashboard_reads_its_own_tls_api():
+    from kmock_helpers import memory_secret
+
+    from tinystream.operator.dashboard import HttpClusterSource
+    from tinystream.operator.k8s.controller_host import OperatorController
+    from tinystream.operator.service import MemoryStateStore
+
+    host = OperatorController(host="127.0.0.1", port=0, store_factory=lambda client, key: MemoryStateStore(),
+                              secret_source=memory_secret,
+                              tls=ControllerTLS(MASTER, service_names=frozenset({"ts.ops.svc"})))
+    await host.start(client=BareClusters())
+    key = ClusterKey("apps", "demo")
+    try:
+        await host.attach(key)
+        assert host.cluster_url(key).startswith("https://127.0.0.1:")
+        source = HttpClusterSource(host.cluster_url(key), controller_token=host.admin_token(key),
+                                   controller_ssl=host.client_ssl_context())
+        unverified = HttpClusterSource(host.cluster_url(key), controller_token=host.admin_token(key))
+        try:
+            assert (await source.snapshot()).controller_up
+            assert not (await unverified.snapshot()).controller_up  # the system's CAs do not know it
+        finally:
+            await source.close()
+            await unverified.close()
+    finally:
+        await host.stop()
