@@ -277,6 +277,15 @@ async def test_a_standalone_broker_keeps_its_acls_across_a_restart(tmp_path):
         await again.stop()
 
 
+def test_the_authorizers_super_users_are_the_brokers_principals(tmp_path):
+    # One set (listener.super_users): who may do anything is who may act as a broker on the inter-broker listener.
+    settings = sasl_plaintext_settings(tmp_path, users=USERS, **{
+        "authorizer.class.name": "acl", "super.users": "User:admin", "inter.broker.sasl.username": "broker"})
+    broker = Broker(settings)
+    assert broker.ctx.authorizer is not None
+    assert broker.ctx.authorizer.super_users == broker.ctx.broker_principals == {"User:admin", "User:broker"}
+
+
 def test_an_unknown_authorizer_class_stops_the_broker_at_start(tmp_path):
     from tinystream.broker.security.authorizer import AuthorizerConfigError  # noqa: PLC0415
 
