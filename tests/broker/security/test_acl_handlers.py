@@ -21,6 +21,7 @@ from tinystream.broker.app import Broker
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import HANDLERS
 from tinystream.broker.handlers.authz import RULES
+from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
 from tinystream.broker.storage.batch import Record
 from tinystream.testing.broker import (
@@ -200,6 +201,26 @@ async def test_groups_need_read_and_describe_on_the_group(secured):
     assert found.error_code == ErrorCode.none
     listed = await alice.request(request(16, 4, states_filter=()))
     assert listed.error_code == ErrorCode.none
+
+
+async def test_both_describe_apis_refuse_a_group_with_an_empty_row(secured):
+    # handlers/described_group.py: the refusal is the row of a description with only the error and the id.
+    _, login = secured
+    admin, alice = await login("admin"), await login("alice")
+    await grant(admin, acl_creation("GROUP", "seen", "User:alice", "DESCRIBE"))
+    assert (await alice.request(request(10, 3, key="seen", key_type=0))).error_code == ErrorCode.none
+    classic = await alice.request(request(15, 5, groups=("hidden", "seen"), include_authorized_operations=False))
+    assert [(g.group_id, g.error_code) for g in classic.groups] == [
+        ("hidden", ErrorCode.group_authorization_failed), ("seen", ErrorCode.none)]
+    hidden = classic.groups[0]
+    assert (hidden.group_state, hidden.protocol_type, hidden.protocol_data, hidden.members) == ("", "", "", ())
+    consumer = await alice.request(request(69, 1, group_ids=("seen", "hidden"), include_authorized_operations=False))
+    assert [(g.group_id, g.error_code) for g in consumer.groups] == [
+        ("hidden", ErrorCode.group_authorization_failed), ("seen", ErrorCode.group_id_not_found)]
+    hidden = consumer.groups[0]
+    assert (hidden.error_message, hidden.group_state, hidden.group_epoch, hidden.assignment_epoch,
+            hidden.assignor_name, hidden.members) == (None, "", -1, -1, "", ())
+    assert hidden.authorized_operations == classic.groups[0].authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
 
 
 async def test_idempotent_and_transactional_producers(secured):
