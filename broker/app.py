@@ -46,7 +46,7 @@ from tinystream.broker.protocol.api_versions import advertised
 from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.replication.replica_fetcher import ReplicaFetcherManager
 from tinystream.broker.replication.replica_manager import ReplicaManager, wall_clock_ms
-from tinystream.broker.security.authorizer import Authorizer, authorizer_enabled, parse_super_users
+from tinystream.broker.security.authorizer import Authorizer, authorizer_enabled
 from tinystream.broker.security.listener import (
     InterBrokerCredentials,
     broker_principals,
@@ -54,6 +54,7 @@ from tinystream.broker.security.listener import (
     load_users,
     principal_mapper,
     reloading_server_context,
+    super_users,
 )
 from tinystream.broker.security.listener_config import Listener, mechanisms, plan_listeners
 from tinystream.broker.security.sasl import SaslSession
@@ -266,10 +267,7 @@ class Broker:
         """authorizer.class.name set: ACLs on; super.users and the inter-broker user may do anything."""
         if not authorizer_enabled(settings.authorizer_class_name):
             return None
-        supers = set(parse_super_users(settings.super_users)) | set(broker_principals(self.plan.inter_broker) or ())
-        if settings.inter_broker_sasl_username:
-            supers.add(f"User:{settings.inter_broker_sasl_username}")
-        return Authorizer(super_users=supers, allow_if_no_acl=settings.allow_everyone_if_no_acl_found)
+        return Authorizer(super_users=super_users(settings), allow_if_no_acl=settings.allow_everyone_if_no_acl_found)
 
     async def wait_fatal(self) -> None:
         """Returns when the broker must stop on its own (see ControllerSession.fatal_error)."""

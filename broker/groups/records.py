@@ -45,6 +45,9 @@ tagged-field section closing every struct)::
 
 We write what Kafka 3.x writes: OffsetCommitKey v1, OffsetCommitValue v3,
 GroupMetadataKey v2, GroupMetadataValue v3, ConsumerGroupMetadataKey v3 / Value v0. We read every version above.
+The KIP-848 values have one version each, so their layouts above are data (`_LAYOUTS`: attribute and
+field type in byte order), written and read by one pair of functions; the keys that name only a group
+are one table too (`_GROUP_KEYS`).
 Decoding checks every declared length against the bytes actually present
 before using it (CVE-2022-34917) and raises RecordDecodeError.
 """
@@ -53,7 +56,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
 
 from tinystream.broker.groups.errors import RecordDecodeError
 
@@ -384,6 +389,15 @@ class _Reader:
 # --------------------------------------------------------------------------- keys
 
 
+#: The keys that name only a group, by class and key version.
+_GROUP_KEYS: dict[type[GroupMetadataKey | ConsumerGroupMetadataKey | ConsumerTargetMetadataKey], int] = {
+    GroupMetadataKey: GROUP_METADATA_KEY_VERSION,
+    ConsumerGroupMetadataKey: CONSUMER_GROUP_METADATA_KEY_VERSION,
+    ConsumerTargetMetadataKey: TARGET_ASSIGNMENT_METADATA,
+}
+_GROUP_KEY_OF_VERSION = {version: cls for cls, version in _GROUP_KEYS.items()}
+
+
 def encode_key(key: KeyToWrite) -> bytes:
     """The record key: OffsetCommitKey v1, GroupMetadataKey v2, a KIP-848 key v3, v5-8."""
     w = _Writer(flexible=False)
@@ -392,14 +406,8 @@ def encode_key(key: KeyToWrite) -> bytes:
         w.string(key.group)
         w.string(key.topic)
         w.int32(key.partition)
-    elif isinstance(key, GroupMetadataKey):
-        w.int16(GROUP_METADATA_KEY_VERSION)
-        w.string(key.group)
-    elif isinstance(key, ConsumerGroupMetadataKey):
-        w.int16(CONSUMER_GROUP_METADATA_KEY_VERSION)
-        w.string(key.group)
-    elif isinstance(key, ConsumerTargetMetadataKey):
-        w.int16(TARGET_ASSIGNMENT_METADATA)
+    elif isinstance(key, (GroupMetadataKey, ConsumerGroupMetadataKey, ConsumerTargetMetadataKey)):
+        w.int16(_GROUP_KEYS[type(key)])
         w.string(key.group)
     elif isinstance(key, ConsumerMemberKey):
         if key.kind not in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
@@ -421,18 +429,10 @@ def decode_key(data: bytes) -> Key:
         partition = r.int32()
         assert group is not None and topic is not None
         return OffsetCommitKey(group, topic, partition)
-    if version == 2:
+    if version in _GROUP_KEY_OF_VERSION:
         group = r.string()
         assert group is not None
-        return GroupMetadataKey(group)
-    if version == CONSUMER_GROUP_METADATA_KEY_VERSION:
-        group = r.string()
-        assert group is not None
-        return ConsumerGroupMetadataKey(group)
-    if version == TARGET_ASSIGNMENT_METADATA:
-        group = r.string()
-        assert group is not None
-        return ConsumerTargetMetadataKey(group)
+        return _GROUP_KEY_OF_VERSION[version](group)
     if version in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
         group = r.string()
         member_id = r.string()
@@ -554,32 +554,18 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     )
 
 
-def encode_consumer_group_metadata_value(value: ConsumerGroupMetadataValue) -> bytes:
-    w = _Writer(flexible=True)
-    w.int16(0)
-    w.int32(value.epoch)
-    w.tagged_fields()
-    return w.getvalue()
+# KIP-848 values: version 0, flexible; their fields in order, then the struct's tagged fields. One layout a
+# record type, read and written by the same two functions (Kafka's group-coordinator message JSONs).
 
 
-def decode_consumer_group_metadata_value(data: bytes) -> ConsumerGroupMetadataValue:
-    r = _Reader(data, "ConsumerGroupMetadataValue")
-    version = r.int16()
-    if version != 0:
-        raise RecordDecodeError(f"ConsumerGroupMetadataValue: unsupported version {version}")
-    r.flexible = True
-    epoch = r.int32()
-    r.tagged_fields()
-    return ConsumerGroupMetadataValue(epoch)
+def _write_strings(w: _Writer, names: tuple[str, ...]) -> None:
+    w.array_length(len(names))
+    for name in names:
+        w.string(name)
 
 
-def _flexible_v0(data: bytes, what: str) -> _Reader:
-    r = _Reader(data, what)
-    version = r.int16()
-    if version != 0:
-        raise RecordDecodeError(f"{what}: unsupported version {version}")
-    r.flexible = True
-    return r
+def _read_strings(r: _Reader) -> tuple[str, ...]:
+    return tuple(r.string() or "" for _ in range(r.array_length()))
 
 
 def _write_partitions(w: _Writer, partitions: TopicIdPartitions) -> None:
@@ -602,74 +588,93 @@ def _read_partitions(r: _Reader) -> TopicIdPartitions:
     return tuple(out)
 
 
-def encode_consumer_member_value(
-    value: ConsumerMemberMetadataValue | ConsumerTargetMetadataValue | ConsumerTargetMemberValue
-    | ConsumerCurrentAssignmentValue,
-) -> bytes:
-    """A KIP-848 member or target record value, version 0 (flexible)."""
+class _Type(NamedTuple):
+    """A field type of the KIP-848 layouts: how to write it and read it."""
+
+    write: Callable[[_Writer, Any], None]
+    read: Callable[[_Reader], Any]
+
+
+_INT8 = _Type(_Writer.int8, _Reader.int8)
+_INT32 = _Type(_Writer.int32, _Reader.int32)
+_STRING = _Type(lambda w, v: w.string(v), lambda r: r.string())
+_NULLABLE_STRING = _Type(lambda w, v: w.string(v, nullable=True), lambda r: r.string(nullable=True))
+_STRINGS = _Type(_write_strings, _read_strings)
+_PARTITIONS = _Type(_write_partitions, _read_partitions)  # [topicId uuid, partitions [i32]]
+
+_MemberValue = (ConsumerMemberMetadataValue | ConsumerTargetMetadataValue | ConsumerTargetMemberValue
+                | ConsumerCurrentAssignmentValue)
+_KIP848Value = ConsumerGroupMetadataValue | _MemberValue
+_V = TypeVar("_V", bound=_KIP848Value)
+
+
+class _Layout(NamedTuple):
+    name: str  # Kafka's name of the value, for errors
+    fields: tuple[tuple[str, _Type], ...]  # attribute and type, in the order of the bytes
+
+
+_LAYOUTS: dict[type, _Layout] = {  # every _KIP848Value type
+    ConsumerGroupMetadataValue: _Layout("ConsumerGroupMetadataValue", (("epoch", _INT32),)),
+    ConsumerMemberMetadataValue: _Layout("ConsumerGroupMemberMetadataValue", (
+        ("instance_id", _NULLABLE_STRING), ("rack_id", _NULLABLE_STRING), ("client_id", _STRING),
+        ("client_host", _STRING), ("subscribed_topic_names", _STRINGS), ("subscribed_topic_regex", _NULLABLE_STRING),
+        ("rebalance_timeout_ms", _INT32), ("server_assignor", _NULLABLE_STRING))),
+    ConsumerTargetMetadataValue: _Layout("ConsumerGroupTargetAssignmentMetadataValue", (("assignment_epoch", _INT32),)),
+    ConsumerTargetMemberValue: _Layout("ConsumerGroupTargetAssignmentMemberValue", (("partitions", _PARTITIONS),)),
+    ConsumerCurrentAssignmentValue: _Layout("ConsumerGroupCurrentMemberAssignmentValue", (
+        ("member_epoch", _INT32), ("previous_member_epoch", _INT32), ("state", _INT8),
+        ("assigned", _PARTITIONS), ("pending_revocation", _PARTITIONS))),
+}
+
+#: The value type of each KIP-848 member or target record, by key version.
+_MEMBER_VALUES: dict[int, type[_MemberValue]] = {
+    MEMBER_METADATA: ConsumerMemberMetadataValue,
+    TARGET_ASSIGNMENT_METADATA: ConsumerTargetMetadataValue,
+    TARGET_ASSIGNMENT_MEMBER: ConsumerTargetMemberValue,
+    CURRENT_MEMBER_ASSIGNMENT: ConsumerCurrentAssignmentValue,
+}
+
+
+def _encode_v0(value: _KIP848Value) -> bytes:
     w = _Writer(flexible=True)
     w.int16(0)
-    if isinstance(value, ConsumerMemberMetadataValue):
-        w.string(value.instance_id, nullable=True)
-        w.string(value.rack_id, nullable=True)
-        w.string(value.client_id)
-        w.string(value.client_host)
-        w.array_length(len(value.subscribed_topic_names))
-        for name in value.subscribed_topic_names:
-            w.string(name)
-        w.string(value.subscribed_topic_regex, nullable=True)
-        w.int32(value.rebalance_timeout_ms)
-        w.string(value.server_assignor, nullable=True)
-    elif isinstance(value, ConsumerTargetMetadataValue):
-        w.int32(value.assignment_epoch)
-    elif isinstance(value, ConsumerTargetMemberValue):
-        _write_partitions(w, value.partitions)
-    elif isinstance(value, ConsumerCurrentAssignmentValue):
-        w.int32(value.member_epoch)
-        w.int32(value.previous_member_epoch)
-        w.int8(value.state)
-        _write_partitions(w, value.assigned)
-        _write_partitions(w, value.pending_revocation)
-    else:  # pragma: no cover - typing guards this
-        raise TypeError(f"cannot encode {value!r}")
+    for attribute, type_ in _LAYOUTS[type(value)].fields:
+        type_.write(w, getattr(value, attribute))
     w.tagged_fields()
     return w.getvalue()
 
 
-def decode_consumer_member_value(
-    kind: int, data: bytes
-) -> ConsumerMemberMetadataValue | ConsumerTargetMetadataValue | ConsumerTargetMemberValue | ConsumerCurrentAssignmentValue:
-    """The value of a KIP-848 record of key version `kind` (5-8)."""
-    value: ConsumerMemberMetadataValue | ConsumerTargetMetadataValue | ConsumerTargetMemberValue | ConsumerCurrentAssignmentValue
-    if kind == MEMBER_METADATA:
-        r = _flexible_v0(data, "ConsumerGroupMemberMetadataValue")
-        instance_id = r.string(nullable=True)
-        rack_id = r.string(nullable=True)
-        client_id = r.string()
-        client_host = r.string()
-        names = tuple(r.string() or "" for _ in range(r.array_length()))
-        regex = r.string(nullable=True)
-        rebalance_timeout_ms = r.int32()
-        assignor = r.string(nullable=True)
-        value = ConsumerMemberMetadataValue(
-            instance_id=instance_id, rack_id=rack_id, client_id=client_id or "", client_host=client_host or "",
-            subscribed_topic_names=names, subscribed_topic_regex=regex, rebalance_timeout_ms=rebalance_timeout_ms,
-            server_assignor=assignor)
-    elif kind == TARGET_ASSIGNMENT_METADATA:
-        r = _flexible_v0(data, "ConsumerGroupTargetAssignmentMetadataValue")
-        value = ConsumerTargetMetadataValue(r.int32())
-    elif kind == TARGET_ASSIGNMENT_MEMBER:
-        r = _flexible_v0(data, "ConsumerGroupTargetAssignmentMemberValue")
-        value = ConsumerTargetMemberValue(_read_partitions(r))
-    elif kind == CURRENT_MEMBER_ASSIGNMENT:
-        r = _flexible_v0(data, "ConsumerGroupCurrentMemberAssignmentValue")
-        member_epoch, previous, state = r.int32(), r.int32(), r.int8()
-        value = ConsumerCurrentAssignmentValue(member_epoch=member_epoch, previous_member_epoch=previous, state=state,
-                                               assigned=_read_partitions(r), pending_revocation=_read_partitions(r))
-    else:
-        raise RecordDecodeError(f"not a KIP-848 member record: key version {kind}")
+def _decode_v0(cls: type[_V], data: bytes) -> _V:
+    layout = _LAYOUTS[cls]
+    r = _Reader(data, layout.name)
+    version = r.int16()
+    if version != 0:
+        raise RecordDecodeError(f"{layout.name}: unsupported version {version}")
+    r.flexible = True
+    fields = {attribute: type_.read(r) for attribute, type_ in layout.fields}
     r.tagged_fields()
-    return value
+    return cls(**fields)
+
+
+def encode_consumer_group_metadata_value(value: ConsumerGroupMetadataValue) -> bytes:
+    return _encode_v0(value)
+
+
+def decode_consumer_group_metadata_value(data: bytes) -> ConsumerGroupMetadataValue:
+    return _decode_v0(ConsumerGroupMetadataValue, data)
+
+
+def encode_consumer_member_value(value: _MemberValue) -> bytes:
+    """A KIP-848 member or target record value, version 0 (flexible)."""
+    return _encode_v0(value)
+
+
+def decode_consumer_member_value(kind: int, data: bytes) -> _MemberValue:
+    """The value of a KIP-848 record of key version `kind` (5-8)."""
+    cls = _MEMBER_VALUES.get(kind)
+    if cls is None:
+        raise RecordDecodeError(f"not a KIP-848 member record: key version {kind}")
+    return _decode_v0(cls, data)
 
 
 def encode_value(value: Value | None) -> bytes | None:
@@ -680,11 +685,8 @@ def encode_value(value: Value | None) -> bytes | None:
         return encode_offset_commit_value(value)
     if isinstance(value, GroupMetadataValue):
         return encode_group_metadata_value(value)
-    if isinstance(value, ConsumerGroupMetadataValue):
-        return encode_consumer_group_metadata_value(value)
-    if isinstance(value, (ConsumerMemberMetadataValue, ConsumerTargetMetadataValue, ConsumerTargetMemberValue,
-                          ConsumerCurrentAssignmentValue)):
-        return encode_consumer_member_value(value)
+    if isinstance(value, _KIP848Value):
+        return _encode_v0(value)
     raise TypeError(f"cannot encode value {value!r}")  # pragma: no cover
 
 

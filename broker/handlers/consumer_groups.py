@@ -28,9 +28,10 @@ from typing import Any
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.consumer_group import HeartbeatRequest
+from tinystream.broker.groups.results import ConsumerGroupDescription, ConsumerMemberDescription
 from tinystream.broker.handlers import authz
 from tinystream.broker.handlers.context import BrokerContext, Call
-from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from tinystream.broker.handlers.described_group import RowLayout, describable, described_group
 from tinystream.broker.protocol.codec import millis, to_millis
 
 CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer
@@ -113,43 +114,26 @@ def _described_assignment(ctx: BrokerContext, call: Call, assignment: Mapping[st
     ))
 
 
+_DESCRIBED = RowLayout(
+    group={"error_code": "error", "error_message": "error_message", "group_id": "group_id", "group_state": "state",
+           "group_epoch": "group_epoch", "assignment_epoch": "assignment_epoch", "assignor_name": "assignor"},
+    member_class="Member",
+    member={name: name for name in ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host",
+                                    "subscribed_topic_names", "subscribed_topic_regex")},
+)
+
+
 async def handle_consumer_group_describe(ctx: BrokerContext, call: Call) -> Any:
     asked = list(call.body.group_ids)
-    may = [g for g in asked if authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.GROUP, g)]
+    may = describable(ctx, call, asked)
     described = await ctx.groups.coordinator.consumer_group_describe(may)
-    refused = tuple(call.make("DescribedGroup", error_code=ErrorCode.group_authorization_failed, error_message=None,
-                              group_id=g, group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
-                              members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
-                    for g in asked if g not in may)
-    groups = refused + tuple(
-        call.make(
-            "DescribedGroup",
-            error_code=d.error,
-            error_message=d.error_message,
-            group_id=d.group_id,
-            group_state=d.state,
-            group_epoch=d.group_epoch,
-            assignment_epoch=d.assignment_epoch,
-            assignor_name=d.assignor,
-            members=tuple(
-                call.make(
-                    "Member",
-                    member_id=m.member_id,
-                    instance_id=m.instance_id,
-                    rack_id=m.rack_id,
-                    member_epoch=m.member_epoch,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    subscribed_topic_names=m.subscribed_topic_names,
-                    subscribed_topic_regex=m.subscribed_topic_regex,
-                    assignment=_described_assignment(ctx, call, m.assignment),
-                    target_assignment=_described_assignment(ctx, call, m.target_assignment),
-                    member_type=CONSUMER_MEMBER_TYPE,
-                )
-                for m in d.members
-            ),
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-        )
-        for d in described
-    )
-    return call.respond(throttle_time=millis(0), groups=groups)
+    refused = [ConsumerGroupDescription(error=ErrorCode.group_authorization_failed, group_id=g)
+               for g in asked if g not in may]
+
+    def not_as_held(m: ConsumerMemberDescription) -> dict[str, Any]:  # assignments by topic id; the member type
+        return {"assignment": _described_assignment(ctx, call, m.assignment),
+                "target_assignment": _described_assignment(ctx, call, m.target_assignment),
+                "member_type": CONSUMER_MEMBER_TYPE}
+
+    return call.respond(throttle_time=millis(0), groups=tuple(
+        described_group(call, _DESCRIBED, d, not_as_held) for d in [*refused, *described]))

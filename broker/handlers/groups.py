@@ -27,14 +27,14 @@ lists everything with DESCRIBE on the cluster, else the groups it may DESCRIBE.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
+from tinystream.broker.groups.results import GroupDescription
 from tinystream.broker.handlers import authz, topic_admin
 from tinystream.broker.handlers.context import BrokerContext, Call
-from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from tinystream.broker.handlers.described_group import RowLayout, describable, described_group
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -327,43 +327,25 @@ def _offset_rows(call: Call, entries: list, errors: dict, default_error: ErrorCo
 # -- admin ---------------------------------------------------------------------------------------
 
 
+_DESCRIBED = RowLayout(
+    group={"error_code": "error", "group_id": "group_id", "group_state": "state", "protocol_type": "protocol_type",
+           "protocol_data": "protocol"},
+    member_class="DescribedGroupMember",
+    member={"member_id": "member_id", "group_instance_id": "group_instance_id", "client_id": "client_id",
+            "client_host": "client_host", "member_metadata": "metadata", "member_assignment": "assignment"},
+)
+
+
 async def handle_describe_groups(ctx: BrokerContext, call: Call) -> Any:
     names = list(call.body.groups)
-    allowed = [g for g in names if authz.allowed(ctx, call, AclOperation.DESCRIBE, authz.GROUP, g)]
+    allowed = describable(ctx, call, names)
     found = {d.group_id: d for d in await _coordinator(ctx).describe_groups(allowed)} if allowed else {}
-    refused = call.make("DescribedGroup", error_code=ErrorCode.group_authorization_failed, group_id="",
-                        group_state="", protocol_type="", protocol_data="", members=(),
-                        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
     groups = tuple(
-        _described(call, found[g]) if g in found else dataclasses.replace(refused, group_id=g) for g in names
+        described_group(call, _DESCRIBED, found[g] if g in found else
+                        GroupDescription(error=ErrorCode.group_authorization_failed, group_id=g, state=""))
+        for g in names
     )
     return call.respond(throttle_time=millis(0), groups=groups)
-
-
-def _described(call: Call, d: Any) -> Any:
-    return (
-        call.make(
-            "DescribedGroup",
-            error_code=d.error,
-            group_id=d.group_id,
-            group_state=d.state,
-            protocol_type=d.protocol_type,
-            protocol_data=d.protocol,
-            members=tuple(
-                call.make(
-                    "DescribedGroupMember",
-                    member_id=m.member_id,
-                    group_instance_id=m.group_instance_id,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    member_metadata=m.metadata,
-                    member_assignment=m.assignment,
-                )
-                for m in d.members
-            ),
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-        )
-    )
 
 
 async def handle_list_groups(ctx: BrokerContext, call: Call) -> Any:

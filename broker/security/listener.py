@@ -14,7 +14,8 @@ The listeners themselves (names, addresses, per-listener settings) come from `li
 Replication and the transaction-marker channel connect to the inter-broker listener of the other
 brokers (`InterBrokerCredentials`: its truststore, our certificate when it asks for one, and the
 inter-broker SASL user). A Fetch's replica_id is believed only on that listener, and there only from a
-broker principal when the listener authenticates (`broker_principals`; handlers/fetch.py).
+broker principal when the listener authenticates (`broker_principals`; handlers/fetch.py). The broker
+principals are also the authorizer's super users: `super_users` is the one rule for both.
 
 TLS contexts reload when their files change (`tls_reload.py`).
 """
@@ -25,6 +26,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinystream.broker.security.authorizer import parse_super_users
 from tinystream.broker.security.listener_config import Listener, ListenerConfigError, mechanisms
 from tinystream.broker.security.principal import PrincipalMapper, PrincipalMappingError
 from tinystream.broker.security.tls_reload import ReloadingContext
@@ -107,13 +109,19 @@ def inter_broker_credentials(listener: Listener) -> InterBrokerCredentials:
     return InterBrokerCredentials(tls, s.sasl_mechanism_inter_broker_protocol, s.inter_broker_sasl_username, password)
 
 
+def super_users(settings: BrokerSettings) -> frozenset[str]:
+    """The broker principals: `super.users` and the inter-broker SASL user (the brokers' own name).
+
+    The one rule for both places that ask: the authorizer lets them do anything (Kafka's super users,
+    authorizer.py), and on an authenticating inter-broker listener only they may act as a broker
+    (`broker_principals`)."""
+    found = parse_super_users(settings.super_users)
+    if settings.inter_broker_sasl_username:
+        found |= {f"User:{settings.inter_broker_sasl_username}"}
+    return found
+
+
 def broker_principals(listener: Listener) -> frozenset[str] | None:
-    """Who may act as a broker on the inter-broker listener: the inter-broker user and `super.users`;
-    None where the listener authenticates no one (then the listener itself is the boundary)."""
-    if not listener.authenticates:
-        return None
-    s = listener.settings
-    found = {p.strip() for p in s.super_users.split(";") if p.strip()}
-    if s.inter_broker_sasl_username:
-        found.add(f"User:{s.inter_broker_sasl_username}")
-    return frozenset(found)
+    """Who may act as a broker on the inter-broker listener: its `super_users`; None where the listener
+    authenticates no one (then the listener itself is the boundary)."""
+    return super_users(listener.settings) if listener.authenticates else None

@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
-
+from consumer_helpers import Topics, beat_request, join_request
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.groups import GroupCoordinator, InMemoryOffsetsTopic, partition_for_group
-from tinystream.broker.groups.consumer_group import HeartbeatRequest, HeartbeatResult
+from tinystream.broker.groups.consumer_group import HeartbeatResult
 from tinystream.broker.groups.records import ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, OffsetCommitKey
 from tinystream.broker.groups.timers import ManualScheduler
 
 OK = ErrorCode.none
 PARTITIONS = 4
-
-
-class Topics:
-    def __init__(self, **counts: int) -> None:
-        self.counts = counts
-
-    def partition_count(self, topic: str) -> int | None:
-        return self.counts.get(topic)
-
-    def topic_names(self) -> Iterable[str]:
-        return list(self.counts)
-
-    def topic_id(self, topic: str) -> uuid.UUID | None:
-        return uuid.uuid5(uuid.NAMESPACE_URL, topic) if topic in self.counts else None
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return next((t for t in self.counts if uuid.uuid5(uuid.NAMESPACE_URL, t) == topic_id), None)
 
 
 def coordinator(topic: InMemoryOffsetsTopic, sched: ManualScheduler, topics: Topics) -> GroupCoordinator:
@@ -46,12 +27,11 @@ async def start(coord: GroupCoordinator) -> GroupCoordinator:
 
 
 async def join(coord: GroupCoordinator, member: str, group: str = "g") -> HeartbeatResult:
-    return await coord.consumer_group_heartbeat(group, HeartbeatRequest(
-        member_id=member, member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=("t",), owned={}))
+    return await coord.consumer_group_heartbeat(group, join_request(member, rebalance_timeout_ms=30_000))
 
 
 async def beat(coord: GroupCoordinator, member: str, epoch: int, group: str = "g") -> HeartbeatResult:
-    return await coord.consumer_group_heartbeat(group, HeartbeatRequest(member_id=member, member_epoch=epoch))
+    return await coord.consumer_group_heartbeat(group, beat_request(member, epoch))
 
 
 async def test_a_new_coordinator_takes_over_members_epochs_and_offsets() -> None:
@@ -76,9 +56,9 @@ async def test_a_new_coordinator_takes_over_members_epochs_and_offsets() -> None
     # The members go on without a rebalance: a is told to revoke, then b gets its partition.
     a1 = await beat(new, "a", 1)
     assert a1.error is OK and a1.member_epoch == 1 and len(a1.assignment["t"]) == 1
-    a2 = await new.consumer_group_heartbeat("g", HeartbeatRequest(member_id="a", member_epoch=1, owned=a1.assignment))
+    a2 = await new.consumer_group_heartbeat("g", beat_request("a", 1, a1.assignment))
     assert a2.member_epoch == 2
-    b1 = await new.consumer_group_heartbeat("g", HeartbeatRequest(member_id="b", member_epoch=2, owned={}))
+    b1 = await new.consumer_group_heartbeat("g", beat_request("b", 2, {}))
     assert b1.assignment == {"t": frozenset({0, 1}) - a1.assignment["t"]}
     assert new.group_type("g") == "consumer"
     # A member the new coordinator does not know (it left meanwhile) rejoins after UNKNOWN_MEMBER_ID.

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
-
 import pytest
+from consumer_helpers import Topics, beat_request, join_request
 from kio.schema.errors import ErrorCode
 
 from tinystream.broker.groups.consumer_group import (
@@ -20,38 +18,16 @@ OK = ErrorCode.none
 T0 = 1_000_000
 
 
-class Topics:
-    """A TopicImage kept in a dict (name -> partition count)."""
-
-    def __init__(self, **counts: int) -> None:
-        self.counts = dict(counts)
-
-    def partition_count(self, topic: str) -> int | None:
-        return self.counts.get(topic)
-
-    def topic_names(self) -> Iterable[str]:
-        return list(self.counts)
-
-    def topic_id(self, topic: str) -> uuid.UUID | None:
-        return uuid.uuid5(uuid.NAMESPACE_URL, topic) if topic in self.counts else None
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return next((t for t in self.counts if uuid.uuid5(uuid.NAMESPACE_URL, t) == topic_id), None)
-
-
 def join(group: ConsumerGroup, topics: Topics, member: str, subscribed: tuple[str, ...] = ("t",), *,
          now: int = T0, instance_id: str | None = None, assignor: str | None = None,
          regex: str | None = None) -> HeartbeatResult:
-    return group.heartbeat(HeartbeatRequest(
-        member_id=member, member_epoch=0, rebalance_timeout_ms=60_000, subscribed_topic_names=subscribed,
-        subscribed_topic_regex=regex, owned={}, instance_id=instance_id, server_assignor=assignor,
-    ), topics=topics, now=now).result
+    request = join_request(member, subscribed, instance_id=instance_id, assignor=assignor, regex=regex)
+    return group.heartbeat(request, topics=topics, now=now).result
 
 
 def beat(group: ConsumerGroup, topics: Topics, member: str, epoch: int, owned: dict[str, frozenset[int]] | None = None,
          *, now: int = T0, instance_id: str | None = None) -> HeartbeatResult:
-    return group.heartbeat(HeartbeatRequest(member_id=member, member_epoch=epoch, owned=owned,
-                                            instance_id=instance_id), topics=topics, now=now).result
+    return group.heartbeat(beat_request(member, epoch, owned, instance_id=instance_id), topics=topics, now=now).result
 
 
 def parts(result: HeartbeatResult, topic: str = "t") -> set[int]:

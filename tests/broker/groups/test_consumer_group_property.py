@@ -3,33 +3,14 @@ group always converges to a balanced, complete assignment."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
-
+from consumer_helpers import Topics, beat_request, join_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from tinystream.broker.groups.consumer_group import ConsumerGroup, ConsumerGroupState, HeartbeatRequest
+from tinystream.broker.groups.consumer_group import ConsumerGroup, ConsumerGroupState
 
 MEMBERS = ["m1", "m2", "m3", "m4"]
-
-
-class Topics:
-    def __init__(self, **counts: int) -> None:
-        self.counts = counts
-
-    def partition_count(self, topic: str) -> int | None:
-        return self.counts.get(topic)
-
-    def topic_names(self) -> Iterable[str]:
-        return list(self.counts)
-
-    def topic_id(self, topic: str) -> uuid.UUID | None:
-        return uuid.uuid5(uuid.NAMESPACE_URL, topic)
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return None
 
 
 class Client:
@@ -43,10 +24,9 @@ class Client:
 
     def heartbeat(self, group: ConsumerGroup, topics: Topics, now: int) -> None:
         if not self.joined:
-            request = HeartbeatRequest(member_id=self.member_id, member_epoch=0, rebalance_timeout_ms=60_000,
-                                       subscribed_topic_names=("a", "b"), owned={})
+            request = join_request(self.member_id, ("a", "b"))
         else:
-            request = HeartbeatRequest(member_id=self.member_id, member_epoch=self.epoch, owned=self.owned)
+            request = beat_request(self.member_id, self.epoch, self.owned)
         result = group.heartbeat(request, topics=topics, now=now).result
         if result.error in (ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id):
             self.joined, self.epoch, self.owned = False, 0, {}  # drop everything, rejoin
@@ -58,7 +38,7 @@ class Client:
 
     def leave(self, group: ConsumerGroup, topics: Topics, now: int) -> None:
         if self.joined:
-            group.heartbeat(HeartbeatRequest(member_id=self.member_id, member_epoch=-1), topics=topics, now=now)
+            group.heartbeat(beat_request(self.member_id, -1), topics=topics, now=now)
         self.joined, self.epoch, self.owned = False, 0, {}
 
 

@@ -146,6 +146,87 @@ def test_consumer_group_metadata_in_kafkas_layout() -> None:
         decode_consumer_group_metadata_value(struct.pack(">hi", 1, 7))
 
 
+_text = st.text(max_size=20)
+
+
+def _cstr(s: str | None) -> bytes:
+    """A compact (flexible) string: unsigned varint length + 1 (0: null), then UTF-8."""
+    return b"\x00" if s is None else bytes([len(s.encode()) + 1]) + s.encode()
+
+
+_TID = uuid.UUID(int=7)
+
+# One record of each KIP-848 type: key, value, and the value's bytes as Kafka's message JSONs lay them out
+# (version 0, flexible: compact strings and arrays, a tagged-field section closing every struct).
+KIP848_RECORDS = {
+    "ConsumerGroupMetadata": (
+        ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(7),
+        struct.pack(">hi", 0, 7) + b"\x00"),
+    "ConsumerGroupMemberMetadata": (
+        ConsumerMemberKey(MEMBER_METADATA, "g", "m"),
+        ConsumerMemberMetadataValue(instance_id=None, rack_id="r1", client_id="c", client_host="/h",
+                                    subscribed_topic_names=("a", "b"), subscribed_topic_regex=None,
+                                    rebalance_timeout_ms=300_000, server_assignor="range"),
+        struct.pack(">h", 0) + _cstr(None) + _cstr("r1") + _cstr("c") + _cstr("/h") + b"\x03" + _cstr("a") + _cstr("b")
+        + _cstr(None) + struct.pack(">i", 300_000) + _cstr("range") + b"\x00"),
+    "ConsumerGroupMemberMetadata-empty": (
+        ConsumerMemberKey(MEMBER_METADATA, "g", "m"),
+        ConsumerMemberMetadataValue(instance_id="i", subscribed_topic_regex="t.*"),
+        struct.pack(">h", 0) + _cstr("i") + _cstr(None) + _cstr("") + _cstr("") + b"\x01" + _cstr("t.*")
+        + struct.pack(">i", -1) + _cstr(None) + b"\x00"),
+    "ConsumerGroupTargetAssignmentMetadata": (
+        ConsumerTargetMetadataKey("g"), ConsumerTargetMetadataValue(4),
+        struct.pack(">hi", 0, 4) + b"\x00"),
+    "ConsumerGroupTargetAssignmentMember": (
+        ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, "g", "m"), ConsumerTargetMemberValue(((_TID, (0, 2)),)),
+        struct.pack(">h", 0) + b"\x02" + _TID.bytes + b"\x03" + struct.pack(">ii", 0, 2) + b"\x00\x00"),
+    "ConsumerGroupCurrentMemberAssignment": (
+        ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, "g", "m"),
+        ConsumerCurrentAssignmentValue(member_epoch=4, previous_member_epoch=3, state=1, assigned=((_TID, (0,)),),
+                                       pending_revocation=()),
+        struct.pack(">hiib", 0, 4, 3, 1) + b"\x02" + _TID.bytes + b"\x02" + struct.pack(">i", 0) + b"\x00"
+        + b"\x01" + b"\x00"),
+}
+
+
+@pytest.mark.parametrize("name", KIP848_RECORDS)
+def test_each_kip848_record_round_trips_in_kafkas_bytes(name: str) -> None:
+    key, value, raw = KIP848_RECORDS[name]
+    assert encode_value(value) == raw
+    assert decode_value(decode_key(encode_key(key)), raw) == value
+    assert decode_value(key, None) is None  # a tombstone
+    with pytest.raises(RecordDecodeError, match="unsupported version 1"):
+        decode_value(key, struct.pack(">h", 1) + raw[2:])
+    with pytest.raises(RecordDecodeError):
+        decode_value(key, raw[:-1])  # the tagged-field section cut off
+
+
+_ints = st.integers(-(2**31), 2**31 - 1)
+_partitions = st.lists(st.tuples(st.uuids(), st.lists(_ints, max_size=4).map(tuple)), max_size=3).map(tuple)
+_kip848_values = st.one_of(
+    st.builds(ConsumerGroupMetadataValue, _ints),
+    st.builds(ConsumerMemberMetadataValue, instance_id=st.none() | _text, rack_id=st.none() | _text, client_id=_text,
+              client_host=_text, subscribed_topic_names=st.lists(_text, max_size=3).map(tuple),
+              subscribed_topic_regex=st.none() | _text, rebalance_timeout_ms=_ints,
+              server_assignor=st.none() | _text),
+    st.builds(ConsumerTargetMetadataValue, _ints),
+    st.builds(ConsumerTargetMemberValue, _partitions),
+    st.builds(ConsumerCurrentAssignmentValue, member_epoch=_ints, previous_member_epoch=_ints,
+              state=st.integers(-128, 127), assigned=_partitions, pending_revocation=_partitions),
+)
+_KEY_OF = {ConsumerGroupMetadataValue: ConsumerGroupMetadataKey("g"),
+           ConsumerMemberMetadataValue: ConsumerMemberKey(MEMBER_METADATA, "g", "m"),
+           ConsumerTargetMetadataValue: ConsumerTargetMetadataKey("g"),
+           ConsumerTargetMemberValue: ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, "g", "m"),
+           ConsumerCurrentAssignmentValue: ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, "g", "m")}
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_kip848_values)
+def test_kip848_values_round_trip_property(value) -> None:
+    assert decode_value(_KEY_OF[type(value)], encode_value(value)) == value
+
+
 def test_tombstones_decode_to_none() -> None:
     assert decode_value(OffsetCommitKey("g", "t", 0), None) is None
     assert decode_value(GroupMetadataKey("g"), None) is None
@@ -244,7 +325,6 @@ def test_non_utf8_string_is_a_decode_error() -> None:
         decode_key(struct.pack(">hh", 2, 2) + b"\xff\xfe")
 
 
-_text = st.text(max_size=20)
 _members = st.builds(
     MemberMetadata,
     member_id=_text,

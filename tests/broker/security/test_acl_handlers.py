@@ -21,6 +21,7 @@ from tinystream.broker.app import Broker
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import HANDLERS
 from tinystream.broker.handlers.authz import RULES
+from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
 from tinystream.broker.storage.batch import Record
 from tinystream.testing.broker import (
@@ -206,6 +207,26 @@ async def test_groups_need_read_and_describe_on_the_group(secured):
     assert listed.error_code == ErrorCode.none
 
 
+async def test_both_describe_apis_refuse_a_group_with_an_empty_row(secured):
+    # handlers/described_group.py: the refusal is the row of a description with only the error and the id.
+    _, login = secured
+    admin, alice = await login("admin"), await login("alice")
+    await grant(admin, acl_creation("GROUP", "seen", "User:alice", "DESCRIBE"))
+    assert (await alice.request(request(10, 3, key="seen", key_type=0))).error_code == ErrorCode.none
+    classic = await alice.request(request(15, 5, groups=("hidden", "seen"), include_authorized_operations=False))
+    assert [(g.group_id, g.error_code) for g in classic.groups] == [
+        ("hidden", ErrorCode.group_authorization_failed), ("seen", ErrorCode.none)]
+    hidden = classic.groups[0]
+    assert (hidden.group_state, hidden.protocol_type, hidden.protocol_data, hidden.members) == ("", "", "", ())
+    consumer = await alice.request(request(69, 1, group_ids=("seen", "hidden"), include_authorized_operations=False))
+    assert [(g.group_id, g.error_code) for g in consumer.groups] == [
+        ("hidden", ErrorCode.group_authorization_failed), ("seen", ErrorCode.group_id_not_found)]
+    hidden = consumer.groups[0]
+    assert (hidden.error_message, hidden.group_state, hidden.group_epoch, hidden.assignment_epoch,
+            hidden.assignor_name, hidden.members) == (None, "", -1, -1, "", ())
+    assert hidden.authorized_operations == classic.groups[0].authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
+
+
 async def test_idempotent_and_transactional_producers(secured):
     _, login = secured
     admin, alice = await login("admin"), await login("alice")
@@ -285,6 +306,15 @@ async def test_a_standalone_broker_keeps_its_acls_across_a_restart(tmp_path):
         assert again.ctx.authorizer.authorize("User:alice", "127.0.0.1", AclOperation.READ, 2, "kept")
     finally:
         await again.stop()
+
+
+def test_the_authorizers_super_users_are_the_brokers_principals(tmp_path):
+    # One set (listener.super_users): who may do anything is who may act as a broker on the inter-broker listener.
+    settings = sasl_plaintext_settings(tmp_path, users=USERS, **{
+        "authorizer.class.name": "acl", "super.users": "User:admin", "inter.broker.sasl.username": "broker"})
+    broker = Broker(settings)
+    assert broker.ctx.authorizer is not None
+    assert broker.ctx.authorizer.super_users == broker.ctx.broker_principals == {"User:admin", "User:broker"}
 
 
 def test_an_unknown_authorizer_class_stops_the_broker_at_start(tmp_path):

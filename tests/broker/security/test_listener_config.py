@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView, ListenerAddress
-from tinystream.broker.security.listener import broker_principals
+from tinystream.broker.security.listener import broker_principals, super_users
 from tinystream.broker.security.listener_config import ListenerConfigError, plan_listeners
 from tinystream.config.layers import ConfigError, load_settings
 from tinystream.config.settings import BrokerSettings
@@ -106,11 +106,19 @@ def test_per_listener_keys_come_from_every_layer(tmp_path):
         load_settings("broker", flags={"listener.name.client.bogus": "1"}, environ={})
 
 
+def test_the_broker_principals_are_super_users_and_the_inter_broker_user():
+    # The one rule, for the authorizer's super users and the inter-broker listener's broker principals.
+    settings = BrokerSettings(**TWO, **{"super.users": " User:admin ; User:CN=broker-1;",
+                                        "inter.broker.sasl.username": "broker"})
+    assert super_users(settings) == {"User:admin", "User:CN=broker-1", "User:broker"}
+    assert super_users(BrokerSettings(**TWO)) == frozenset()
+
+
 def test_broker_principals_are_asked_only_where_the_listener_authenticates():
     settings = BrokerSettings(**TWO, **{"super.users": "User:broker-1;User:broker-2",
                                         "listener.name.replication.ssl.client.auth": "required"})
     plan = plan_listeners(settings)
-    assert broker_principals(plan.get("REPLICATION")) == {"User:broker-1", "User:broker-2"}
+    assert broker_principals(plan.get("REPLICATION")) == super_users(settings) == {"User:broker-1", "User:broker-2"}
     open_replication = plan_listeners(BrokerSettings(**TWO))  # SSL without client certificates: nobody proven
     assert broker_principals(open_replication.get("REPLICATION")) is None
 
