@@ -143,7 +143,7 @@ class ControllerTLS:
         served = self._clusters.pop(cluster, None)
         if served is not None:
             for name in served.names:
-                self._by_name.pop(name, None)
+                self._by_name.pop(name.lower(), None)
 
     def _index(self, served: _Served) -> None:
         for name in served.names:

@@ -225,6 +225,30 @@ async def create_topic(client: Any, name: str, partitions: int = 1, configs: dic
     return response.topics[0]
 
 
+async def init_transactional_producer(client: Any, transactional_id: str) -> tuple[int, int]:
+    """FindCoordinator + InitProducerId for `transactional_id` on a one-broker cluster: (producer id, epoch)."""
+    found = await client.request(request(10, 3, key=transactional_id, key_type=1))
+    assert found.error_code == ErrorCode.none, found
+    for _ in range(50):
+        init = await client.request(request(22, 4, transactional_id=transactional_id,
+                                            transaction_timeout=millis(60000), producer_id=-1, producer_epoch=-1))
+        if init.error_code != ErrorCode.coordinator_load_in_progress:
+            break
+        await asyncio.sleep(0.05)
+    assert init.error_code == ErrorCode.none, init
+    return init.producer_id, init.producer_epoch
+
+
+async def add_partitions_to_txn(client: Any, transactional_id: str, producer: tuple[int, int], topic: str,
+                                partitions: Sequence[int]) -> Any:
+    """AddPartitionsToTxn v3 (a client's call): the answer."""
+    return await client.request(request(
+        24, 3, v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer[0],
+        v3_and_below_producer_epoch=producer[1],
+        v3_and_below_topics=(entity(24, 3, "AddPartitionsToTxnTopic", name=topic, partitions=tuple(partitions)),),
+    ))
+
+
 def throwaway_tls(folder: Path) -> tuple[Path, Path]:
     """A CA (trustme, the test extra) and a certificate for 127.0.0.1: (keystore PEM, truststore PEM)."""
     import trustme

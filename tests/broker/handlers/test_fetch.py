@@ -12,9 +12,11 @@ from kio.schema.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.batch import decode_records, split_batches
 from tinystream.testing.broker import (
+    add_partitions_to_txn,
     create_topic,
     entity,
     fetch_request,
+    init_transactional_producer,
     now_batch,
     produce_request,
     request,
@@ -225,9 +227,13 @@ async def test_read_committed_latest_is_the_last_stable_offset(broker, client):
     """ListOffsets LATEST by isolation level; Fetch at read_committed stops at the LSO with the aborts listed."""
     await create_topic(client, "lso")
     await client.request(produce_request("lso", 0, now_batch([(None, b"plain")])))  # 0
-    txn = now_batch([(None, b"t1"), (None, b"t2")], producer_id=77, producer_epoch=0, base_sequence=0,
-                    transactional=True)  # 1-2, no transactional id in the request: not verified
-    await client.request(produce_request("lso", 0, txn))
+    producer = await init_transactional_producer(client, "lso-tx")
+    added = await add_partitions_to_txn(client, "lso-tx", producer, "lso", [0])
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == ErrorCode.none
+    txn = now_batch([(None, b"t1"), (None, b"t2")], producer_id=producer[0], producer_epoch=producer[1],
+                    base_sequence=0, transactional=True)  # 1-2, left open
+    answer = await client.request(produce_request("lso", 0, txn, transactional_id="lso-tx"))
+    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.none
     assert lo(await client.request(list_offsets("lso", 0, -1, isolation_level=0))).offset == 3
     assert lo(await client.request(list_offsets("lso", 0, -1, isolation_level=1))).offset == 1
     committed = (await client.request(fetch_request([("lso", 0, 0)], isolation_level=1))).responses[0].partitions[0]

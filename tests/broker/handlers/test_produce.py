@@ -7,9 +7,13 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.batch import Compression, decode_records, split_batches
-from tinystream.testing.broker import create_topic, entity, fetch_request, request
+from tinystream.testing.broker import (
+    add_partitions_to_txn,
+    create_topic,
+    fetch_request,
+    init_transactional_producer,
+)
 from tinystream.testing.broker import now_batch as build_batch
 from tinystream.testing.broker import produce_request as produce
 
@@ -217,24 +221,11 @@ class TestIdempotence:
     async def test_transactional_batch_needs_its_partition_in_the_transaction(self, broker, client):
         """KIP-890 verification: a partition not added to the Ongoing transaction is INVALID_TXN_STATE."""
         await create_topic(client, "tx", partitions=2)
-        found = await client.request(request(10, 3, key="tx-a", key_type=1))
-        assert found.error_code == ErrorCode.none
-        for _ in range(50):
-            init = await client.request(request(22, 4, transactional_id="tx-a", transaction_timeout=millis(60000),
-                                                producer_id=-1, producer_epoch=-1))
-            if init.error_code != ErrorCode.coordinator_load_in_progress:
-                break
-            await asyncio.sleep(0.05)
-        assert init.error_code == ErrorCode.none
-        pid, epoch = init.producer_id, init.producer_epoch
+        pid, epoch = await init_transactional_producer(client, "tx-a")
         b = build_batch([(None, b"a")], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
         refused = part(await client.request(produce("tx", 0, b, transactional_id="tx-a")))
         assert refused.error_code == ErrorCode.invalid_txn_state
-        added = await client.request(request(
-            24, 3, v3_and_below_transactional_id="tx-a", v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=(entity(24, 3, "AddPartitionsToTxnTopic", name="tx", partitions=(0,)),),
-        ))
+        added = await add_partitions_to_txn(client, "tx-a", (pid, epoch), "tx", [0])
         assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == ErrorCode.none
         assert part(await client.request(produce("tx", 0, b, transactional_id="tx-a"))).error_code == ErrorCode.none
         other = build_batch([(None, b"b")], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import threading
 import time
@@ -140,7 +141,9 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
     which in a shared loop would include KMock's own request handlers.
     """
     info = connection if connection is not None else kopf.ConnectionInfo(server=url)
-    deps = Deps(connect=lambda **_: info, ctx=CTX, controller=controller,
+    # Brokers are told https exactly when the controller serves it (the CLI derives both from one setting).
+    ctx = dataclasses.replace(CTX, controller_tls=getattr(controller, "tls", None) is not None)
+    deps = Deps(connect=lambda **_: info, ctx=ctx, controller=controller,
                 health_interval_s=health_interval_s, crds_dir=crds_dir, dashboard=dashboard,
                 master_secret="test-master-secret", user_secret_interval_s=user_secret_interval_s)
     if clock is not None:
