@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -48,9 +49,9 @@ def image() -> str:
     return TAG
 
 
-def http_status(url: str) -> tuple[int, dict]:
+def http_status(url: str, context: ssl.SSLContext | None = None) -> tuple[int, dict]:
     try:
-        with urllib.request.urlopen(url, timeout=3) as r:  # noqa: S310 - loopback
+        with urllib.request.urlopen(url, timeout=3, context=context) as r:  # noqa: S310 - loopback
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
@@ -123,17 +124,20 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
     pytest.importorskip("kopf", reason="the operator extra renders the pod spec")
     if os.geteuid() != 0:
         pytest.skip("giving the data volume to the image's user (uid 10001) needs root")
+    pytest.importorskip("trustme", reason="a throwaway CA for the controller's certificate")
     from tinystream.controller_auth import broker_principal, read_secret, token_for, write_token_file
     from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
     from tinystream.operator.k8s.resources import (
         CONFIG_DIR,
         CONFIG_FILE,
+        CONTROLLER_CA_FILE,
         DATA_DIR,
         RUN_AS,
         TOKENS_MOUNT,
         config_map,
         statefulset,
     )
+    from tinystream.testing.broker import ThrowawayPki
 
     cluster = ClusterSpec.from_resource({"metadata": {"name": "demo", "namespace": "streaming", "uid": "u"},
                                          "spec": {"brokers": 1, "config": {"log.retention.ms": 3_600_000}}})
@@ -148,16 +152,24 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
 
     controller_port, port, admin = free_port(), free_port(), free_port()
     state = tmp_path / "controller.json"
+    # The controller API over TLS, as the operator serves it: the broker trusts controller-ca.crt from its tokens.
+    pki = ThrowawayPki(tmp_path / "pki")
+    keystore = pki.issue("controller", "127.0.0.1")
     controller = subprocess.Popen([sys.executable, "-m", "tinystream", "controller", "--port", str(controller_port),
                                    "--state-file", str(state), "--dashboard-port", "0"],
+                                  env={**os.environ, "TINYSTREAM_CONTROLLER_SSL_KEYSTORE_LOCATION": str(keystore)},
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: http_status(f"http://127.0.0.1:{controller_port}/healthz")[0] == 200, "the controller")
+        trusted = ssl.create_default_context(cafile=str(pki.ca_pem))
+        wait_until(lambda: http_status(f"https://127.0.0.1:{controller_port}/healthz", trusted)[0] == 200,
+                   "the controller")
         # The broker tokens Secret the operator makes, as the pod mounts it (readable by the image's user).
         tokens = tmp_path / "tokens"
         secret = read_secret(tmp_path / "controller.secret")  # made by the controller beside its state
         write_token_file(tokens / "broker-0", token_for(secret, broker_principal(0)))
-        os.chown(tokens / "broker-0", RUN_AS, RUN_AS)
+        shutil.copy(pki.ca_pem, tokens / CONTROLLER_CA_FILE)
+        for name in ("broker-0", CONTROLLER_CA_FILE):
+            os.chown(tokens / name, RUN_AS, RUN_AS)
         # Host networking stands in for the pod network: the ports are this test's, the rest is the pod's.
         container.append(docker(
             "run", "-d", "--network", "host", "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
@@ -166,7 +178,7 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
             "-e", "TINYSTREAM_BROKER_ID=0", "-e", "TINYSTREAM_ADVERTISED_HOST=127.0.0.1",
             "-e", f"TINYSTREAM_PORT={port}", "-e", f"TINYSTREAM_ADVERTISED_PORT={port}",
             "-e", f"TINYSTREAM_ADMIN_PORT={admin}",
-            "-e", f"TINYSTREAM_CONTROLLER_URL=http://127.0.0.1:{controller_port}",
+            "-e", f"TINYSTREAM_CONTROLLER_URL=https://127.0.0.1:{controller_port}",
             image, *broker["args"]).stdout.strip())
         probe = broker["readinessProbe"]["httpGet"]["path"]
         wait_until(lambda: http_status(f"http://127.0.0.1:{admin}{broker['livenessProbe']['httpGet']['path']}")[0]
