@@ -27,12 +27,12 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from tinystream.controller_auth import broker_principal, token_for
 from tinystream.operator.k8s.api import KubeClient
-from tinystream.operator.k8s.cluster_tls import cluster_ca
+from tinystream.operator.k8s.cluster_tls import cluster_ca, create_secret
 from tinystream.operator.k8s.controller_port import ClusterKey
-from tinystream.operator.k8s.errors import Conflict
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
 from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE, tokens_name
 
@@ -46,7 +46,7 @@ def derive_cluster_secret(master: str, cluster: ClusterKey, uid: str) -> str:
     return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
 
 
-def tokens_secret(cluster: ClusterKey, uid: str, secret: str, controller_ca: str) -> dict[str, object]:
+def tokens_secret(cluster: ClusterKey, uid: str, secret: str, controller_ca: str) -> dict[str, Any]:
     """The broker tokens Secret of a cluster whose tokens `secret` signs, with the CA its controller
     API's certificate comes from (PEM)."""
     tokens = {broker_principal(i): base64.b64encode(token_for(secret, broker_principal(i)).encode()).decode()
@@ -69,10 +69,8 @@ def derived_secrets(master: str) -> SecretSource:
         uid = resource["metadata"]["uid"]
         secret = derive_cluster_secret(master, cluster, uid)
         body = tokens_secret(cluster, uid, secret, cluster_ca(master, ClusterSpec.from_resource(resource)).cert_pem)
-        try:
-            await client.create(body)
-        except Conflict:  # made before from the same master and uid; one made before the CA was in it gets it
-            data = body["data"]
+        if not await create_secret(client, body):  # made before from the same master and uid: the same tokens,
+            data = body["data"]  # but one made before the CA was in it gets it
             assert isinstance(data, dict)
             await client.patch("v1", "Secret", tokens_name(cluster.name), cluster.namespace,
                                {"data": {CONTROLLER_CA_FILE: data[CONTROLLER_CA_FILE]}})
