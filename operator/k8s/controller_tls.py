@@ -35,6 +35,7 @@ from tinystream.operator.k8s.certificates import KeyPair, controller_dns_names, 
 from tinystream.operator.k8s.cluster_tls import cluster_ca
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.model import ClusterSpec
+from tinystream.operator.service.tls import new_server_context
 
 #: The operator CA: derived from the master secret, so the same after a restart (no Secret to read).
 OPERATOR_CA_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -55,11 +56,10 @@ def operator_ca(master: str) -> KeyPair:
 
 
 def server_context(pair: KeyPair, context: ssl.SSLContext | None = None) -> ssl.SSLContext:
-    """A TLS 1.2+ server context presenting `pair` (its private key is read from a short-lived 0600 file);
+    """A server context presenting `pair` (its private key is read from a short-lived 0600 file);
     given `context`, `pair` replaces its certificate (new handshakes present it)."""
     if context is None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context = new_server_context()
     with tempfile.TemporaryDirectory(prefix="tinystream-tls-") as directory:
         path = os.path.join(directory, "pair.pem")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

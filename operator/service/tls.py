@@ -15,10 +15,16 @@ from pathlib import Path
 _CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
 
 
-def server_context(keystore: str) -> ssl.SSLContext:
-    """A TLS 1.2+ server context from a PEM file holding the certificate chain and its key."""
+def new_server_context() -> ssl.SSLContext:
+    """The controller API's TLS server side (here and in the operator's controller_tls.py): TLS 1.2 or later."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+def server_context(keystore: str) -> ssl.SSLContext:
+    """A server context from a PEM file holding the certificate chain and its key."""
+    context = new_server_context()
     try:
         context.load_cert_chain(keystore)
     except (OSError, ssl.SSLError) as exc:

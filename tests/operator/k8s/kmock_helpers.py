@@ -187,3 +187,11 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
 async def memory_secret(_client: Any, _cluster: Any) -> str:
     """A controller secret for OperatorController tests without a Kubernetes API (memory state stores)."""
     return "test-secret"
+
+
+class BareClusters:
+    """A Kubernetes API whose every TinyStreamCluster has an empty spec: what an OperatorController with
+    memory state stores reads when a cluster's controller opens (its spec.config, its uid for the CA)."""
+
+    async def get(self, _api_version: str, _kind: str, name: str, namespace: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": {"brokers": 1}}

@@ -178,15 +178,8 @@ def test_a_controller_truststore_is_checked_when_the_broker_starts(tmp_path):
         controller_ssl_context("https://c:9091", str(tmp_path / "junk.crt"))
 
 
-class BareClusters:
-    """A Kubernetes API whose every TinyStreamCluster has an empty spec (read when its controller opens)."""
-
-    async def get(self, _api_version, _kind, name, namespace):
-        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": {"brokers": 1}}
-
-
 async def test_the_operators_dashboard_reads_its_own_tls_api():
-    from kmock_helpers import memory_secret
+    from kmock_helpers import BareClusters, memory_secret
 
     from tinystream.operator.dashboard import HttpClusterSource
     from tinystream.operator.k8s.controller_host import OperatorController

@@ -9,7 +9,7 @@ require('kopf')
 import aiohttp
 import kopf
 import pytest
-from kmock_helpers import memory_secret
+from kmock_helpers import BareClusters, memory_secret
 from prometheus_client.parser import text_string_to_metric_families
 
 from tinystream.operator.k8s.controller_host import OperatorController
@@ -66,13 +66,6 @@ def test_instrumented_handlers_keep_their_kopf_ids():
     wrapped = {h.fn.__wrapped__.__name__ for h in handlers if hasattr(h.fn, "__wrapped__")}
     assert wrapped == {"cluster_changed", "cluster_deleted", "topic_changed", "topic_deleted", "cluster_health",
                        "topic_health", "user_changed", "user_health", "user_secret_check", "user_deleted"}
-
-
-class BareClusters:
-    """A Kubernetes API whose every TinyStreamCluster has an empty spec (the controller reads it on open)."""
-
-    async def get(self, _api_version, _kind, name, namespace):
-        return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": {"brokers": 1}}
 
 
 async def test_operator_serves_metrics_with_every_clusters_controller_series():
