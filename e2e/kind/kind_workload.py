@@ -76,6 +76,7 @@ class Writer:
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._lock = threading.Lock()  # the reader thread adds to `acked` while tests look at it
 
     def start(self) -> Writer:
         self.started = time.monotonic()
@@ -94,7 +95,8 @@ class Writer:
             kind, _, rest = line.strip().partition(" ")
             if kind == "A":
                 value, at = rest.split()
-                self.acked[value] = float(at)
+                with self._lock:
+                    self.acked[value] = float(at)
             elif kind == "E":
                 self.errors.append(rest)
             elif kind == "DONE":
@@ -112,14 +114,30 @@ class Writer:
         assert self.done, f"the writer did not finish: {self.errors[-5:]}"
         assert self.acked, f"nothing was acknowledged: {self.errors[-5:]}"
 
+    def acked_count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def acked_since(self, moment: float) -> int:
+        """How many records were acknowledged after `moment` (a time.monotonic() of this process).
+
+        The writer stamps acks with seconds since it started in the pod, a little after `started`:
+        the count errs on the side of too few."""
+        since = moment - self.started
+        with self._lock:
+            return sum(1 for t in self.acked.values() if t > since)
+
     def longest_stall(self) -> float:
         """The longest time (s) without an acknowledgement."""
-        times = sorted(self.acked.values())
+        with self._lock:
+            times = sorted(self.acked.values())
         return max((b - a for a, b in zip(times, times[1:])), default=0.0)
 
     def check_nothing_lost(self, kube: Kube, what: str) -> None:
         read = set(read_topic(kube, self.topic, self.client))
-        lost = sorted(set(self.acked) - read, key=lambda v: int(v.rsplit("-", 1)[1]))
+        with self._lock:
+            acked = set(self.acked)
+        lost = sorted(acked - read, key=lambda v: int(v.rsplit("-", 1)[1]))
         measure(f"{what}: records acked / lost / send errors",
-                f"{len(self.acked)} / {len(lost)} / {len(self.errors)}")
+                f"{len(acked)} / {len(lost)} / {len(self.errors)}")
         assert not lost, f"{len(lost)} acknowledged records lost, first {lost[:10]}"

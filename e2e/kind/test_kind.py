@@ -269,7 +269,7 @@ def test_leader_failover_loses_no_acknowledged_record(kube, how):
     leader = parts[0]["leader"]
     led = [p["partition"] for p in parts if p["leader"] == leader]
     writer = Writer(kube, f"failover-{how}", seconds=60).start()
-    wait_until(lambda: len(writer.acked) > 100, timeout=60, what="the writer under way", interval=1)
+    wait_until(lambda: writer.acked_count() > 100, timeout=60, what="the writer under way", interval=1)
     killed_at = time.monotonic()
     force = ("--grace-period=0", "--force") if how == "sigkill" else ()
     kube.kubectl("delete", "pod", f"{CLUSTER}-broker-{leader}", "--wait=false", *force)

@@ -130,7 +130,7 @@ def test_certificate_renewal_under_a_writer_loses_nothing_and_restarts_no_broker
     restarts = {p["metadata"]["name"]: p["metadata"]["uid"] for p in
                 secured.json("pods", "-l", f"tinystream.io/cluster={SECURE}")["items"]}
     writer = Writer(secured, "rotate", seconds=600, client=APP, topic=SECURE_TOPIC).start()
-    wait_until(lambda: len(writer.acked) > 100, timeout=120, what="the writer under way", interval=1)
+    wait_until(lambda: writer.acked_count() > 100, timeout=120, what="the writer under way", interval=1)
     asked = time.monotonic()
     secured.kubectl("annotate", "tsc", SECURE, f"tinystream.io/renew-certificates={int(time.time())}", "--overwrite")
     after = wait_until(lambda: (s := secured.json("tsc", SECURE)["status"]["certificates"]["serial"]) != before and s,
@@ -138,8 +138,9 @@ def test_certificate_renewal_under_a_writer_loses_nothing_and_restarts_no_broker
     issued = time.monotonic() - asked
     wait_until(lambda: serials(secured) == {after}, timeout=300, what="every broker serving the new certificate",
                interval=5)
-    served = time.monotonic() - asked
-    wait_until(lambda: len([v for v, t in writer.acked.items() if t > served + 5]) > 100 or writer.done,
+    served_at = time.monotonic()
+    served = served_at - asked
+    wait_until(lambda: writer.acked_since(served_at + 5) > 100 or writer.done,
                timeout=120, what="records acknowledged after the rotation", interval=1)
     writer.stop()
     writer.join()
