@@ -36,7 +36,8 @@ class Dev:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -56,7 +57,9 @@ class Dev:
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGINT)
-        return self.process.wait(timeout=60)
+        code = self.process.wait(timeout=60)
+        self._reader.join(10)  # every line read before anyone looks at them
+        return code
 
 
 def _get_json(url: str, *, token: str | None = None) -> dict:

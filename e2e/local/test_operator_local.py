@@ -189,7 +189,7 @@ async def all_partitions_retention(w: World, retention_ms: int) -> bool:
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
-        for run in w.pods.pods.values():
+        for run in list(w.pods.pods.values()):  # a scale-up may add pods between awaits
             async with http.get(f"http://127.0.0.1:{run.admin_port}/api/partitions") as r:
                 rows = [p for p in (await r.json())["partitions"] if p["topic"] == TOPIC]
             if len(rows) != PARTITIONS or any(p["retention_ms"] != retention_ms for p in rows):

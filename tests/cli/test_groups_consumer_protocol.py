@@ -48,7 +48,7 @@ def test_describe_shows_members_and_assignment(tmp_path) -> None:
 
             listed = CliRunner().invoke(cli, ["groups", "list", "-b", broker.bootstrap])
             assert {"kip848", "old-style"} <= set(listed.output.split())
-            text = broker.broker.metrics.exposition().decode()
+            text = broker.call(lambda b: b.metrics.exposition()).decode()  # on the broker's loop, as a scrape
             assert 'tinystream_consumer_group_epoch{group="kip848"} 1.0' in text
             assert 'tinystream_consumer_group_members{group="kip848",state="stable"} 1.0' in text
             assert 'tinystream_consumer_group_epoch{group="old-style"}' not in text  # classic groups have none

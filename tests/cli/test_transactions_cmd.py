@@ -66,7 +66,7 @@ def test_group_lag_by_isolation_level(broker) -> None:
 
 
 def test_metrics_show_the_open_transaction(broker) -> None:
-    text = broker.broker.metrics.exposition().decode()
+    text = broker.call(lambda b: b.metrics.exposition()).decode()  # on the broker's loop, as a scrape
     assert 'tinystream_open_transactions{partition="1",topic="orders"} 1.0' in text
     assert 'tinystream_last_stable_offset{partition="1",topic="orders"} 0.0' in text
     assert 'tinystream_high_watermark{partition="1",topic="orders"} 1.0' in text

@@ -231,8 +231,10 @@ class KafkaPythonMember(Member):
         member = self
 
         def offsets_for(partitions):
-            return {TopicPartition(member.topic, p): OffsetAndMetadata(member.processed[p], "", -1)
-                    for p in partitions if p in member.processed}
+            # kafka-python runs the rebalance listener (which pops from `processed`) on its IO thread:
+            # each offset is read once.
+            return {TopicPartition(member.topic, p): OffsetAndMetadata(offset, "", -1)
+                    for p in partitions if (offset := member.processed.get(p)) is not None}
 
         def commit(partitions) -> None:
             offsets = offsets_for(partitions)

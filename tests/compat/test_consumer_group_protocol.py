@@ -247,7 +247,8 @@ class JavaMember:
         self.records: list[tuple[int, int, str]] = []
         self.committed_through = 0  # records committed (a COMMITTED line follows each poll's records)
         self.closed = False
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -280,7 +281,7 @@ class JavaMember:
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
-        time.sleep(0.2)
+        self._reader.join(10)  # the last lines (records, CLOSED) are in the queue
         self.drain()
         stderr = self.proc.stderr.read() if self.proc.stderr else ""
         assert self.proc.returncode == 0, f"{self.name} exited {self.proc.returncode}: {stderr[-3000:]}"
