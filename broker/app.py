@@ -213,6 +213,7 @@ class Broker:
             protected=listener is self.plan.inter_broker and len(self.plan.listeners) > 1,
         )
         server.on_protocol_error = self.metrics.protocol_errors.inc
+        server.on_session_expired = self.metrics.expired_connections_killed.inc
         return server
 
     def _wire_controller(self, controller_url: str) -> None:
@@ -260,8 +261,9 @@ class Broker:
         if not listener.sasl:
             return ConnectionAuth
         users, enabled = self.ctx.users, mechanisms(listener.settings)
+        reauth_ms = listener.settings.connections_max_reauth_ms
         assert users is not None
-        return lambda: ConnectionAuth(sasl=SaslSession(users, enabled=enabled))
+        return lambda: ConnectionAuth(sasl=SaslSession(users, enabled=enabled), max_reauth_ms=reauth_ms)
 
     def _authorizer(self, settings: BrokerSettings) -> Authorizer | None:
         """authorizer.class.name set: ACLs on; super.users and the inter-broker user may do anything."""

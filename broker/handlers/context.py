@@ -40,10 +40,24 @@ class ConnectionAuth:
     sasl: SaslSession | None = None  # None: the listener asks for no SASL
     principal: str = "User:ANONYMOUS"  # or User:<sasl user>, or User:CN=<client certificate>
     close_after_reply: bool = False  # a failed authentication: answer, then close (as Kafka does)
+    # KIP-368: connections.max.reauth.ms of the listener (0: a login lasts as long as the connection), and
+    # when (time.monotonic()) this connection's SASL session ends unless the client logs in again.
+    max_reauth_ms: int = 0
+    session_expires_at: float | None = None
 
     @property
     def authenticated(self) -> bool:
         return self.sasl is None or self.sasl.authenticated
+
+    def session_started(self, now: float) -> int:
+        """A login (or re-login) succeeded at `now`: its session lifetime in ms (0: no expiry)."""
+        if self.max_reauth_ms <= 0:
+            return 0
+        self.session_expires_at = now + self.max_reauth_ms / 1000
+        return self.max_reauth_ms
+
+    def session_expired(self, now: float) -> bool:
+        return self.session_expires_at is not None and now >= self.session_expires_at
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,18 +3,23 @@
 The exchange itself is `security.sasl.SaslSession`, one per connection
 (`call.client.auth.sasl`). A refused login answers SASL_AUTHENTICATION_FAILED
 with the reason, and the connection closes after that answer; a request out
-of order answers ILLEGAL_SASL_STATE. No re-authentication (KIP-368):
-session_lifetime_ms is 0.
+of order answers ILLEGAL_SASL_STATE.
+
+Re-authentication (KIP-368): with the listener's connections.max.reauth.ms
+set, a login answers session_lifetime_ms; the client logs in again on the same
+connection before it ends (a SaslHandshake after the login starts it), and
+the connection closes on its next other request once it has (connection.py).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
-from tinystream.broker.security.sasl import AuthenticationFailed, IllegalSaslState
+from tinystream.broker.security.sasl import AuthenticationFailed, IllegalSaslState, Stage
 
 
 async def handle_sasl_handshake(ctx: BrokerContext, call: Call) -> Any:
@@ -33,17 +38,24 @@ async def handle_sasl_handshake(ctx: BrokerContext, call: Call) -> Any:
 
 async def handle_sasl_authenticate(ctx: BrokerContext, call: Call) -> Any:
     auth = call.client.auth
-    fields: dict[str, Any] = {"session_lifetime": millis(0)} if call.version >= 1 else {}
+    lifetime = {"session_lifetime": millis(0)} if call.version >= 1 else {}
     if auth.sasl is None:
         return call.respond(error_code=ErrorCode.illegal_sasl_state, error_message="this listener has no SASL",
-                            auth_bytes=b"", **fields)
+                            auth_bytes=b"", **lifetime)
+    relogin = auth.sasl.reauthenticating
     try:
         reply = auth.sasl.step(bytes(call.body.auth_bytes))
     except (AuthenticationFailed, IllegalSaslState) as exc:
         auth.close_after_reply = True
         error = ErrorCode.sasl_authentication_failed if isinstance(exc, AuthenticationFailed) \
             else ErrorCode.illegal_sasl_state
-        return call.respond(error_code=error, error_message=str(exc), auth_bytes=b"", **fields)
-    if auth.sasl.authenticated and auth.sasl.principal:
-        auth.principal = auth.sasl.principal
-    return call.respond(error_code=ErrorCode.none, error_message=None, auth_bytes=reply, **fields)
+        if relogin:
+            ctx.metrics.sasl_reauthentications.labels(result="failed").inc()
+        return call.respond(error_code=error, error_message=str(exc), auth_bytes=b"", **lifetime)
+    if auth.sasl.stage is Stage.DONE:  # the last step of a login or a re-login
+        auth.principal = auth.sasl.principal or auth.principal
+        ms = auth.session_started(time.monotonic())
+        lifetime = {"session_lifetime": millis(ms)} if call.version >= 1 else {}
+        if relogin:
+            ctx.metrics.sasl_reauthentications.labels(result="succeeded").inc()
+    return call.respond(error_code=ErrorCode.none, error_message=None, auth_bytes=reply, **lifetime)

@@ -255,6 +255,15 @@ class BrokerMetrics:
             "tinystream_protocol_errors", "Connections closed for bad input", registry=self.registry
         )
         self.connections = Gauge("tinystream_connections", "Open client connections", registry=self.registry)
+        # KIP-368 (Kafka: successful-reauthentication-total, failed-reauthentication-total,
+        # expired-connections-killed-count).
+        self.sasl_reauthentications = Counter(
+            "tinystream_sasl_reauthentications", "SASL re-authentications on open connections, by result",
+            ["result"], registry=self.registry)
+        self.expired_connections_killed = Counter(
+            "tinystream_expired_connections_killed",
+            "Connections closed because their SASL session ended without a re-authentication",
+            registry=self.registry)
         self._api_children: dict[str, tuple] = {}
         self._topic_children: dict[str, tuple] = {}
 

@@ -5,6 +5,11 @@ that need to speak the protocol exactly (one version, raw bytes, pipelining).
 Requests may be pipelined; responses are matched to requests by correlation
 id in order, as Kafka answers them. A request that expects no response
 (Produce with acks=0) is sent with `send_only`.
+
+A SASL login whose session has a lifetime (the broker's
+connections.max.reauth.ms, KIP-368) is renewed on the same connection by the
+first request after 85% of it, as Kafka's clients do; other requests wait
+for the re-login.
 """
 
 from __future__ import annotations
@@ -13,16 +18,18 @@ import asyncio
 import itertools
 import ssl
 import struct
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import scramp
 
-from tinystream.broker.protocol.codec import build, decode_response, encode_request, schemas
+from tinystream.broker.protocol.codec import build, decode_response, encode_request, schemas, to_millis
 from tinystream.broker.protocol.framing import FrameDecoder
 
 _SIZE = struct.Struct(">i")
+RELOGIN_AT = 0.85  # of the session lifetime
 
 
 class ConnectionClosed(ConnectionError):
@@ -41,7 +48,8 @@ class SaslLogin:
 
 
 class KafkaClient:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str | None) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str | None,
+                 *, relogin: bool = True) -> None:
         self._reader = reader
         self._writer = writer
         self._client_id = client_id
@@ -49,14 +57,24 @@ class KafkaClient:
         self._waiting: deque[tuple[int, int, int, asyncio.Future[Any]]] = deque()
         self._read_task = asyncio.create_task(self._read_loop())
         self.closed = asyncio.Event()
+        self._login_with: SaslLogin | None = None
+        self._relogin_enabled = relogin
+        self._relogin_at: float | None = None  # time.monotonic() of the next re-login (KIP-368)
+        self._relogin_lock = asyncio.Lock()
+        self.relogins = 0
+        self.session_lifetime_ms = 0  # of the last login (0: no re-login needed)
 
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str | None = "tinystream-client",
-                      ssl_context: ssl.SSLContext | None = None, sasl: SaslLogin | None = None) -> KafkaClient:
-        """Connect (over TLS with `ssl_context`), then log in with `sasl` (SaslHandshake v1 + SaslAuthenticate)."""
+                      ssl_context: ssl.SSLContext | None = None, sasl: SaslLogin | None = None,
+                      relogin: bool = True) -> KafkaClient:
+        """Connect (over TLS with `ssl_context`), then log in with `sasl` (SaslHandshake v1 + SaslAuthenticate).
+
+        relogin=False never logs in again (a client from before KIP-368: the broker closes it when its
+        session ends)."""
         reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context,
                                                        server_hostname=host if ssl_context else None)
-        client = cls(reader, writer, client_id)
+        client = cls(reader, writer, client_id, relogin=relogin)
         if sasl is not None:
             try:
                 await client._login(sasl)
@@ -66,27 +84,55 @@ class KafkaClient:
         return client
 
     async def _login(self, login: SaslLogin) -> None:
-        shake = await self.request(build(schemas(17, 1).request_type, {"mechanism": login.mechanism}))
+        shake = await self._call(build(schemas(17, 1).request_type, {"mechanism": login.mechanism}))
         if shake.error_code != 0:
             raise SaslRefused(f"SaslHandshake {login.mechanism}: error {shake.error_code}; broker offers "
                               f"{list(shake.mechanisms)}")
         if login.mechanism == "PLAIN":
-            await self._authenticate(b"\x00" + login.username.encode() + b"\x00" + login.password.encode())
-            return
-        scram = scramp.ScramClient([login.mechanism], login.username, login.password)
-        server_first = await self._authenticate(scram.get_client_first().encode())
-        scram.set_server_first(server_first.decode())
-        server_final = await self._authenticate(scram.get_client_final().encode())
-        scram.set_server_final(server_final.decode())  # checks the server knew our credentials too
+            reply = await self._authenticate(b"\x00" + login.username.encode() + b"\x00" + login.password.encode())
+        else:
+            scram = scramp.ScramClient([login.mechanism], login.username, login.password)
+            server_first = await self._authenticate(scram.get_client_first().encode())
+            scram.set_server_first(bytes(server_first.auth_bytes).decode())
+            reply = await self._authenticate(scram.get_client_final().encode())
+            scram.set_server_final(bytes(reply.auth_bytes).decode())  # checks the server knew our credentials too
+        self.session_lifetime_ms = to_millis(reply.session_lifetime)
+        self._login_with = login
+        due = self._relogin_enabled and self.session_lifetime_ms > 0
+        self._relogin_at = time.monotonic() + RELOGIN_AT * self.session_lifetime_ms / 1000 if due else None
 
-    async def _authenticate(self, token: bytes) -> bytes:
-        reply = await self.request(build(schemas(36, 2).request_type, {"auth_bytes": token}))
+    async def reauthenticate(self, login: SaslLogin | None = None) -> None:
+        """Log in again on this connection now (KIP-368), as the last login did unless `login` is given."""
+        async with self._relogin_lock:
+            await self._relogin(login)
+
+    async def _relogin(self, login: SaslLogin | None) -> None:
+        chosen = login or self._login_with
+        assert chosen is not None, "no login to repeat"
+        await self._login(chosen)
+        self.relogins += 1
+
+    async def _authenticate(self, token: bytes) -> Any:
+        reply = await self._call(build(schemas(36, 2).request_type, {"auth_bytes": token}))
         if reply.error_code != 0:
             raise SaslRefused(f"SaslAuthenticate: error {reply.error_code}: {reply.error_message}")
-        return bytes(reply.auth_bytes)
+        return reply
+
+    def _relogin_due(self) -> bool:
+        return self._relogin_at is not None and time.monotonic() >= self._relogin_at
+
+    async def _relogin_if_due(self) -> None:
+        if self._relogin_due():
+            async with self._relogin_lock:
+                if self._relogin_due():  # requests that waited for the lock find it done
+                    await self._relogin(None)
 
     async def request(self, body: Any, *, timeout: float | None = 30.0) -> Any:
         """Send a kio request entity; return the kio response entity."""
+        await self._relogin_if_due()
+        return await self._call(body, timeout=timeout)
+
+    async def _call(self, body: Any, *, timeout: float | None = 30.0) -> Any:
         correlation_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         self._waiting.append((correlation_id, body.__api_key__, body.__version__, fut))

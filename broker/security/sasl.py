@@ -8,6 +8,11 @@
 A failed step raises AuthenticationFailed; the connection answers
 SASL_AUTHENTICATION_FAILED and closes. Until `authenticated`, the connection
 serves only ApiVersions, SaslHandshake and SaslAuthenticate.
+
+Re-authentication (KIP-368): once authenticated, a new SaslHandshake starts the
+exchange again on the same connection, which stays authenticated meanwhile. It
+must use the same mechanism and prove the same principal; anything else fails
+the session (and closes the connection), as Kafka's SaslServerAuthenticator does.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ class AuthenticationFailed(Exception):
 
 
 class IllegalSaslState(Exception):
-    """A request out of order: SaslAuthenticate before a handshake, a second handshake (ILLEGAL_SASL_STATE)."""
+    """A request out of order: SaslAuthenticate before a handshake, a handshake mid-exchange (ILLEGAL_SASL_STATE)."""
 
 
 class Stage(Enum):
@@ -46,13 +51,27 @@ class SaslSession:
         self.principal: str | None = None
         self._scram: scramp.core.ScramServer | None = None
         self._user: str | None = None
+        self.reauthentications = 0  # completed re-authentications (KIP-368)
 
     @property
     def authenticated(self) -> bool:
-        return self.stage is Stage.DONE
+        """A principal was proven and nothing has failed since (true while a re-authentication runs)."""
+        return self.principal is not None and self.stage is not Stage.FAILED
+
+    @property
+    def reauthenticating(self) -> bool:
+        return self.principal is not None and self.stage is Stage.AUTHENTICATE
 
     def handshake(self, mechanism: str) -> str | None:
-        """None when `mechanism` is enabled (the exchange may start), else why not."""
+        """None when `mechanism` is enabled (the exchange may start), else why not.
+
+        After a login this starts a re-authentication, with the mechanism used the first time."""
+        if self.stage is Stage.DONE:  # KIP-368: log in again on this connection
+            if mechanism != self.mechanism:
+                return f"re-authentication must use {self.mechanism}, the mechanism of this connection's login"
+            self._scram, self._user = None, None
+            self.stage = Stage.AUTHENTICATE
+            return None
         if self.stage is not Stage.HANDSHAKE:
             raise IllegalSaslState(f"SaslHandshake while {self.stage.value}")
         if mechanism not in self.enabled:
@@ -111,5 +130,11 @@ class SaslSession:
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
     def _done(self, user: str) -> None:
-        self.principal = f"User:{user}"
+        principal = f"User:{user}"
+        if self.principal is not None:
+            if principal != self.principal:
+                raise AuthenticationFailed(f"cannot change principals during re-authentication from "
+                                           f"{self.principal}: {principal}")
+            self.reauthentications += 1
+        self.principal = principal
         self.stage = Stage.DONE

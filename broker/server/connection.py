@@ -41,6 +41,11 @@ finish a handshake count like any other; a client certificate names the
 client (mTLS): its subject DN, through ssl.principal.mapping.rules
 (security/principal.py), becomes the connection's principal; a certificate no
 rule maps is refused.
+
+On a SASL listener with connections.max.reauth.ms (KIP-368) a login lasts
+that long: the client logs in again on the connection before it ends, and a
+connection whose session has ended is closed, unanswered, at its next request
+other than SaslHandshake / SaslAuthenticate (as Kafka's SocketServer does).
 """
 
 from __future__ import annotations
@@ -68,6 +73,10 @@ log = logging.getLogger(__name__)
 #: Requests this large are decoded on a worker thread (a 100 MiB frame of tiny
 #: array items takes seconds to decode; the event loop must keep serving).
 OFF_LOOP_DECODE_BYTES = 1 << 20
+
+
+class SessionExpired(Exception):
+    """A request on a connection whose SASL session ended without a re-authentication (KIP-368)."""
 
 
 def _api_key(frame: memoryview) -> int:
@@ -313,6 +322,8 @@ class KafkaConnection(asyncio.Protocol):
             self._start_request(frame)
         except ProtocolError as exc:
             self._fail(str(exc), extra=request_extras(frame))
+        except SessionExpired as exc:
+            self._expire(str(exc))
 
     def _start_request(self, frame: memoryview) -> None:
         if len(frame) >= OFF_LOOP_DECODE_BYTES:
@@ -344,6 +355,9 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 request = await asyncio.to_thread(decode_request, frame)
                 self._admit(request)
+            except SessionExpired as exc:
+                self._expire(str(exc))
+                return CLOSE_CONNECTION
             except MalformedRequest as exc:
                 self._fail(str(_named(frame, exc)), extra=request_extras(frame))
                 return CLOSE_CONNECTION
@@ -357,8 +371,13 @@ class KafkaConnection(asyncio.Protocol):
         })
 
     def _admit(self, request: Request) -> None:
-        """Refuse what this broker does not serve, and anything but the login before authentication."""
+        """Refuse what this broker does not serve, anything but the login before authentication, and
+        anything but a re-login once the login's session has ended."""
         header = request.header
+        if header.api_key not in api_versions.SASL_APIS and self._client.auth.session_expired(time.monotonic()):
+            raise SessionExpired(f"{api_versions.api_name(header.api_key)} after the SASL session of "
+                                 f"{self._client.auth.principal} ended (connections.max.reauth.ms="
+                                 f"{self._client.auth.max_reauth_ms}) without a re-authentication")
         if not self._server.dispatcher.serves(header.api_key):
             raise UnsupportedRequest(header.api_key, header.api_version, "not served by this broker")
         if not self._client.auth.authenticated and header.api_key not in api_versions.BEFORE_AUTHENTICATION:
@@ -500,6 +519,13 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.resume_reading()
         self._close()
 
+    def _expire(self, reason: str) -> None:
+        """Close a connection whose SASL session ended: not bad input, the client did not log in again."""
+        log.info("closing connection %s: %s", self._describe(), reason)
+        if self._server.on_session_expired is not None:
+            self._server.on_session_expired()
+        self._close(abort=True)
+
     def _close(self, *, abort: bool = False) -> None:
         if self._closed:
             return
@@ -591,6 +617,7 @@ class KafkaServer:
         self._sweeper: asyncio.Task | None = None
         self._on_connections_changed = on_connections_changed
         self.on_protocol_error: Callable[[], None] | None = None
+        self.on_session_expired: Callable[[], None] | None = None
 
     @property
     def connection_count(self) -> int:

@@ -23,7 +23,7 @@ LISTENER_PREFIX = "listener.name."
 PER_LISTENER_KEYS = (
     "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "ssl.principal.mapping.rules",
     "sasl.enabled.mechanisms", "sasl.users.file", "max.connections", "max.connections.per.ip",
-    "connections.max.idle.ms",
+    "connections.max.idle.ms", "connections.max.reauth.ms",
 )
 
 
@@ -120,6 +120,9 @@ class BrokerSettings(ComponentSettings):
     inter_broker_sasl_password_file: str | None = kafka_field(None, "inter.broker.sasl.password.file")
     # A refused login is answered, then the connection closes this much later (Kafka's default 100 ms).
     connection_failed_authentication_delay_ms: int = kafka_field(100, "connection.failed.authentication.delay.ms", ge=0)
+    # KIP-368: a SASL login lasts this long; the client must log in again on the connection before it ends
+    # or the connection is closed at its next request (0, Kafka's default: a login lasts the connection).
+    connections_max_reauth_ms: int = kafka_field(0, "connections.max.reauth.ms", ge=0)
     super_users: str = kafka_field("", "super.users")  # "User:CN=broker;User:admin": brokers (mTLS) and admins
     # ACLs (broker/security/authorizer.py): Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer (or
     # "acl") turns them on; empty (the default, as Kafka's) allows everything. Once on, a resource no ACL names

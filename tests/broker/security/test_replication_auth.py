@@ -4,12 +4,16 @@ Issue 12, attack 2: a Fetch whose replica_id named a known broker was taken
 for that follower's, whoever sent it, and moved the high watermark. On an
 authenticated listener replica_id is believed only from a broker principal
 (the inter-broker user, or super.users).
+
+Logins last one second here (connections.max.reauth.ms, KIP-368): followers
+log in again on their connections and acks=all writes keep being replicated.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -49,7 +53,7 @@ async def test_followers_authenticate_and_a_client_cannot_pose_as_one(tmp_path):
                 "broker.id": broker_id, "controller.url": info.url, "controller.token.file": str(token),
                 "inter.broker.sasl.username": "broker",
                 "inter.broker.sasl.password.file": str(tmp_path / "broker.password"),
-                "broker.heartbeat.interval.ms": 200})
+                "broker.heartbeat.interval.ms": 200, "connections.max.reauth.ms": 1000})
             broker = Broker(settings)
             await broker.start()
             brokers.append(broker)
@@ -79,6 +83,16 @@ async def test_followers_authenticate_and_a_client_cannot_pose_as_one(tmp_path):
         spoof = fetch_request([("replicated", 0, 10_000)], replica_id=follower.settings.broker_id)
         answer = await writer.request(spoof)
         assert answer.responses[0].partitions[0].error_code == ErrorCode.topic_authorization_failed
+
+        # Three session lifetimes of acks=all writes: the follower's connection logs in again, never expires.
+        ends = time.monotonic() + 3.0
+        while time.monotonic() < ends:
+            done = await writer.request(produce_request("replicated", 0, now_batch([(None, b"more")]), acks=-1))
+            assert done.responses[0].partition_responses[0].error_code == ErrorCode.none
+            await asyncio.sleep(0.05)
+        sample = leader.metrics.registry.get_sample_value
+        assert sample("tinystream_expired_connections_killed_total") == 0
+        assert sample("tinystream_sasl_reauthentications_total", {"result": "succeeded"}) >= 4  # follower + writer
         await alice.close()
         await writer.close()
     finally:

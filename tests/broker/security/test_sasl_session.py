@@ -52,3 +52,34 @@ def test_handshake_refuses_a_disabled_mechanism_and_order_is_enforced():
     assert session.handshake("SCRAM-SHA-512") is None
     with pytest.raises(IllegalSaslState):
         session.handshake("SCRAM-SHA-512")  # only one handshake
+
+
+def test_reauthentication_keeps_the_session_and_must_prove_the_same_principal():
+    """KIP-368: a handshake after the login starts it again; the connection stays authenticated meanwhile."""
+    USERS.set_password("bob", "pw2")
+    session = SaslSession(USERS, enabled=("SCRAM-SHA-512", "PLAIN"))
+    session.handshake("SCRAM-SHA-512")
+    scram_login(session, "SCRAM-SHA-512", "alice", "pw")
+    assert "SCRAM-SHA-512" in session.handshake("PLAIN")  # another mechanism: refused, the login stands
+    assert session.authenticated and not session.reauthenticating
+    assert session.handshake("SCRAM-SHA-512") is None
+    assert session.authenticated and session.reauthenticating  # other requests keep being served
+    scram_login(session, "SCRAM-SHA-512", "alice", "pw")
+    assert session.reauthentications == 1 and session.principal == "User:alice" and not session.reauthenticating
+
+    session.handshake("SCRAM-SHA-512")
+    with pytest.raises(AuthenticationFailed, match="cannot change principals"):
+        scram_login(session, "SCRAM-SHA-512", "bob", "pw2")
+    assert not session.authenticated and session.principal == "User:alice"
+    with pytest.raises(IllegalSaslState):
+        session.handshake("SCRAM-SHA-512")  # a failed session is over
+
+
+def test_a_wrong_password_at_reauthentication_fails_the_session():
+    session = SaslSession(USERS, enabled=("PLAIN",))
+    session.handshake("PLAIN")
+    session.step(b"\x00alice\x00pw")
+    session.handshake("PLAIN")
+    with pytest.raises(AuthenticationFailed):
+        session.step(b"\x00alice\x00stolen-session-but-not-the-password")
+    assert not session.authenticated and session.reauthentications == 0

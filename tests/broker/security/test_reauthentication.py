@@ -1,0 +1,189 @@
+"""SASL re-authentication (KIP-368): connections.max.reauth.ms, against our client and real ones.
+
+One broker on SASL_PLAINTEXT with connections.max.reauth.ms=1500: a login
+answers that lifetime; a client that logs in again before it ends keeps its
+connection (as long as it likes), one that does not is closed at its next
+request, and a re-login must prove the same user with the right password.
+confluent-kafka (librdkafka), kafka-python and Kafka's Java producer log in
+again on their own while they produce: nothing fails, and the broker counts
+their re-authentications.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
+from tinystream.testing.broker import BrokerThread, request, sasl_plaintext_settings
+
+LIFETIME_MS = 1500
+ALICE = SaslLogin("SCRAM-SHA-512", "alice", "alice-secret")
+BOB = SaslLogin("SCRAM-SHA-512", "bob", "bob-secret")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    settings = sasl_plaintext_settings(tmp_path_factory.mktemp("reauth"),
+                                       users={ALICE.username: ALICE.password, BOB.username: BOB.password},
+                                       **{"connections.max.reauth.ms": LIFETIME_MS})
+    with BrokerThread(settings) as running:
+        yield running
+
+
+def metadata() -> object:
+    return request(3, 12, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def counted(broker: BrokerThread, name: str, **labels: str) -> float:
+    return broker.call(lambda b: b.metrics.registry.get_sample_value(name, labels) or 0.0)
+
+
+async def connect(broker: BrokerThread, login: SaslLogin = ALICE, *, relogin: bool = True) -> KafkaClient:
+    return await KafkaClient.connect(broker.info.host, broker.info.port, sasl=login, relogin=relogin)
+
+
+async def test_a_client_that_does_not_log_in_again_is_closed_when_its_session_ends(broker):
+    killed = counted(broker, "tinystream_expired_connections_killed_total")
+    client = await connect(broker, relogin=False)
+    assert client.session_lifetime_ms == LIFETIME_MS
+    assert (await client.request(metadata())).brokers  # served within the session
+    await asyncio.sleep(LIFETIME_MS / 1000 + 0.2)
+    with pytest.raises(ConnectionError):
+        await client.request(metadata(), timeout=5)
+    await client.close()
+    assert counted(broker, "tinystream_expired_connections_killed_total") == killed + 1
+
+
+async def test_a_client_that_logs_in_again_keeps_its_connection(broker):
+    before = counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded")
+    client = await connect(broker)
+    ends = time.monotonic() + 3 * LIFETIME_MS / 1000
+    served = 0
+    while time.monotonic() < ends:
+        assert (await client.request(metadata(), timeout=5)).brokers
+        served += 1
+        await asyncio.sleep(0.05)
+    assert client.relogins >= 2 and not client.closed.is_set()  # one connection through three lifetimes
+    await client.close()
+    assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
+    assert served > 20
+
+
+async def test_reauthentication_as_another_user_or_with_a_wrong_password_is_refused_and_closes(broker):
+    failed = counted(broker, "tinystream_sasl_reauthentications_total", result="failed")
+    for other in (BOB, SaslLogin(ALICE.mechanism, ALICE.username, "guessed")):
+        client = await connect(broker)
+        with pytest.raises(SaslRefused, match="cannot change principals" if other is BOB else "invalid credentials"):
+            await client.reauthenticate(other)
+        await asyncio.wait_for(client.closed.wait(), 5)  # closed after the refusal, as a failed first login
+        await client.close()
+    assert counted(broker, "tinystream_sasl_reauthentications_total", result="failed") == failed + 2
+
+
+async def test_a_deleted_user_loses_its_open_connection_within_one_session(broker):
+    """What re-authentication is for: revoking a credential reaches connections already logged in."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": ALICE.username,
+                         "sasl.password": ALICE.password, "log_level": 0})
+    carol = SaslLogin("SCRAM-SHA-512", "carol", "carol-secret")
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    for future in admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(carol.username, info, carol.password.encode())]).values():
+        await asyncio.wrap_future(future)
+    client = await connect(broker, carol)
+    assert (await client.request(metadata())).brokers
+    for future in admin.alter_user_scram_credentials(
+            [UserScramCredentialDeletion(carol.username, ScramMechanism.SCRAM_SHA_512)]).values():
+        await asyncio.wrap_future(future)
+    deleted = time.monotonic()
+    with pytest.raises((SaslRefused, ConnectionError)):
+        while time.monotonic() - deleted < 3 * LIFETIME_MS / 1000:
+            await client.request(metadata(), timeout=5)
+            await asyncio.sleep(0.05)
+    assert time.monotonic() - deleted < LIFETIME_MS / 1000 + 0.5  # at her next re-login at the latest
+    await client.close()
+
+
+def produce_for(produce_one, seconds: float) -> int:
+    ends, sent = time.monotonic() + seconds, 0
+    while time.monotonic() < ends:
+        produce_one(sent)
+        sent += 1
+        time.sleep(0.02)
+    return sent
+
+
+def test_confluent_kafka_logs_in_again_while_it_produces(broker):
+    from confluent_kafka import Producer
+
+    before = counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded")
+    killed = counted(broker, "tinystream_expired_connections_killed_total")
+    failures: list[str] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": ALICE.username,
+                         "sasl.password": ALICE.password, "linger.ms": 0, "log_level": 0})
+    topic = f"reauth-{uuid.uuid4().hex[:6]}"
+
+    def produce_one(i: int) -> None:
+        producer.produce(topic, value=b"%d" % i, on_delivery=lambda err, _: err and failures.append(str(err)))
+        producer.flush(10)
+    sent = produce_for(produce_one, 4 * LIFETIME_MS / 1000)
+    assert producer.flush(10) == 0 and not failures, failures[:3]
+    assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
+    assert counted(broker, "tinystream_expired_connections_killed_total") == killed
+    assert sent > 50
+
+
+def test_kafka_python_logs_in_again_while_it_produces(broker):
+    from kafka import KafkaProducer
+
+    before = counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded")
+    killed = counted(broker, "tinystream_expired_connections_killed_total")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ALICE.username,
+                             sasl_plain_password=ALICE.password, acks="all")
+    topic = f"reauth-{uuid.uuid4().hex[:6]}"
+    try:
+        sent = produce_for(lambda i: producer.send(topic, b"%d" % i).get(timeout=10), 4 * LIFETIME_MS / 1000)
+    finally:
+        producer.close(5)
+    assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
+    assert counted(broker, "tinystream_expired_connections_killed_total") == killed
+    assert sent > 50
+
+
+@pytest.mark.slow
+@pytest.mark.compat
+def test_kafka_java_producer_logs_in_again_while_it_produces(broker, tmp_path):
+    from tinystream.testing.peers import apache_kafka  # noqa: PLC0415
+
+    if not any(apache_kafka.jars_dir().glob("kafka-clients-*.jar")):
+        pytest.skip("Kafka's jars are missing: run `make tools` (tools/install-kafka-jars.sh)")
+    before = counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded")
+    killed = counted(broker, "tinystream_expired_connections_killed_total")
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{ALICE.username}" password="{ALICE.password}";\n')
+    # 50 records a second for ~6 s: the producer's connections live through four session lifetimes.
+    run = apache_kafka.run_java_tool(apache_kafka.PRODUCER_PERFORMANCE, [
+        "--topic", f"reauth-java-{uuid.uuid4().hex[:6]}", "--num-records", "300", "--record-size", "100",
+        "--throughput", "50", "--producer-props", f"bootstrap.servers={broker.bootstrap}", "acks=all",
+        "--producer.config", str(config)], timeout=180)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "300 records sent" in run.stdout, run.stdout[-2000:]
+    assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
+    assert counted(broker, "tinystream_expired_connections_killed_total") == killed
