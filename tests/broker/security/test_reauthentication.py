@@ -6,7 +6,8 @@ connection (as long as it likes), one that does not is closed at its next
 request, and a re-login must prove the same user with the right password.
 confluent-kafka (librdkafka), kafka-python and Kafka's Java producer log in
 again on their own while they produce: nothing fails, and the broker counts
-their re-authentications.
+their re-authentications; aiokafka, which does not, is closed at each
+expiry and reconnects without losing a record.
 """
 
 from __future__ import annotations
@@ -187,3 +188,24 @@ def test_kafka_java_producer_logs_in_again_while_it_produces(broker, tmp_path):
     assert "300 records sent" in run.stdout, run.stdout[-2000:]
     assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
     assert counted(broker, "tinystream_expired_connections_killed_total") == killed
+
+
+async def test_aiokafka_which_does_not_log_in_again_is_closed_and_reconnects_losing_nothing(broker):
+    from aiokafka import AIOKafkaProducer
+
+    killed = counted(broker, "tinystream_expired_connections_killed_total")
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT",
+                                sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ALICE.username,
+                                sasl_plain_password=ALICE.password, acks="all")
+    await producer.start()
+    topic, sent = f"reauth-{uuid.uuid4().hex[:6]}", 0
+    try:
+        ends = time.monotonic() + 3 * LIFETIME_MS / 1000
+        while time.monotonic() < ends:
+            await producer.send_and_wait(topic, b"%d" % sent)  # raises if a record is lost
+            sent += 1
+            await asyncio.sleep(0.02)
+    finally:
+        await producer.stop()
+    assert counted(broker, "tinystream_expired_connections_killed_total") >= killed + 2
+    assert sent > 50
