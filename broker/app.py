@@ -263,7 +263,8 @@ class Broker:
         users, enabled = self.ctx.users, mechanisms(listener.settings)
         reauth_ms = listener.settings.connections_max_reauth_ms
         assert users is not None
-        return lambda: ConnectionAuth(sasl=SaslSession(users, enabled=enabled), max_reauth_ms=reauth_ms)
+        return lambda: ConnectionAuth(sasl=SaslSession(users, enabled=enabled, reauthentication=reauth_ms > 0),
+                                      max_reauth_ms=reauth_ms)
 
     def _authorizer(self, settings: BrokerSettings) -> Authorizer | None:
         """authorizer.class.name set: ACLs on; super.users and the inter-broker user may do anything."""

@@ -39,7 +39,9 @@ class ConnectionAuth:
 
     sasl: SaslSession | None = None  # None: the listener asks for no SASL
     principal: str = "User:ANONYMOUS"  # or User:<sasl user>, or User:CN=<client certificate>
-    close_after_reply: bool = False  # a failed authentication: answer, then close (as Kafka does)
+    # A failed authentication: that request's answer (this correlation id) is written, then the connection closes,
+    # as Kafka does; answers of requests sent before it (in flight during a re-login) go out first.
+    close_after: int | None = None
     # KIP-368: connections.max.reauth.ms of the listener (0: a login lasts as long as the connection), and
     # when (time.monotonic()) this connection's SASL session ends unless the client logs in again.
     max_reauth_ms: int = 0

@@ -27,10 +27,13 @@ async def handle_sasl_handshake(ctx: BrokerContext, call: Call) -> Any:
     offered = tuple(session.enabled) if session is not None else ()
     if session is None:
         return call.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=offered)
+    relogin = session.authenticated
     try:
         refused = session.handshake(call.body.mechanism)
     except IllegalSaslState:
-        call.client.auth.close_after_reply = True
+        if relogin:
+            ctx.metrics.sasl_reauthentications.labels(result="failed").inc()
+        call.client.auth.close_after = call.header.correlation_id
         return call.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=offered)
     error = ErrorCode.unsupported_sasl_mechanism if refused else ErrorCode.none
     return call.respond(error_code=error, mechanisms=offered)
@@ -46,7 +49,7 @@ async def handle_sasl_authenticate(ctx: BrokerContext, call: Call) -> Any:
     try:
         reply = auth.sasl.step(bytes(call.body.auth_bytes))
     except (AuthenticationFailed, IllegalSaslState) as exc:
-        auth.close_after_reply = True
+        auth.close_after = call.header.correlation_id
         error = ErrorCode.sasl_authentication_failed if isinstance(exc, AuthenticationFailed) \
             else ErrorCode.illegal_sasl_state
         if relogin:

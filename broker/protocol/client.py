@@ -106,10 +106,16 @@ class KafkaClient:
         async with self._relogin_lock:
             await self._relogin(login)
 
-    async def _relogin(self, login: SaslLogin | None) -> None:
+    async def _relogin(self, login: SaslLogin | None, timeout: float | None = 30.0) -> None:
+        """A re-login that fails or is cancelled closes the connection: the broker closes it after a
+        refusal, and a half-done exchange leaves it mid-login (callers reconnect)."""
         chosen = login or self._login_with
         assert chosen is not None, "no login to repeat"
-        await self._login(chosen)
+        try:
+            await asyncio.wait_for(self._login(chosen), timeout)
+        except BaseException:
+            await self.close()
+            raise
         self.relogins += 1
 
     async def _authenticate(self, token: bytes) -> Any:
@@ -121,18 +127,20 @@ class KafkaClient:
     def _relogin_due(self) -> bool:
         return self._relogin_at is not None and time.monotonic() >= self._relogin_at
 
-    async def _relogin_if_due(self) -> None:
+    async def _relogin_if_due(self, timeout: float | None) -> None:
         if self._relogin_due():
             async with self._relogin_lock:
                 if self._relogin_due():  # requests that waited for the lock find it done
-                    await self._relogin(None)
+                    await self._relogin(None, timeout)
 
     async def request(self, body: Any, *, timeout: float | None = 30.0) -> Any:
         """Send a kio request entity; return the kio response entity."""
-        await self._relogin_if_due()
+        await self._relogin_if_due(timeout)
         return await self._call(body, timeout=timeout)
 
     async def _call(self, body: Any, *, timeout: float | None = 30.0) -> Any:
+        if self.closed.is_set():
+            raise ConnectionClosed("the connection is closed")
         correlation_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         self._waiting.append((correlation_id, body.__api_key__, body.__version__, fut))
@@ -197,3 +205,4 @@ class KafkaClient:
             pass
         self._read_task.cancel()
         await asyncio.gather(self._read_task, return_exceptions=True)
+        self._fail(ConnectionClosed("the connection was closed"))  # requests still waiting get no answer

@@ -9,10 +9,12 @@ A failed step raises AuthenticationFailed; the connection answers
 SASL_AUTHENTICATION_FAILED and closes. Until `authenticated`, the connection
 serves only ApiVersions, SaslHandshake and SaslAuthenticate.
 
-Re-authentication (KIP-368): once authenticated, a new SaslHandshake starts the
-exchange again on the same connection, which stays authenticated meanwhile. It
-must use the same mechanism and prove the same principal; anything else fails
-the session (and closes the connection), as Kafka's SaslServerAuthenticator does.
+Re-authentication (KIP-368, `reauthentication=True`: the listener's logins
+expire): once authenticated, a new SaslHandshake starts the exchange again on
+the same connection, which stays authenticated meanwhile. It must use the same
+mechanism and prove the same principal; anything else fails the session (and
+closes the connection), as Kafka's SaslServerAuthenticator does. Without
+expiry a second handshake is out of order, as in Kafka.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ class Stage(Enum):
 
 
 class SaslSession:
-    def __init__(self, users: UserStore, *, enabled: tuple[str, ...]) -> None:
+    def __init__(self, users: UserStore, *, enabled: tuple[str, ...], reauthentication: bool = False) -> None:
         self.users = users
         self.enabled = enabled
+        self.reauthentication = reauthentication
         self.stage = Stage.HANDSHAKE
         self.mechanism: str | None = None
         self.principal: str | None = None
@@ -66,9 +69,10 @@ class SaslSession:
         """None when `mechanism` is enabled (the exchange may start), else why not.
 
         After a login this starts a re-authentication, with the mechanism used the first time."""
-        if self.stage is Stage.DONE:  # KIP-368: log in again on this connection
+        if self.stage is Stage.DONE and self.reauthentication:  # KIP-368: log in again on this connection
             if mechanism != self.mechanism:
-                return f"re-authentication must use {self.mechanism}, the mechanism of this connection's login"
+                self.stage = Stage.FAILED
+                raise IllegalSaslState(f"re-authentication must use {self.mechanism}, the mechanism of the login")
             self._scram, self._user = None, None
             self.stage = Stage.AUTHENTICATE
             return None

@@ -350,11 +350,12 @@ class KafkaConnection(asyncio.Protocol):
         request closes the connection when its turn comes, as on the fast path.
         """
         api_key, version, correlation_id = peek(frame)
+        arrived = time.monotonic()  # a SASL session is judged at arrival, not after the decode
 
         async def decode_then_dispatch() -> bytes | None | object:
             try:
                 request = await asyncio.to_thread(decode_request, frame)
-                self._admit(request)
+                self._admit(request, arrived)
             except SessionExpired as exc:
                 self._expire(str(exc))
                 return CLOSE_CONNECTION
@@ -370,11 +371,12 @@ class KafkaConnection(asyncio.Protocol):
             "api": api_versions.api_name(api_key), "api_version": version, "correlation_id": correlation_id,
         })
 
-    def _admit(self, request: Request) -> None:
+    def _admit(self, request: Request, arrived: float | None = None) -> None:
         """Refuse what this broker does not serve, anything but the login before authentication, and
-        anything but a re-login once the login's session has ended."""
+        anything but a re-login once the login's session has ended (at `arrived`, default now)."""
         header = request.header
-        if header.api_key not in api_versions.SASL_APIS and self._client.auth.session_expired(time.monotonic()):
+        now = time.monotonic() if arrived is None else arrived
+        if header.api_key not in api_versions.SASL_APIS and self._client.auth.session_expired(now):
             raise SessionExpired(f"{api_versions.api_name(header.api_key)} after the SASL session of "
                                  f"{self._client.auth.principal} ended (connections.max.reauth.ms="
                                  f"{self._client.auth.max_reauth_ms}) without a re-authentication")
@@ -430,7 +432,8 @@ class KafkaConnection(asyncio.Protocol):
             if result is not None:
                 ready.append(result)
                 room -= len(result)
-            if self._client.auth.close_after_reply:  # a refused login: its answer, then nothing more
+            refused = self._client.auth.close_after  # a refused login: its answer, then nothing more
+            if refused is not None and extras.get("correlation_id") == refused:
                 self._flush(ready)
                 self._close_after_failed_login()
                 return

@@ -17,11 +17,18 @@ import time
 import uuid
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
-from tinystream.testing.broker import BrokerThread, request, sasl_plaintext_settings
+from tinystream.testing.broker import (
+    BrokerThread,
+    create_topics_request,
+    fetch_request,
+    request,
+    sasl_plaintext_settings,
+)
 
-LIFETIME_MS = 1500
+LIFETIME_MS = 2500  # kafka-python and Java log in again at 85-95% of it: a loaded machine needs the margin
 ALICE = SaslLogin("SCRAM-SHA-512", "alice", "alice-secret")
 BOB = SaslLogin("SCRAM-SHA-512", "bob", "bob-secret")
 
@@ -69,6 +76,9 @@ async def test_a_client_that_logs_in_again_keeps_its_connection(broker):
         served += 1
         await asyncio.sleep(0.05)
     assert client.relogins >= 2 and not client.closed.is_set()  # one connection through three lifetimes
+    await asyncio.sleep(LIFETIME_MS / 1000 + 0.3)  # idle past the session's end: logs in again, then asks
+    relogins = client.relogins
+    assert (await client.request(metadata(), timeout=5)).brokers and client.relogins == relogins + 1
     await client.close()
     assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
     assert served > 20
@@ -83,6 +93,22 @@ async def test_reauthentication_as_another_user_or_with_a_wrong_password_is_refu
         await asyncio.wait_for(client.closed.wait(), 5)  # closed after the refusal, as a failed first login
         await client.close()
     assert counted(broker, "tinystream_sasl_reauthentications_total", result="failed") == failed + 2
+
+
+async def test_a_refused_reauthentication_is_answered_even_with_a_fetch_in_flight(broker):
+    """The refusal closes the connection after ITS answer: a long-poll Fetch sent before it does not take
+    the answer's place (Kafka's clients may have requests in flight while they log in again)."""
+    client = await connect(broker, SaslLogin("PLAIN", ALICE.username, ALICE.password))
+    assert (await client.request(create_topics_request([("reauth-inflight", 1, 1, {})]))).topics[0].error_code == 0
+    assert (await client.request(request(17, 1, mechanism="PLAIN"))).error_code == 0  # the re-login starts
+    waiting = asyncio.ensure_future(client.request(fetch_request([("reauth-inflight", 0, 0)], max_wait_ms=1000,
+                                                                 min_bytes=1)))
+    await asyncio.sleep(0.1)  # the Fetch waits for data while bob's password comes in
+    refused = await client.request(request(36, 2, auth_bytes=b"\x00bob\x00" + BOB.password.encode()), timeout=10)
+    assert refused.error_code == ErrorCode.sasl_authentication_failed
+    assert "cannot change principals" in refused.error_message
+    assert (await waiting).responses[0].partitions[0].error_code == 0  # answered first, in order
+    await asyncio.wait_for(client.closed.wait(), 5)
 
 
 async def test_a_deleted_user_loses_its_open_connection_within_one_session(broker):
@@ -113,7 +139,7 @@ async def test_a_deleted_user_loses_its_open_connection_within_one_session(broke
         while time.monotonic() - deleted < 3 * LIFETIME_MS / 1000:
             await client.request(metadata(), timeout=5)
             await asyncio.sleep(0.05)
-    assert time.monotonic() - deleted < LIFETIME_MS / 1000 + 0.5  # at her next re-login at the latest
+    assert time.monotonic() - deleted < LIFETIME_MS / 1000 + 1.0  # at her next re-login at the latest
     await client.close()
 
 
@@ -140,7 +166,7 @@ def test_confluent_kafka_logs_in_again_while_it_produces(broker):
     def produce_one(i: int) -> None:
         producer.produce(topic, value=b"%d" % i, on_delivery=lambda err, _: err and failures.append(str(err)))
         producer.flush(10)
-    sent = produce_for(produce_one, 4 * LIFETIME_MS / 1000)
+    sent = produce_for(produce_one, 3 * LIFETIME_MS / 1000)
     assert producer.flush(10) == 0 and not failures, failures[:3]
     assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
     assert counted(broker, "tinystream_expired_connections_killed_total") == killed
@@ -157,7 +183,7 @@ def test_kafka_python_logs_in_again_while_it_produces(broker):
                              sasl_plain_password=ALICE.password, acks="all")
     topic = f"reauth-{uuid.uuid4().hex[:6]}"
     try:
-        sent = produce_for(lambda i: producer.send(topic, b"%d" % i).get(timeout=10), 4 * LIFETIME_MS / 1000)
+        sent = produce_for(lambda i: producer.send(topic, b"%d" % i).get(timeout=10), 3 * LIFETIME_MS / 1000)
     finally:
         producer.close(5)
     assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
@@ -179,13 +205,13 @@ def test_kafka_java_producer_logs_in_again_while_it_produces(broker, tmp_path):
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{ALICE.username}" password="{ALICE.password}";\n')
-    # 50 records a second for ~6 s: the producer's connections live through four session lifetimes.
+    # 50 records a second for ~8 s: the producer's connections live through three session lifetimes.
     run = apache_kafka.run_java_tool(apache_kafka.PRODUCER_PERFORMANCE, [
-        "--topic", f"reauth-java-{uuid.uuid4().hex[:6]}", "--num-records", "300", "--record-size", "100",
+        "--topic", f"reauth-java-{uuid.uuid4().hex[:6]}", "--num-records", "400", "--record-size", "100",
         "--throughput", "50", "--producer-props", f"bootstrap.servers={broker.bootstrap}", "acks=all",
         "--producer.config", str(config)], timeout=180)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "300 records sent" in run.stdout, run.stdout[-2000:]
+    assert "400 records sent" in run.stdout, run.stdout[-2000:]
     assert counted(broker, "tinystream_sasl_reauthentications_total", result="succeeded") >= before + 2
     assert counted(broker, "tinystream_expired_connections_killed_total") == killed
 

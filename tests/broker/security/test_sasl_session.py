@@ -57,10 +57,9 @@ def test_handshake_refuses_a_disabled_mechanism_and_order_is_enforced():
 def test_reauthentication_keeps_the_session_and_must_prove_the_same_principal():
     """KIP-368: a handshake after the login starts it again; the connection stays authenticated meanwhile."""
     USERS.set_password("bob", "pw2")
-    session = SaslSession(USERS, enabled=("SCRAM-SHA-512", "PLAIN"))
+    session = SaslSession(USERS, enabled=("SCRAM-SHA-512", "PLAIN"), reauthentication=True)
     session.handshake("SCRAM-SHA-512")
     scram_login(session, "SCRAM-SHA-512", "alice", "pw")
-    assert "SCRAM-SHA-512" in session.handshake("PLAIN")  # another mechanism: refused, the login stands
     assert session.authenticated and not session.reauthenticating
     assert session.handshake("SCRAM-SHA-512") is None
     assert session.authenticated and session.reauthenticating  # other requests keep being served
@@ -75,8 +74,26 @@ def test_reauthentication_keeps_the_session_and_must_prove_the_same_principal():
         session.handshake("SCRAM-SHA-512")  # a failed session is over
 
 
-def test_a_wrong_password_at_reauthentication_fails_the_session():
+def test_reauthentication_with_another_mechanism_fails_the_session():
+    session = SaslSession(USERS, enabled=("SCRAM-SHA-512", "PLAIN"), reauthentication=True)
+    session.handshake("PLAIN")
+    session.step(b"\x00alice\x00pw")
+    with pytest.raises(IllegalSaslState, match="must use PLAIN"):
+        session.handshake("SCRAM-SHA-512")
+    assert not session.authenticated
+
+
+def test_without_expiring_logins_a_second_handshake_is_out_of_order():
+    """connections.max.reauth.ms=0 (the default): as in Kafka, nothing to re-authenticate."""
     session = SaslSession(USERS, enabled=("PLAIN",))
+    session.handshake("PLAIN")
+    session.step(b"\x00alice\x00pw")
+    with pytest.raises(IllegalSaslState):
+        session.handshake("PLAIN")
+
+
+def test_a_wrong_password_at_reauthentication_fails_the_session():
+    session = SaslSession(USERS, enabled=("PLAIN",), reauthentication=True)
     session.handshake("PLAIN")
     session.step(b"\x00alice\x00pw")
     session.handshake("PLAIN")
