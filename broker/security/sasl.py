@@ -34,7 +34,8 @@ class AuthenticationFailed(Exception):
 
 
 class IllegalSaslState(Exception):
-    """A request out of order: SaslAuthenticate before a handshake, a handshake mid-exchange (ILLEGAL_SASL_STATE)."""
+    """A request out of order (ILLEGAL_SASL_STATE): SaslAuthenticate before a handshake, a handshake
+    mid-exchange, or after the login when logins do not expire."""
 
 
 class Stage(Enum):
