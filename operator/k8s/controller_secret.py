@@ -70,10 +70,9 @@ def derived_secrets(master: str) -> SecretSource:
         secret = derive_cluster_secret(master, cluster, uid)
         body = tokens_secret(cluster, uid, secret, cluster_ca(master, ClusterSpec.from_resource(resource)).cert_pem)
         if not await create_secret(client, body):  # made before from the same master and uid: the same tokens,
-            data = body["data"]  # but one made before the CA was in it gets it
-            assert isinstance(data, dict)
+            # but one made before the CA was in it gets it
             await client.patch("v1", "Secret", tokens_name(cluster.name), cluster.namespace,
-                               {"data": {CONTROLLER_CA_FILE: data[CONTROLLER_CA_FILE]}})
+                               {"data": {CONTROLLER_CA_FILE: body["data"][CONTROLLER_CA_FILE]}})
         return secret
 
     return cluster_secret
