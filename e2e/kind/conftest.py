@@ -27,6 +27,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "image"))
 
+import diagnostics  # noqa: E402
+import host_firewall  # noqa: E402
 from image_build import build_image  # noqa: E402
 from kind_helpers import (  # noqa: E402
     IMAGE_REPO,
@@ -43,6 +45,22 @@ from kind_helpers import (  # noqa: E402
     wire_pod_network,
 )
 from manifests import NAMESPACE  # noqa: E402
+from preflight import run_preflight  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed kind test (or fixture) gets the cluster's logs, events and describes, and a digest beside it."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and diagnostics.ACTIVE and item.get_closest_marker("kind"):
+        report.sections.append(("kind diagnostics", diagnostics.collect(diagnostics.ACTIVE[0], item.nodeid)))
+
+
+def stop_suite(kube: Kube, why: str) -> None:
+    """Stop the whole session now with the cause and the cluster's own account (every other test needs it)."""
+    digest = diagnostics.collect(kube, "session-setup")
+    pytest.exit(f"{why}\n{digest}", returncode=1)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -61,14 +79,18 @@ def provider() -> Provider:
     return chosen
 
 
-def load_broker_image(provider: Provider, tmp: Path) -> None:
-    """The project's image under both tags, built by the provider's engine and loaded into every node."""
+def build_broker_image(provider: Provider) -> None:
+    """The project's image under both tags, built by the provider's engine (before the cluster: the
+    network preflight runs it)."""
     first = f"{IMAGE_REPO}:{IMAGE_TAGS[0]}"
     start = time.monotonic()
     build_image(first, engine=provider.engine)
     for tag in IMAGE_TAGS[1:]:  # same image, another name: a tag change is an image change for the StatefulSet
         provider.engine_cmd("tag", first, f"{IMAGE_REPO}:{tag}")
     measure("broker image build", f"{time.monotonic() - start:.0f} s")
+
+
+def load_broker_image(provider: Provider, tmp: Path) -> None:
     start = time.monotonic()
     load_image(provider, [f"{IMAGE_REPO}:{tag}" for tag in IMAGE_TAGS], tmp)
     measure("broker image load", f"{time.monotonic() - start:.0f} s")
@@ -85,25 +107,40 @@ def kind_cluster(provider: Provider) -> Kube:
     if os.environ.get("TINYSTREAM_E2E_REUSE") == "1" and KIND_CLUSTER in provider.kind("get", "clusters").stdout:
         # Debugging: the cluster a TINYSTREAM_E2E_KEEP=1 run left, as it is (images, release, objects).
         kubeconfig.write_text(provider.kind("get", "kubeconfig", "--name", KIND_CLUSTER).stdout)
+        if provider.own_cni:
+            host_firewall.open_pod_network()
+        diagnostics.ACTIVE[:] = [kube]
         yield kube
         return
     provider.kind("delete", "cluster", "--name", KIND_CLUSTER, check=False, timeout=300)  # a leftover run
+    build_broker_image(provider)
     start = time.monotonic()
     wait = () if provider.own_cni else ("--wait", "300s")  # without a CNI no node is Ready until wired
     provider.kind("create", "cluster", "--name", KIND_CLUSTER, "--config", str(config), "--image",
                   provider.node_image, "--kubeconfig", str(kubeconfig), *wait, timeout=900)
+    diagnostics.ACTIVE[:] = [kube]
     try:
         if provider.own_cni:
+            # Pod addresses cross the host's bridge: whatever its FORWARD policy (dockerd sets DROP), accept them.
+            for line in host_firewall.open_pod_network():
+                print(f"kind e2e: host firewall: {line}", flush=True)
             wire_pod_network(provider, kube)
         kube.kubectl("wait", "nodes", "--all", "--for=condition=Ready", "--timeout=300s", namespace=None, timeout=360)
+        measure("cluster creation (3 nodes Ready)", f"{time.monotonic() - start:.0f} s")
+        load_broker_image(provider, tmp)
+        failure, seconds = run_preflight(kube, f"{IMAGE_REPO}:{IMAGE_TAGS[0]}")
+        measure("network preflight", f"{seconds:.0f} s, {'FAILED' if failure else 'every path open'}")
+        if failure:
+            stop_suite(kube, failure)
         for ns, deploy in (("kube-system", "coredns"), ("local-path-storage", "local-path-provisioner")):
             kube.kubectl("rollout", "status", f"deploy/{deploy}", "--timeout=300s", namespace=ns, timeout=360)
-        measure("cluster creation (3 nodes Ready, DNS and storage up)", f"{time.monotonic() - start:.0f} s")
-        load_broker_image(provider, tmp)
         yield kube
     finally:
+        diagnostics.ACTIVE.clear()
         if os.environ.get("TINYSTREAM_E2E_KEEP") != "1":
             provider.kind("delete", "cluster", "--name", KIND_CLUSTER, check=False, timeout=300)
+            if provider.own_cni:
+                host_firewall.close_pod_network()
 
 
 @pytest.fixture(scope="session")
@@ -112,9 +149,12 @@ def installed(kind_cluster: Kube) -> Kube:
     kind_cluster.helm_install_started = time.monotonic()
     if os.environ.get("TINYSTREAM_E2E_REUSE") == "1" and kind_cluster.helm("status", "ts", check=False).returncode == 0:
         return kind_cluster
-    kind_cluster.helm("install", "ts", str(ROOT / "charts" / "tinystream"), "--create-namespace",
-                      "--set", f"image.repository={IMAGE_REPO}", "--set", f"image.tag={IMAGE_TAGS[0]}",
-                      "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m", timeout=400)
+    try:
+        kind_cluster.helm("install", "ts", str(ROOT / "charts" / "tinystream"), "--create-namespace",
+                          "--set", f"image.repository={IMAGE_REPO}", "--set", f"image.tag={IMAGE_TAGS[0]}",
+                          "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m", timeout=400)
+    except AssertionError as exc:  # every test needs the operator: stop with the cluster's account, not 26 errors
+        stop_suite(kind_cluster, f"kind e2e: helm install did not become Ready: {str(exc)[:2000]}")
     measure("helm install --wait (CRDs + operator Ready)",
             f"{time.monotonic() - kind_cluster.helm_install_started:.0f} s")
     assert NAMESPACE in kind_cluster.kubectl("get", "ns", "-o", "name", namespace=None).stdout

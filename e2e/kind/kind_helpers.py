@@ -159,7 +159,8 @@ def kind_config(provider: Provider) -> str:
     """kind-config.yaml, plus `disableDefaultCNI` where the node image has no CNI of its own."""
     text = (HERE / "kind-config.yaml").read_text()
     if provider.own_cni:
-        text += "networking:\n  disableDefaultCNI: true\n"
+        text = text.replace("\nnetworking:\n", "\nnetworking:\n  disableDefaultCNI: true\n", 1)
+        assert "disableDefaultCNI" in text, "kind-config.yaml lost its networking section"
     return text
 
 
