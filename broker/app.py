@@ -209,6 +209,7 @@ class Broker:
             principal_mapper=principal_mapper(listener),
             broker_connections=everyone,
             failed_authentication_delay_ms=s.connection_failed_authentication_delay_ms,
+            max_receive_before_login=s.sasl_server_max_receive_size,
             # KIP-402: the broker-wide limit never refuses the inter-broker listener (when it is not the only one).
             protected=listener is self.plan.inter_broker and len(self.plan.listeners) > 1,
         )

@@ -25,6 +25,7 @@
   again under the same name since the session cached its id, is answered
   UNKNOWN_TOPIC_ID on its partitions. Sessions opened by id serve only
   requests by id (FETCH_SESSION_TOPIC_ID_ERROR otherwise).
+- waits are bounded (MAX_WAIT_MS), so a parked Fetch holds nothing for days.
 - v12 `last_fetched_epoch` (KIP-595): when the fetcher's last epoch ends
   before its fetch offset here, the answer carries `diverging_epoch` and no
   records, so the fetcher truncates first.
@@ -44,6 +45,10 @@ from tinystream.broker.replication.replica_manager import FetchedPartition, Fetc
 from tinystream.broker.storage.topic_partition import TopicPartition
 
 READ_COMMITTED = 1
+#: The longest a Fetch waits for data, whatever it asks (max_wait is an int32 of ms: 24 days). A wait past
+#: the clients' own request.timeout.ms default (30 s) outlives the asker; an answer then is empty, and clients
+#: fetch again.
+MAX_WAIT_MS = 30_000
 
 
 async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
@@ -92,7 +97,7 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         min_bytes=body.min_bytes,
         max_bytes=min(getattr(body, "max_bytes", 2**31 - 1), ctx.settings.fetch_max_bytes),  # Kafka's broker cap
         # An error or a divergence already decided answers at once (Kafka's fetchMessages).
-        max_wait_ms=0 if answered else to_millis(body.max_wait),
+        max_wait_ms=0 if answered else min(to_millis(body.max_wait), MAX_WAIT_MS),
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED and not peer,
     )
     answered.update((f.tp, f) for f in fetched)

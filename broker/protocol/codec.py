@@ -58,6 +58,7 @@ class Request:
     header: RequestHeader
     body: Any  # the kio request entity
     size: int  # frame size in bytes (metrics)
+    held: int  # bytes the decoded request keeps alive (the request budget's count): the frame, or its body
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,10 @@ def _main_type(module: ModuleType, kind: EntityType) -> Any:
     raise UnsupportedRequest(-1, -1, f"no {kind.name} type in {module.__name__}")
 
 
+#: Bytes after a request's body that may stay referenced (beyond it, the body is copied out of the frame).
+TRAILING_SLACK = 4096
+
+
 def decode_request(frame: memoryview | bytes) -> Request:
     api_key, version, correlation_id = peek(frame)
     api = api_versions.lookup(api_key)
@@ -138,7 +143,8 @@ def decode_request(frame: memoryview | bytes) -> Request:
     s = schemas(api_key, version)
     try:
         header, offset = _read(s.read_header, s.request_header_type, frame, 0)
-        body, _ = _read(s.read_body, s.request_type, frame, offset)
+        body, end = _read(s.read_body, s.request_type, frame, offset)
+        whole = len(frame)
     except _UnknownTag:
         # KIP-482: tags a reader does not know are skipped. kio refuses them,
         # so drop them and decode the cleaned copy.
@@ -147,9 +153,15 @@ def decode_request(frame: memoryview | bytes) -> Request:
         check_entity(s.request_type, frame, header_end, sink=sections)
         clean = strip_unknown_tags(frame, sections)
         header, offset = _read(s.read_header, s.request_header_type, clean, 0, False)
-        body, _ = _read(s.read_body, s.request_type, clean, offset, False)
-    # Trailing bytes are ignored, as Kafka's own parser does.
-    return Request(RequestHeader(api_key, version, correlation_id, header.client_id), body, len(frame))
+        body, end = _read(s.read_body, s.request_type, clean, offset, False)
+        whole = len(clean)
+    if whole - end > TRAILING_SLACK and whole == len(frame):
+        # Bytes after the body are ignored, as Kafka's parser does (librdkafka sends a few after Metadata
+        # v12). Many are not kept alive: decoded again from a copy of the body alone, so a 60-byte Fetch
+        # padded with 70 MiB holds 60 bytes while it waits (Request.held, the budget's count).
+        trimmed = decode_request(bytes(frame[:end]))
+        return Request(trimmed.header, trimmed.body, len(frame), end)
+    return Request(RequestHeader(api_key, version, correlation_id, header.client_id), body, len(frame), len(frame))
 
 
 class _UnknownTag(MalformedRequest):
@@ -179,7 +191,8 @@ def _decode_legacy_produce(frame: memoryview | bytes, version: int) -> Request:
     header, offset = _read(s.read_header, s.request_header_type, frame, 0)
     body_bytes = b"\xff\xff" + bytes(frame[offset:])
     body, _ = _read(s.read_body, s.request_type, body_bytes, 0)
-    return Request(RequestHeader(api_versions.PRODUCE, version, header.correlation_id, header.client_id), body, len(frame))
+    return Request(RequestHeader(api_versions.PRODUCE, version, header.correlation_id, header.client_id), body, len(frame),
+                   len(frame))
 
 
 def encode_response(header: RequestHeader, body: Any) -> bytearray:

@@ -18,8 +18,8 @@ class ProtocolError(Exception):
 
 
 class FrameTooLarge(ProtocolError):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"request size {size} exceeds socket.request.max.bytes={limit}")
+    def __init__(self, size: int, limit: int, setting: str = "socket.request.max.bytes") -> None:
+        super().__init__(f"request size {size} exceeds {setting}={limit}")
         self.size = size
         self.limit = limit
 

@@ -10,6 +10,12 @@ Safety (CVE-2022-34917): the declared size is checked against
 its four bytes arrive, before any buffer is sized from it. Memory held per
 connection is what the peer actually sent, never what it declared.
 
+The limit may change between frames (`limit`): a connection that has not
+logged in yet is held to Kafka's sasl.server.max.receive.size (512 KiB), a
+logged-in one to socket.request.max.bytes. `frame_size()` tells the declared
+size of the frame being received, so the caller can reserve memory for it
+before its body arrives (Kafka's MemoryPool).
+
 Zero copy where it can be: a frame lying inside one received chunk comes back as
 a memoryview of that chunk; a small frame spread over several chunks is joined
 (one copy). A large frame (from `ASSEMBLE_FROM` bytes) is appended to one
@@ -36,13 +42,14 @@ ASSEMBLE_FROM = 1 << 20
 class FrameDecoder:
     """Splits a byte stream into size-prefixed frames."""
 
-    __slots__ = ("_chunks", "_buffered", "_offset", "_limit", "_need", "_closed", "_large")
+    __slots__ = ("_chunks", "_buffered", "_offset", "limit", "limit_name", "_need", "_closed", "_large")
 
     def __init__(self, max_frame_size: int) -> None:
         self._chunks: deque[bytes] = deque()  # received, not yet consumed
         self._buffered = 0  # bytes in _chunks past _offset
         self._offset = 0  # consumed bytes at the front of _chunks[0]
-        self._limit = max_frame_size
+        self.limit = max_frame_size  # checked against each frame's size prefix as it arrives
+        self.limit_name = "socket.request.max.bytes"  # the setting `limit` comes from, for the error
         self._need = -1  # size of the frame being received, -1 while reading the prefix
         self._closed = False  # an error was raised; the stream cannot be resynchronised
         self._large: bytearray | None = None  # a large frame being assembled (its bytes left _chunks)
@@ -77,19 +84,8 @@ class FrameDecoder:
         Raises FrameTooLarge / InvalidFrame on a bad size prefix; after that the
         decoder refuses further use (a framing error loses synchronisation).
         """
-        if self._closed:
-            raise InvalidFrame("stream already failed")
-        if self._need < 0:
-            if self._buffered < 4:
-                return None
-            (size,) = _SIZE.unpack(self._take(4))
-            if size > self._limit:
-                self._closed = True
-                raise FrameTooLarge(size, self._limit)
-            if size < MIN_REQUEST_SIZE:
-                self._closed = True
-                raise InvalidFrame(f"request size {size} is below the minimum {MIN_REQUEST_SIZE}")
-            self._need = size
+        if self.frame_size() < 0:
+            return None
         if self._need >= ASSEMBLE_FROM:
             return self._assembled()
         if self._buffered < self._need:
@@ -97,6 +93,23 @@ class FrameDecoder:
         frame = self._take(self._need)
         self._need = -1
         return frame
+
+    def frame_size(self) -> int:
+        """The declared size of the frame being received (its prefix checked), or -1 before its prefix.
+
+        Raises FrameTooLarge / InvalidFrame as next_frame does."""
+        if self._closed:
+            raise InvalidFrame("stream already failed")
+        if self._need < 0 and self._buffered >= 4:
+            (size,) = _SIZE.unpack(self._take(4))
+            if size > self.limit:
+                self._closed = True
+                raise FrameTooLarge(size, self.limit, self.limit_name)
+            if size < MIN_REQUEST_SIZE:
+                self._closed = True
+                raise InvalidFrame(f"request size {size} is below the minimum {MIN_REQUEST_SIZE}")
+            self._need = size
+        return self._need
 
     def _assembled(self) -> memoryview | None:
         """The large frame once all of it is in its buffer (receive_data appends to it)."""

@@ -8,13 +8,26 @@ One `KafkaConnection` (an asyncio.Protocol) per client socket:
 - responses are written strictly in request order (Kafka's rule): a finished
   task waits until every earlier one on the connection has been written;
 - a request that wants no answer (Produce acks=0) yields None and is skipped;
-- one Fetch at a time per connection (its answer written before the next starts);
+- one Fetch at a time per connection (its answer written before the next starts),
+  and none while the server's answers waiting for their clients to read them
+  (transport buffers, every connection) reach queued.max.request.bytes: a
+  Fetch answer is the large one, and clients that never read must not add
+  up to an outage (the other requests go on);
 - backpressure: reading and starting requests pause while `max_in_flight`
   requests are pending, while the transport's write buffer is full (the client
   is not reading: finished answers wait, unwritten, and count as pending), or
   while the whole server holds `queued_max_request_bytes` of requests not yet
   answered (Kafka's queued.max.request.bytes), so a slow or hostile peer costs
-  bounded memory; frames already received wait in the decoder;
+  bounded memory; frames already received wait in the decoder. A frame still
+  arriving counts too: its declared size is reserved from the budget once its
+  prefix is in (Kafka's MemoryPool, non-strict: a reservation may overshoot),
+  and a connection that cannot reserve stops being read; one that holds a
+  reservation goes on reading until its frame is whole, so the budget is never
+  spent by frames that cannot finish;
+- before login (a SASL listener) a frame may be at most
+  sasl.server.max.receive.size (Kafka's 512 KiB), so unauthenticated peers
+  hold little; a connection is idle from its last whole frame or written
+  answer, so a byte now and then does not keep a half-sent frame open;
 - bad input (oversized or malformed frame, unknown API or version) is logged
   once and closes only that connection; an ApiVersions request at a version we
   do not know gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511 rule) and
@@ -160,6 +173,25 @@ def request_extras(frame: memoryview | bytes) -> dict[str, object]:
     return extras
 
 
+class InFlight:
+    """A request started on a connection: its answer (a future), log extras naming it, and the bytes it
+    holds against the server's budget until answered."""
+
+    __slots__ = ("api_key", "answer", "extras", "size")
+
+    def __init__(self, api_key: int, answer: asyncio.Future, extras: dict[str, object], size: int) -> None:
+        self.api_key = api_key
+        self.answer = answer
+        self.extras = extras
+        self.size = size
+
+    def hold(self, size: int, server: KafkaServer) -> None:
+        """Count `size` from now on (less once decoded: bytes after the body were let go)."""
+        if size < self.size:
+            server.return_bytes(self.size - size)
+            self.size = size
+
+
 WRITE_BUFFER_HIGH = 4 * 1024 * 1024  # buffered answer bytes before writing (and then reading) pauses
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
 _PEEK = struct.Struct(">hhi")
@@ -173,8 +205,10 @@ class KafkaConnection(asyncio.Protocol):
         self._server = server
         self._id = connection_id
         self._decoder = FrameDecoder(server.max_request_bytes)
-        # (api_key, answer, log extras naming the request, request bytes held against the server's budget)
-        self._pending: collections.deque[tuple[int, asyncio.Future, dict[str, object], int]] = collections.deque()
+        self._reserved = 0  # budget bytes reserved for the frame being received (its declared size)
+        self._held_size = 0  # budget bytes of the held Fetch frame
+        self._unwritten = 0  # this connection's answer bytes in its transport's buffer, as the server counts them
+        self._pending: collections.deque[InFlight] = collections.deque()  # in request order
         self._transport: asyncio.Transport | None = None
         self._client = ClientInfo(connection_id, "", 0)
         self._reading_paused = False
@@ -263,16 +297,19 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._server.release(self)
-        for api_key, fut, _, size in self._pending:
-            self._server.return_bytes(size)
-            if not fut.done() and self._server.dispatcher.cancel_on_disconnect(api_key):
-                fut.cancel()
+        self._count_unwritten()
+        self._server.return_bytes(self._reserved + self._held_size)
+        self._reserved = self._held_size = 0
+        for entry in self._pending:
+            self._server.return_bytes(entry.size)
+            entry.size = 0  # a decode still running must not hand them back twice (InFlight.hold)
+            if not entry.answer.done() and self._server.dispatcher.cancel_on_disconnect(entry.api_key):
+                entry.answer.cancel()
         self._pending.clear()
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
-        self.last_active = time.monotonic()
         try:
             self._decoder.receive_data(data)
         except ProtocolError as exc:
@@ -287,19 +324,56 @@ class KafkaConnection(asyncio.Protocol):
         self._draining = True
         try:
             while not self._closed and not self._must_wait():
-                frame = self._held if self._held is not None else self._decoder.next_frame()
+                frame = self._held if self._held is not None else self._next_frame()
                 if frame is None:
                     break
                 self._held = None
-                if _api_key(frame) == api_versions.FETCH and self._fetch_in_flight():
-                    self._held = frame  # one Fetch at a time per connection, as Kafka serves them
-                    self._update_reading()
+                self._server.return_bytes(self._held_size)
+                self._held_size = 0
+                if _api_key(frame) == api_versions.FETCH and self._fetch_must_wait():
+                    # One Fetch at a time per connection, as Kafka serves them, and none while the
+                    # server's unread answers are over budget.
+                    self._held = frame
+                    self._held_size = len(frame)
+                    self._server.take_bytes(self._held_size)
                     break
+                self.last_active = time.monotonic()
                 self._on_frame(frame)
+            if not self._closed:
+                self._reserve_arriving()
         except ProtocolError as exc:
             self._fail(str(exc))
         finally:
             self._draining = False
+        self._update_reading()
+
+    def _next_frame(self) -> memoryview | None:
+        """The next whole frame (its reservation handed back: the request now counts its own bytes)."""
+        self._apply_frame_limit()
+        frame = self._decoder.next_frame()
+        if frame is not None and self._reserved:
+            reserved, self._reserved = self._reserved, 0
+            self._server.return_bytes(reserved)
+        return frame
+
+    def _apply_frame_limit(self) -> None:
+        """socket.request.max.bytes once logged in; sasl.server.max.receive.size before (Kafka's rule)."""
+        if self._client.auth.authenticated:
+            self._decoder.limit = self._server.max_request_bytes
+            self._decoder.limit_name = "socket.request.max.bytes"
+        else:
+            self._decoder.limit = min(self._server.max_request_bytes, self._server.max_receive_before_login)
+            self._decoder.limit_name = "sasl.server.max.receive.size"
+
+    def _reserve_arriving(self) -> None:
+        """Reserve the declared size of a frame still arriving, when the budget allows (else reading waits)."""
+        if self._reserved or not self._decoder.in_frame:
+            return
+        self._apply_frame_limit()
+        size = self._decoder.frame_size()
+        if size > 0 and not self._server.over_budget(self):
+            self._reserved = size
+            self._server.take_bytes(size)
 
     def eof_received(self) -> bool | None:
         # Kafka closes the channel when a read hits end of stream; so do we (a
@@ -309,11 +383,24 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writing_paused = True
+        self._count_unwritten()
         self._update_reading()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._count_unwritten()
         self._on_done(None)  # answers that finished while the client was not reading
+
+    def _count_unwritten(self) -> None:
+        """Tell the server how many answer bytes wait in this transport's buffer (0 once closed).
+
+        Sampled when it changes hands (a write, pause and resume at the buffer's water marks, the close):
+        between samples the count is high, never low."""
+        transport = self._transport
+        size = 0 if self._closed or transport is None else transport.get_write_buffer_size()
+        if size != self._unwritten:
+            self._server.count_unwritten(size - self._unwritten)
+            self._unwritten = size
 
     # -- requests ---------------------------------------------------------------
 
@@ -341,7 +428,7 @@ class KafkaConnection(asyncio.Protocol):
             raise _named(frame, exc) from exc
         self._admit(request)
         task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
-        self._queue(task, request.header.api_key, len(frame), _extras(request))
+        self._queue(task, request.header.api_key, request.held, _extras(request))
 
     def _start_large_request(self, frame: memoryview) -> None:
         """Decode a large request on a worker thread, so heartbeats and other connections keep moving.
@@ -351,10 +438,14 @@ class KafkaConnection(asyncio.Protocol):
         """
         api_key, version, correlation_id = peek(frame)
         arrived = time.monotonic()  # a SASL session is judged at arrival, not after the decode
+        if not self._client.auth.authenticated and api_key not in api_versions.BEFORE_AUTHENTICATION:
+            # Refused before the worker thread spends seconds decoding it.
+            raise UnsupportedRequest(api_key, version, "sent before SASL authentication")
 
         async def decode_then_dispatch() -> bytes | None | object:
             try:
                 request = await asyncio.to_thread(decode_request, frame)
+                entry.hold(request.held, self._server)  # padding after the body no longer counts
                 self._admit(request, arrived)
             except SessionExpired as exc:
                 self._expire(str(exc))
@@ -367,7 +458,7 @@ class KafkaConnection(asyncio.Protocol):
                 return CLOSE_CONNECTION
             return await self._server.dispatcher.dispatch(request, self._client)
 
-        self._queue(asyncio.ensure_future(decode_then_dispatch()), api_key, len(frame), {
+        entry = self._queue(asyncio.ensure_future(decode_then_dispatch()), api_key, len(frame), {
             "api": api_versions.api_name(api_key), "api_version": version, "correlation_id": correlation_id,
         })
 
@@ -385,16 +476,18 @@ class KafkaConnection(asyncio.Protocol):
         if not self._client.auth.authenticated and header.api_key not in api_versions.BEFORE_AUTHENTICATION:
             raise UnsupportedRequest(header.api_key, header.api_version, "sent before SASL authentication")
 
-    def _queue(self, task: asyncio.Future, api_key: int, size: int, extras: dict[str, object]) -> None:
+    def _queue(self, task: asyncio.Future, api_key: int, size: int, extras: dict[str, object]) -> InFlight:
         self._server.take_bytes(size)
-        self._pending.append((api_key, task, extras, size))
+        entry = InFlight(api_key, task, extras, size)
+        self._pending.append(entry)
         task.add_done_callback(self._on_done)
         self._update_reading()
+        return entry
 
     def _enqueue_result(self, api_key: int, result: bytes | None) -> None:
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         fut.set_result(result)
-        self._pending.append((api_key, fut, {}, 0))
+        self._pending.append(InFlight(api_key, fut, {}, 0))
         self._on_done(fut)
 
     def _on_done(self, _: asyncio.Future | None) -> None:
@@ -408,10 +501,11 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         ready: list[bytes | bytearray] = []
         room = WRITE_BUFFER_HIGH - (transport.get_write_buffer_size() if transport is not None else 0)
-        while self._pending and self._pending[0][1].done() and (
+        while self._pending and self._pending[0].answer.done() and (
                 self._closed or (not self._writing_paused and (room > 0 or not ready))):
-            _, fut, extras, size = self._pending.popleft()
-            self._server.return_bytes(size)
+            entry = self._pending.popleft()
+            fut, extras = entry.answer, entry.extras
+            self._server.return_bytes(entry.size)
             if fut.cancelled():
                 continue
             exc = fut.exception()  # retrieved even when the answer can no longer be sent
@@ -439,7 +533,7 @@ class KafkaConnection(asyncio.Protocol):
                 return
         self._flush(ready)
         self.last_active = time.monotonic()
-        if self._pending and self._pending[0][1].done() and not self._writing_paused and not self._closed:
+        if self._pending and self._pending[0].answer.done() and not self._writing_paused and not self._closed:
             asyncio.get_running_loop().call_soon(self._on_done, None)  # the rest, once this write left
         self._update_reading()
 
@@ -454,10 +548,17 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.write(memoryview(ready[0]))
         else:
             self._transport.writelines(ready)
+        self._count_unwritten()
 
     def _must_wait(self) -> bool:
-        return (self._refused or self._writing_paused or len(self._pending) >= self._server.max_in_flight
-                or self._server.over_budget(self) or (self._held is not None and self._fetch_in_flight()))
+        if (self._refused or self._writing_paused or len(self._pending) >= self._server.max_in_flight
+                or (self._held is not None and self._fetch_must_wait())):
+            return True
+        # A reserved frame is already counted: it may finish arriving and start, whatever the budget.
+        return not self._reserved and self._server.over_budget(self)
+
+    def _fetch_must_wait(self) -> bool:
+        return self._fetch_in_flight() or self._server.answers_over_budget(self)
 
     def _fetch_in_flight(self) -> bool:
         """A Fetch on this connection is unanswered or its answer is not yet written.
@@ -466,7 +567,7 @@ class KafkaConnection(asyncio.Protocol):
         that pipelines many and never reads would otherwise make the broker
         hold all of them, finished and unwritten, in memory.
         """
-        return any(api_key == api_versions.FETCH for api_key, *_ in self._pending)
+        return any(entry.api_key == api_versions.FETCH for entry in self._pending)
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -594,6 +695,7 @@ class KafkaServer:
         broker_connections: BrokerConnections | None = None,
         protected: bool = False,
         failed_authentication_delay_ms: int = 100,
+        max_receive_before_login: int = 524_288,
     ) -> None:
         self.dispatcher = dispatcher
         self.ssl_context = ssl_context  # TLS on the listener (SSL, SASL_SSL)
@@ -605,11 +707,14 @@ class KafkaServer:
         self.broker_connections = broker_connections
         self.protected = protected
         self.max_request_bytes = max_request_bytes
+        self.max_receive_before_login = max_receive_before_login  # sasl.server.max.receive.size
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip or max_connections
         self.queued_max_request_bytes = queued_max_request_bytes  # None: no server-wide budget
         self.queued_bytes = 0  # request bytes started and not yet answered, every connection
         self._waiting_for_budget: set[KafkaConnection] = set()
+        self.unwritten_bytes = 0  # answer bytes in transport buffers, every connection (clients not reading)
+        self._waiting_for_answers: set[KafkaConnection] = set()  # Fetches held until those drain
         self._per_ip: collections.Counter[str] = collections.Counter()
         self.max_in_flight = max_in_flight
         self.bad_input = BadInputLog()
@@ -664,6 +769,7 @@ class KafkaServer:
 
     def release(self, conn: KafkaConnection) -> None:
         self._waiting_for_budget.discard(conn)
+        self._waiting_for_answers.discard(conn)
         if conn in self._connections:
             self._connections.discard(conn)
             self._per_ip[conn.peer_host] -= 1
@@ -696,6 +802,25 @@ class KafkaServer:
         if not self._budget_spent():
             return False
         self._waiting_for_budget.add(conn)
+        return True
+
+    # -- answers waiting for their clients (same bound, counted apart: only Fetches wait on it) ------
+
+    def count_unwritten(self, delta: int) -> None:
+        self.unwritten_bytes += delta
+        if delta < 0 and self._waiting_for_answers and not self._answers_spent():
+            waiting, self._waiting_for_answers = self._waiting_for_answers, set()
+            for conn in waiting:
+                conn.budget_freed()
+
+    def _answers_spent(self) -> bool:
+        return self.queued_max_request_bytes is not None and self.unwritten_bytes >= self.queued_max_request_bytes
+
+    def answers_over_budget(self, conn: KafkaConnection) -> bool:
+        """Whether `conn`'s next Fetch must wait for unread answers to drain; it is told when it may go on."""
+        if not self._answers_spent():
+            return False
+        self._waiting_for_answers.add(conn)
         return True
 
     async def _sweep_idle(self) -> None:

@@ -120,6 +120,9 @@ class BrokerSettings(ComponentSettings):
     inter_broker_sasl_password_file: str | None = kafka_field(None, "inter.broker.sasl.password.file")
     # A refused login is answered, then the connection closes this much later (Kafka's default 100 ms).
     connection_failed_authentication_delay_ms: int = kafka_field(100, "connection.failed.authentication.delay.ms", ge=0)
+    # The largest frame a connection may send before it has logged in (Kafka's default, 512 KiB): an
+    # unauthenticated peer cannot make the broker buffer a socket.request.max.bytes request.
+    sasl_server_max_receive_size: int = kafka_field(524_288, "sasl.server.max.receive.size", ge=8)
     # KIP-368: a SASL login lasts this long; the client must log in again on the connection before it ends
     # or the connection is closed at its next request (0, Kafka's default: a login lasts the connection).
     connections_max_reauth_ms: int = kafka_field(0, "connections.max.reauth.ms", ge=0)

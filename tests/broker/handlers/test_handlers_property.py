@@ -42,7 +42,7 @@ def running(tmp_path_factory):
 @given(data=st.data())
 def test_handlers_answer_any_decodable_request(running, api_key, version, data):
     body = data.draw(st.from_type(load_request_schema(api_key, version)))
-    request = Request(RequestHeader(api_key, version, 1, "prop"), body, 0)
+    request = Request(RequestHeader(api_key, version, 1, "prop"), body, 0, 0)
 
     async def dispatch(broker):
         dispatcher = RequestDispatcher(broker.ctx)
