@@ -24,7 +24,7 @@ import orjson
 from tinystream.broker.storage.atomic_file import write_atomically
 
 MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" would let a name end in a newline
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
@@ -42,7 +42,7 @@ def validate_topic_name(name: str | None) -> None:
         raise InvalidTopicName(f"topic name cannot be {name!r}")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidTopicName(f"topic name is longer than {MAX_NAME_LENGTH} characters")
-    if not _LEGAL.match(name):
+    if not _LEGAL.fullmatch(name):
         raise InvalidTopicName(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
 
 

@@ -23,7 +23,7 @@ from tinystream.operator.k8s.conditions import TopicReason
 from tinystream.operator.k8s.model import VALUE_SCHEMA_KEY, ConfigValue, TopicSpec
 
 # Kafka's Topic.validate(): 1..249 legal characters, not "." or "..".
-TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # fullmatch: "$" would let a name end in a newline
 
 # The Topic CRD's config keys (Kafka names) and their lower bounds (Kafka's TopicConfig validators).
 LONG_KEYS: dict[str, int] = {
@@ -100,7 +100,7 @@ def validate_topic(spec: TopicSpec, *, cluster_brokers: int | None,
         problems.append(Problem(TopicReason.REPLICATION_FACTOR_TOO_LARGE,
                                 f"replicationFactor {spec.replication_factor} exceeds the {cluster_brokers} "
                                 f"broker(s) of cluster {spec.cluster!r}"))
-    if not TOPIC_NAME.match(spec.topic_name) or spec.topic_name in (".", ".."):
+    if not TOPIC_NAME.fullmatch(spec.topic_name) or spec.topic_name in (".", ".."):
         problems.append(Problem(TopicReason.INVALID_TOPIC_NAME,
                                 f"{spec.topic_name!r} is not a Kafka topic name (1-249 of [a-zA-Z0-9._-])"))
     if created_name and created_name != spec.topic_name:

@@ -67,6 +67,14 @@ async def test_metadata_auto_creates_and_describes(broker, client, version):
         assert resp.cluster_id == broker.cluster.cluster_id
 
 
+async def test_metadata_does_not_auto_create_a_name_ending_in_a_newline(broker, client):
+    """Issue 21: the name check's "$" matched before a final newline, and a directory `evil\\n-0` was made."""
+    resp = await client.request(metadata(["evil\n"]))
+    assert resp.topics[0].error_code == ErrorCode.invalid_topic_exception
+    assert "evil\n" not in broker.topics.store
+    assert not [p for d in broker.logs.log_dirs for p in d.iterdir() if p.name.startswith("evil")]
+
+
 async def test_metadata_without_auto_create(broker, client):
     resp = await client.request(metadata(["absent"], allow_auto=False))
     assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition

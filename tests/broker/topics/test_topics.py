@@ -18,7 +18,7 @@ def test_valid_names(name):
     validate_topic_name(name)
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "x" * 250, "a b", "a/b", "ü", "a\x00", None])
+@pytest.mark.parametrize("name", ["", ".", "..", "x" * 250, "a b", "a/b", "ü", "a\x00", "evil\n", "evil\n-0", None])
 def test_invalid_names(name):
     with pytest.raises(InvalidTopicName):
         validate_topic_name(name)
