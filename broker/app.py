@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -377,6 +378,18 @@ async def run_broker(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], 
         raise SystemExit(f"broker {settings.broker_id}: {broker.control.fatal_error}")
 
 
+def raise_open_file_limit() -> None:
+    """Lift this process's soft RLIMIT_NOFILE to its hard limit: partitions hold a descriptor each
+    (TopicManager.check_room counts them against the soft limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            log.warning("could not raise the open-file limit from %d to %d", soft, hard)
+
+
 def main(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
     """Run a broker in this thread until SIGINT or SIGTERM."""
+    raise_open_file_limit()
     run_until_signalled(lambda: run_broker(settings, ready=ready))

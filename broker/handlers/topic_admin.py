@@ -1,7 +1,8 @@
 """Topic admin as request handlers see it: local, or forwarded to the controller.
 
 Without `controller.url` the broker owns its topics and `TopicManager`
-answers at once (synchronously). With a controller, `ForwardedTopicAdmin`
+answers (a new topic's partitions opened a slice at a time between turns of
+the event loop). With a controller, `ForwardedTopicAdmin`
 (control/forwarding.py) forwards the change and answers once this broker applied the image that
 holds it (or with the controller's error). Handlers await these functions
 and do not care which one answered.
@@ -19,7 +20,7 @@ from tinystream.broker.topics.manager import TopicResult
 async def create_topic(ctx: BrokerContext, name: str, **kwargs: Any) -> TopicResult:
     if ctx.forwarding is not None:
         return await ctx.forwarding.create_topic(name, **kwargs)
-    return ctx.topics.create(name, **kwargs)
+    return await ctx.topics.create_async(name, **kwargs)
 
 
 async def auto_create(ctx: BrokerContext, name: str) -> TopicResult:

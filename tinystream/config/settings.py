@@ -156,6 +156,9 @@ class BrokerSettings(ComponentSettings):
     # Topics.
     auto_create_topics_enable: bool = kafka_field(True, "auto.create.topics.enable")
     num_partitions: int = kafka_field(1, "num.partitions", ge=1, le=10_000)
+    # Partitions one broker may host (KIP-578's name; the controller's cluster-wide max.partitions is 20,000):
+    # each holds a file descriptor, and a broker must be able to open them all again when it restarts.
+    max_broker_partitions: int = kafka_field(10_000, "max.broker.partitions", ge=1)
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     delete_topic_enable: bool = kafka_field(True, "delete.topic.enable")
 
@@ -270,6 +273,9 @@ class ControllerSettings(ComponentSettings):
     broker_session_timeout_ms: int = kafka_field(9000, "broker.session.timeout.ms", ge=1)
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     num_partitions: int = kafka_field(1, "num.partitions", ge=1, le=10_000)
+    # Partitions one broker may host (KIP-578's name; the controller's cluster-wide max.partitions is 20,000):
+    # each holds a file descriptor, and a broker must be able to open them all again when it restarts.
+    max_broker_partitions: int = kafka_field(10_000, "max.broker.partitions", ge=1)
     max_partitions: int = kafka_field(20_000, "max.partitions", ge=1)  # in the whole cluster (KIP-578)
 
 

@@ -9,6 +9,10 @@
 2. Padding: bytes after a request's body held the request budget for as long
    as the request waited, and a Fetch waited up to 2^31-1 ms; now the padding
    is let go once decoded and waits end at fetch.MAX_WAIT_MS.
+3. A broker that cannot restart: partitions per broker are bounded
+   (max.broker.partitions and the open-file limit), a topic's partitions open
+   a slice at a time, a failed open is rolled back before anything is saved,
+   and a partition that cannot open at start does not stop the broker.
 5. Unread answers: Fetch answers written for clients that never read were
    held without a broker-wide bound; now Fetches wait while the unread
    answers of every connection reach queued.max.request.bytes.
@@ -17,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import struct
 import sys
@@ -25,9 +30,21 @@ import time
 import pytest
 
 from tinystream.broker.app import Broker
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import fetch
-from tinystream.broker.protocol.codec import encode_request
-from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request, sasl_plaintext_settings
+from tinystream.broker.protocol.codec import encode_request, millis
+from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.testing.broker import (
+    create_topic,
+    create_topics_request,
+    entity,
+    fetch_request,
+    now_batch,
+    produce_request,
+    request,
+    sasl_plaintext_settings,
+    test_settings,
+)
 
 from .test_hostile_clients import resident_bytes
 from .test_server import answers_api_versions, closed_by_peer, raw
@@ -207,3 +224,78 @@ async def test_answers_nobody_reads_are_held_to_a_broker_wide_budget(broker, con
     assert broker.server.unwritten_bytes == 0
     answer = await client.request(fetch_request([("big", 0, 0)], max_bytes=MIB))  # Fetches go on once they left
     assert answer.responses[0].partitions[0].records
+
+
+# -- 3. a broker that cannot restart ---------------------------------------------------------------
+
+
+async def test_a_topic_of_thousands_of_partitions_does_not_stop_other_clients(broker, connect):
+    """Before: 10,000 partitions opened in one turn of the event loop kept every other client waiting 14 s."""
+    client = await connect()
+    pinger = await raw(broker)
+    creating = asyncio.ensure_future(client.request(create_topics_request([("wide", 3000, 1)])))
+    slowest = 0.0
+    while not creating.done():
+        started = time.monotonic()
+        assert await answers_api_versions(*pinger)
+        slowest = max(slowest, time.monotonic() - started)
+        await asyncio.sleep(0.02)
+    assert (await creating).topics[0].error_code == ErrorCode.none
+    assert slowest < 1.0, f"ApiVersions waited {slowest:.2f} s while 3,000 partitions opened"
+    assert broker.topics.get("wide").partitions == 3000
+
+
+@pytest.mark.parametrize("settings_overrides", [{"max.broker.partitions": 50}])
+async def test_the_partitions_one_broker_hosts_are_bounded(broker, connect, settings_overrides):
+    client = await connect()
+    await create_topic(client, "first", partitions=40)
+    refused = (await client.request(create_topics_request([("second", 20, 1)]))).topics[0]
+    assert refused.error_code == ErrorCode.policy_violation
+    assert "max.broker.partitions=50" in refused.error_message
+    assert "second" not in broker.topics.store
+    grown = await client.request(request(37, 3, validate_only=False, timeout=millis(5000), topics=(
+        entity(37, 3, "CreatePartitionsTopic", name="first", count=60, assignments=None),)))
+    assert grown.results[0].error_code == ErrorCode.policy_violation, grown
+    assert broker.topics.get("first").partitions == 40
+
+
+async def test_a_topic_whose_partitions_cannot_open_is_rolled_back(broker, connect, monkeypatch):
+    """Before: the topic was saved, then "too many open files" left it half open, and the broker never
+    started again."""
+    client = await connect()
+    real_open, opened = broker.replicas.open_partition, []
+
+    def open_until_out_of_files(tp, config, state):
+        if len(opened) == 5:
+            raise OSError(errno.EMFILE, "Too many open files")
+        opened.append(tp)
+        return real_open(tp, config, state)
+
+    monkeypatch.setattr(broker.replicas, "open_partition", open_until_out_of_files)
+    answer = (await client.request(create_topics_request([("half", 10, 1)]))).topics[0]
+    assert answer.error_code == ErrorCode.unknown_server_error and "Too many open files" in answer.error_message
+    assert "half" not in broker.topics.store
+    assert [tp for tp in opened if broker.replicas.get(tp) is not None] == []
+    assert not [p for d in broker.logs.log_dirs for p in d.iterdir() if p.name.startswith("half-")]
+
+
+async def test_a_partition_that_cannot_open_at_start_does_not_stop_the_broker(tmp_path, monkeypatch):
+    settings = test_settings(tmp_path / "data")
+    first = Broker(settings)
+    await first.start()
+    first.topics.create("kept", num_partitions=4)
+    await first.stop()
+    real_open = ReplicaManager.open_partition
+
+    def fail_one(self, tp, config, state):
+        if tp == ("kept", 2):
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_open(self, tp, config, state)
+
+    monkeypatch.setattr(ReplicaManager, "open_partition", fail_one)
+    again = Broker(settings)
+    await again.start()  # before: the OSError stopped the start
+    try:
+        assert [again.replicas.get(("kept", i)) is not None for i in range(4)] == [True, True, False, True]
+    finally:
+        await again.stop()
