@@ -9,6 +9,8 @@ one, `kubectl exec` runs PROBER, which tries at once, with a short timeout each:
 - pod -> DNS Service: a name looked up through the pod's resolv.conf (UDP to kube-dns);
 - pod -> API server: TCP to the `kubernetes` Service (DNAT to the API server's node address).
 
+The TCP paths go first: when they are open, CoreDNS (which needs them to reach
+the API) must become Ready, and then names resolve; DNS is tried last.
 A failed path stops the suite at once with the exact path, the host firewall's
 state and the dropping rules whose counters grew during the probe
 (host_firewall.blockers), instead of a helm --wait that times out minutes later.
@@ -27,7 +29,8 @@ import host_firewall
 NAMESPACE = "tinystream-preflight"
 PROBE_PORT = 8080
 PROBE_TIMEOUT_S = 3.0
-DNS_NAME = "kubernetes.default.svc.cluster.local"
+DNS_NAME = "kubernetes.default.svc.cluster.local."  # absolute: no search domains tried first
+COREDNS_READY_S = 120  # CoreDNS answers once it has listed the API (TCP paths proven first)
 
 #: Runs in each probe pod: a TCP listener on PROBE_PORT for the other nodes to reach.
 LISTENER = f"""\
@@ -165,16 +168,31 @@ def run_preflight(kube, image: str, timeout: float = 180) -> tuple[str | None, f
         api_ip = kube.json("service", "kubernetes", namespace="default")["spec"]["clusterIP"]
         probes = plan_probes(pods, coredns, api_ip)
         before = host_firewall.snapshot()
-        with ThreadPoolExecutor(len(pods)) as pool:
-            outcomes = [o for chunk in pool.map(lambda pod: _probe_from(kube, pod, probes), pods) for o in chunk]
+        outcomes = _probe_all(kube, pods, [p for p in probes if p.kind == "tcp"])
+        if all(o.ok for o in outcomes):
+            ready = kube.kubectl("rollout", "status", "deploy/coredns", f"--timeout={COREDNS_READY_S}s",
+                                 namespace="kube-system", timeout=COREDNS_READY_S + 30, check=False)
+            if ready.returncode != 0:
+                outcomes += [Outcome(p, False, f"CoreDNS not Ready within {COREDNS_READY_S} s: {ready.stderr.strip()}")
+                             for p in probes if p.kind == "dns"]
+            else:
+                outcomes += _probe_all(kube, pods, [p for p in probes if p.kind == "dns"])
         blocking = host_firewall.blockers(before, host_firewall.snapshot())
         return report(outcomes, blocking, host_firewall.describe()), time.monotonic() - start
     finally:
         kube.kubectl("delete", "namespace", NAMESPACE, "--wait=false", namespace=None, check=False)
 
 
+def _probe_all(kube, pods: list[ProbePod], probes: list[Probe]) -> list[Outcome]:
+    """Every probe, from its own pod, all pods at once."""
+    with ThreadPoolExecutor(len(pods)) as pool:
+        return [o for chunk in pool.map(lambda pod: _probe_from(kube, pod, probes), pods) for o in chunk]
+
+
 def _probe_from(kube, pod: ProbePod, probes: list[Probe]) -> list[Outcome]:
     mine = [p for p in probes if p.source == pod]
+    if not mine:
+        return []
     result = kube.kubectl("exec", "-i", pod.pod, "--", "python3", "-c", PROBER, str(PROBE_TIMEOUT_S),
                           input=json.dumps([p.wire() for p in mine]), namespace=NAMESPACE,
                           timeout=PROBE_TIMEOUT_S + 60, check=False)

@@ -431,6 +431,8 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
         "terminationGracePeriodSeconds": 60,
         "affinity": _affinity(cluster),
         "enableServiceLinks": False,
+        # A broker never calls the Kubernetes API: no service-account token in its pods (issue 21).
+        "automountServiceAccountToken": False,
     }
     if cluster.rack_topology_key:
         pod_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key

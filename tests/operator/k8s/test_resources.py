@@ -87,6 +87,7 @@ def test_statefulset_shape(spec):
     assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert pod["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
     assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False  # a broker holds no Kubernetes credential
     assert sts["selector"]["matchLabels"].items() <= sts["template"]["metadata"]["labels"].items()
 
 
