@@ -674,6 +674,38 @@ class BrokerConnections:
             self._on_change(self.count)
 
 
+class ByteBudget:
+    """Bytes held against a bound (None: no bound), and the connections waiting for them to drop below it.
+
+    Non-strict, as Kafka's memory pool: whoever finds the budget not spent may take any amount, so a
+    request larger than what is left is never starved. A waiting connection is told once (budget_freed)
+    and registers again if it must wait on."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+        self._waiting: set[KafkaConnection] = set()
+
+    def spent(self) -> bool:
+        return self.limit is not None and self.used >= self.limit
+
+    def must_wait(self, conn: KafkaConnection) -> bool:
+        if not self.spent():
+            return False
+        self._waiting.add(conn)
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.used -= size
+        if self._waiting and not self.spent():
+            waiting, self._waiting = self._waiting, set()
+            for conn in waiting:
+                conn.budget_freed()
+
+    def forget(self, conn: KafkaConnection) -> None:
+        self._waiting.discard(conn)
+
+
 class KafkaServer:
     """One listener: its socket, its connections and their limits (see the module docstring)."""
 
@@ -711,10 +743,10 @@ class KafkaServer:
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip or max_connections
         self.queued_max_request_bytes = queued_max_request_bytes  # None: no server-wide budget
-        self.queued_bytes = 0  # request bytes started and not yet answered, every connection
-        self._waiting_for_budget: set[KafkaConnection] = set()
-        self.unwritten_bytes = 0  # answer bytes in transport buffers, every connection (clients not reading)
-        self._waiting_for_answers: set[KafkaConnection] = set()  # Fetches held until those drain
+        # Request bytes started (or reserved while arriving) and not yet answered, every connection.
+        self.requests = ByteBudget(queued_max_request_bytes)
+        # Answer bytes in transport buffers, every connection (clients not reading); Fetches wait on it.
+        self.answers = ByteBudget(queued_max_request_bytes)
         self._per_ip: collections.Counter[str] = collections.Counter()
         self.max_in_flight = max_in_flight
         self.bad_input = BadInputLog()
@@ -768,8 +800,8 @@ class KafkaServer:
         return True
 
     def release(self, conn: KafkaConnection) -> None:
-        self._waiting_for_budget.discard(conn)
-        self._waiting_for_answers.discard(conn)
+        self.requests.forget(conn)
+        self.answers.forget(conn)
         if conn in self._connections:
             self._connections.discard(conn)
             self._per_ip[conn.peer_host] -= 1
@@ -782,46 +814,36 @@ class KafkaServer:
 
     # -- the queued-request budget (queued.max.request.bytes) ----------------------------
 
+    @property
+    def queued_bytes(self) -> int:
+        return self.requests.used
+
     def take_bytes(self, size: int) -> None:
-        self.queued_bytes += size
+        self.requests.used += size
 
     def return_bytes(self, size: int) -> None:
-        if not size:
-            return
-        self.queued_bytes -= size
-        if self._waiting_for_budget and not self._budget_spent():
-            waiting, self._waiting_for_budget = self._waiting_for_budget, set()
-            for conn in waiting:
-                conn.budget_freed()
-
-    def _budget_spent(self) -> bool:
-        return self.queued_max_request_bytes is not None and self.queued_bytes >= self.queued_max_request_bytes
+        if size:
+            self.requests.give_back(size)
 
     def over_budget(self, conn: KafkaConnection) -> bool:
         """Whether `conn` must wait to start requests; it is told (budget_freed) when it may go on."""
-        if not self._budget_spent():
-            return False
-        self._waiting_for_budget.add(conn)
-        return True
+        return self.requests.must_wait(conn)
 
     # -- answers waiting for their clients (same bound, counted apart: only Fetches wait on it) ------
 
-    def count_unwritten(self, delta: int) -> None:
-        self.unwritten_bytes += delta
-        if delta < 0 and self._waiting_for_answers and not self._answers_spent():
-            waiting, self._waiting_for_answers = self._waiting_for_answers, set()
-            for conn in waiting:
-                conn.budget_freed()
+    @property
+    def unwritten_bytes(self) -> int:
+        return self.answers.used
 
-    def _answers_spent(self) -> bool:
-        return self.queued_max_request_bytes is not None and self.unwritten_bytes >= self.queued_max_request_bytes
+    def count_unwritten(self, delta: int) -> None:
+        if delta < 0:
+            self.answers.give_back(-delta)
+        else:
+            self.answers.used += delta
 
     def answers_over_budget(self, conn: KafkaConnection) -> bool:
         """Whether `conn`'s next Fetch must wait for unread answers to drain; it is told when it may go on."""
-        if not self._answers_spent():
-            return False
-        self._waiting_for_answers.add(conn)
-        return True
+        return self.answers.must_wait(conn)
 
     async def _sweep_idle(self) -> None:
         interval = min(max(self._idle_timeout / 4, 0.05), 10.0)

@@ -61,10 +61,21 @@ class LogManager:
         return least / name
 
     def open(self, tp: TopicPartition, config: LogConfig, now_ms: int) -> PartitionLog:
-        directory = self.partition_dir(tp)
+        return self.open_in(self.partition_dir(tp), config, now_ms)
+
+    @staticmethod
+    def open_in(directory: Path | None, config: LogConfig, now_ms: int) -> PartitionLog:
+        """Open (or create) the log in `directory` (None: in memory). Touches that directory only, so it may
+        run on a worker thread (creating a log is several fsyncs) once partition_dir chose it on the loop."""
         if directory is None:
             return MemoryLog(config, now_ms=now_ms)
         return SegmentedLog.open(directory, config, now_ms=now_ms)
+
+    def forget_unopened(self, tp: TopicPartition) -> None:
+        """A partition whose log failed to open: its directory (what the attempt made of it) goes."""
+        directory = self._dirs.pop(tp, None)
+        if directory is not None and directory.exists():
+            shutil.rmtree(directory, ignore_errors=True)
 
     def snapshot_path(self, tp: TopicPartition) -> Path | None:
         directory = self.partition_dir(tp)
