@@ -300,6 +300,7 @@ class Broker:
 
     async def start(self) -> BrokerInfo:
         """Open everything and listen; on failure whatever was started is stopped again."""
+        raise_open_file_limit()  # before any partition opens (also for brokers run inside another program)
         try:
             return await self._start()
         except BaseException:
@@ -391,5 +392,4 @@ def raise_open_file_limit() -> None:
 
 def main(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
     """Run a broker in this thread until SIGINT or SIGTERM."""
-    raise_open_file_limit()
     run_until_signalled(lambda: run_broker(settings, ready=ready))

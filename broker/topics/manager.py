@@ -176,12 +176,13 @@ class TopicManager:
                                                            f"max.broker.partitions={self.settings.max_broker_partitions}")
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != resource.RLIM_INFINITY:
-            room = (soft - self.settings.max_connections - FD_RESERVE) // FDS_PER_PARTITION
+            connections = min(self.settings.max_connections, soft // 2)  # a low limit still leaves partitions some
+            room = (soft - connections - FD_RESERVE) // FDS_PER_PARTITION
             if total > room:
                 return TopicResult(ErrorCode.policy_violation,
                                    f"this broker would host {total} partitions, more than its open-file limit allows "
-                                   f"({room}: RLIMIT_NOFILE {soft} less max.connections={self.settings.max_connections} "
-                                   f"and {FD_RESERVE} kept)")
+                                   f"({room}: RLIMIT_NOFILE {soft} less {connections} for connections and "
+                                   f"{FD_RESERVE} kept)")
         return None
 
     # -- create -----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import resource
 import socket
 import struct
 import sys
@@ -304,3 +305,13 @@ async def test_a_partition_that_cannot_open_at_start_does_not_stop_the_broker(tm
         assert [again.replicas.get(("kept", i)) is not None for i in range(4)] == [True, True, False, True]
     finally:
         await again.stop()
+
+
+async def test_the_open_file_limit_bounds_the_partitions_too(broker, connect, monkeypatch):
+    """One descriptor per partition: a broker that could not reopen its partitions at restart refuses them now."""
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (1300, 1300))  # room: 1300 - 650 - 256 = 394
+    client = await connect()
+    refused = (await client.request(create_topics_request([("many", 400, 1)]))).topics[0]
+    assert refused.error_code == ErrorCode.policy_violation
+    assert "open-file limit allows (394: RLIMIT_NOFILE 1300" in refused.error_message
+    assert (await client.request(create_topics_request([("fewer", 300, 1)]))).topics[0].error_code == ErrorCode.none
