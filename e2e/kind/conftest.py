@@ -11,6 +11,13 @@ test skips with the exact reason and the command that fixes it.
     make test-kind                                  # builds what is missing, then runs this suite
     .venv/bin/python -m pytest e2e/kind -v -m kind  # the suite alone
 
+Right after the cluster is created (offline provider: with the host's FORWARD
+chain told to accept pod traffic, host_firewall.py) a network preflight
+(preflight.py) tries every path the product needs and stops the whole session
+in seconds with the blocked path; a session fixture that fails (helm install)
+stops it too. A failed test leaves the cluster's logs, events and describes in
+.cache/kind-e2e/artifacts/ (diagnostics.py) and a digest beside the failure.
+
 Measurements (helm install -> Ready, failover, records acked/lost, creation
 times) are collected in `MEASURED` and printed at the end of the run.
 """
