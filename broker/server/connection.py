@@ -394,8 +394,9 @@ class KafkaConnection(asyncio.Protocol):
     def _count_unwritten(self) -> None:
         """Tell the server how many answer bytes wait in this transport's buffer (0 once closed).
 
-        Sampled when it changes hands (a write, pause and resume at the buffer's water marks, the close):
-        between samples the count is high, never low."""
+        Sampled at each write, pause, resume and close; asyncio does not say when a buffer below the
+        high-water mark has drained, so the server samples every connection again before it makes a Fetch
+        wait, and at each idle sweep (a count is never left high on a quiet connection)."""
         transport = self._transport
         size = 0 if self._closed or transport is None else transport.get_write_buffer_size()
         if size != self._unwritten:
@@ -644,6 +645,9 @@ class KafkaConnection(asyncio.Protocol):
     def peer_host(self) -> str:
         return self._client.host
 
+    def recount_unwritten(self) -> None:
+        self._count_unwritten()
+
     def budget_freed(self) -> None:
         self._update_reading()
         if not self._reading_paused:
@@ -843,13 +847,20 @@ class KafkaServer:
 
     def answers_over_budget(self, conn: KafkaConnection) -> bool:
         """Whether `conn`'s next Fetch must wait for unread answers to drain; it is told when it may go on."""
+        if self.answers.spent():
+            self.recount_unwritten()  # the counts may be stale: buffers drain without a word
         return self.answers.must_wait(conn)
+
+    def recount_unwritten(self) -> None:
+        for conn in list(self._connections):
+            conn.recount_unwritten()
 
     async def _sweep_idle(self) -> None:
         interval = min(max(self._idle_timeout / 4, 0.05), 10.0)
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
+            self.recount_unwritten()  # wakes Fetches held on answers that have drained meanwhile
             for conn in list(self._connections):
                 if conn.idle and now - conn.last_active > self._idle_timeout:
                     conn.close_idle()
