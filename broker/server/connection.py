@@ -297,7 +297,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._server.release(self)
-        self._count_unwritten()
+        self.recount_unwritten()
         self._server.return_bytes(self._reserved + self._held_size)
         self._reserved = self._held_size = 0
         for entry in self._pending:
@@ -383,15 +383,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writing_paused = True
-        self._count_unwritten()
+        self.recount_unwritten()
         self._update_reading()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._count_unwritten()
+        self.recount_unwritten()
         self._on_done(None)  # answers that finished while the client was not reading
 
-    def _count_unwritten(self) -> None:
+    def recount_unwritten(self) -> None:
         """Tell the server how many answer bytes wait in this transport's buffer (0 once closed).
 
         Sampled at each write, pause, resume and close; asyncio does not say when a buffer below the
@@ -549,7 +549,7 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.write(memoryview(ready[0]))
         else:
             self._transport.writelines(ready)
-        self._count_unwritten()
+        self.recount_unwritten()
 
     def _must_wait(self) -> bool:
         if (self._refused or self._writing_paused or len(self._pending) >= self._server.max_in_flight
@@ -644,9 +644,6 @@ class KafkaConnection(asyncio.Protocol):
     @property
     def peer_host(self) -> str:
         return self._client.host
-
-    def recount_unwritten(self) -> None:
-        self._count_unwritten()
 
     def budget_freed(self) -> None:
         self._update_reading()

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import resource
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from tinystream.broker.errors import ErrorCode
@@ -130,20 +130,17 @@ class TopicManager:
                                   spec.name, index)
             self._opened(spec, range(spec.partitions))
 
-    def _open_one(self, spec: TopicSpec, index: int, config: LogConfig) -> None:
+    def _led_here(self) -> PartitionState:
+        """Local mode: this broker leads every partition, epoch 0, the only replica."""
         me = self.cluster.broker_id
-        state = PartitionState(leader=me, leader_epoch=0, replicas=(me,), isr=(me,))
-        self.replicas.open_partition(TopicPartition(spec.name, index), config, state)
+        return PartitionState(leader=me, leader_epoch=0, replicas=(me,), isr=(me,))
+
+    def _open_one(self, spec: TopicSpec, index: int, config: LogConfig) -> None:
+        self.replicas.open_partition(TopicPartition(spec.name, index), config, self._led_here())
 
     def _opened(self, spec: TopicSpec, indexes: range) -> None:
         for listener in self.on_partitions_opened:
             listener(spec, indexes)
-
-    def _open_partitions(self, spec: TopicSpec, indexes: range) -> None:
-        config = self.log_config(spec)
-        for index in indexes:
-            self._open_one(spec, index, config)
-        self._opened(spec, indexes)
 
     def _open_new(self, spec: TopicSpec, indexes: range) -> TopicResult | None:
         """Open new partitions; on a failure close and delete those opened, and say why (None: all open)."""
@@ -154,13 +151,19 @@ class TopicManager:
                 self._open_one(spec, index, config)
                 done.append(index)
         except OSError as exc:
-            for index in done:
-                self.replicas.delete_partition(TopicPartition(spec.name, index))
-            log.error("opening partition %s-%d failed (%s); %d new partitions rolled back", spec.name,
-                      indexes.start + len(done), exc, len(done))
-            return TopicResult(ErrorCode.unknown_server_error,
-                               f"partition {spec.name}-{indexes.start + len(done)} could not be opened: {exc}")
+            self._roll_back(spec, done)
+            return self._open_failed(spec, indexes.start + len(done), exc)
         return None
+
+    def _roll_back(self, spec: TopicSpec, opened: Iterable[int]) -> None:
+        """Close and delete new partitions (one that never opened is a no-op)."""
+        for index in opened:
+            self.replicas.delete_partition(TopicPartition(spec.name, index))
+
+    @staticmethod
+    def _open_failed(spec: TopicSpec, index: int, exc: OSError) -> TopicResult:
+        log.error("opening partition %s-%d failed (%s); the new partitions rolled back", spec.name, index, exc)
+        return TopicResult(ErrorCode.unknown_server_error, f"partition {spec.name}-{index} could not be opened: {exc}")
 
     # -- limits -------------------------------------------------------------------------------
 
@@ -275,9 +278,7 @@ class TopicManager:
         return self._created(spec, failed)
 
     async def _open_new_off_loop(self, spec: TopicSpec) -> TopicResult | None:
-        config = self.log_config(spec)
-        me = self.cluster.broker_id
-        state = PartitionState(leader=me, leader_epoch=0, replicas=(me,), isr=(me,))
+        config, state = self.log_config(spec), self._led_here()
         for start in range(0, spec.partitions, OPEN_SLICE):
             indexes = range(start, min(start + OPEN_SLICE, spec.partitions))
             results = await asyncio.gather(
@@ -285,15 +286,11 @@ class TopicManager:
                 return_exceptions=True)
             errors = [(i, r) for i, r in zip(indexes, results, strict=True) if isinstance(r, BaseException)]
             if errors:
-                for index in range(indexes.stop):  # every partition this topic opened so far
-                    self.replicas.delete_partition(TopicPartition(spec.name, index))
+                self._roll_back(spec, range(indexes.stop))  # every partition this topic opened so far
                 index, exc = errors[0]
                 if not isinstance(exc, OSError):
                     raise exc
-                log.error("opening partition %s-%d failed (%s); the new topic's partitions rolled back",
-                          spec.name, index, exc)
-                return TopicResult(ErrorCode.unknown_server_error,
-                                   f"partition {spec.name}-{index} could not be opened: {exc}")
+                return self._open_failed(spec, index, exc)
         return None
 
     def _created(self, spec: TopicSpec, failed: TopicResult | None) -> TopicResult:
