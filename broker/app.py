@@ -308,6 +308,11 @@ class Broker:
             raise
 
     async def _start(self) -> BrokerInfo:
+        if self.control is not None and not self.plan.inter_broker.authenticates:
+            log.warning("inter-broker listener %s (%s) authenticates no one: no broker can prove it is one, so "
+                        "this broker refuses other brokers' follower fetches and transaction markers; replicate "
+                        "on a SASL or mTLS listener (tinystream dev and the operator do)",
+                        self.plan.inter_broker.name, self.plan.inter_broker.protocol)
         if self.control is None:
             self.topics.open_all()  # with a controller, its image says what to open
         if self.groups is not None:

@@ -69,16 +69,21 @@ class ScramCredential:
 class UserStore:
     """user -> mechanism -> credential; loaded from (and saved to) `sasl.users.file`."""
 
-    def __init__(self, users: dict[str, dict[str, ScramCredential]] | None = None) -> None:
+    def __init__(self, users: dict[str, dict[str, ScramCredential]] | None = None,
+                 *, file_only: frozenset[str] = frozenset()) -> None:
         self.users = users or {}  # from the file
         self.replicated: dict[str, dict[str, ScramCredential]] = {}  # from the controller's image
+        # Users whose credentials come from the file alone (the inter-broker user): no credential
+        # created through the Kafka API or the image can stand in for them.
+        self.file_only = file_only
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        found = self.replicated.get(user, {}).get(mechanism)
-        return found if found is not None else self.users.get(user, {}).get(mechanism)
+        return self.mechanisms_of(user).get(mechanism)
 
     def mechanisms_of(self, user: str) -> dict[str, ScramCredential]:
-        """Every credential `user` has, the image's over the file's."""
+        """Every credential `user` has, the image's over the file's (the file's alone for `file_only`)."""
+        if user in self.file_only:
+            return dict(self.users.get(user, {}))
         return {**self.users.get(user, {}), **self.replicated.get(user, {})}
 
     def user_names(self) -> list[str]:

@@ -89,9 +89,9 @@ class BrokerContext:
     # The listener brokers use (replication, transaction markers): only there may a request act as a broker.
     # None: no listener check (contexts built by tests).
     inter_broker_listener: str | None = None
-    # Principals that may act as brokers on it; None: that listener authenticates no one, so the listener
-    # itself is the boundary (keep it off client networks, or use SASL or mTLS there).
-    broker_principals: frozenset[str] | None = None
+    # Principals that may act as brokers on it (security/listener.py broker_principals); empty where that
+    # listener authenticates no one: then no client is a broker, whatever it claims.
+    broker_principals: frozenset[str] = frozenset()
     # Incremental fetch sessions (KIP-227); `app` sizes the cache from max.incremental.fetch.session.cache.slots.
     fetch_sessions: FetchSessionManager = field(default_factory=lambda: FetchSessionManager(FetchSessionCache()))
     # authorizer.class.name set: the ACL authorizer (its ACLs come from the controller's image, or from
@@ -105,12 +105,13 @@ class BrokerContext:
     def from_broker(self, client: ClientInfo) -> bool:
         """Whether `client` may act as a broker: a follower's Fetch with its replica_id, WriteTxnMarkers, ...
 
-        Only on the inter-broker listener (CVE-2018-1288: a client on any other listener never is), and
-        there only as a broker principal when the listener authenticates.
+        Only a client that proved it is a broker: logged in (SASL or a client certificate) as a broker
+        principal, on the inter-broker listener (CVE-2018-1288: a client on any other listener never
+        is). A listener that authenticates no one proves nothing, so on it no client is a broker.
         """
         if self.inter_broker_listener is not None and client.listener != self.inter_broker_listener:
             return False
-        return self.broker_principals is None or client.auth.principal in self.broker_principals
+        return client.auth.principal in self.broker_principals
 
 
 @dataclass(frozen=True, slots=True)

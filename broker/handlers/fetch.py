@@ -14,8 +14,9 @@
   Both see `last_stable_offset`.
 - replica_id >= 0 marks a follower broker's fetch (it reads past the high
   watermark and moves it). Only a peer broker of this cluster may send one
-  (CVE-2018-1288), and only on the inter-broker listener, as a broker
-  principal when that listener authenticates (BrokerContext.from_broker);
+  (CVE-2018-1288), and only on the inter-broker listener, logged in as a
+  broker principal (BrokerContext.from_broker: never on a listener that
+  authenticates no one);
   anyone else gets TOPIC_AUTHORIZATION_FAILED on every partition, as Kafka
   answers a fetcher without ClusterAction. With an authorizer the follower
   also needs CLUSTER_ACTION on the cluster (the inter-broker user is a super

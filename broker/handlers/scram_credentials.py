@@ -9,7 +9,10 @@ broker; a broker without a controller: its access.json). Per user, as Kafka:
 an unknown mechanism is UNSUPPORTED_SASL_MECHANISM, iterations outside
 [4096, 16384] or an empty salt/password UNACCEPTABLE_CREDENTIAL, a user named
 twice DUPLICATE_RESOURCE, deleting a credential that does not exist
-RESOURCE_NOT_FOUND. Describe shows mechanisms and iterations only.
+RESOURCE_NOT_FOUND. The inter-broker user is the brokers' own: altering it
+is UNACCEPTABLE_CREDENTIAL, and its file credential is the only one a broker
+takes (UserStore.file_only), so no client can log in as a broker.
+Describe shows mechanisms and iterations only.
 """
 
 from __future__ import annotations
@@ -79,6 +82,11 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, call: Call) ->
     for (name, _), count in keys.items():
         if count > 1:
             errors.setdefault(name, (ErrorCode.duplicate_resource, f"user {name!r} names a mechanism twice"))
+    protected = ctx.users.file_only if ctx.users is not None else frozenset()
+    for name in names:
+        if name in protected:
+            errors.setdefault(name, (ErrorCode.unacceptable_credential, f"user {name!r} is the brokers' own "
+                                     "(inter.broker.sasl.username): its credential is set in the users file"))
     deletions: list[tuple[str, str]] = []
     for d in body.deletions:
         mechanism = MECHANISMS.get(d.mechanism)

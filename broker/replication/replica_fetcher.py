@@ -73,6 +73,7 @@ class FollowState:
     leader_epoch: int
     truncated: bool = False  # OffsetForLeaderEpoch done for this epoch
     paused: bool = False  # the leader said our metadata is stale: wait for a new image
+    refused: bool = False  # the leader refused to take us for a broker (said once)
 
 
 class LeaderFetcher:
@@ -253,6 +254,13 @@ class LeaderFetcher:
             log.info("%s: leader %d answered %s; waiting for new metadata", tp, self.leader_id, error.name)
         elif error == ErrorCode.offset_out_of_range:
             state.truncated = False  # find the divergence point again
+        elif error == ErrorCode.topic_authorization_failed and not state.refused:
+            state.refused = True
+            # The leader does not take us for a broker: its inter-broker listener must authenticate us
+            # (SASL or mTLS, as a broker principal). Said at warning level: nothing replicates until fixed.
+            log.warning("%s: leader %d refused our follower fetch (%s): the inter-broker listener must "
+                        "authenticate brokers (SASL or mTLS) and name them super users", tp, self.leader_id,
+                        error.name)
         else:
             log.debug("%s: leader %d answered %s", tp, self.leader_id, error.name)
 

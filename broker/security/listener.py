@@ -14,7 +14,8 @@ The listeners themselves (names, addresses, per-listener settings) come from `li
 Replication and the transaction-marker channel connect to the inter-broker listener of the other
 brokers (`InterBrokerCredentials`: its truststore, our certificate when it asks for one, and the
 inter-broker SASL user). A Fetch's replica_id is believed only on that listener, and there only from a
-broker principal when the listener authenticates (`broker_principals`; handlers/fetch.py). The broker
+broker principal (`broker_principals`; handlers/fetch.py): a listener that authenticates no one has
+no broker principals, so nothing on it acts as a broker. The broker
 principals are also the authorizer's super users: `super_users` is the one rule for both.
 
 TLS contexts reload when their files change (`tls_reload.py`).
@@ -37,7 +38,15 @@ _VERIFY = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ss
 
 
 def load_users(settings: BrokerSettings) -> UserStore:
-    return UserStore.load(settings.sasl_users_file) if settings.sasl_users_file else UserStore()
+    """The SCRAM users of sasl.users.file; the inter-broker user's credential is the file's alone."""
+    store = UserStore.load(settings.sasl_users_file) if settings.sasl_users_file else UserStore()
+    store.file_only = protected_users(settings)
+    return store
+
+
+def protected_users(settings: BrokerSettings) -> frozenset[str]:
+    """User names no client may create, change or delete credentials for: the brokers' own."""
+    return frozenset({settings.inter_broker_sasl_username} if settings.inter_broker_sasl_username else ())
 
 
 def server_ssl_context(settings: BrokerSettings) -> ssl.SSLContext:
@@ -121,7 +130,7 @@ def super_users(settings: BrokerSettings) -> frozenset[str]:
     return found
 
 
-def broker_principals(listener: Listener) -> frozenset[str] | None:
-    """Who may act as a broker on the inter-broker listener: its `super_users`; None where the listener
-    authenticates no one (then the listener itself is the boundary)."""
-    return super_users(listener.settings) if listener.authenticates else None
+def broker_principals(listener: Listener) -> frozenset[str]:
+    """Who may act as a broker on the inter-broker listener: its `super_users`; no one where the listener
+    authenticates no one (an unproven claim to be a broker is never believed)."""
+    return super_users(listener.settings) if listener.authenticates else frozenset()

@@ -45,6 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
+from tinystream.config.layers import env_name
 from tinystream.dev.cluster import Child, ClusterError
 from tinystream.testing.peers.ports import free_port
 
@@ -93,6 +94,7 @@ class PodRun:
     kafka_port: int
     admin_port: int
     data_dir: Path
+    replication_port: int = field(default_factory=free_port)  # the REPLICATION listener's
     child: Child | None = None
     starting: asyncio.Task[None] | None = None
     held: bool = False  # a test keeps the crashed container down
@@ -266,10 +268,17 @@ class PodStandIn:
             "TINYSTREAM_ADMIN_PORT": str(run.admin_port), "TINYSTREAM_LOG_DIRS": str(run.data_dir),
             "TINYSTREAM_CONTROLLER_URL": self._resolve(self._config_value(etc, "controller.url")),
         })
-        token_file = self._config_value(etc, "controller.token.file")
-        for mount, local in local_mounts.items():
-            if token_file.startswith(mount):
-                env["TINYSTREAM_CONTROLLER_TOKEN_FILE"] = str(local) + token_file[len(mount):]
+        config = self._broker_config(etc)
+        if "listeners" in config:  # CLIENT on the pod's Kafka port, REPLICATION on its own
+            ports = {"CLIENT": run.kafka_port, "REPLICATION": run.replication_port}
+            env["TINYSTREAM_LISTENERS"] = ",".join(
+                f"{name}://127.0.0.1:{ports[name]}"
+                for name in (item.partition("://")[0] for item in str(config["listeners"]).split(",")))
+            del env["TINYSTREAM_ADVERTISED_PORT"]  # each listener advertises its own port
+        for key, value in config.items():  # files in a mounted Secret: where the kubelet put them here
+            for mount, local in local_mounts.items():
+                if isinstance(value, str) and value.startswith(mount + "/"):
+                    env[env_name(key)] = str(local) + value[len(mount):]
         return Child(name=run.name, argv=[sys.executable, "-m", "tinystream", *args],
                      env={**os.environ, **env}, log_path=self.workdir / "logs" / f"{run.name}.log",
                      data_path=run.data_dir, broker_id=run.ordinal)
@@ -287,12 +296,18 @@ class PodStandIn:
         return folder
 
     @staticmethod
-    def _config_value(etc: Path, key: str) -> str:
+    def _broker_config(etc: Path) -> dict[str, Any]:
+        found: dict[str, Any] = {}
         for path in etc.glob("*.toml"):
-            value = tomllib.loads(path.read_text()).get("broker", {}).get(key)
-            if value is not None:
-                return str(value)
-        raise AssertionError(f"{key} is not in the mounted ConfigMap ({etc})")
+            found.update(tomllib.loads(path.read_text()).get("broker", {}))
+        return found
+
+    @classmethod
+    def _config_value(cls, etc: Path, key: str) -> str:
+        value = cls._broker_config(etc).get(key)
+        if value is None:
+            raise AssertionError(f"{key} is not in the mounted ConfigMap ({etc})")
+        return str(value)
 
     def _resolve(self, url: str) -> str:
         """Cluster DNS: any in-cluster host in `url` is the operator's controller API here."""

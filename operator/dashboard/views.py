@@ -88,6 +88,15 @@ def topics(raw: RawSnapshot) -> list[Row]:
     return out
 
 
+def _client_address(meta: Mapping[str, Any]) -> str:
+    """Where clients reach a registered broker: its first listener other than the inter-broker one (the
+    image's host and port), else that one."""
+    inter = (meta["host"], meta["port"])
+    others = [(e["host"], e["port"]) for e in meta.get("endpoints") or () if (e["host"], e["port"]) != inter]
+    host, port = others[0] if others else inter
+    return f"{host}:{port}"
+
+
 def brokers(raw: RawSnapshot) -> list[Row]:
     image = _image_brokers(raw)
     led: dict[int, int] = {}
@@ -106,7 +115,7 @@ def brokers(raw: RawSnapshot) -> list[Row]:
         out.append(
             {
                 "broker_id": broker_id,
-                "address": f"{meta['host']}:{meta['port']}" if meta else (reading.info.get("listener") if reading else None),
+                "address": _client_address(meta) if meta else (reading.info.get("listener") if reading else None),
                 "rack": meta.get("rack") if meta else (reading.info.get("rack") if reading else None),
                 "registered": bool(meta),
                 "fenced": bool(meta.get("fenced", True)) if meta else None,

@@ -1,10 +1,13 @@
 """The Secrets a secured cluster's brokers mount: its CA's certificate, the broker certificate, SCRAM users.
 
-For a cluster `demo` with spec.listeners.tls and/or .authentication:
+For a cluster `demo`:
 
     Secret demo-cluster-ca-cert   ca.crt                    clients trust the brokers with it
     Secret demo-broker-tls        broker.pem (chain + key), ca.crt    (tls) renewed in place
-    Secret demo-broker-users      users.json, broker-password         (scram-sha-512) made once
+    Secret demo-broker-users      users.json, broker-password         (scram-sha-512, or no tls) made once
+
+Without TLS brokers replicate as the inter-broker SCRAM user, so that Secret is made for a cluster with
+neither TLS nor authentication too.
 
 The operator may create and patch Secrets but not read them, so everything it
 needs again is derived from its master secret (controller_secret.py) and the
@@ -12,6 +15,10 @@ cluster's uid: the CA (certificates.derived_ca) and the inter-broker password;
 what it issued is remembered in status.certificates. A renewal patches the
 Secret's data; the kubelet updates the mounted files and the brokers reload
 them for new connections, with no restart (certificates.py says when).
+
+The operator never writes into a Secret it does not own: a create that meets a Secret of the same name,
+and every patch, first test (RFC 6902 `test`, atomic in the API server) that the Secret's owner is the
+resource it is for; another's Secret raises ForeignSecret and is left as it is.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from tinystream.operator.k8s.certificates import (
     issue,
     renewal_reason,
 )
-from tinystream.operator.k8s.errors import Conflict
+from tinystream.operator.k8s.errors import Conflict, KubeApiError, NotFound
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.resources import Names, broker_user, labels, owner_reference
 from tinystream.scram_users import UserStore
@@ -74,19 +81,50 @@ def _secret(cluster: ClusterSpec, name: str, files: Mapping[str, str]) -> dict[s
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in files.items()}}
 
 
+class ForeignSecret(Exception):
+    """A Secret of the name the operator would write is there, and not owned by the resource it is for:
+    the operator never writes into it (it may be anyone's: another app's credentials, the chart's)."""
+
+    def __init__(self, name: str, namespace: str) -> None:
+        super().__init__(f"Secret {namespace}/{name} exists and is not owned by this resource: "
+                         "the operator leaves it alone (rename or delete it)")
+        self.name = name
+
+
+def _owner_test(secret: Mapping[str, Any]) -> dict[str, Any]:
+    """An RFC 6902 `test`: the Secret's first ownerReference is the one the operator made it with."""
+    return {"op": "test", "path": "/metadata/ownerReferences/0/uid",
+            "value": secret["metadata"]["ownerReferences"][0]["uid"]}
+
+
+async def patch_owned_secret(client: KubeClient, secret: Mapping[str, Any], operations: list[dict[str, Any]]) -> None:
+    """Apply `operations` only if the Secret there is ours (all or none, in the API server); else ForeignSecret."""
+    meta = secret["metadata"]
+    try:
+        await client.patch("v1", "Secret", meta["name"], meta["namespace"], [_owner_test(secret), *operations],
+                           json_patch=True)
+    except NotFound:
+        return  # gone meanwhile: the next pass makes it again
+    except KubeApiError as exc:
+        if exc.status in (400, 422):  # the test failed: another owner, or no owner at all
+            raise ForeignSecret(meta["name"], meta["namespace"]) from exc
+        raise
+
+
 async def create_secret(client: KubeClient, secret: dict[str, Any]) -> bool:
-    """Create `secret`: True when made, False when it is there (Conflict; it cannot be read to compare)."""
+    """Create `secret`: True when made, False when ours is there (a Conflict, and the Secret there names the
+    same owner: it cannot be read to compare, but its owner can be tested). ForeignSecret when another's is."""
     try:
         await client.create(secret)
     except Conflict:
+        await patch_owned_secret(client, secret, [])
         return False
     return True
 
 
 async def replace_secret_data(client: KubeClient, secret: dict[str, Any]) -> None:
-    """Patch the data of a Secret that is there (a renewal): the kubelet updates the mounted files."""
-    meta = secret["metadata"]
-    await client.patch("v1", "Secret", meta["name"], meta["namespace"], {"data": secret["data"]})
+    """Patch the data of our Secret that is there (a renewal): the kubelet updates the mounted files."""
+    await patch_owned_secret(client, secret, [{"op": "add", "path": "/data", "value": secret["data"]}])
 
 
 async def _create_once(client: KubeClient, secret: dict[str, Any]) -> None:
@@ -100,11 +138,11 @@ async def _create_or_replace_data(client: KubeClient, secret: dict[str, Any]) ->
 
 async def ensure_security(client: KubeClient, cluster: ClusterSpec, status: Mapping[str, Any] | None, *,
                           master: str, ctx: OperatorContext, now: datetime.datetime) -> SecurityOutcome:
-    """Make (or renew) the Secrets spec.listeners asks for; nothing for a PLAINTEXT cluster."""
-    if cluster.security_protocol == "PLAINTEXT":
-        return SecurityOutcome()
+    """Make (or renew) the Secrets spec.listeners asks for: the SCRAM users whenever brokers or clients log
+    in with SCRAM (a cluster without TLS replicates as the inter-broker user), the CA and broker
+    certificate with TLS."""
     names = Names.of(cluster)
-    if cluster.authentication == "scram-sha-512":
+    if cluster.needs_scram_users:
         users = UserStore()
         password = broker_password(master, cluster)
         users.set_password(broker_user(cluster), password)

@@ -31,6 +31,7 @@ class ClusterReason(str, enum.Enum):
     SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
     WAITING_FOR_CONTROLLER = "WaitingForController"
     INVALID_BROKER_CONFIG = "InvalidBrokerConfig"
+    SECRET_NOT_OWNED = "SecretNotOwned"  # a Secret the cluster needs is there under another owner
 
 
 class TopicReason(str, enum.Enum):
@@ -60,6 +61,8 @@ class UserReason(str, enum.Enum):
     AUTHENTICATION_MISMATCH = "AuthenticationMismatch"
     CONTROLLER_UNAVAILABLE = "ControllerUnavailable"
     CONTROLLER_REFUSED = "ControllerRefused"
+    NAME_RESERVED = "NameReserved"  # the name of the cluster's own principal or Secrets
+    SECRET_NOT_OWNED = "SecretNotOwned"  # a Secret of the user's name is there under another owner
 
 
 _REFUSALS = {
@@ -92,6 +95,14 @@ class Condition:
 def ready(status: bool | None, reason: ClusterReason | TopicReason | UserReason, message: str, *,
           generation: int | None = None) -> Condition:
     return Condition("Ready", status, reason.value, message, generation)
+
+
+def secure_condition(insecure: Sequence[str], *, generation: int | None = None) -> Condition:
+    """The cluster's `Secure` condition: True with every default protection on, False naming each opt-out."""
+    if not insecure:
+        return Condition("Secure", True, "SecureByDefault",
+                         "TLS, SCRAM or mTLS clients, ACLs, an authenticated replication listener", generation)
+    return Condition("Secure", False, "InsecureByRequest", "; ".join(insecure), generation)
 
 
 def merge_condition(existing: Sequence[Mapping[str, Any]] | None, new: Condition, *,

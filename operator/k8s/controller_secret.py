@@ -31,7 +31,7 @@ from typing import Any
 
 from tinystream.controller_auth import broker_principal, token_for
 from tinystream.operator.k8s.api import KubeClient
-from tinystream.operator.k8s.cluster_tls import cluster_ca, create_secret
+from tinystream.operator.k8s.cluster_tls import cluster_ca, create_secret, patch_owned_secret
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
 from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE, tokens_name
@@ -71,8 +71,8 @@ def derived_secrets(master: str) -> SecretSource:
         body = tokens_secret(cluster, uid, secret, cluster_ca(master, ClusterSpec.from_resource(resource)).cert_pem)
         if not await create_secret(client, body):  # made before from the same master and uid: the same tokens,
             # but one made before the CA was in it gets it
-            await client.patch("v1", "Secret", tokens_name(cluster.name), cluster.namespace,
-                               {"data": {CONTROLLER_CA_FILE: body["data"][CONTROLLER_CA_FILE]}})
+            await patch_owned_secret(client, body, [{"op": "add", "path": f"/data/{CONTROLLER_CA_FILE}",
+                                                     "value": body["data"][CONTROLLER_CA_FILE]}])
         return secret
 
     return cluster_secret

@@ -41,8 +41,15 @@ from typing import Any
 import kopf
 
 from tinystream.operator.k8s.api import KubeClient
-from tinystream.operator.k8s.cluster_tls import SecurityOutcome, ensure_security
-from tinystream.operator.k8s.conditions import TopicReason, merge_condition, ready, refusal_reason
+from tinystream.operator.k8s.cluster_tls import ForeignSecret, SecurityOutcome, ensure_security
+from tinystream.operator.k8s.conditions import (
+    ClusterReason,
+    TopicReason,
+    merge_condition,
+    ready,
+    refusal_reason,
+    secure_condition,
+)
 from tinystream.operator.k8s.controller_port import (
     ClusterKey,
     ControllerPort,
@@ -228,9 +235,7 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
     # status patch that recorded it, which would issue again.
     issued: dict[str, dict[str, str]] = {}
 
-    async def secure(spec: ClusterSpec, body: Any, status: Any) -> SecurityOutcome:
-        if spec.security_protocol == "PLAINTEXT":
-            return SecurityOutcome()
+    async def make_secrets(spec: ClusterSpec, body: Any, status: Any) -> SecurityOutcome:
         if deps.master_secret is None:
             raise kopf.TemporaryError("the operator has no master secret to make certificates and passwords with")
         latest = {**(status or {}), "certificates": issued.get(spec.uid) or (status or {}).get("certificates")}
@@ -246,7 +251,14 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
 
     async def reconcile_cluster(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
         spec = ClusterSpec.from_resource(body)
-        security = await secure(spec, body, status)
+        try:
+            security = await make_secrets(spec, body, status)
+        except ForeignSecret as exc:  # never mount (or write into) a Secret that is not the cluster's
+            condition = ready(False, ClusterReason.SECRET_NOT_OWNED, str(exc), generation=spec.generation)
+            if reason_changed(body, status, condition.reason):
+                kopf.warn(body, reason=condition.reason, message=condition.message)
+            patch.status["conditions"] = merge_condition((status or {}).get("conditions") or [], condition)
+            raise kopf.TemporaryError(str(exc), delay=30) from exc
         if security.certificates is not None:
             patch.status["certificates"] = security.certificates
         plan = plan_cluster(spec, status, await observe(spec), ctx=deps.ctx)
@@ -258,7 +270,8 @@ def make_registry(deps: Deps) -> kopf.OperatorRegistry:
                 event(body, reason=plan.condition.reason, message=plan.condition.message)
         for k, v in plan.status.items():
             patch.status[k] = v
-        patch.status["conditions"] = merge_condition(previous, plan.condition)
+        conditions = merge_condition(previous, plan.condition)
+        patch.status["conditions"] = merge_condition(conditions, secure_condition(spec.insecure, generation=spec.generation))
         return plan
 
     @kopf.on.create(*clusters, registry=registry)

@@ -32,11 +32,26 @@ ConfigValue = str | int | float | bool
 RENEW_CERTIFICATES_ANNOTATION = "tinystream.io/renew-certificates"
 
 
+# Secure by default: a spec that says nothing about security gets all of it (the CRD's defaults say the
+# same, for objects the API server has seen; these are for bodies it has not, as in unit tests).
+DEFAULT_TLS = True
+DEFAULT_AUTHENTICATION = "scram-sha-512"
+DEFAULT_AUTHORIZATION = "simple"
+NONE = "none"  # the explicit opt-out of listeners.authentication.type and authorization.type
+
+
 def _super_users(authorization: Mapping[str, Any] | None) -> tuple[str, ...] | None:
-    """spec.authorization.superUsers as Kafka principals; None when the cluster has no authorization."""
-    if not authorization:
+    """spec.authorization.superUsers as Kafka principals; None when authorization.type is none."""
+    authorization = authorization if authorization is not None else {"type": DEFAULT_AUTHORIZATION}
+    if authorization.get("type", DEFAULT_AUTHORIZATION) == NONE:
         return None
     return tuple(u if u.startswith("User:") else f"User:{u}" for u in authorization.get("superUsers") or ())
+
+
+def _authentication(listeners: Mapping[str, Any]) -> str | None:
+    """listeners.authentication.type; None when it is none (every client anonymous)."""
+    kind = (listeners.get("authentication") or {"type": DEFAULT_AUTHENTICATION}).get("type") or DEFAULT_AUTHENTICATION
+    return None if kind == NONE else str(kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +72,11 @@ class ClusterSpec:
     kafka_port: int = DEFAULT_KAFKA_PORT
     admin_port: int = DEFAULT_ADMIN_PORT
     dashboard: bool = True
+    # Dataclass defaults are the insecure values (tests build specs field by field); from_resource gives a
+    # spec without security fields the secure defaults above.
     tls: bool = False  # spec.listeners.tls: TLS on the Kafka port with the cluster CA's certificate
-    authentication: str | None = None  # spec.listeners.authentication.type: scram-sha-512 or tls (mTLS)
-    super_users: tuple[str, ...] | None = None  # spec.authorization.superUsers; None: no authorizer
+    authentication: str | None = None  # spec.listeners.authentication.type: scram-sha-512 or tls; None: none
+    super_users: tuple[str, ...] | None = None  # spec.authorization.superUsers; None: type none, no authorizer
     cert_validity_days: int = 365
     cert_renewal_days: int = 30
     renew_token: str = ""  # the tinystream.io/renew-certificates annotation: a new value renews now
@@ -71,6 +88,29 @@ class ClusterSpec:
         sasl = self.authentication == "scram-sha-512"
         return {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
                 (True, True): "SASL_SSL"}[(self.tls, sasl)]
+
+    @property
+    def insecure(self) -> tuple[str, ...]:
+        """What the spec turned off of the secure default, each said as its consequence (status says so)."""
+        found = []
+        if not self.tls:
+            found.append("listeners.tls is false: clients talk to brokers in plain text")
+        if self.authentication is None:
+            found.append("listeners.authentication is none: every client is anonymous")
+        if self.super_users is None:
+            found.append("authorization is none: every client may do anything")
+        return tuple(found)
+
+    @property
+    def replication_protocol(self) -> str:
+        """The REPLICATION listener's protocol: mTLS with the broker certificate when the cluster has TLS,
+        else SCRAM as the inter-broker user; never unauthenticated (only a proven broker may replicate)."""
+        return "SSL" if self.tls else "SASL_PLAINTEXT"
+
+    @property
+    def needs_scram_users(self) -> bool:
+        """Whether brokers mount the SCRAM users Secret: clients use SCRAM, or brokers replicate with it."""
+        return self.authentication == "scram-sha-512" or self.replication_protocol == "SASL_PLAINTEXT"
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
@@ -96,8 +136,8 @@ class ClusterSpec:
             kafka_port=int(listeners.get("kafka", DEFAULT_KAFKA_PORT)),
             admin_port=int(listeners.get("admin", DEFAULT_ADMIN_PORT)),
             dashboard=bool((spec.get("dashboard") or {}).get("enabled", True)),
-            tls=bool(listeners.get("tls", False)),
-            authentication=(listeners.get("authentication") or {}).get("type") or None,
+            tls=bool(listeners.get("tls", DEFAULT_TLS)),
+            authentication=_authentication(listeners),
             super_users=_super_users(spec.get("authorization")),
             cert_validity_days=int(certificates.get("validityDays", 365)),
             cert_renewal_days=int(certificates.get("renewalDays", 30)),

@@ -164,17 +164,15 @@ def broker_user(cluster: ClusterSpec) -> str:
 
 
 def security_config(cluster: ClusterSpec) -> dict[str, ConfigValue]:
-    """The listeners' security settings from spec.listeners and spec.authorization (none: PLAINTEXT on one port).
+    """The listeners' security settings from spec.listeners and spec.authorization.
 
-    A secured cluster has two listeners, as Kafka's: CLIENT on the Kafka port (TLS and/or SASL, as asked)
-    and REPLICATION on REPLICATION_PORT, where alone a Fetch's replica_id is believed. With TLS, brokers
-    replicate over mTLS with the broker certificate (principal User:CN=<cluster>-broker); without it, as
-    the inter-broker SCRAM user. A NetworkPolicy (network_policy) admits only broker pods to REPLICATION.
+    Every cluster has two listeners, as Kafka's: CLIENT on the Kafka port (TLS and/or SASL, as asked, or
+    PLAINTEXT) and REPLICATION on REPLICATION_PORT, where alone a request may act as a broker (a Fetch's
+    replica_id, WriteTxnMarkers). REPLICATION always authenticates: with TLS, brokers replicate over mTLS
+    with the broker certificate (principal User:CN=<cluster>-broker); without it, on SASL_PLAINTEXT as the
+    inter-broker SCRAM user. A NetworkPolicy (network_policy) admits only broker pods to REPLICATION.
     """
-    protocol = cluster.security_protocol
-    if protocol == "PLAINTEXT":
-        return {}
-    replication = "SSL" if cluster.tls else protocol
+    protocol, replication = cluster.security_protocol, cluster.replication_protocol
     config: dict[str, ConfigValue] = {
         "listeners": f"CLIENT://0.0.0.0:{cluster.kafka_port},REPLICATION://0.0.0.0:{REPLICATION_PORT}",
         "listener.security.protocol.map": f"CLIENT:{protocol},REPLICATION:{replication}",
@@ -188,22 +186,22 @@ def security_config(cluster: ClusterSpec) -> dict[str, ConfigValue]:
         principals.append(f"User:CN={broker_user(cluster)}")
     if cluster.authentication == "tls":
         config["ssl.client.auth"] = "required"
-    if cluster.authentication == "scram-sha-512":
+    if cluster.needs_scram_users:
         config.update({"sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.users.file": f"{USERS_MOUNT}/users.json"})
-        if replication != "SSL":
-            config.update({"inter.broker.sasl.username": broker_user(cluster),
-                           "inter.broker.sasl.password.file": f"{USERS_MOUNT}/broker-password"})
-            principals.append(f"User:{broker_user(cluster)}")
+    if replication == "SASL_PLAINTEXT":
+        config.update({"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                       "inter.broker.sasl.username": broker_user(cluster),
+                       "inter.broker.sasl.password.file": f"{USERS_MOUNT}/broker-password"})
+        principals.append(f"User:{broker_user(cluster)}")
     principals += cluster.super_users or ()
-    if principals:
-        config["super.users"] = ";".join(principals)
+    config["super.users"] = ";".join(principals)
     if cluster.super_users is not None:  # spec.authorization: every other principal needs ACLs (TinyStreamUser)
         config["authorizer.class.name"] = AUTHORIZER
     return config
 
 
 def network_policy(cluster: ClusterSpec) -> dict[str, Any]:
-    """A secured cluster's brokers: the Kafka and admin ports open, the replication port to its brokers only."""
+    """Every cluster's brokers: the Kafka and admin ports open, the replication port to its brokers only."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -226,8 +224,6 @@ def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Confi
     owned: dict[str, ConfigValue] = {
         "host": "0.0.0.0",
         "port": cluster.kafka_port,
-        # one listener: its port; a secured cluster's two listeners advertise their own ports
-        **({"advertised.port": cluster.kafka_port} if cluster.security_protocol == "PLAINTEXT" else {}),
         "admin.port": cluster.admin_port,
         "log.dirs": f"{DATA_DIR}/data",
         "controller.url": controller_url(cluster, ctx),
@@ -298,8 +294,7 @@ def headless_service(cluster: ClusterSpec) -> dict[str, Any]:
             "ports": [
                 {"name": "kafka", "port": cluster.kafka_port, "targetPort": "kafka", "protocol": "TCP"},
                 {"name": "admin", "port": cluster.admin_port, "targetPort": "admin", "protocol": "TCP"},
-                *([{"name": "replication", "port": REPLICATION_PORT, "targetPort": "replication",
-                    "protocol": "TCP"}] if cluster.security_protocol != "PLAINTEXT" else []),
+                {"name": "replication", "port": REPLICATION_PORT, "targetPort": "replication", "protocol": "TCP"},
             ],
         },
     }
@@ -393,8 +388,7 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
         "env": env,
         "ports": [{"name": "kafka", "containerPort": cluster.kafka_port, "protocol": "TCP"},
                   {"name": "admin", "containerPort": cluster.admin_port, "protocol": "TCP"},
-                  *([{"name": "replication", "containerPort": REPLICATION_PORT, "protocol": "TCP"}]
-                    if cluster.security_protocol != "PLAINTEXT" else [])],
+                  {"name": "replication", "containerPort": REPLICATION_PORT, "protocol": "TCP"}],
         # Startup: log recovery after a crash scans the active segments; allow 10 minutes.
         "startupProbe": _probe("/healthz", period=5, failures=120),
         # Liveness: the process answers. Readiness: registered with the controller and caught up.
@@ -413,7 +407,7 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
     if cluster.tls:  # a whole-Secret volume (no subPath): the kubelet swaps in a renewed certificate
         security_volumes.append({"name": "tls", "secret": {"secretName": names.broker_tls, "defaultMode": 0o440}})
         container["volumeMounts"].append({"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True})
-    if cluster.authentication == "scram-sha-512":
+    if cluster.needs_scram_users:
         security_volumes.append({"name": "users", "secret": {"secretName": names.broker_users,
                                                              "defaultMode": 0o440}})
         container["volumeMounts"].append({"name": "users", "mountPath": USERS_MOUNT, "readOnly": True})
@@ -480,8 +474,7 @@ def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int) 
     objects = [cm, headless_service(cluster), client_service(cluster), controller_service(cluster, ctx)]
     if serves_dashboard(cluster, ctx):
         objects.append(dashboard_service(cluster, ctx))
-    if cluster.security_protocol != "PLAINTEXT":
-        objects.append(network_policy(cluster))
+    objects.append(network_policy(cluster))
     objects.append(pod_disruption_budget(cluster))
     objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
     return objects

@@ -11,6 +11,11 @@
   certificate before it expires (Event CertificateRenewed); the health timer
   only makes it while status does not record it. users.plan_user_secret
   decides, `ensure_user_secret` acts.
+- refused, with a Ready=False reason: a user named like the cluster's own
+  principal or Secrets (NameReserved: it would act as a broker, or take a
+  Secret the brokers mount), and one whose Secret name is held by a Secret
+  the user does not own (SecretNotOwned: the operator never writes into
+  another's Secret, cluster_tls.create_secret).
 - delete (finalizer): remove every ACL of the principal and its credentials,
   so a deleted user can do nothing any more; released when the cluster is
   gone.
@@ -29,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextlib
 import datetime
 import hashlib
 import hmac
@@ -41,7 +47,7 @@ import kopf
 
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.certificates import IssuedRecord, KeyPair, issue
-from tinystream.operator.k8s.cluster_tls import cluster_ca, create_secret, replace_secret_data
+from tinystream.operator.k8s.cluster_tls import ForeignSecret, cluster_ca, create_secret, replace_secret_data
 from tinystream.operator.k8s.conditions import UserReason, merge_condition, ready
 from tinystream.operator.k8s.controller_port import ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, GROUP, USER_KIND, USER_PLURAL, VERSION, ClusterSpec, UserSpec
@@ -51,6 +57,7 @@ from tinystream.operator.k8s.users import (
     plan_user_access,
     plan_user_removal,
     plan_user_secret,
+    reserved_user_names,
     secret_change,
 )
 
@@ -139,11 +146,15 @@ def register_user_handlers(registry: kopf.OperatorRegistry, deps: Deps, client: 
             return UserReason.CLUSTER_NOT_FOUND, f"no TinyStreamCluster {user.cluster} in {user.namespace}"
         if cluster.authentication is None:
             return UserReason.AUTHENTICATION_DISABLED, (
-                f"cluster {user.cluster} has no listeners.authentication: its clients are all anonymous")
+                f"cluster {user.cluster} has listeners.authentication none: its clients are all anonymous")
         if cluster.authentication != user.authentication:
             return UserReason.AUTHENTICATION_MISMATCH, (
                 f"the user authenticates with {user.authentication}, cluster {user.cluster} with "
                 f"{cluster.authentication}")
+        if user.name in reserved_user_names(cluster):
+            return UserReason.NAME_RESERVED, (
+                f"{user.name} is cluster {user.cluster}'s own name (its brokers' principal or one of its "
+                "Secrets): a user of that name would act as a broker or overwrite the cluster's Secret")
         return None
 
     # What this process last did to each user's Secret (uid): a timer may run on a body older than the
@@ -175,14 +186,18 @@ def register_user_handlers(registry: kopf.OperatorRegistry, deps: Deps, client: 
         user = UserSpec.from_resource(body)
         cluster = await cluster_of(user)
         refused = refusal(user, cluster)
+        if refused is None and deps.master_secret is None:
+            raise kopf.TemporaryError("the operator has no master secret to make credentials with")
+        if refused is None and cluster is not None and deps.master_secret is not None and (
+                check_secret or not secret_recorded(user, status)):
+            try:
+                await secret_pass(body, user, cluster, status, patch, deps.master_secret)
+            except ForeignSecret as exc:  # its credential would be one only the Secret's owner knows
+                refused = UserReason.SECRET_NOT_OWNED, str(exc)
         if refused is not None:
             condition = ready(False, refused[0], refused[1], generation=user.generation)
-        elif deps.master_secret is None:
-            raise kopf.TemporaryError("the operator has no master secret to make credentials with")
         else:
-            assert cluster is not None
-            if check_secret or not secret_recorded(user, status):
-                await secret_pass(body, user, cluster, status, patch, deps.master_secret)
+            assert cluster is not None and deps.master_secret is not None
             key = ClusterKey(user.namespace, user.cluster)
             try:
                 acls, credentials = await deps.controller.access(key)
@@ -234,7 +249,8 @@ def register_user_handlers(registry: kopf.OperatorRegistry, deps: Deps, client: 
             return
         cluster = await cluster_of(user)
         if cluster is not None and refusal(user, cluster) is None:
-            await secret_pass(body, user, cluster, status, patch, deps.master_secret)
+            with contextlib.suppress(ForeignSecret):  # user_health reports it
+                await secret_pass(body, user, cluster, status, patch, deps.master_secret)
 
     @kopf.on.delete(*users, registry=registry)
     @deps.metrics.instrument("user_deleted")

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from tinystream.operator.controller.events import AclFilter, ScramDeletion
 from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
 from tinystream.operator.k8s.certificates import IssuedRecord, KeyPair, renewal_reason
-from tinystream.operator.k8s.model import UserAcl, UserSpec
+from tinystream.operator.k8s.model import ClusterSpec, UserAcl, UserSpec
+from tinystream.operator.k8s.resources import Names, broker_user, tokens_name
 from tinystream.scram_users import ScramCredential
 
 MECHANISM = "SCRAM-SHA-512"
@@ -154,3 +155,11 @@ def secret_change(plan: SecretPlan, *, recorded: bool, created: bool) -> SecretC
     if created:
         return SecretChange.RECREATED if recorded else SecretChange.CREATED
     return SecretChange.RENEWED if plan.renew is not None else None
+
+
+def reserved_user_names(cluster: ClusterSpec) -> frozenset[str]:
+    """Names no TinyStreamUser of `cluster` may have: its brokers' own principal (SCRAM user and certificate
+    CN, a super user) and its Secrets' names (a user's Secret is named like the user)."""
+    names = Names.of(cluster)
+    return frozenset({broker_user(cluster), names.broker_tls, names.ca_cert, names.broker_users,
+                      tokens_name(cluster.name)})

@@ -24,6 +24,7 @@ from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings
 from tinystream.controller_auth import broker_principal, read_secret, token_for, write_token_file
 from tinystream.controller_client import ControllerClient
+from tinystream.dev.replication import replication_settings
 from tinystream.operator.service.app import ControllerInfo, ControllerServer
 from tinystream.testing.broker import test_settings
 
@@ -103,6 +104,10 @@ class Cluster:
                 "replica.lag.time.max.ms": LAG_TIME_MS,
                 "broker.heartbeat.interval.ms": 500,
                 "offsets.topic.replication.factor": 3,
+                # Brokers prove to each other that they are brokers, on their own listener (unless the
+                # test gives the listeners itself).
+                **({} if "listeners" in overrides
+                   else replication_settings(self.tmp_path / "replication", host="127.0.0.1", port=0)),
                 **overrides,
             },
         )

@@ -29,6 +29,8 @@ def broker(**kwargs: Any) -> None:
 
     def announce(info: BrokerInfo) -> None:
         click.echo(f"broker {info.broker_id} ready bootstrap={info.bootstrap}", err=False)
+        for address in info.listeners:
+            click.echo(f"broker {info.broker_id} listener {address.name}={address.host}:{address.port}")
         click.echo(f"broker {info.broker_id} admin={info.admin_url}  (/healthz, /metrics)")
         sys.stdout.flush()
 

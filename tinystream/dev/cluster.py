@@ -8,9 +8,13 @@ dashboard inside this supervisor. Each child is a plain
 recorded command line and environment alone start it again on its data:
 ports chosen by the OS (`--port 0`) are written back into the command line
 once the child reports them, so a restart comes back on the same address.
+Clients use PLAINTEXT on 127.0.0.1; brokers replicate on their own
+authenticated listener (replication.py), the only place a request may act
+as a broker.
 
 Readiness is read from each child's stdout: `controller ready url=...`,
-`broker N ready bootstrap=...` and `broker N admin=...`. Everything a child
+`broker N ready bootstrap=...`, `broker N listener NAME=host:port` and
+`broker N admin=...`. Everything a child
 writes (stdout and stderr) goes to `<logs>/<name>.log`, appended across
 restarts, so a failed test or a dead broker leaves its story behind.
 
@@ -35,13 +39,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinystream.config import COMPONENTS
 from tinystream.controller_auth import ADMIN, broker_principal, ensure_secret_file, token_for, write_token_file
 from tinystream.dev.dashboard import Dashboard
+from tinystream.dev.replication import owned_by_user, replication_settings
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -51,6 +56,7 @@ DASHBOARD_PORT = 3200
 _CONTROLLER_READY = re.compile(r"controller ready url=(\S+)")
 _BOOTSTRAP = re.compile(r"ready bootstrap=(\S+)")
 _ADMIN = re.compile(r"admin=(http://\S+)")
+_LISTENER = re.compile(r"broker \d+ listener ([A-Z0-9_]+)=(\S+)")
 _PORT = re.compile(r":(\d+)$")
 
 # Keys `dev` sets itself on each child; a `--set` of one of these would break the layout.
@@ -202,6 +208,8 @@ class Child:
         if match := _BOOTSTRAP.search(line):
             self.bootstrap = match.group(1)
             self._pin("--port", _port(self.bootstrap))
+        if match := _LISTENER.search(line):
+            self._pin_listener(match.group(1), _port(match.group(2)))
         if match := _ADMIN.search(line):
             self.admin_url = match.group(1)
             self._pin("--admin-port", _port(self.admin_url))
@@ -211,6 +219,13 @@ class Child:
         """Write an OS-chosen port back into the command line, so a restart keeps the address."""
         if flag in self.argv:
             self.argv[self.argv.index(flag) + 1] = str(port)
+
+
+    def _pin_listener(self, name: str, port: int) -> None:
+        """The same for one listener of a `--set listeners=...` item."""
+        for i, item in enumerate(self.argv):
+            if item.startswith("listeners="):
+                self.argv[i] = re.sub(rf"(\b{name}://[^,]*:)\d+", rf"\g<1>{port}", item)
 
 
 def _port(address: str) -> int:
@@ -252,14 +267,16 @@ def _with_settings(argv: list[str], items: Sequence[str]) -> list[str]:
 
 
 def broker_argv(*, broker_id: int, port: int, log_dir: Path, controller_url: str | None,
-                overrides: Sequence[str], token_file: Path | None = None) -> list[str]:
+                overrides: Sequence[str], token_file: Path | None = None,
+                listeners: Mapping[str, str] | None = None) -> list[str]:
+    """A broker's command line; `listeners`: its listener settings (replication.py), before `overrides`."""
     argv = [sys.executable, "-m", "tinystream", "broker", "--broker-id", str(broker_id),
             "--port", str(port), "--log-dirs", str(log_dir), "--admin-port", "0"]
     if controller_url:
         argv += ["--controller-url", controller_url]
     if token_file:
         argv += ["--set", f"controller.token.file={token_file}"]
-    return _with_settings(argv, overrides)
+    return _with_settings(argv, [*(f"{k}={v}" for k, v in (listeners or {}).items()), *overrides])
 
 
 def controller_argv(*, port: int, state_file: Path, overrides: Sequence[str]) -> list[str]:
@@ -306,6 +323,8 @@ class LocalCluster:
             env=dict(env), log_path=self.log_dir / "controller.log", data_path=self.data_dir / "controller",
         )
         self._broker_settings = to_broker
+        # Brokers replicate on their own authenticated listener unless the user sets listeners herself.
+        self._replication_dir = None if owned_by_user(to_broker) else self.data_dir / "replication"
         self._first_port = first_port
         self.brokers = [
             Child(name=f"broker-{i}", argv=[], env=dict(env), log_path=self.log_dir / f"broker-{i}.log",
@@ -351,9 +370,11 @@ class LocalCluster:
                     port = (self._first_port + b.broker_id) if self._first_port else 0
                     token_file = self.data_dir / "controller" / f"broker-{b.broker_id}.token"
                     write_token_file(token_file, token_for(secret, broker_principal(b.broker_id)))
+                    listeners = (replication_settings(self._replication_dir, host="127.0.0.1", port=port)
+                                 if self._replication_dir else None)
                     b.argv = broker_argv(broker_id=b.broker_id, port=port, log_dir=b.data_path,
                                          controller_url=self.controller.url, overrides=self._broker_settings,
-                                         token_file=token_file)
+                                         token_file=token_file, listeners=listeners)
             threads = [threading.Thread(target=self._start_quietly, args=(b,)) for b in self.brokers]
             for t in threads:
                 t.start()

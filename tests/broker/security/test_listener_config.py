@@ -114,13 +114,13 @@ def test_the_broker_principals_are_super_users_and_the_inter_broker_user():
     assert super_users(BrokerSettings(**TWO)) == frozenset()
 
 
-def test_broker_principals_are_asked_only_where_the_listener_authenticates():
+def test_only_a_listener_that_authenticates_has_broker_principals():
     settings = BrokerSettings(**TWO, **{"super.users": "User:broker-1;User:broker-2",
                                         "listener.name.replication.ssl.client.auth": "required"})
     plan = plan_listeners(settings)
     assert broker_principals(plan.get("REPLICATION")) == super_users(settings) == {"User:broker-1", "User:broker-2"}
     open_replication = plan_listeners(BrokerSettings(**TWO))  # SSL without client certificates: nobody proven
-    assert broker_principals(open_replication.get("REPLICATION")) is None
+    assert broker_principals(open_replication.get("REPLICATION")) == frozenset()  # so no client is a broker
 
 
 def test_a_client_is_told_the_endpoints_of_the_listener_it_came_in_on():

@@ -149,7 +149,10 @@ def test_minimal_cluster_gets_defaults(cluster_crd):
                "metadata": {"name": "m"}, "spec": {"brokers": 1}}
     assert admission_errors(cluster_crd, minimal) == []
     spec = apply_defaults(version_schema(cluster_crd), minimal)["spec"]
-    assert spec["listeners"] == {"kafka": 9092, "admin": 8080, "tls": False}
+    # Secure by default (issue 21): TLS, SCRAM and ACLs unless a field turns one off.
+    assert spec["listeners"] == {"kafka": 9092, "admin": 8080, "tls": True,
+                                 "authentication": {"type": "scram-sha-512"}}
+    assert spec["authorization"] == {"type": "simple"}
     assert spec["dashboard"] == {"enabled": True}
     assert spec["certificates"] == {"validityDays": 365, "renewalDays": 30}
 

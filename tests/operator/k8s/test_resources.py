@@ -13,6 +13,7 @@ from k8s_helpers import builtin_errors
 
 from tinystream.broker.security.listener_config import plan_listeners
 from tinystream.config.settings import BrokerSettings
+from tinystream.operator.k8s.conditions import secure_condition
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.resources import (
     CONFIG_FILE,
@@ -50,7 +51,7 @@ def by_kind_name(objects):
 
 def test_every_owned_object_is_valid_for_kubernetes(spec):
     objects = owned_objects(spec, CTX, replicas=3)
-    assert len(objects) == 7
+    assert len(objects) == 8  # a NetworkPolicy for every cluster: REPLICATION admits brokers only
     for obj in objects:
         assert builtin_errors(obj) == [], obj["kind"]
 
@@ -79,7 +80,8 @@ def test_statefulset_shape(spec):
     assert broker["image"] == "tinystream:test"
     assert broker["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
     assert broker["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
-    assert {p["name"]: p["containerPort"] for p in broker["ports"]} == {"kafka": 9092, "admin": 8080}
+    assert {p["name"]: p["containerPort"] for p in broker["ports"]} == {"kafka": 9092, "admin": 8080,
+                                                                         "replication": 9093}
     env = {e["name"]: e for e in broker["env"]}
     assert env["TINYSTREAM_BROKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == f"metadata.labels['{POD_INDEX_LABEL}']"
     assert env["TINYSTREAM_ADVERTISED_HOST"]["value"] == "$(POD_NAME).demo-brokers.$(POD_NAMESPACE).svc"
@@ -171,10 +173,16 @@ STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     ({"tls": True, "authentication": {"type": "tls"}}, {
         "listener.security.protocol.map": "CLIENT:SSL,REPLICATION:SSL", "ssl.client.auth": "required",
         "super.users": "User:CN=demo-broker;User:admin"}),
-    ({"authentication": {"type": "scram-sha-512"}}, {
+    ({"tls": False, "authentication": {"type": "scram-sha-512"}}, {
         "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,REPLICATION:SASL_PLAINTEXT",
         "inter.broker.sasl.username": "demo-broker", "super.users": "User:demo-broker;User:admin"}),
-    ({"tls": True}, {"listeners": TWO_LISTENERS, "ssl.keystore.location": "/etc/tinystream-tls/broker.pem"}),
+    ({"tls": True, "authentication": {"type": "none"}}, {"listeners": TWO_LISTENERS,
+                                                          "ssl.keystore.location": "/etc/tinystream-tls/broker.pem"}),
+    # Clients on PLAINTEXT, but brokers still prove who they are to each other (issue 21, item 4).
+    ({"tls": False, "authentication": {"type": "none"}}, {
+        "listeners": TWO_LISTENERS, "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:SASL_PLAINTEXT",
+          "inter.broker.sasl.username": "demo-broker", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+          "super.users": "User:demo-broker;User:admin"}),
 ])
 def test_a_secured_cluster_configures_its_listener_and_mounts_its_secrets(listeners, expected):
     body = {**BODY, "spec": {**BODY["spec"], "listeners": listeners,
@@ -186,8 +194,9 @@ def test_a_secured_cluster_configures_its_listener_and_mounts_its_secrets(listen
     mounts = {m["name"]: m["mountPath"] for m in
               statefulset(secured, CTX, replicas=3, cfg_hash="x")["spec"]["template"]["spec"]["containers"][0][
                   "volumeMounts"]}
-    assert ("tls" in mounts) == listeners.get("tls", False)
-    assert ("users" in mounts) == (listeners.get("authentication") == {"type": "scram-sha-512"})
+    assert ("tls" in mounts) == listeners["tls"]
+    assert ("users" in mounts) == (listeners["authentication"] == {"type": "scram-sha-512"}
+                                   or not listeners["tls"])  # brokers replicate with SCRAM without TLS
     assert "advertised.port" not in broker  # each listener advertises its own port
     plan = plan_listeners(BrokerSettings.model_validate(broker))  # the broker would start with these listeners
     assert plan.inter_broker.name == "REPLICATION" and plan.client_facing.name == "CLIENT"
@@ -201,3 +210,27 @@ def test_a_secured_cluster_configures_its_listener_and_mounts_its_secrets(listen
 
 def test_spec_config_cannot_loosen_a_secured_listener():
     assert broker_config_problems({"super.users": "User:mallory"}) == ["super.users: set by the operator"]
+
+
+def test_a_cluster_that_says_nothing_of_security_gets_all_of_it():
+    default = ClusterSpec.from_resource(BODY)  # no listeners.tls, authentication or authorization
+    assert (default.tls, default.authentication, default.super_users) == (True, "scram-sha-512", ())
+    assert default.security_protocol == "SASL_SSL" and default.replication_protocol == "SSL"
+    assert default.insecure == ()
+    broker = tomllib.loads(config_map(default, CTX)["data"][CONFIG_FILE])["broker"]
+    assert broker["authorizer.class.name"] == STANDARD_AUTHORIZER  # deny unless an ACL allows
+    condition = secure_condition(default.insecure)
+    assert (condition.type, condition.status, condition.reason) == ("Secure", True, "SecureByDefault")
+
+
+def test_each_opt_out_is_explicit_and_said_in_status():
+    body = {**BODY, "spec": {**BODY["spec"], "listeners": {"tls": False, "authentication": {"type": "none"}},
+                             "authorization": {"type": "none"}}}
+    opted_out = ClusterSpec.from_resource(body)
+    assert (opted_out.tls, opted_out.authentication, opted_out.super_users) == (False, None, None)
+    assert opted_out.security_protocol == "PLAINTEXT"
+    assert opted_out.replication_protocol == "SASL_PLAINTEXT"  # brokers still prove who they are
+    condition = secure_condition(opted_out.insecure)
+    assert (condition.status, condition.reason) == (False, "InsecureByRequest")
+    for said in ("listeners.tls is false", "authentication is none", "authorization is none"):
+        assert said in condition.message

@@ -11,8 +11,8 @@ import pytest
 from tinystream.acls import AclBinding
 from tinystream.operator.controller.image import AclRecord
 from tinystream.operator.k8s.certificates import CertFacts, IssuedRecord, fingerprint, issue, signed_by
-from tinystream.operator.k8s.cluster_tls import cluster_ca
-from tinystream.operator.k8s.errors import Conflict
+from tinystream.operator.k8s.cluster_tls import ForeignSecret, cluster_ca
+from tinystream.operator.k8s.errors import Conflict, KubeApiError
 from tinystream.operator.k8s.model import ClusterSpec, UserSpec
 from tinystream.operator.k8s.user_handlers import ensure_user_secret, user_password
 from tinystream.operator.k8s.users import (
@@ -133,12 +133,14 @@ def test_a_tls_certificate_is_renewed_within_the_clusters_renewal_window_only() 
 
 
 class SecretsApi:
-    """The two calls the operator may make on Secrets: create (409 when there) and patch."""
+    """The two calls the operator may make on Secrets: create (409 when there) and patch (RFC 6902, the
+    first operation a test of the owner's uid, as the API server applies it: all or none)."""
 
-    def __init__(self, *, present: bool) -> None:
+    def __init__(self, *, present: bool, owner: str = "u1") -> None:
         self.present = present
+        self.owner = owner  # the uid in the ownerReference of the Secret there
         self.created: list[dict] = []
-        self.patched: list[dict] = []
+        self.patched: list[dict] = []  # the data written (test-only patches write nothing)
 
     async def create(self, obj: dict) -> dict:
         if self.present:
@@ -147,10 +149,17 @@ class SecretsApi:
         self.created.append(obj)
         return obj
 
-    async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: dict) -> dict:
-        assert (api_version, kind, name, namespace) == ("v1", "Secret", "app", "ns") and self.present
-        self.patched.append(patch)
-        return patch
+    async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, patch: list,
+                    *, json_patch: bool = False) -> dict:
+        assert (api_version, kind, name, namespace) == ("v1", "Secret", "app", "ns") and self.present and json_patch
+        test, *operations = patch
+        assert test["op"] == "test" and test["path"] == "/metadata/ownerReferences/0/uid"
+        if test["value"] != self.owner:
+            raise KubeApiError(422, "Invalid", "the server rejected our request: test operation failed")
+        for operation in operations:
+            assert (operation["op"], operation["path"]) == ("add", "/data")
+            self.patched.append({"data": operation["value"]})
+        return {}
 
 
 def files(data: dict) -> dict[str, str]:
@@ -190,3 +199,13 @@ async def test_a_tls_secret_in_force_is_left_as_it_is() -> None:
     done = await ensure_user_secret(api, TLS_USER, TLS_CLUSTER, master=MASTER, current=current, recorded=True,
                                     now=NOW + datetime.timedelta(days=1))
     assert done.change is None and done.certificate == current and not api.patched
+
+
+@pytest.mark.parametrize("tls", [False, True])
+async def test_a_secret_of_another_owner_is_neither_taken_nor_written(tls: bool) -> None:
+    api = SecretsApi(present=True, owner="someone-else")
+    user, cluster = (TLS_USER, TLS_CLUSTER) if tls else (USER, SCRAM_CLUSTER)
+    with pytest.raises(ForeignSecret, match="not owned"):
+        await ensure_user_secret(api, user, cluster, master=MASTER, current=record() if tls else None,
+                                 recorded=True, now=NOW + datetime.timedelta(days=26))
+    assert not api.patched and not api.created

@@ -45,7 +45,10 @@ def test_a_full_cluster_is_stored_with_its_defaults(control_plane: KubeControlPl
             "spec": {"brokers": 3}}
     status, stored = create(control_plane, namespace, bare, dry_run=False)
     assert status == 201, stored
-    assert stored["spec"]["listeners"] == {"kafka": 9092, "admin": 8080, "tls": False}  # the server's defaults
+    # The server's defaults: secure (issue 21), TLS, SCRAM and ACLs.
+    assert stored["spec"]["listeners"] == {"kafka": 9092, "admin": 8080, "tls": True,
+                                           "authentication": {"type": "scram-sha-512"}}
+    assert stored["spec"]["authorization"] == {"type": "simple"}
     assert stored["spec"]["certificates"] == {"validityDays": 365, "renewalDays": 30}
     status, full = create(control_plane, namespace, CLUSTER)
     assert status == 201, full
@@ -58,6 +61,12 @@ def test_a_secured_cluster_is_accepted(control_plane, namespace) -> None:
     status, stored = create(control_plane, namespace, secured)
     assert status == 201, stored
     assert stored["spec"]["authorization"]["superUsers"] == ["admin"]
+    opted_out = dict(CLUSTER, metadata={"name": "open"},  # every opt-out, each an explicit field
+                     spec={**CLUSTER["spec"], "listeners": {"tls": False, "authentication": {"type": "none"}},
+                           "authorization": {"type": "none"}})
+    status, stored = create(control_plane, namespace, opted_out)
+    assert status == 201, stored
+    assert stored["spec"]["listeners"]["tls"] is False and stored["spec"]["authorization"] == {"type": "none"}
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -77,9 +86,10 @@ def test_a_secured_cluster_is_accepted(control_plane, namespace) -> None:
     ({"config__super.users": "User:mallory"}, "comes from spec.listeners and spec.authorization"),
     ({"config__listeners": "PLAINTEXT://0.0.0.0:9092"}, "comes from spec.listeners and spec.authorization"),
     ({"config__listener.name.replication.ssl.client.auth": "none"}, "comes from spec.listeners"),
-    ({"listeners__authentication": {"type": "tls"}}, "listeners.authentication.type tls needs listeners.tls"),
+    ({"listeners__authentication": {"type": "tls"}, "listeners__tls": False},
+     "listeners.authentication.type tls needs listeners.tls"),
     ({"listeners__authentication": {"type": "kerberos"}}, "Unsupported value"),
-    ({"authorization": {"type": "simple"}}, "authorization needs listeners.authentication"),
+    ({"listeners__authentication": {"type": "none"}}, "authorization needs listeners.authentication"),
     ({"certificates": {"validityDays": 10, "renewalDays": 10}}, "renewalDays must be below"),
 ])
 def test_a_bad_cluster_is_refused_by_the_api_server(control_plane, namespace, change, expected) -> None:
