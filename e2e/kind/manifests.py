@@ -25,6 +25,14 @@ spec:
     deleteClaim: true
   rack:
     topologyKey: topology.kubernetes.io/zone
+  # Every opt-out of the secure default, each explicit: the clients of this suite are plaintext and
+  # anonymous (test_kind_secured.py runs a cluster on the defaults).
+  listeners:
+    tls: false
+    authentication:
+      type: none
+  authorization:
+    type: none
   config:
     offsets.topic.replication.factor: 3
     default.replication.factor: 3
@@ -123,7 +131,7 @@ spec:
 """
 
 
-SECURE = "secure"  # a second cluster: TLS + SCRAM-SHA-512 + ACLs (test_kind_secured.py)
+SECURE = "secure"  # a second cluster, secured by default: TLS + SCRAM-SHA-512 + ACLs (test_kind_secured.py)
 SECURE_TOPIC = "secure-writes"
 SECURE_CLIENT_POD = "secure-client"
 
@@ -142,12 +150,7 @@ spec:
   storage:
     size: 1Gi
     deleteClaim: true
-  listeners:
-    tls: true
-    authentication:
-      type: scram-sha-512
-  authorization:
-    type: simple
+  # No security fields: the defaults are TLS, SCRAM-SHA-512, ACLs (deny by default), mTLS replication.
   certificates:
     validityDays: 30
     renewalDays: 5

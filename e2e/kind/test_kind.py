@@ -125,6 +125,9 @@ def test_cluster_becomes_ready(kube):
     measure("TinyStreamCluster apply -> Ready (3 brokers)", f"{time.monotonic() - applied:.0f} s")
     status = tsc(kube)["status"]
     assert status["readyBrokers"] == 3
+    secure = next(c for c in status["conditions"] if c["type"] == "Secure")  # its opt-outs, said in status
+    assert (secure["status"], secure["reason"]) == ("False", "InsecureByRequest"), secure
+    assert "plain text" in secure["message"] and "anonymous" in secure["message"]
     assert {b["rack"] for b in status["brokers"]} == {"zone-a", "zone-b"}  # the nodes' zone labels
     pvcs = kube.json("pvc", "-l", f"tinystream.io/cluster={CLUSTER}")["items"]
     assert len(pvcs) == 3 and all(p["status"]["phase"] == "Bound" for p in pvcs)  # local-path volumes

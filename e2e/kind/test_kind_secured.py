@@ -1,4 +1,4 @@
-"""A secured TinyStream cluster on a real Kubernetes: TLS, SCRAM-SHA-512, ACLs, users, certificate rotation.
+"""A TinyStream cluster secured by default on a real Kubernetes: TLS, SCRAM-SHA-512, ACLs, users, certificate rotation.
 
 Runs after test_kind.py in the same kind cluster (its operator; its own
 cluster `secure` in the same namespace). The operator runs the cluster's CA
@@ -78,6 +78,8 @@ def test_the_operator_made_the_credentials_and_the_brokers_run_tls_and_scram(sec
     assert '"inter.broker.listener.name" = "REPLICATION"' in config and "StandardAuthorizer" in config
     assert secured.json("networkpolicy", f"{SECURE}-broker")["spec"]["ingress"][1]["ports"][0]["port"] == 9093
     assert secured.json("tsu", "app")["status"]["acls"] == 3
+    conditions = {c["type"]: c for c in secured.json("tsc", SECURE)["status"]["conditions"]}
+    assert (conditions["Secure"]["status"], conditions["Secure"]["reason"]) == ("True", "SecureByDefault")
 
 
 def test_a_user_with_acls_writes_and_others_are_refused(secured):

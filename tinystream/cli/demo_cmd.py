@@ -55,6 +55,8 @@ def _what_next(records: int, spark_ran: bool) -> None:
     click.echo(f"Ran: the storage engine on 64 MiB per batch size; a 1-broker cluster where {records:,} records "
                f"were produced (acks=all) and read by a consumer group"
                + ("; a windowed Spark pipeline over the same cluster." if spark_ran else "."))
+    click.echo("Its clients used PLAINTEXT without logins on 127.0.0.1, as a local cluster does; on Kubernetes a "
+               "cluster is secured by default (TLS, SCRAM, ACLs).")
     click.echo("Everything it made lived in a temporary directory, now removed.\n")
     click.echo("Next, a cluster that stays up (Ctrl-C stops it; data in ./data):")
     click.echo(f"  {cli} dev --brokers 3            # prints its bootstrap list and the dashboard URL "

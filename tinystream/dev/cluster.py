@@ -408,6 +408,9 @@ class LocalCluster:
     def announce(self) -> None:
         """The lines `tinystream dev` prints once everything is ready."""
         self.echo(f"cluster ready bootstrap={self.bootstrap}")
+        if self._replication_dir is not None:
+            self.echo("security: clients use PLAINTEXT without logins on 127.0.0.1 (a local cluster); brokers "
+                      f"replicate on their own SCRAM listener (credentials in {self._replication_dir})")
         self.echo(f"controller api {self.controller.url}  (pid {self.controller.pid}, "
                   f"state {self.controller.data_path})")
         if self.dashboard_url:
