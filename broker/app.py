@@ -67,7 +67,7 @@ from tinystream.broker.storage import meta_properties
 from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
-from tinystream.controller_auth import read_secret
+from tinystream.controller_auth import TokenFile
 from tinystream.controller_client import ControllerClient, controller_ssl_context
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
@@ -278,12 +278,15 @@ class Broker:
         """Returns when the broker must stop on its own (see ControllerSession.fatal_error)."""
         await self._fatal.wait()
 
-    def _controller_token(self) -> str | None:
-        """This broker's controller API token (controller.token.file, "{broker_id}" filled in)."""
+    def _controller_token(self) -> TokenFile | None:
+        """This broker's controller API token (controller.token.file, "{broker_id}" filled in), read again
+        when the file changes (on Kubernetes the kubelet rotates the pod's own token in it)."""
         path = self.settings.controller_token_file
         if not path:
             return None
-        return read_secret(path.replace("{broker_id}", str(self.settings.broker_id)))
+        token = TokenFile(path.replace("{broker_id}", str(self.settings.broker_id)))
+        token()  # a missing or empty file stops the start here, with its name
+        return token
 
     def _adopt_cluster_id(self, cluster_id: str) -> None:
         meta_properties.adopt(self.logs.log_dirs, self.settings.broker_id, cluster_id)

@@ -12,6 +12,10 @@ the secret and checks a token by recomputing its MAC, so no token store is
 needed and a leaked broker token cannot be turned into another broker's or the
 admin's. What each principal may do is decided by the API (http_api.py).
 
+On Kubernetes a broker proves who it is with its pod's own service-account token instead (projected,
+audience `tinystream-controller`, expiring, rotated by the kubelet; the operator asks the API server,
+operator/k8s/broker_identity.py): `TokenFile` re-reads such a token when the kubelet replaces it.
+
     secret = new_secret()
     token = token_for(secret, broker_principal(3))
     principal_of(secret, token)  -> "broker-3"
@@ -101,3 +105,20 @@ def write_token_file(path: str | Path, token: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(token + "\n")
+
+
+class TokenFile:
+    """A bearer token kept in a file that its issuer replaces (the kubelet rotates a projected
+    service-account token before it expires): read again whenever the file changed."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._seen: tuple[int, int] | None = None  # (mtime_ns, inode) of the file last read
+        self._token = ""
+
+    def __call__(self) -> str:
+        stat = self.path.stat()
+        if (stat.st_mtime_ns, stat.st_ino) != self._seen:
+            self._token = read_secret(self.path)
+            self._seen = (stat.st_mtime_ns, stat.st_ino)
+        return self._token

@@ -31,7 +31,7 @@ MetadataImage.from_dict` turns one into typed records if wanted.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,17 +231,18 @@ def controller_ssl_context(base_url: str, cafile: str | None) -> ssl.SSLContext 
 class ControllerClient:
     """One controller at `base_url` (http://host:port); reuse one per process.
 
-    `token` is the caller's bearer token (tinystream/controller_auth.py); the
+    `token` is the caller's bearer token (tinystream/controller_auth.py), or a function that gives the
+    current one (a TokenFile: a rotated token is used from its next call); the
     controller refuses every call but /healthz and /v1/openapi.json without one.
     `ssl_context` verifies an https controller (controller_ssl_context); None: the system's CAs.
     """
 
-    def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 10.0,
+    def __init__(self, base_url: str, *, token: str | Callable[[], str] | None = None, timeout_s: float = 10.0,
                  session: aiohttp.ClientSession | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
-        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+        self._token = token
         self._session = session
         self._owns_session = session is None
 
@@ -424,7 +425,9 @@ class ControllerClient:
                     extra_timeout_s: float = 0.0) -> Any:
         url = self.base_url + path
         data = None if body is None else orjson.dumps(body)
-        headers = {**self._auth, **({"Content-Type": "application/json"} if data is not None else {})}
+        token = self._token() if callable(self._token) else self._token
+        auth = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = {**auth, **({"Content-Type": "application/json"} if data is not None else {})}
         timeout = aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s)
         try:
             async with self._client().request(method, url, data=data, headers=headers, params=params,

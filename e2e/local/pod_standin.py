@@ -38,6 +38,7 @@ import re
 import sys
 import time
 import tomllib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,9 @@ class PodStandIn:
     statefulset: str
     workdir: Path
     controller_url: str  # the operator's controller API base (scheme://host:port), as cluster DNS resolves it
+    # The kubelet's TokenRequest for a projected service-account token: ordinal -> a token the test's
+    # controller takes for that broker (KMock reviews no tokens, so the test's controller checks its own).
+    mint_token: Callable[[int], Awaitable[str]] | None = None
     pods: dict[int, PodRun] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
     _http: aiohttp.ClientSession | None = None
@@ -254,6 +258,8 @@ class PodStandIn:
         for volume in spec.get("volumes") or []:
             if "secret" in volume and volume["name"] in mounts:
                 local_mounts[mounts[volume["name"]]] = await self._secret_files(run, volume["secret"]["secretName"])
+            if "projected" in volume and volume["name"] in mounts:
+                local_mounts[mounts[volume["name"]]] = await self._projected_tokens(run, volume)
             if "configMap" in volume:
                 config_map = await self.api.get("v1", "configmaps", volume["configMap"]["name"])
                 assert config_map is not None, f"{run.name}: ConfigMap {volume['configMap']['name']} is missing"
@@ -282,6 +288,16 @@ class PodStandIn:
         return Child(name=run.name, argv=[sys.executable, "-m", "tinystream", *args],
                      env={**os.environ, **env}, log_path=self.workdir / "logs" / f"{run.name}.log",
                      data_path=run.data_dir, broker_id=run.ordinal)
+
+    async def _projected_tokens(self, run: PodRun, volume: dict[str, Any]) -> Path:
+        """A projected volume's service-account tokens, as the kubelet writes them (minted by the test)."""
+        folder = self.workdir / run.name / "projected" / volume["name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        for source in volume["projected"]["sources"]:
+            if "serviceAccountToken" in source:
+                assert self.mint_token is not None, f"{run.name}: a projected token, and no mint_token given"
+                (folder / source["serviceAccountToken"]["path"]).write_text(await self.mint_token(run.ordinal))
+        return folder
 
     async def _secret_files(self, run: PodRun, name: str, *, timeout_s: float = 30.0) -> Path:
         """A Secret volume's files; like the kubelet, wait for a Secret that does not exist yet."""

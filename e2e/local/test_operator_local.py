@@ -37,11 +37,14 @@ import kmock  # noqa: E402
 from kmock_helpers import Api, declare, ready_condition, running_operator  # noqa: E402
 from pod_standin import PodStandIn  # noqa: E402
 
+from tinystream.controller_auth import broker_principal, token_for  # noqa: E402
 from tinystream.operator.k8s.controller_host import OperatorController  # noqa: E402
-from tinystream.operator.k8s.controller_secret import derived_secrets  # noqa: E402
+from tinystream.operator.k8s.controller_port import ClusterKey  # noqa: E402
+from tinystream.operator.k8s.controller_secret import derive_cluster_secret, derived_secrets  # noqa: E402
 from tinystream.operator.service.controller_service import DriverTiming  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(240)]
+MASTER = "e2e-master"
 
 TS = "tinystream.io/v1alpha1"
 NS = "streaming"
@@ -86,7 +89,7 @@ class World:
 def new_controller(port: int = 0, session_timeout_ms: int | None = None) -> OperatorController:
     overrides = {} if session_timeout_ms is None else {"broker_session_timeout_ms": session_timeout_ms}
     return OperatorController(host="127.0.0.1", port=port, timing=DriverTiming(tick_interval_s=0.25),
-                              config_overrides=overrides, secret_source=derived_secrets("e2e-master"))
+                              config_overrides=overrides, secret_source=derived_secrets(MASTER))
 
 def topic_partitions(obj: dict) -> list[dict]:
     return (obj.get("status") or {}).get("partitions") or []
@@ -119,7 +122,12 @@ async def world(tmp_path: Path, *, brokers: int = 3, health_interval_s: float = 
         await operator.__aenter__()
         w: World | None = None
         try:
-            async with PodStandIn(api, "demo-broker", tmp_path, controller.url) as pods:
+            async def mint(ordinal: int) -> str:  # what the kubelet's projected token proves: this pod
+                body = await api.get(TS, "tinystreamclusters", "demo")
+                secret = derive_cluster_secret(MASTER, ClusterKey(api.ns, "demo"), body["metadata"]["uid"])
+                return token_for(secret, broker_principal(ordinal))
+
+            async with PodStandIn(api, "demo-broker", tmp_path, controller.url, mint_token=mint) as pods:
                 w = World(api, pods, controller, operator, start_operator)
                 await api.create(TS, "tinystreamclusters", {
                     "apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "demo", "generation": 1},

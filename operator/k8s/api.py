@@ -66,6 +66,7 @@ KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind(API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL),
     Kind(API_VERSION, TOPIC_KIND, TOPIC_PLURAL),
     Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
+    Kind("authentication.k8s.io/v1", "TokenReview", "tokenreviews", namespaced=False),
 ]}
 
 
@@ -165,7 +166,7 @@ class KubeClient:
 
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         kind = kind_of(obj["apiVersion"], obj["kind"])
-        return await self._request("POST", kind.path(obj["metadata"].get("namespace")), body=obj)
+        return await self._request("POST", kind.path((obj.get("metadata") or {}).get("namespace")), body=obj)
 
     async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Create or update (server-side apply) the fields of `obj`."""

@@ -31,6 +31,7 @@ from tinystream.config import load_settings
 from tinystream.config.settings import OperatorSettings
 from tinystream.controller_auth import ensure_secret_file
 from tinystream.log_format import configure, current_format
+from tinystream.operator.k8s.broker_identity import TokenReviewer
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_secret import derived_secrets
 from tinystream.operator.k8s.controller_tls import ControllerTLS
@@ -114,7 +115,8 @@ def operator(log_level: str | None, peering: bool) -> None:
     tls = (ControllerTLS(master, service_names=service_names(ctx.operator_service), cluster_domain=ctx.cluster_domain)
            if ctx.controller_tls else None)
     controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller,
-                                    secret_source=derived_secrets(master), tls=tls)
+                                    secret_source=derived_secrets(master), tls=tls,
+                                    brokers=TokenReviewer(lambda: controller.client))
     # Every cluster's dashboard on dashboard.port (the chart's Service port "dashboard"); 0: none.
     dashboard = OperatorDashboard(controller, port=ctx.dashboard_port) if ctx.dashboard_port else None
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,

@@ -87,7 +87,7 @@ from tinystream.operator.k8s.topics import CreateTopic as CreateTopicAction
 from tinystream.operator.k8s.users import UserAccessPlan
 from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
 from tinystream.operator.service.errors import ApiError, StateFileError
-from tinystream.operator.service.http_api import make_clusters_app
+from tinystream.operator.service.http_api import IdentityLookup, make_clusters_app
 from tinystream.operator.service.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,8 @@ class OperatorController:
                  secret_source: SecretSource,
                  metrics: ControllerMetrics | None = None,
                  config_overrides: Mapping[str, Any] | None = None,
-                 tls: ControllerTLS | None = None) -> None:
+                 tls: ControllerTLS | None = None,
+                 brokers: IdentityLookup | None = None) -> None:
         self.host = host
         self.port = port
         self.timing = timing
@@ -114,6 +115,9 @@ class OperatorController:
         self.secret_source = secret_source  # the cluster's API secret (controller_secret.py)
         self.config_overrides = dict(config_overrides or {})  # ControllerConfig fields for every cluster
         self.tls = tls
+        # Who a broker is: its pod's service-account token (broker_identity.TokenReviewer) in production;
+        # None: tokens the cluster secret made (tests without an API server that reviews tokens).
+        self.brokers = brokers
         self._renewals: asyncio.Task[None] | None = None
         self._client: KubeClient | None = None
         self._runner: web.AppRunner | None = None
@@ -134,12 +138,18 @@ class OperatorController:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
+    @property
+    def client(self) -> KubeClient | None:
+        """The API server client it started with (None before start)."""
+        return self._client
+
     def cluster_url(self, cluster: ClusterKey) -> str:
         return f"{self.url}/clusters/{cluster.namespace}/{cluster.name}"
 
     async def start(self, client: KubeClient) -> None:
         self._client = client
-        runner = web.AppRunner(make_clusters_app(self._lookup, secrets=self._secret, metrics=self.metrics),
+        runner = web.AppRunner(make_clusters_app(self._lookup, secrets=self._secret, metrics=self.metrics,
+                                                 brokers=self.brokers),
                                shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
         await runner.setup()
         self._runner = runner

@@ -44,6 +44,10 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 CONFIG_HASH_ANNOTATION = "tinystream.io/config-hash"
 RACK_KEY_ANNOTATION = "tinystream.io/rack-topology-key"
 MANAGED_BY = "tinystream-operator"
+IDENTITY_MOUNT = "/var/run/secrets/tinystream"  # the pod's own projected token for the controller API
+IDENTITY_FILE = "controller-token"
+IDENTITY_AUDIENCE = "tinystream-controller"  # broker_identity.AUDIENCE: a token for nothing else
+IDENTITY_LIFETIME_S = 3600
 TOKENS_MOUNT = "/etc/tinystream-auth"  # the brokers' controller API tokens; not inside CONFIG_DIR: a mount point
 # cannot be made inside a read-only volume (found by the image test: runc "read-only file system")
 CONTROLLER_CA_FILE = "controller-ca.crt"  # in the tokens Secret: the CA of the controller API's certificate
@@ -143,13 +147,21 @@ def controller_url(cluster: ClusterSpec, ctx: OperatorContext) -> str:
 
 
 def tokens_name(cluster: str) -> str:
-    """The Secret with one controller API token per broker id (made by controller_secret.py)."""
+    """The Secret every broker pod mounts: the controller API's CA (controller_secret.py)."""
     return f"{cluster}-broker-tokens"
 
 
 def token_file_setting() -> str:
-    """The brokers' controller.token.file: each broker fills in its own id."""
-    return f"{TOKENS_MOUNT}/broker-{{broker_id}}"
+    """The brokers' controller.token.file: the pod's own service-account token (broker_identity.py)."""
+    return f"{IDENTITY_MOUNT}/{IDENTITY_FILE}"
+
+
+def identity_volume() -> dict[str, Any]:
+    """A token the kubelet makes for this pod alone: bound to it (void once it is deleted), for the
+    controller API only (its audience), an hour's life, rotated before it ends (the broker re-reads it)."""
+    return {"name": "controller-identity", "projected": {"defaultMode": 0o440, "sources": [
+        {"serviceAccountToken": {"audience": IDENTITY_AUDIENCE, "expirationSeconds": IDENTITY_LIFETIME_S,
+                                 "path": IDENTITY_FILE}}]}}
 
 
 def broker_admin_url(cluster: ClusterSpec, ordinal: int) -> str:
@@ -397,6 +409,7 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
         "volumeMounts": [{"name": "data", "mountPath": DATA_DIR},
                          {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
                          {"name": "controller-tokens", "mountPath": TOKENS_MOUNT, "readOnly": True},
+                         {"name": "controller-identity", "mountPath": IDENTITY_MOUNT, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
@@ -415,9 +428,10 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": [{"name": "config", "configMap": {"name": names.config}},
-                    # The controller API tokens (controller_secret.py), made when the controller first opens.
+                    # The controller API's CA (controller_secret.py), made when the controller first opens.
                     {"name": "controller-tokens", "secret": {"secretName": tokens_name(cluster.name),
                                                              "defaultMode": 0o440}},
+                    identity_volume(),
                     {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *security_volumes],
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
                             "seccompProfile": {"type": "RuntimeDefault"}},

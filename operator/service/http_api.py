@@ -140,6 +140,8 @@ ServiceLookup = Callable[[str, str], "ControllerService | None"]
 SecretLookup = Callable[[str, str], "str | None"]
 LOOKUP_KEY = web.AppKey("controller_lookup", object)
 SECRET_KEY = web.AppKey("controller_secret", object)  # request -> the secret its tokens must be made with
+IdentityLookup = Callable[[str, str, str], Awaitable["str | None"]]  # (namespace, cluster, token) -> broker
+IDENTITY_KEY = web.AppKey("broker_identity", object)
 
 
 async def _root_healthz(request: web.Request) -> web.Response:
@@ -147,9 +149,14 @@ async def _root_healthz(request: web.Request) -> web.Response:
 
 
 def make_clusters_app(lookup: ServiceLookup, *, secrets: SecretLookup,
-                      metrics: ControllerMetrics | None = None) -> web.Application:
+                      metrics: ControllerMetrics | None = None,
+                      brokers: IdentityLookup | None = None) -> web.Application:
     """Many controllers behind one server; `lookup(namespace, cluster)` finds each request's,
     `secrets(namespace, cluster)` the secret of its tokens (a token of one cluster is worthless at another).
+
+    With `brokers`, a broker proves who it is only through it (`await brokers(namespace, cluster, token)`
+    -> "broker-<id>" or None: on Kubernetes, its pod's own service-account token), never with a token
+    the cluster secret made; the secret's tokens then serve the admin alone.
 
     A cluster without a running controller (not reconciled yet, deleted)
     answers NOT_CONTROLLER, which brokers treat as "retry later". With
@@ -161,6 +168,8 @@ def make_clusters_app(lookup: ServiceLookup, *, secrets: SecretLookup,
                           client_max_size=MAX_BODY_BYTES)
     app[LOOKUP_KEY] = lookup
     app[SECRET_KEY] = lambda request: _cluster_secret(secrets, request)
+    if brokers is not None:
+        app[IDENTITY_KEY] = brokers
     app.add_routes([web.get("/healthz", _root_healthz), *_routes(CLUSTER_PREFIX)])
     if metrics is not None:
         app.router.add_get("/metrics", metrics_handler(metrics))
@@ -226,6 +235,12 @@ async def _authenticate(request: web.Request, handler: Handler) -> web.StreamRes
         return await handler(request)
     token = bearer(request.headers.get("Authorization"))
     principal = principal_of(secret, token) if token else None
+    identities = request.app.get(IDENTITY_KEY)
+    if identities is not None:  # brokers prove themselves there alone; the secret's tokens serve the admin
+        if principal is not None and principal != ADMIN:
+            principal = None
+        if principal is None and token:
+            principal = await identities(request.match_info["namespace"], request.match_info["cluster"], token)  # type: ignore[operator]
     if principal is None:
         why = "the token was not made for this cluster" if token else "no bearer token (Authorization: Bearer ...)"
         raise ApiError(*AUTHENTICATION_FAILED, 401, f"{_where(request)}: {why}")

@@ -159,11 +159,12 @@ def test_brokers_are_told_https_and_where_the_ca_is_only_when_tls_is_on():
     assert str(off["controller.url"]).startswith("http://") and "controller.ssl.truststore.location" not in off
 
 
-def test_the_tokens_secret_carries_the_clusters_ca():
+def test_the_secret_broker_pods_mount_carries_the_clusters_ca_and_no_token():
     import base64
     ca = cluster_ca(MASTER, spec("demo")).cert_pem
-    body = tokens_secret(ClusterKey("apps", "demo"), "uid-demo", "secret", ca)
+    body = tokens_secret(ClusterKey("apps", "demo"), "uid-demo", ca)
     assert base64.b64decode(body["data"][CONTROLLER_CA_FILE]).decode() == ca
+    assert set(body["data"]) == {CONTROLLER_CA_FILE}  # no broker's identity: each pod has its own token
 
 
 def test_a_controller_truststore_is_checked_when_the_broker_starts(tmp_path):

@@ -28,10 +28,11 @@ import pytest_asyncio
 from kmock_helpers import Api, declare, ready_condition, running_operator
 
 from tinystream.broker.app import Broker
+from tinystream.controller_auth import broker_principal, token_for
 from tinystream.controller_client import ControllerClient, ControllerRefused, ControllerUnavailable, controller_ssl_context
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
-from tinystream.operator.k8s.controller_secret import derived_secrets
+from tinystream.operator.k8s.controller_secret import derive_cluster_secret, derived_secrets
 from tinystream.operator.k8s.controller_tls import ControllerTLS
 from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE
 from tinystream.operator.k8s.status_store import decode_state
@@ -59,13 +60,18 @@ def new_controller() -> OperatorController:
 
 
 async def broker_token_file(api, tmp_path) -> str:
-    """broker-0's controller API token, from the Secret the operator made, as the pod would mount it
-    (with controller-ca.crt beside it)."""
+    """broker-0's controller API token, as its pod would hold it: a token for that broker alone (in
+    production the pod's projected service-account token, which KMock cannot review: this controller
+    has no reviewer, so it takes a token the cluster secret made), and controller-ca.crt beside it from
+    the Secret the operator made, which holds nothing else."""
     tokens = await api.get("v1", "secrets", "demo-broker-tokens")
-    assert tokens is not None, "the operator made no broker tokens Secret"
+    assert tokens is not None, "the operator made no controller CA Secret"
+    assert set(tokens["data"]) == {CONTROLLER_CA_FILE}  # no broker's token in what every pod mounts
+    cluster = await api.get(TS, "tinystreamclusters", "demo")
+    secret = derive_cluster_secret("test-master", ClusterKey(api.ns, "demo"), cluster["metadata"]["uid"])
     path = tmp_path / "tokens" / "broker-0"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(base64.b64decode(tokens["data"]["broker-0"]))
+    path.write_text(token_for(secret, broker_principal(0)))
     (path.parent / CONTROLLER_CA_FILE).write_bytes(base64.b64decode(tokens["data"][CONTROLLER_CA_FILE]))
     return str(path.parent / "broker-{broker_id}")
 

@@ -22,10 +22,11 @@ pytestmark = pytest.mark.timeout(120)
 TS = "tinystream.io/v1alpha1"
 
 
-def secret(name: str, namespace: str, data: dict[str, str], owner_uid: str | None = None) -> dict:
+def secret(name: str, namespace: str, data: dict[str, str], owner: dict | None = None) -> dict:
     meta: dict = {"name": name, "namespace": namespace}
-    if owner_uid is not None:
-        meta["ownerReferences"] = [{"apiVersion": TS, "kind": "TinyStreamUser", "name": name, "uid": owner_uid}]
+    if owner is not None:  # a real object: the garbage collector deletes what a missing owner owns
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
+                                    "uid": owner["metadata"]["uid"]}]
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta,
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
 
@@ -44,8 +45,12 @@ async def api(control_plane, namespace):
 async def test_a_secret_of_another_owner_is_never_written(control_plane, namespace, api) -> None:
     client = KubeClient.from_connection_info(connection(control_plane))
     try:
+        owners = []
+        for name in ("owner-1", "owner-2", "owner-3"):
+            await api.create("v1", "configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+            owners.append(await api.get("v1", "configmaps", name))
         await api.create("v1", "secrets", secret("payments-db", namespace, {"password": "theirs"}))
-        ours = secret("payments-db", namespace, {"user.key": "ours"}, owner_uid="11111111-aaaa")
+        ours = secret("payments-db", namespace, {"user.key": "ours"}, owner=owners[0])
         with pytest.raises(ForeignSecret):
             await create_secret(client, ours)  # a Conflict, and the one there has no owner
         with pytest.raises(ForeignSecret):
@@ -53,13 +58,13 @@ async def test_a_secret_of_another_owner_is_never_written(control_plane, namespa
         kept = await api.get("v1", "secrets", "payments-db")
         assert decoded(kept) == {"password": "theirs"}
 
-        mine = secret("app", namespace, {"v": "1"}, owner_uid="22222222-bbbb")
+        mine = secret("app", namespace, {"v": "1"}, owner=owners[1])
         assert await create_secret(client, mine) is True
         assert await create_secret(client, mine) is False  # ours is there: no error
-        await replace_secret_data(client, secret("app", namespace, {"v": "2"}, owner_uid="22222222-bbbb"))
+        await replace_secret_data(client, secret("app", namespace, {"v": "2"}, owner=owners[1]))
         assert decoded(await api.get("v1", "secrets", "app")) == {"v": "2"}
         with pytest.raises(ForeignSecret):  # the same name, another owner (a user deleted and made again)
-            await replace_secret_data(client, secret("app", namespace, {"v": "3"}, owner_uid="33333333-cccc"))
+            await replace_secret_data(client, secret("app", namespace, {"v": "3"}, owner=owners[2]))
         assert decoded(await api.get("v1", "secrets", "app")) == {"v": "2"}
     finally:
         await client.close()

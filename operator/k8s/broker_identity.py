@@ -1,0 +1,93 @@
+"""Which broker calls the controller API, on Kubernetes: the pod's own service-account token.
+
+A broker pod mounts one projected service-account token (audience `tinystream-controller`, an hour's
+life, rotated by the kubelet before it expires; resources.py) and nothing else of the controller's: no
+pod holds another pod's identity, and no token outlives its pod (the API server voids a token bound to a
+deleted pod). The operator asks the API server who a token is (TokenReview, with our audience only) and
+believes the pod name the server binds into it:
+
+    user system:serviceaccount:<namespace>:<any>, extra authentication.kubernetes.io/pod-name
+    = [<cluster>-broker-<n>]                       ->  principal broker-<n> of that cluster
+
+Anything else (another namespace, another pod, another audience, a token the server does not know) is
+no broker. `review_principal` is that rule, pure; `TokenReviewer` asks the server and remembers each
+answer for CACHE_S, so a broker's heartbeats cost one review per half minute, not one per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+
+from tinystream.controller_auth import broker_principal
+from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.errors import KubeApiError
+from tinystream.operator.k8s.resources import IDENTITY_AUDIENCE
+
+log = logging.getLogger(__name__)
+
+AUDIENCE = IDENTITY_AUDIENCE
+POD_NAME = "authentication.kubernetes.io/pod-name"
+CACHE_S = 30.0
+CACHE_ENTRIES = 4096  # answers remembered at most (the oldest go first)
+_JWT = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+
+
+def review_principal(status: Mapping[str, Any], *, namespace: str, cluster: str) -> str | None:
+    """The broker principal a TokenReview's status proves for `cluster`, or None."""
+    if not status.get("authenticated") or AUDIENCE not in (status.get("audiences") or ()):
+        return None
+    user = status.get("user") or {}
+    if not str(user.get("username") or "").startswith(f"system:serviceaccount:{namespace}:"):
+        return None
+    pods = (user.get("extra") or {}).get(POD_NAME) or []
+    found = re.fullmatch(rf"{re.escape(cluster)}-broker-(\d+)", pods[0]) if len(pods) == 1 else None
+    return broker_principal(int(found.group(1))) if found else None
+
+
+def token_review(token: str) -> dict[str, Any]:
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": token, "audiences": [AUDIENCE]}}
+
+
+class TokenReviewer:
+    """`await reviewer(namespace, cluster, token)` -> the broker principal, or None; see the module docstring."""
+
+    def __init__(self, client: Callable[[], KubeClient | None], *, clock: Callable[[], float] = time.monotonic,
+                 cache_s: float = CACHE_S) -> None:
+        self._client = client
+        self._clock = clock
+        self._cache_s = cache_s
+        self._answers: OrderedDict[str, tuple[float, str | None]] = OrderedDict()  # key -> (until, principal)
+        self.reviews = 0  # TokenReviews asked (tests and metrics)
+
+    async def __call__(self, namespace: str, cluster: str, token: str) -> str | None:
+        if not _JWT.fullmatch(token):
+            return None  # not a service-account token: not worth a review
+        key = hashlib.sha256(f"{namespace}/{cluster}/{token}".encode()).hexdigest()
+        now = self._clock()
+        cached = self._answers.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        client = self._client()
+        if client is None:
+            return None
+        self.reviews += 1
+        try:
+            answer = await client.create(token_review(token))
+        except (KubeApiError, aiohttp.ClientError, TimeoutError) as exc:  # not an answer: ask again next call
+            log.warning("TokenReview failed: %s", exc)
+            return None
+        principal = review_principal(answer.get("status") or {}, namespace=namespace, cluster=cluster)
+        self._answers[key] = (now + self._cache_s, principal)
+        self._answers.move_to_end(key)
+        while len(self._answers) > CACHE_ENTRIES:
+            self._answers.popitem(last=False)
+        return principal
