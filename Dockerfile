@@ -7,6 +7,7 @@
 # Non-root (uid 10001), no compilers or pip caches in the final stage; the
 # TinyStream CRDs ride along in /opt/tinystream/crds so the operator can
 # upgrade the installed ones at start-up (charts/tinystream/README.md).
+# Dependencies at the versions the tests ran against: image-constraints.txt (tools/lock_image.py).
 # Plain Dockerfile syntax (no heredocs, no chmod flag on COPY): it builds with the
 # classic builder and with BuildKit. Where Docker Hub is out of reach,
 # `tools/build-base-image.sh` makes a Debian bookworm base with Python 3.11
@@ -17,13 +18,13 @@ ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
+COPY pyproject.toml setup.py README.md image-constraints.txt ./
 COPY tinystream/ tinystream/
 COPY broker/ broker/
 COPY operator/ operator/
 COPY spark-on-k8s/connector/ spark-on-k8s/connector/
 RUN python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-compile '.[operator]' \
+ && /opt/venv/bin/pip install --no-compile -c image-constraints.txt '.[operator]' \
  && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} +
 
 FROM ${BASE_IMAGE}

@@ -132,15 +132,23 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
         CONFIG_FILE,
         CONTROLLER_CA_FILE,
         DATA_DIR,
+        IDENTITY_FILE,
+        IDENTITY_MOUNT,
         RUN_AS,
         TOKENS_MOUNT,
+        USERS_MOUNT,
+        broker_user,
         config_map,
         statefulset,
     )
+    from tinystream.scram_users import UserStore
     from tinystream.testing.broker import ThrowawayPki
 
+    # Plaintext clients (the TLS listener is the kind suite's); brokers still replicate as the SCRAM user.
     cluster = ClusterSpec.from_resource({"metadata": {"name": "demo", "namespace": "streaming", "uid": "u"},
-                                         "spec": {"brokers": 1, "config": {"log.retention.ms": 3_600_000}}})
+                                         "spec": {"brokers": 1, "config": {"log.retention.ms": 3_600_000},
+                                                  "listeners": {"tls": False, "authentication": {"type": "none"}},
+                                                  "authorization": {"type": "none"}}})
     ctx = OperatorContext(broker_image=image)
     etc, data = tmp_path / "etc", tmp_path / "data"
     etc.mkdir()
@@ -163,20 +171,30 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
         trusted = ssl.create_default_context(cafile=str(pki.ca_pem))
         wait_until(lambda: http_status(f"https://127.0.0.1:{controller_port}/healthz", trusted)[0] == 200,
                    "the controller")
-        # The broker tokens Secret the operator makes, as the pod mounts it (readable by the image's user).
-        tokens = tmp_path / "tokens"
+        # What the pod mounts, readable by the image's user: the controller's CA (the Secret the operator
+        # makes), the pod's own controller token (projected by the kubelet; the local controller here takes
+        # a token its secret made) and the inter-broker SCRAM user (the broker-users Secret).
+        tokens, identity, users = tmp_path / "tokens", tmp_path / "identity", tmp_path / "users"
         secret = read_secret(tmp_path / "controller.secret")  # made by the controller beside its state
-        write_token_file(tokens / "broker-0", token_for(secret, broker_principal(0)))
+        write_token_file(identity / IDENTITY_FILE, token_for(secret, broker_principal(0)))
+        tokens.mkdir()
         shutil.copy(pki.ca_pem, tokens / CONTROLLER_CA_FILE)
-        for name in ("broker-0", CONTROLLER_CA_FILE):
-            os.chown(tokens / name, RUN_AS, RUN_AS)
+        store = UserStore()
+        store.set_password(broker_user(cluster), "replication-password")
+        store.save(users / "users.json")
+        (users / "broker-password").write_text("replication-password")
+        for path in (identity / IDENTITY_FILE, tokens / CONTROLLER_CA_FILE, users / "users.json",
+                     users / "broker-password"):
+            os.chown(path, RUN_AS, RUN_AS)
         # Host networking stands in for the pod network: the ports are this test's, the rest is the pod's.
+        replication = free_port()
         container.append(docker(
             "run", "-d", "--network", "host", "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--user", f"{RUN_AS}:{RUN_AS}",
             "-v", f"{etc}:{CONFIG_DIR}:ro", "-v", f"{data}:{DATA_DIR}", "-v", f"{tokens}:{TOKENS_MOUNT}:ro",
+            "-v", f"{identity}:{IDENTITY_MOUNT}:ro", "-v", f"{users}:{USERS_MOUNT}:ro",
             "-e", "TINYSTREAM_BROKER_ID=0", "-e", "TINYSTREAM_ADVERTISED_HOST=127.0.0.1",
-            "-e", f"TINYSTREAM_PORT={port}", "-e", f"TINYSTREAM_ADVERTISED_PORT={port}",
+            "-e", f"TINYSTREAM_LISTENERS=CLIENT://0.0.0.0:{port},REPLICATION://0.0.0.0:{replication}",
             "-e", f"TINYSTREAM_ADMIN_PORT={admin}",
             "-e", f"TINYSTREAM_CONTROLLER_URL=https://127.0.0.1:{controller_port}",
             image, *broker["args"]).stdout.strip())

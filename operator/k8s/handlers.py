@@ -32,10 +32,7 @@ structural schemas need no kopf fields.
 
 from __future__ import annotations
 
-import datetime
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -52,13 +49,11 @@ from tinystream.operator.k8s.conditions import (
 )
 from tinystream.operator.k8s.controller_port import (
     ClusterKey,
-    ControllerPort,
     ControllerRefused,
     ControllerUnavailable,
-    UnattachedController,
 )
 from tinystream.operator.k8s.crds import bundled_crds, upgrade_crds
-from tinystream.operator.k8s.metrics import OperatorMetrics
+from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.model import (
     API_VERSION,
     CLUSTER_KIND,
@@ -67,7 +62,6 @@ from tinystream.operator.k8s.model import (
     TOPIC_PLURAL,
     VERSION,
     ClusterSpec,
-    OperatorContext,
     TopicSpec,
 )
 from tinystream.operator.k8s.pod_health import broker_down, process_gone
@@ -88,30 +82,13 @@ from tinystream.operator.k8s.resources import MANAGED_BY, Names, owned_objects, 
 from tinystream.operator.k8s.topics import plan_topic, validate_topic
 from tinystream.operator.k8s.user_handlers import register_user_handlers
 
+__all__ = ["Deps", "default_connect", "make_registry"]  # Deps lives in deps.py; callers import it from here too
+
 FINALIZER = "tinystream.io/finalizer"
 BROKER_POD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "broker"}
 BROKER_POD_SELECTOR = ",".join(f"{k}={v}" for k, v in BROKER_POD_LABELS.items())
 ANNOTATION_PREFIX = "tinystream.io"
 TOPIC_DELETE_TRIES = 3
-
-
-@dataclass
-class Deps:
-    """What the handlers need, injected (tests pass a KMock URL and a fake controller)."""
-
-    connect: Callable[..., kopf.ConnectionInfo | None]
-    ctx: OperatorContext = field(default_factory=OperatorContext)
-    controller: ControllerPort = field(default_factory=UnattachedController)
-    health_interval_s: float = 10.0
-    # How often each TinyStreamUser's Secret is made again if deleted and its certificate renewed if due.
-    user_secret_interval_s: float = 60.0
-    crds_dir: Any = None  # a Path: upgrade installed CRDs from it at start-up; None: leave them
-    client: KubeClient | None = None
-    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)  # reconcile counts, errors, durations
-    dashboard: Any = None  # an OperatorDashboard (dashboard_host.py): started after the controller API
-    # The operator's master secret (controller_secret.py): secured clusters' CAs and passwords derive from it.
-    master_secret: str | None = None
-    clock: Callable[[], datetime.datetime] = field(default=lambda: datetime.datetime.now(datetime.UTC))
 
 
 def default_connect(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -41,7 +41,7 @@ import hmac
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import kopf
 
@@ -50,6 +50,7 @@ from tinystream.operator.k8s.certificates import IssuedRecord, KeyPair, issue
 from tinystream.operator.k8s.cluster_tls import ForeignSecret, cluster_ca, create_secret, replace_secret_data
 from tinystream.operator.k8s.conditions import UserReason, merge_condition, ready
 from tinystream.operator.k8s.controller_port import ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, GROUP, USER_KIND, USER_PLURAL, VERSION, ClusterSpec, UserSpec
 from tinystream.operator.k8s.users import (
     SecretChange,
@@ -60,9 +61,6 @@ from tinystream.operator.k8s.users import (
     reserved_user_names,
     secret_change,
 )
-
-if TYPE_CHECKING:
-    from tinystream.operator.k8s.handlers import Deps
 
 
 def user_password(master: str, user: UserSpec) -> str:

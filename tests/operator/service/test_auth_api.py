@@ -89,3 +89,16 @@ def test_tokens_name_their_principal_and_only_their_secret_verifies_them():
     assert principal_of(secret, "admin") is None and principal_of(secret, ".x") is None
     with pytest.raises(ValueError):
         token_for(secret, "a.b")
+
+
+def test_a_token_file_is_read_again_when_its_issuer_replaces_it(tmp_path):
+    from tinystream.controller_auth import TokenFile, write_token_file
+
+    path = tmp_path / "token"
+    write_token_file(path, "first")
+    token = TokenFile(path)
+    assert token() == "first" == token()
+    replacement = tmp_path / "token.new"  # the kubelet swaps a projected token in by a rename
+    write_token_file(replacement, "second")
+    replacement.replace(path)
+    assert token() == "second"

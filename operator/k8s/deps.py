@@ -1,0 +1,38 @@
+"""What the kopf handlers need, injected: the API login, the controller port, timings, the master secret.
+
+Its own module so that every handler module (handlers.py, user_handlers.py) can take it without
+importing another handler module (no import cycle between them).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.controller_port import ControllerPort, UnattachedController
+from tinystream.operator.k8s.metrics import OperatorMetrics
+from tinystream.operator.k8s.model import OperatorContext
+
+
+@dataclass
+class Deps:
+    """What the handlers need, injected (tests pass a KMock URL and a fake controller)."""
+
+    connect: Callable[..., kopf.ConnectionInfo | None]
+    ctx: OperatorContext = field(default_factory=OperatorContext)
+    controller: ControllerPort = field(default_factory=UnattachedController)
+    health_interval_s: float = 10.0
+    # How often each TinyStreamUser's Secret is made again if deleted and its certificate renewed if due.
+    user_secret_interval_s: float = 60.0
+    crds_dir: Any = None  # a Path: upgrade installed CRDs from it at start-up; None: leave them
+    client: KubeClient | None = None
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)  # reconcile counts, errors, durations
+    dashboard: Any = None  # an OperatorDashboard (dashboard_host.py): started after the controller API
+    # The operator's master secret (controller_secret.py): secured clusters' CAs and passwords derive from it.
+    master_secret: str | None = None
+    clock: Callable[[], datetime.datetime] = field(default=lambda: datetime.datetime.now(datetime.UTC))
