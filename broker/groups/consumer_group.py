@@ -140,6 +140,9 @@ class HeartbeatRequest:
     owned: Mapping[str, frozenset[int]] | None = None
     client_id: str = ""
     client_host: str = ""
+    # Which topics the member may see (its principal's DESCRIBE; None: no authorizer, all): its regex
+    # matches only those, as Kafka resolves a regex with the authorization of the member that sent it.
+    may_describe: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,6 +244,9 @@ class ConsumerGroup:
         # members on 20 topics when every heartbeat walked them all).
         self._topic_refs: Counter[str] = Counter()
         self._regex_members: set[str] = set()
+        # Each regex member's view (HeartbeatRequest.may_describe), from its latest heartbeat; kept in memory
+        # only: a member restored after a coordinator failover sees every match until it heartbeats again.
+        self._regex_views: dict[str, Callable[[str], bool]] = {}
         self._changes = Changes()
         self.session_deadlines: dict[str, int] = {}
         self.revocation_deadlines: dict[str, int] = {}
@@ -464,6 +470,10 @@ class ConsumerGroup:
             if static_replaced.member_id in self.target:
                 self.target[updated.member_id] = self.target.pop(static_replaced.member_id)
         self._put(updated)
+        if r.may_describe is not None:
+            self._regex_views[updated.member_id] = r.may_describe
+        else:
+            self._regex_views.pop(updated.member_id, None)
         if is_new:
             self.stats.joins += 1
         epoch_changed = self._refresh(topics, bump, now, RebalanceCause.JOIN)
@@ -546,6 +556,7 @@ class ConsumerGroup:
             self._topic_refs.subtract(old.subscribed_topic_names)
             self._topic_refs += Counter()
         self._regex_members.discard(member_id)
+        self._regex_views.pop(member_id, None)
 
     def _remove(self, member_id: str) -> None:
         self._drop_member(member_id)
@@ -556,11 +567,14 @@ class ConsumerGroup:
     # ----------------------------------------------------------------- epochs and target assignment
 
     def subscribed_topics(self, member: ConsumerMember, topics: TopicImage) -> frozenset[str]:
-        """The member's topics: its names, plus the existing non-internal topics its regex matches in full."""
+        """The member's topics: its names, plus the existing non-internal topics its regex matches in full
+        that it may see (a regex never reveals a topic DESCRIBE would hide)."""
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
             pattern = re2.compile(member.subscribed_topic_regex)
-            names.update(t for t in topics.topic_names() if not t.startswith("__") and pattern.fullmatch(t))
+            visible = self._regex_views.get(member.member_id)
+            names.update(t for t in topics.topic_names() if not t.startswith("__") and pattern.fullmatch(t)
+                         and (visible is None or visible(t)))
         return frozenset(names)
 
     def _refresh(self, topics: TopicImage, bump: bool, now: int, cause: RebalanceCause) -> bool:

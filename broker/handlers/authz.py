@@ -96,8 +96,8 @@ RULES: dict[int, tuple[Check, ...]] = {
     keys.DESCRIBE_PRODUCERS: (Check(Op.READ, TOPIC),),
     keys.DESCRIBE_TRANSACTIONS: (Check(Op.DESCRIBE, TXN), Check(Op.DESCRIBE, TOPIC, "partitions it names")),
     keys.LIST_TRANSACTIONS: (Check(Op.DESCRIBE, TXN, "the ids the caller may describe"),),
-    keys.CONSUMER_GROUP_HEARTBEAT: (Check(Op.READ, GROUP),),
-    keys.CONSUMER_GROUP_DESCRIBE: (Check(Op.DESCRIBE, GROUP),),
+    keys.CONSUMER_GROUP_HEARTBEAT: (Check(Op.READ, GROUP), Check(Op.DESCRIBE, TOPIC, "a regex matches only these")),
+    keys.CONSUMER_GROUP_DESCRIBE: (Check(Op.DESCRIBE, GROUP), Check(Op.DESCRIBE, TOPIC, "every topic the group names")),
 }
 
 

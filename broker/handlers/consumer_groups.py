@@ -87,6 +87,7 @@ async def handle_consumer_group_heartbeat(ctx: BrokerContext, call: Call) -> Any
             owned=_owned_by_name(ctx, body.topic_partitions),
             client_id=call.header.client_id or "",
             client_host=f"/{call.client.host}",
+            may_describe=authz.topic_filter(ctx, call, AclOperation.DESCRIBE) if ctx.authorizer is not None else None,
         ),
     )
     assignment = None
@@ -123,10 +124,25 @@ _DESCRIBED = RowLayout(
 )
 
 
+def _hiding_no_topic(ctx: BrokerContext, call: Call, group: ConsumerGroupDescription) -> ConsumerGroupDescription:
+    """The group as described, or TOPIC_AUTHORIZATION_FAILED when it names a topic (subscribed or assigned)
+    the caller may not DESCRIBE: a group's description never reveals a topic Metadata would hide (Kafka's
+    answer, and message, in handleConsumerGroupDescribe)."""
+    if ctx.authorizer is None or group.error != ErrorCode.none:
+        return group
+    may_see = authz.topic_filter(ctx, call, AclOperation.DESCRIBE)
+    named = {t for m in group.members for t in (*m.subscribed_topic_names, *m.assignment, *m.target_assignment)}
+    if all(may_see(t) for t in named):
+        return group
+    return ConsumerGroupDescription(
+        error=ErrorCode.topic_authorization_failed, group_id=group.group_id,
+        error_message="The group has described topic(s) that the client is not authorized to describe.")
+
+
 async def handle_consumer_group_describe(ctx: BrokerContext, call: Call) -> Any:
     asked = list(call.body.group_ids)
     may = describable(ctx, call, asked)
-    described = await ctx.groups.coordinator.consumer_group_describe(may)
+    described = [_hiding_no_topic(ctx, call, d) for d in await ctx.groups.coordinator.consumer_group_describe(may)]
     refused = [ConsumerGroupDescription(error=ErrorCode.group_authorization_failed, group_id=g)
                for g in asked if g not in may]
 

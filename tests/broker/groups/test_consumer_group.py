@@ -276,3 +276,23 @@ def test_describe_shows_members_assignment_and_target() -> None:
     assert len(by_id["a"].target_assignment["t"]) == 1
     assert by_id["b"].assignment == {}
     assert g.listing() == ("g", "consumer", "Reconciling")
+
+
+def test_a_regex_matches_only_the_topics_its_member_may_describe() -> None:
+    """Issue 21, item 8: a regex never reveals a topic DESCRIBE hides (its assignment would name its id)."""
+    from dataclasses import replace
+
+    topics = Topics(**{"orders-eu": 1, "orders-secret": 1})
+    g = ConsumerGroup("g")
+    hidden = lambda topic: topic != "orders-secret"  # noqa: E731 - the principal's DESCRIBE
+    r = g.heartbeat(replace(join_request("a", (), regex="orders-.*"), may_describe=hidden), topics=topics,
+                    now=T0).result
+    assert set(r.assignment or {}) == {"orders-eu"}
+    assert g.subscription_metadata == {"orders-eu": 1}
+    topics.counts["orders-new-secret"] = 1  # created later: still filtered by the member's view
+    r2 = g.heartbeat(replace(beat_request("a", r.member_epoch, owned={"orders-eu": frozenset({0})}),
+                             may_describe=lambda t: "secret" not in t), topics=topics, now=T0 + 1).result
+    assert r2.assignment is None and set(g.target["a"]) == {"orders-eu"}  # nothing new to assign
+    g.heartbeat(replace(beat_request("a", r2.member_epoch), may_describe=lambda t: True),
+                topics=topics, now=T0 + 2)  # DESCRIBE granted: the next heartbeat sees them
+    assert set(g.target["a"]) == {"orders-eu", "orders-secret", "orders-new-secret"}

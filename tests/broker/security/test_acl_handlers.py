@@ -551,3 +551,48 @@ async def test_mtls_principals_are_authorized_by_their_certificate_name(tmp_path
         for c in clients:
             await c.close()
         await broker.stop()
+
+
+def consumer_heartbeat(group: str, regex: str, epoch: int = 0, member: str = "m-1"):
+    from tinystream.broker.protocol.codec import millis
+    return request(68, 1, group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+                   rebalance_timeout=millis(30_000), subscribed_topic_names=None, subscribed_topic_regex=regex,
+                   server_assignor=None, topic_partitions=None if epoch else ())
+
+
+async def test_a_regex_subscription_and_a_group_description_reveal_no_hidden_topic(secured):
+    """Issue 21, item 8: KIP-848 regexes match only what the member may DESCRIBE, and ConsumerGroupDescribe
+    of a group that names a topic the caller may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED (Kafka's)."""
+    broker, login = secured
+    admin, alice, bob = await login("admin"), await login("alice"), await login("bob")
+    created = await admin.request(create_topics_request([("orders-eu", 1, 1), ("orders-secret", 1, 1)]))
+    assert [t.error_code for t in created.topics] == [ErrorCode.none] * 2
+    await grant(admin, acl_creation("GROUP", "readers", "User:alice", "READ"),
+                acl_creation("GROUP", "readers", "User:bob", "DESCRIBE"),
+                acl_creation("TOPIC", "orders-eu", "User:alice", "DESCRIBE"),
+                acl_creation("TOPIC", "orders-eu", "User:bob", "DESCRIBE"))
+    await alice.request(request(10, 3, key="readers", key_type=0))
+    for _ in range(100):
+        joined = await alice.request(consumer_heartbeat("readers", "orders-.*"))
+        if joined.error_code != ErrorCode.coordinator_load_in_progress:
+            break
+        await asyncio.sleep(0.05)
+    assert joined.error_code == ErrorCode.none, joined
+    assigned = {broker.topics.store.by_id(t.topic_id).name for t in joined.assignment.topic_partitions}
+    assert assigned == {"orders-eu"}  # orders-secret matches the regex, but alice may not see it
+    described = await bob.request(request(69, 1, group_ids=("readers",), include_authorized_operations=False))
+    assert described.groups[0].error_code == ErrorCode.none  # every topic it names, bob may see
+
+    await grant(admin, acl_creation("TOPIC", "orders-secret", "User:alice", "DESCRIBE"))
+    for epoch in range(joined.member_epoch, joined.member_epoch + 50):  # alice's next heartbeats see it
+        beat = await alice.request(consumer_heartbeat("readers", "orders-.*", epoch=epoch,
+                                                      member=joined.member_id))
+        group = broker.groups.coordinator.consumer_group("readers")
+        if "orders-secret" in group.target.get(joined.member_id, {}):
+            break
+        await asyncio.sleep(0.05)
+    assert "orders-secret" in group.target[joined.member_id], beat
+    described = await bob.request(request(69, 1, group_ids=("readers",), include_authorized_operations=False))
+    assert described.groups[0].error_code == ErrorCode.topic_authorization_failed  # bob may not see it
+    assert "not authorized to describe" in described.groups[0].error_message
+    assert not described.groups[0].members
