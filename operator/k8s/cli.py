@@ -17,6 +17,7 @@ in tinystream/cli/__init__.py; `python -m tinystream.operator.k8s` works already
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import zlib
@@ -31,12 +32,14 @@ from tinystream.config import load_settings
 from tinystream.config.settings import OperatorSettings
 from tinystream.controller_auth import ensure_secret_file
 from tinystream.log_format import configure, current_format
+from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.broker_identity import TokenReviewer
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_secret import derived_secrets
 from tinystream.operator.k8s.controller_tls import ControllerTLS
 from tinystream.operator.k8s.dashboard_host import OperatorDashboard
 from tinystream.operator.k8s.handlers import Deps, default_connect, make_registry
+from tinystream.operator.k8s.master_secret import ensure_master_secret, parse_ref
 from tinystream.operator.k8s.metrics import OperatorMetrics
 from tinystream.operator.k8s.model import OperatorContext
 
@@ -93,6 +96,18 @@ def operator_context(environ: Mapping[str, str], settings: OperatorSettings) -> 
     return OperatorContext(**given)
 
 
+async def _master_from_ref(ref: str) -> str:
+    """The master secret from its Secret (master_secret.py), over the operator's own API login."""
+    info = default_connect(settings=kopf.OperatorSettings())
+    if info is None:
+        raise click.ClickException("no Kubernetes login (service account or kubeconfig) to read controller.secret.ref")
+    client = KubeClient.from_connection_info(info)
+    try:
+        return await ensure_master_secret(client, *parse_ref(ref))
+    finally:
+        await client.close()
+
+
 @click.command()
 @click.option("--log-level", default=None, help="Python logging level (overrides the CLI group's).")
 @click.option("--peering/--standalone", default=True, show_default=True,
@@ -111,7 +126,8 @@ def operator(log_level: str | None, peering: bool) -> None:
     # an ExternalName Service onto the operator's; TLS with the cluster CA's certificate (controller_tls.py).
     # ... and serves GET /metrics there: reconcile series and each cluster's controller series (metrics.py).
     metrics = OperatorMetrics()
-    master = ensure_secret_file(settings.secret_file or Path.home() / ".tinystream" / "operator-controller.secret")
+    master = (asyncio.run(_master_from_ref(settings.secret_ref)) if settings.secret_ref else
+              ensure_secret_file(settings.secret_file or Path.home() / ".tinystream" / "operator-controller.secret"))
     tls = (ControllerTLS(master, service_names=service_names(ctx.operator_service), cluster_domain=ctx.cluster_domain)
            if ctx.controller_tls else None)
     controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller,

@@ -295,6 +295,9 @@ class OperatorSettings(ComponentSettings):
     # The master secret each cluster's controller API secret is derived from (controller_secret.py);
     # the chart mounts its Secret here. Unset: ~/.tinystream/operator-controller.secret, made when missing.
     secret_file: str | None = kafka_field(None, "controller.secret.file")
+    # Or a Secret "<namespace>/<name>" (key `secret`) the operator reads, and makes once when missing
+    # (operator/k8s/master_secret.py); the chart sets this, so no render of it ever holds a new secret.
+    secret_ref: str | None = kafka_field(None, "controller.secret.ref")
 
 
 COMPONENTS: dict[str, type[ComponentSettings]] = {

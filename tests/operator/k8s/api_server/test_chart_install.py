@@ -256,3 +256,27 @@ async def wait_for_events(events_of, name: str, reason: str, timeout: float = 15
         assert asyncio.get_running_loop().time() < deadline, f"no {reason} Event for {name}"
         await asyncio.sleep(0.2)
     return found
+
+
+@pytest.mark.parametrize("verb,resource", [
+    ("get", f"secrets/{SA}-controller-secret"),  # its master secret, by name: the one Secret it may read
+    ("create", "secrets"),
+    ("create", "tokenreviews.authentication.k8s.io"),  # who calls the controller API: a broker pod's token
+])
+def test_the_operator_service_account_may_do_what_it_needs(installed, verb, resource) -> None:
+    result = installed.kubectl("auth", "can-i", verb, resource, f"--as=system:serviceaccount:{NS}:{SA}",
+                               "-n", NS, check=False)
+    assert result.stdout.strip() == "yes", (verb, resource, result.stdout, result.stderr)
+
+
+async def test_the_operator_makes_its_master_secret_once_under_the_charts_rbac(installed) -> None:
+    from tinystream.operator.k8s.api import KubeClient
+    from tinystream.operator.k8s.master_secret import ensure_master_secret
+
+    client = KubeClient.from_connection_info(connection(installed, installed.service_account_token(NS, SA)))
+    try:
+        first = await ensure_master_secret(client, NS, f"{SA}-controller-secret")
+        again = await ensure_master_secret(client, NS, f"{SA}-controller-secret")  # a restart reads the same
+        assert first == again and len(first) >= 32
+    finally:
+        await client.close()
