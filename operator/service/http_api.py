@@ -262,6 +262,19 @@ def _require_broker_or_admin(request: web.Request) -> None:
         raise _refuse(request, "a broker or admin")
 
 
+def _require_access_admin(request: web.Request) -> None:
+    """ACLs and SCRAM credentials. Where brokers prove themselves by their pods (IDENTITY_KEY: the Kubernetes
+    operator), they are the admin's alone: TinyStreamUser resources make them, and a broker, trusted to
+    replicate, is not trusted to grant (a broken broker pod could otherwise give anyone any right). A local
+    controller takes them from brokers too, which forward their clients' CreateAcls (Kafka's way)."""
+    if IDENTITY_KEY in request.app:
+        if request[PRINCIPAL] != ADMIN:
+            raise _refuse(request, "ACLs and SCRAM credentials of a cluster on Kubernetes come from "
+                                   "TinyStreamUser resources")
+        return
+    _require_broker_or_admin(request)
+
+
 def _require_self(request: web.Request, broker_id: int) -> None:
     """Only broker-<id> itself (or the admin, a super user) speaks for broker <id>."""
     if broker_id_of(request[PRINCIPAL]) != broker_id and request[PRINCIPAL] != ADMIN:
@@ -595,14 +608,14 @@ async def alter_topic_config(request: web.Request) -> web.Response:
 
 
 async def create_acls(request: web.Request) -> web.Response:
-    _require_broker_or_admin(request)
+    _require_access_admin(request)
     body: CreateAclsRequest = await _body(request, CreateAclsRequest)
     decision = await _run(request, CreateAcls(acls=body.acls))
     return reply(_admin_reply(request, decision))
 
 
 async def delete_acls(request: web.Request) -> web.Response:
-    _require_broker_or_admin(request)
+    _require_access_admin(request)
     body: DeleteAclsRequest = await _body(request, DeleteAclsRequest)
     decision = await _run(request, DeleteAcls(filters=body.filters))
     deleted = next(a for a in decision.actions if isinstance(a, AclsDeleted))
@@ -610,7 +623,7 @@ async def delete_acls(request: web.Request) -> web.Response:
 
 
 async def alter_scram_credentials(request: web.Request) -> web.Response:
-    _require_broker_or_admin(request)
+    _require_access_admin(request)
     body: AlterScramRequest = await _body(request, AlterScramRequest)
     decision = await _run(request, AlterScramCredentials(upsertions=body.upsertions, deletions=body.deletions))
     return reply(_admin_reply(request, decision))

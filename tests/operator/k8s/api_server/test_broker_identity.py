@@ -100,3 +100,35 @@ async def test_the_controller_api_takes_brokers_only_by_their_pod_token(control_
     finally:
         await runner.cleanup()
         await client.close()
+
+
+async def test_a_broker_on_kubernetes_grants_no_rights(control_plane, namespace) -> None:
+    """Cluster-admin actions are not a broker's (issue 21, item 6): with pod identities, ACLs and SCRAM
+    credentials are the admin's alone (TinyStreamUser resources), even from a proven broker."""
+    client = KubeClient.from_connection_info(connection(control_plane))
+    secret = "cluster-secret"
+    app = make_clusters_app(lambda _ns, _name: None, secrets=lambda _ns, _name: secret,
+                            brokers=TokenReviewer(lambda: client))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{port}/clusters/{namespace}/demo"
+    try:
+        token = pod_token(control_plane, namespace, make_pod(control_plane, namespace, "demo-broker-0"))
+        allow_all = {"acls": [{"resource_type": "TOPIC", "resource_name": "*", "pattern_type": "LITERAL",
+                               "principal": "User:mallory", "host": "*", "operation": "ALL",
+                               "permission": "ALLOW"}]}
+        async with aiohttp.ClientSession() as http:
+            for path, body in (("/v1/acls", allow_all), ("/v1/acls/delete", {"filters": []}),
+                               ("/v1/scram-credentials", {"upsertions": [], "deletions": []})):
+                async with http.post(base + path, json=body, headers={"Authorization": f"Bearer {token}"}) as r:
+                    assert r.status == 403, (path, r.status, await r.text())
+                    assert "TinyStreamUser" in (await r.json())["message"]
+            async with http.post(base + "/v1/acls", json=allow_all,
+                                 headers={"Authorization": f"Bearer {token_for(secret, ADMIN)}"}) as r:
+                assert r.status not in (401, 403)  # the operator's own (no controller runs here: not 2xx)
+    finally:
+        await runner.cleanup()
+        await client.close()
