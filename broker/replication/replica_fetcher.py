@@ -254,13 +254,16 @@ class LeaderFetcher:
             log.info("%s: leader %d answered %s; waiting for new metadata", tp, self.leader_id, error.name)
         elif error == ErrorCode.offset_out_of_range:
             state.truncated = False  # find the divergence point again
-        elif error == ErrorCode.topic_authorization_failed and not state.refused:
-            state.refused = True
+        elif error in (ErrorCode.topic_authorization_failed, ErrorCode.cluster_authorization_failed):
             # The leader does not take us for a broker: its inter-broker listener must authenticate us
-            # (SASL or mTLS, as a broker principal). Said at warning level: nothing replicates until fixed.
-            log.warning("%s: leader %d refused our follower fetch (%s): the inter-broker listener must "
-                        "authenticate brokers (SASL or mTLS) and name them super users", tp, self.leader_id,
-                        error.name)
+            # (SASL or mTLS, as a broker principal). Asking again at once would only spin: wait for the next
+            # image. Said once, at warning level: nothing replicates until the listener is fixed.
+            state.paused = True
+            if not state.refused:
+                state.refused = True
+                log.warning("%s: leader %d refused our follower fetch (%s): the inter-broker listener must "
+                            "authenticate brokers (SASL or mTLS) and name them super users", tp, self.leader_id,
+                            error.name)
         else:
             log.debug("%s: leader %d answered %s", tp, self.leader_id, error.name)
 
