@@ -29,7 +29,9 @@ Secret per chunk (not built).
 Fencing: two operators must never both write a cluster's state (the second
 would overwrite the first's newer image with its older one). Each load claims
 the next `status.controller.epoch` with a JSON patch whose `test` op makes it
-conditional; every save tests that the epoch is still ours. An operator whose
+conditional; every save tests that the epoch is still ours, and the first save
+of a new cluster's state is made only onto the object as its load saw it (a
+resourceVersion precondition: two operators cannot both write epoch 1). An operator whose
 epoch was taken over gets `FencedOut` (an OSError: the change is refused and
 nothing diverges) and stops serving that cluster until it loads it again.
 
@@ -50,13 +52,14 @@ import orjson
 from tinystream.operator.controller import ControllerState, StateFormatError
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import ClusterKey
-from tinystream.operator.k8s.errors import KubeApiError
+from tinystream.operator.k8s.errors import Conflict, KubeApiError
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND
 from tinystream.operator.service.errors import StateFileError
 
 JSON = "json"
 ZLIB = "zlib+base64"
 COMPRESS_ABOVE = 64 * 1024
+FIRST_SAVE_ATTEMPTS = 5
 MAX_STORED_BYTES = 1024 * 1024  # leaves room under etcd's 1.5 MiB for spec, status and metadata
 
 
@@ -101,6 +104,7 @@ class ClusterStatusStore:
         self.cluster = cluster
         self.saves = 0
         self.epoch = 0  # the status.controller.epoch this operator owns (claimed by load)
+        self._unclaimed_version: str | None = None  # resourceVersion load saw with no state yet
         self.on_fenced: Callable[[], None] | None = None  # told once another operator took over
 
     async def load(self) -> ControllerState | None:
@@ -110,6 +114,9 @@ class ClusterStatusStore:
             raise StateFileError(f"cannot read TinyStreamCluster {self.cluster}: {exc}") from exc
         stored = ((obj or {}).get("status") or {}).get("controller")
         if stored is None:
+            # The first save must find the object as read here, so two operators cannot both write a
+            # first state (both with epoch 1, each believing it owns the cluster).
+            self._unclaimed_version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
             return None
         state = decode_state(stored, where=f"TinyStreamCluster {self.cluster}")
         await self._claim(int(stored.get("epoch") or 0))
@@ -150,13 +157,7 @@ class ClusterStatusStore:
     async def save(self, state: ControllerState) -> None:
         """Write `state` if this operator still owns the cluster's state (OSError otherwise: not saved)."""
         if self.epoch == 0:  # a new cluster: its first state claims epoch 1
-            patch = {"status": {"controller": {**encode_state(state), "epoch": 1},
-                                "clusterId": state.image.cluster_id}}
-            try:
-                await self.client.patch(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace, patch,
-                                        subresource="status")
-            except KubeApiError as exc:  # the service's contract: OSError = not saved, old state kept
-                raise OSError(f"cannot save the controller state to TinyStreamCluster {self.cluster}: {exc}") from exc
+            await self._save_first(state)
             self.epoch = 1
         else:
             ops = [*self._expect(self.epoch),
@@ -164,6 +165,31 @@ class ClusterStatusStore:
                    {"op": "add", "path": "/status/clusterId", "value": state.image.cluster_id}]
             await self._patch(ops, what="save the controller state")
         self.saves += 1
+
+    async def _save_first(self, state: ControllerState) -> None:
+        """The first state, only onto the object as `load` saw it without one (resourceVersion precondition).
+        Anything else that changed the object meanwhile (a spec edit, kopf's own status) only retries; a
+        controller state that appeared meanwhile means another operator won: FencedOut."""
+        body = {"controller": {**encode_state(state), "epoch": 1}, "clusterId": state.image.cluster_id}
+        for _ in range(FIRST_SAVE_ATTEMPTS):
+            patch: dict[str, Any] = {"status": body}
+            if self._unclaimed_version is not None:
+                patch["metadata"] = {"resourceVersion": self._unclaimed_version}
+            try:
+                await self.client.patch(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace, patch,
+                                        subresource="status")
+                return
+            except Conflict:
+                obj = await self.client.get(API_VERSION, CLUSTER_KIND, self.cluster.name, self.cluster.namespace)
+                if ((obj or {}).get("status") or {}).get("controller") is not None:
+                    if self.on_fenced is not None:
+                        self.on_fenced()
+                    raise FencedOut(f"another operator wrote the first state of TinyStreamCluster {self.cluster}; "
+                                    "this one stops serving it") from None
+                self._unclaimed_version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+            except KubeApiError as exc:  # the service's contract: OSError = not saved, old state kept
+                raise OSError(f"cannot save the controller state to TinyStreamCluster {self.cluster}: {exc}") from exc
+        raise OSError(f"cannot save the first controller state of TinyStreamCluster {self.cluster}: it kept changing")
 
     async def close(self) -> None:
         return None

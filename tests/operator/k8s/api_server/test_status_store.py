@@ -75,3 +75,32 @@ async def test_a_second_operator_that_loads_the_state_fences_the_first(store, co
         assert stored["epoch"] == 2
     finally:
         await client.close()
+
+
+async def test_two_operators_cannot_both_write_the_first_state(store, control_plane) -> None:
+    """Issue 21, item 8: the first state write was not fenced, so two operators could both hold epoch 1."""
+    api, first = store
+    client = KubeClient.from_connection_info(connection(control_plane))
+    try:
+        second = ClusterStatusStore(client, first.cluster)
+        assert await first.load() is None and await second.load() is None  # both see a new cluster
+        state = ControllerState.bootstrap(cluster_id="a" * 22, seed=1, config=ControllerConfig())
+        await first.save(state)
+        assert first.epoch == 1
+        fenced = []
+        second.on_fenced = lambda: fenced.append(True)
+        other = ControllerState.bootstrap(cluster_id="b" * 22, seed=2, config=ControllerConfig())
+        with pytest.raises(status_store_module.FencedOut, match="another operator wrote the first state"):
+            await second.save(other)
+        assert fenced == [True] and second.epoch == 0
+        stored = (await api.get(TS, "tinystreamclusters", "demo"))["status"]
+        assert stored["clusterId"] == "a" * 22  # the first writer's state stands
+        # A change to the object in between that is not a controller state only makes the first save retry.
+        await api.create(TS, "tinystreamclusters", {**CLUSTER, "metadata": {"name": "fresh"}})
+        fresh = ClusterStatusStore(client, ClusterKey(first.cluster.namespace, "fresh"))
+        assert await fresh.load() is None
+        await api.patch(TS, "tinystreamclusters", "fresh", {"metadata": {"labels": {"edited": "yes"}}})
+        await fresh.save(state)
+        assert fresh.epoch == 1
+    finally:
+        await client.close()
