@@ -55,6 +55,7 @@ EPOCH_VERSION = 4   # OffsetForLeaderEpoch with replica_id
 #: Kafka's replica.fetch.wait.max.ms and replica.fetch.backoff.ms defaults, shortened for quick failover.
 FETCH_WAIT_MS = 500
 BACKOFF_S = 0.2
+REFUSED_RETRY_S = 2.0  # a leader that did not take us for a broker is asked again after this
 #: Answers that only mean "start the session again" (the handler already did).
 SESSION_ERRORS = frozenset({ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch,
                             ErrorCode.fetch_session_topic_id_error})
@@ -247,6 +248,11 @@ class LeaderFetcher:
                     log.exception("%s: appending the leader's batches failed; truncating to the HW", tp)
                     state.truncated = False
 
+    def _resume(self, tp: TopicPartition, state: FollowState) -> None:
+        if self.partitions.get(tp) is state and state.paused:
+            state.paused = False
+            self.wakeup.set()
+
     def _on_error(self, tp: TopicPartition, state: FollowState, error: ErrorCode) -> None:
         if error in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower,
                      ErrorCode.unknown_topic_or_partition):
@@ -256,9 +262,11 @@ class LeaderFetcher:
             state.truncated = False  # find the divergence point again
         elif error in (ErrorCode.topic_authorization_failed, ErrorCode.cluster_authorization_failed):
             # The leader does not take us for a broker: its inter-broker listener must authenticate us
-            # (SASL or mTLS, as a broker principal). Asking again at once would only spin: wait for the next
-            # image. Said once, at warning level: nothing replicates until the listener is fixed.
+            # (SASL or mTLS, as a broker principal). Asking again at once would only spin: ask again after
+            # REFUSED_RETRY_S (or at the next image). Said once, at warning level: nothing replicates until
+            # the listener is fixed.
             state.paused = True
+            asyncio.get_running_loop().call_later(REFUSED_RETRY_S, self._resume, tp, state)
             if not state.refused:
                 state.refused = True
                 log.warning("%s: leader %d refused our follower fetch (%s): the inter-broker listener must "

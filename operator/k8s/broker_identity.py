@@ -11,12 +11,16 @@ believes the pod name the server binds into it:
 
 Anything else (another namespace, another pod, another audience, a token the server does not know) is
 no broker. `review_principal` is that rule, pure; `TokenReviewer` asks the server and remembers each
-answer for CACHE_S, so a broker's heartbeats cost one review per half minute, not one per call.
+answer for CACHE_S, so a broker's heartbeats cost one review per half minute, not one per call; a token
+whose unverified claims cannot be ours (`plausible`) costs no review. During an upgrade's roll, a pod
+still on the old template may use its old secret-made token (`TokenReviewer.legacy`) until it is replaced.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import logging
 import re
 import time
@@ -48,8 +52,27 @@ def review_principal(status: Mapping[str, Any], *, namespace: str, cluster: str)
     if not str(user.get("username") or "").startswith(f"system:serviceaccount:{namespace}:"):
         return None
     pods = (user.get("extra") or {}).get(POD_NAME) or []
-    found = re.fullmatch(rf"{re.escape(cluster)}-broker-(\d+)", pods[0]) if len(pods) == 1 else None
+    found = re.fullmatch(rf"{re.escape(cluster)}-broker-(0|[1-9]\d*)", pods[0]) if len(pods) == 1 else None
     return broker_principal(int(found.group(1))) if found else None
+
+
+def plausible(token: str, *, namespace: str, now: float) -> bool:
+    """A cheap look at a JWT's claims before the API server is asked (the server still checks everything):
+    our audience, not expired, a service account of the cluster's namespace. A caller sending made-up
+    tokens costs no TokenReview this way."""
+    if not _JWT.fullmatch(token):
+        return False
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    if not isinstance(claims, dict):
+        return False
+    audiences = claims.get("aud")
+    audiences = [audiences] if isinstance(audiences, str) else audiences or []
+    return (AUDIENCE in audiences and isinstance(claims.get("exp"), int) and claims["exp"] > now
+            and str(claims.get("sub") or "").startswith(f"system:serviceaccount:{namespace}:"))
 
 
 def token_review(token: str) -> dict[str, Any]:
@@ -69,8 +92,8 @@ class TokenReviewer:
         self.reviews = 0  # TokenReviews asked (tests and metrics)
 
     async def __call__(self, namespace: str, cluster: str, token: str) -> str | None:
-        if not _JWT.fullmatch(token):
-            return None  # not a service-account token: not worth a review
+        if not plausible(token, namespace=namespace, now=time.time()):
+            return None  # not a service-account token for us: not worth a review
         key = hashlib.sha256(f"{namespace}/{cluster}/{token}".encode()).hexdigest()
         now = self._clock()
         cached = self._answers.get(key)
@@ -91,3 +114,20 @@ class TokenReviewer:
         while len(self._answers) > CACHE_ENTRIES:
             self._answers.popitem(last=False)
         return principal
+
+    async def legacy(self, namespace: str, cluster: str, broker_id: int) -> bool:
+        """Whether broker <id> may still use a token the cluster secret made: only while its pod runs a
+        template from before pod identities (no projected controller token), i.e. during the roll of an
+        upgrade, so that old pods keep heartbeating until the operator replaces them one by one. Once the
+        pod is replaced, its old token proves nothing (and no Secret holds one any more)."""
+        client = self._client()
+        if client is None:
+            return False
+        try:
+            pod = await client.get("v1", "Pod", f"{cluster}-broker-{broker_id}", namespace)
+        except (KubeApiError, aiohttp.ClientError, TimeoutError):
+            return False
+        volumes = ((pod or {}).get("spec") or {}).get("volumes") or []
+        return pod is not None and not any(
+            (source.get("serviceAccountToken") or {}).get("audience") == AUDIENCE
+            for v in volumes for source in (v.get("projected") or {}).get("sources") or ())

@@ -130,9 +130,10 @@ def operator(log_level: str | None, peering: bool) -> None:
               ensure_secret_file(settings.secret_file or Path.home() / ".tinystream" / "operator-controller.secret"))
     tls = (ControllerTLS(master, service_names=service_names(ctx.operator_service), cluster_domain=ctx.cluster_domain)
            if ctx.controller_tls else None)
+    reviewer = TokenReviewer(lambda: controller.client)
     controller = OperatorController(port=ctx.controller_port, metrics=metrics.controller,
                                     secret_source=derived_secrets(master), tls=tls,
-                                    brokers=TokenReviewer(lambda: controller.client))
+                                    brokers=reviewer, legacy_brokers=reviewer.legacy)
     # Every cluster's dashboard on dashboard.port (the chart's Service port "dashboard"); 0: none.
     dashboard = OperatorDashboard(controller, port=ctx.dashboard_port) if ctx.dashboard_port else None
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,

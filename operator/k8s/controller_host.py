@@ -87,7 +87,7 @@ from tinystream.operator.k8s.topics import CreateTopic as CreateTopicAction
 from tinystream.operator.k8s.users import UserAccessPlan
 from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
 from tinystream.operator.service.errors import ApiError, StateFileError
-from tinystream.operator.service.http_api import IdentityLookup, make_clusters_app
+from tinystream.operator.service.http_api import IdentityLookup, LegacyLookup, make_clusters_app
 from tinystream.operator.service.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,8 @@ class OperatorController:
                  metrics: ControllerMetrics | None = None,
                  config_overrides: Mapping[str, Any] | None = None,
                  tls: ControllerTLS | None = None,
-                 brokers: IdentityLookup | None = None) -> None:
+                 brokers: IdentityLookup | None = None,
+                 legacy_brokers: LegacyLookup | None = None) -> None:
         self.host = host
         self.port = port
         self.timing = timing
@@ -118,6 +119,7 @@ class OperatorController:
         # Who a broker is: its pod's service-account token (broker_identity.TokenReviewer) in production;
         # None: tokens the cluster secret made (tests without an API server that reviews tokens).
         self.brokers = brokers
+        self.legacy_brokers = legacy_brokers  # old pods mid-upgrade (broker_identity.TokenReviewer.legacy)
         self._renewals: asyncio.Task[None] | None = None
         self._client: KubeClient | None = None
         self._runner: web.AppRunner | None = None
@@ -149,7 +151,7 @@ class OperatorController:
     async def start(self, client: KubeClient) -> None:
         self._client = client
         runner = web.AppRunner(make_clusters_app(self._lookup, secrets=self._secret, metrics=self.metrics,
-                                                 brokers=self.brokers),
+                                                 brokers=self.brokers, legacy_brokers=self.legacy_brokers),
                                shutdown_timeout=SHUTDOWN_TIMEOUT_S, access_log=None)
         await runner.setup()
         self._runner = runner

@@ -1,13 +1,13 @@
 """Each cluster's controller API secret, derived from the operator's own; the Secret broker pods mount.
 
-The operator holds one master secret (the chart's `<release>-controller-secret`,
-mounted at `controller.secret.file`). A cluster's secret is
+The operator holds one master secret (on Kubernetes the Secret `<release>-controller-secret`
+it reads and makes once, master_secret.py; locally `controller.secret.file`). A cluster's secret is
 
     HMAC-SHA256(master, "<namespace>/<name>/<uid>")
 
-so the operator never reads a Secret back (its RBAC may create Secrets but not
-get them: reading every Secret in every namespace is what an operator should
-not be able to do), an operator restart derives the same secret, and a cluster
+so the operator never reads a cluster's Secret back (its RBAC may create and
+patch Secrets, and get only its own master secret by name: reading every Secret
+in every namespace is what an operator should not be able to do), an operator restart derives the same secret, and a cluster
 re-created under the same name (a new uid) gets a new one. On Kubernetes it
 signs the admin's tokens only (the operator's own dashboard): a broker proves
 who it is with its pod's own service-account token (broker_identity.py).

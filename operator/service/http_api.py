@@ -142,6 +142,8 @@ LOOKUP_KEY = web.AppKey("controller_lookup", object)
 SECRET_KEY = web.AppKey("controller_secret", object)  # request -> the secret its tokens must be made with
 IdentityLookup = Callable[[str, str, str], Awaitable["str | None"]]  # (namespace, cluster, token) -> broker
 IDENTITY_KEY = web.AppKey("broker_identity", object)
+LegacyLookup = Callable[[str, str, int], Awaitable[bool]]  # (namespace, cluster, broker id) -> old pod?
+LEGACY_KEY = web.AppKey("legacy_broker_tokens", object)
 
 
 async def _root_healthz(request: web.Request) -> web.Response:
@@ -150,13 +152,15 @@ async def _root_healthz(request: web.Request) -> web.Response:
 
 def make_clusters_app(lookup: ServiceLookup, *, secrets: SecretLookup,
                       metrics: ControllerMetrics | None = None,
-                      brokers: IdentityLookup | None = None) -> web.Application:
+                      brokers: IdentityLookup | None = None,
+                      legacy_brokers: LegacyLookup | None = None) -> web.Application:
     """Many controllers behind one server; `lookup(namespace, cluster)` finds each request's,
     `secrets(namespace, cluster)` the secret of its tokens (a token of one cluster is worthless at another).
 
     With `brokers`, a broker proves who it is only through it (`await brokers(namespace, cluster, token)`
     -> "broker-<id>" or None: on Kubernetes, its pod's own service-account token), never with a token
-    the cluster secret made; the secret's tokens then serve the admin alone.
+    the cluster secret made (but while `legacy_brokers(namespace, cluster, id)` says that broker's pod
+    predates pod identities: an upgrade's roll); the secret's tokens then serve the admin alone.
 
     A cluster without a running controller (not reconciled yet, deleted)
     answers NOT_CONTROLLER, which brokers treat as "retry later". With
@@ -170,6 +174,8 @@ def make_clusters_app(lookup: ServiceLookup, *, secrets: SecretLookup,
     app[SECRET_KEY] = lambda request: _cluster_secret(secrets, request)
     if brokers is not None:
         app[IDENTITY_KEY] = brokers
+    if legacy_brokers is not None:
+        app[LEGACY_KEY] = legacy_brokers
     app.add_routes([web.get("/healthz", _root_healthz), *_routes(CLUSTER_PREFIX)])
     if metrics is not None:
         app.router.add_get("/metrics", metrics_handler(metrics))
@@ -237,10 +243,13 @@ async def _authenticate(request: web.Request, handler: Handler) -> web.StreamRes
     principal = principal_of(secret, token) if token else None
     identities = request.app.get(IDENTITY_KEY)
     if identities is not None:  # brokers prove themselves there alone; the secret's tokens serve the admin
-        if principal is not None and principal != ADMIN:
-            principal = None
+        namespace, cluster = request.match_info["namespace"], request.match_info["cluster"]
+        legacy_id = broker_id_of(principal) if principal is not None else None
+        if legacy_id is not None:  # a token the cluster secret made: only an old pod mid-upgrade may use it
+            legacy = request.app.get(LEGACY_KEY)
+            principal = principal if legacy is not None and await legacy(namespace, cluster, legacy_id) else None  # type: ignore[operator]
         if principal is None and token:
-            principal = await identities(request.match_info["namespace"], request.match_info["cluster"], token)  # type: ignore[operator]
+            principal = await identities(namespace, cluster, token)  # type: ignore[operator]
     if principal is None:
         why = "the token was not made for this cluster" if token else "no bearer token (Authorization: Bearer ...)"
         raise ApiError(*AUTHENTICATION_FAILED, 401, f"{_where(request)}: {why}")

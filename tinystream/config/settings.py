@@ -292,8 +292,9 @@ class OperatorSettings(ComponentSettings):
     # How often a TinyStreamUser's Secret is made again when deleted, and its certificate renewed when due
     # (also on every change of the user and at operator start-up).
     user_secret_interval_s: int = kafka_field(60, "user.secret.check.interval.s", ge=1)
-    # The master secret each cluster's controller API secret is derived from (controller_secret.py);
-    # the chart mounts its Secret here. Unset: ~/.tinystream/operator-controller.secret, made when missing.
+    # The master secret each cluster's controller API secret is derived from (controller_secret.py), in a
+    # file (local runs). Unset, and no controller.secret.ref: ~/.tinystream/operator-controller.secret, made
+    # when missing.
     secret_file: str | None = kafka_field(None, "controller.secret.file")
     # Or a Secret "<namespace>/<name>" (key `secret`) the operator reads, and makes once when missing
     # (operator/k8s/master_secret.py); the chart sets this, so no render of it ever holds a new secret.

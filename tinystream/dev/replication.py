@@ -28,7 +28,8 @@ LISTENER = "REPLICATION"
 MECHANISM = "SCRAM-SHA-512"
 
 # Settings that, when a user gives one, mean she configures listeners and their security herself.
-USER_OWNED = frozenset({"listeners", "listener.security.protocol.map", "inter.broker.listener.name",
+USER_OWNED = frozenset({"listeners", "advertised.listeners", "advertised.port", "listener.security.protocol.map",
+                        "inter.broker.listener.name",
                         "security.inter.broker.protocol", "sasl.users.file", "inter.broker.sasl.username",
                         "inter.broker.sasl.password.file"})
 

@@ -154,3 +154,35 @@ async def test_no_client_may_set_the_broker_users_credential(tmp_path):
         await client.close()
     finally:
         await broker.stop()
+
+
+async def test_a_refused_follower_asks_again_on_its_own_and_does_not_spin(tmp_path, controller, monkeypatch):
+    """A follower refused as a non-broker pauses (asking again at once spun the event loop) and asks again
+    after REFUSED_RETRY_S, without waiting for metadata that a quiet cluster may never send."""
+    from tinystream.broker.replication import replica_fetcher
+
+    monkeypatch.setattr(replica_fetcher, "REFUSED_RETRY_S", 0.3)
+    resumed: list[float] = []
+    original = replica_fetcher.LeaderFetcher._resume
+
+    def counting(self, tp, state):  # type: ignore[no-untyped-def]
+        resumed.append(asyncio.get_running_loop().time())
+        original(self, tp, state)
+
+    monkeypatch.setattr(replica_fetcher.LeaderFetcher, "_resume", counting)
+    cluster = Cluster(tmp_path, controller)
+    try:
+        for broker_id in (1, 2):
+            await cluster.start(broker_id, **{"listeners": "PLAINTEXT://127.0.0.1:0",
+                                              "offsets.topic.replication.factor": 1})
+        await wait_until(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()),
+                         what="2 live brokers")
+        client = await cluster.client(1)
+        assert (await client.request(create_topics_request([("quiet", 1, 2)]))).topics[0].error_code == ErrorCode.none
+        await wait_until(lambda: len(resumed) >= 1, timeout=10, what="a first refusal and retry")
+        first = len(resumed)
+        await asyncio.sleep(1.5)
+        asked = len(resumed) - first
+        assert 2 <= asked <= 8, asked  # it keeps asking, about every 0.3 s: neither stuck nor spinning
+    finally:
+        await cluster.close()

@@ -132,3 +132,27 @@ async def test_a_broker_on_kubernetes_grants_no_rights(control_plane, namespace)
     finally:
         await runner.cleanup()
         await client.close()
+
+
+async def test_an_old_pod_mid_upgrade_keeps_its_old_token_until_it_is_replaced(control_plane, namespace) -> None:
+    """Upgrading: pods of the old template hold a token the cluster secret made; they keep heartbeating
+    until the operator's roll replaces each, and a replaced pod's old token proves nothing."""
+    client = KubeClient.from_connection_info(connection(control_plane))
+    reviewer = TokenReviewer(lambda: client)
+    try:
+        make_pod(control_plane, namespace, "demo-broker-0")  # an old template: no projected controller token
+        status, new = control_plane.request("POST", f"/api/v1/namespaces/{namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "demo-broker-1"},
+            "spec": {"automountServiceAccountToken": False, "containers": [{"name": "broker", "image": "x"}],
+                     "volumes": [{"name": "controller-identity", "projected": {"sources": [
+                         {"serviceAccountToken": {"audience": AUDIENCE, "path": "controller-token"}}]}}]}})
+        assert status == 201, new
+        assert await reviewer.legacy(namespace, "demo", 0) is True
+        assert await reviewer.legacy(namespace, "demo", 1) is False  # replaced: its pod token only
+        assert await reviewer.legacy(namespace, "demo", 2) is False  # no such pod
+        # Made-up tokens never reach the API server: not JWT-shaped, or claims that cannot be ours.
+        assert await reviewer(namespace, "demo", "broker-1.forged") is None
+        assert await reviewer(namespace, "demo", "eyJhbGciOiJub25lIn0.eyJhdWQiOiJ2YXVsdCJ9.c2ln") is None
+        assert reviewer.reviews == 0
+    finally:
+        await client.close()
