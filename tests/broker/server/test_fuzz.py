@@ -16,8 +16,10 @@ state (ACLs for other principals, credentials) while being fuzzed.
 A second run fuzzes a SASL_SSL listener: the login exchange (SaslHandshake,
 SaslAuthenticate with PLAIN and SCRAM messages) mutated inside TLS, the same
 corpus sent before any login, and raw bytes where a TLS handshake is due.
-Nobody gets in, nothing crashes, and a client with the right password still
-logs in and finds its data unchanged.
+Budget cases ride along: frames announced past the 512 KiB allowed before
+login, allowed sizes cut short, whole requests with trailing bytes. Nobody gets
+in, nothing crashes, every byte reserved for an unfinished frame is given back,
+and a client with the right password still logs in and finds its data unchanged.
 
 The seed is printed; set TINYSTREAM_FUZZ_SEED to replay, TINYSTREAM_FUZZ_SECONDS to run longer.
 """
@@ -188,6 +190,20 @@ async def blast(host: str, port: int, frames: list[bytes], tls: ssl.SSLContext |
         writer.close()
 
 
+def budget_frame(rng: random.Random) -> bytes:
+    """What a client that never logs in sends to make the broker hold memory (issue 21, item 1): a frame
+    announced past sasl.server.max.receive.size (512 KiB), or an allowed size cut short, or a whole
+    request padded with trailing bytes."""
+    kind = rng.randrange(3)
+    if kind == 0:
+        return struct.pack(">i", rng.choice([512 * 1024 + 1, 100 << 20, 2**31 - 1])) + bytes(rng.randrange(64))
+    if kind == 1:
+        return struct.pack(">i", rng.randrange(1024, 512 * 1024)) + bytes(rng.randrange(1, 1024))
+    body = encode_request(request(18, 3, client_software_name="fuzz", client_software_version="1"),
+                          correlation_id=1, client_id="fuzz")[4:] + bytes(rng.randrange(1, 64 * 1024))
+    return struct.pack(">i", len(body)) + body
+
+
 def snapshot(broker, name: str) -> tuple:
     p = broker.replicas.get(TopicPartition(name, 0))
     data = bytes(p.log.read(p.log_start_offset, 1 << 24).data)
@@ -288,8 +304,15 @@ async def test_fuzzed_logins_over_tls_get_nobody_in(tmp_path, caplog):
         while time.monotonic() < deadline:
             batch = [mutate(rng, rng.choice(frames)) if rng.random() < 0.8 else rng.choice(frames)
                      for _ in range(rng.randrange(1, 8))]
-            await asyncio.gather(blast(host, port, batch, tls), blast(host, port, [random_frame(rng)]))
+            await asyncio.gather(blast(host, port, batch, tls), blast(host, port, [random_frame(rng)]),
+                                 blast(host, port, [budget_frame(rng)], tls))
 
+        # Every byte reserved for frames that never completed was given back once their connections went.
+        server = broker.servers[broker.listener.name]
+        deadline = time.monotonic() + 10
+        while server.requests.used or server.answers.used:
+            assert time.monotonic() < deadline, (server.requests.used, server.answers.used)
+            await asyncio.sleep(0.05)
         crashes = [r for r in caplog.records if "request failed" in r.getMessage()]
         assert not crashes, crashes[0].exc_text
         assert snapshot(broker, "precious") == before
