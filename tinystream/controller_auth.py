@@ -117,8 +117,13 @@ class TokenFile:
         self._token = ""
 
     def __call__(self) -> str:
-        stat = self.path.stat()
-        if (stat.st_mtime_ns, stat.st_ino) != self._seen:
-            self._token = read_secret(self.path)
-            self._seen = (stat.st_mtime_ns, stat.st_ino)
+        try:
+            stat = self.path.stat()
+            if (stat.st_mtime_ns, stat.st_ino) != self._seen:
+                self._token = read_secret(self.path)
+                self._seen = (stat.st_mtime_ns, stat.st_ino)
+        except (OSError, ValueError):
+            if not self._token:
+                raise  # never read: the start stops with the file's name
+            # caught mid-replacement: the last token read is still valid for a while
         return self._token

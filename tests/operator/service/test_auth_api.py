@@ -102,3 +102,16 @@ def test_a_token_file_is_read_again_when_its_issuer_replaces_it(tmp_path):
     write_token_file(replacement, "second")
     replacement.replace(path)
     assert token() == "second"
+
+
+def test_a_token_file_missing_for_a_moment_keeps_the_last_token(tmp_path):
+    from tinystream.controller_auth import TokenFile, write_token_file
+
+    path = tmp_path / "token"
+    with pytest.raises(FileNotFoundError):
+        TokenFile(path)()  # never read: the broker's start stops with the file's name
+    write_token_file(path, "first")
+    token = TokenFile(path)
+    assert token() == "first"
+    path.unlink()  # the kubelet between two steps of its swap
+    assert token() == "first"
