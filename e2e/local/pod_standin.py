@@ -268,13 +268,14 @@ class PodStandIn:
                     (etc / key).write_text(text)
         args = [str(etc) + a[len(CONFIG_DIR):] if a.startswith(CONFIG_DIR) else a for a in container["args"]]
         env = container_env(container, pod)
+        config = self._broker_config(etc)
+        assert "controller.url" in config, f"controller.url is not in the mounted ConfigMap ({etc})"
         env.update({  # one host for every pod: its own ports; pod DNS and Service DNS resolve here
             "TINYSTREAM_HOST": "127.0.0.1", "TINYSTREAM_ADVERTISED_HOST": "127.0.0.1",
             "TINYSTREAM_PORT": str(run.kafka_port), "TINYSTREAM_ADVERTISED_PORT": str(run.kafka_port),
             "TINYSTREAM_ADMIN_PORT": str(run.admin_port), "TINYSTREAM_LOG_DIRS": str(run.data_dir),
-            "TINYSTREAM_CONTROLLER_URL": self._resolve(self._config_value(etc, "controller.url")),
+            "TINYSTREAM_CONTROLLER_URL": self._resolve(str(config["controller.url"])),
         })
-        config = self._broker_config(etc)
         if "listeners" in config:  # CLIENT on the pod's Kafka port, REPLICATION on its own
             ports = {"CLIENT": run.kafka_port, "REPLICATION": run.replication_port}
             env["TINYSTREAM_LISTENERS"] = ",".join(
@@ -317,13 +318,6 @@ class PodStandIn:
         for path in etc.glob("*.toml"):
             found.update(tomllib.loads(path.read_text()).get("broker", {}))
         return found
-
-    @classmethod
-    def _config_value(cls, etc: Path, key: str) -> str:
-        value = cls._broker_config(etc).get(key)
-        if value is None:
-            raise AssertionError(f"{key} is not in the mounted ConfigMap ({etc})")
-        return str(value)
 
     def _resolve(self, url: str) -> str:
         """Cluster DNS: any in-cluster host in `url` is the operator's controller API here."""

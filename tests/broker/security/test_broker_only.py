@@ -40,6 +40,25 @@ def commit_marker(topic: str) -> object:
                                                      partition_indexes=(0,)),)),))
 
 
+PLAINTEXT_ONLY = {"listeners": "PLAINTEXT://127.0.0.1:0", "offsets.topic.replication.factor": 1}
+
+
+async def two_brokers_with(cluster: Cluster, topic: tuple, **overrides):
+    """Brokers 1 and 2 (each with `overrides`), a topic by its create_topics_request row; returns
+    (the partition's leader broker, the other broker's id) once the partition has a leader."""
+    await asyncio.gather(cluster.start(1, **overrides), cluster.start(2, **overrides))
+    await wait_until(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()),
+                     what="2 live brokers")
+    client = await cluster.client(1)
+    created = await client.request(create_topics_request([topic]))
+    assert created.topics[0].error_code == ErrorCode.none
+    tp = TopicPartition(topic[0], 0)
+    await wait_until(lambda: any((p := b.replicas.get(tp)) is not None and p.is_leader
+                                 for b in cluster.brokers.values()), what="a leader")
+    leader = next(b for b in cluster.brokers.values() if (p := b.replicas.get(tp)) and p.is_leader)
+    return leader, next(i for i in cluster.brokers if cluster.brokers[i] is not leader)
+
+
 async def test_an_anonymous_client_on_a_plaintext_listener_writes_no_marker(tmp_path):
     broker = Broker(test_settings(tmp_path / "b"))  # one PLAINTEXT listener, Kafka's default
     await broker.start()
@@ -60,20 +79,9 @@ async def test_an_anonymous_client_on_a_plaintext_listener_writes_no_marker(tmp_
 
 async def test_a_made_up_replica_id_on_a_plaintext_cluster_moves_no_high_watermark(tmp_path, controller):
     cluster = Cluster(tmp_path, controller)
-    try:
-        for broker_id in (1, 2):  # the old layout: one PLAINTEXT listener, replication on it too
-            await cluster.start(broker_id, **{"listeners": "PLAINTEXT://127.0.0.1:0",
-                                              "offsets.topic.replication.factor": 1})
-        await wait_until(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()),
-                         what="2 live brokers")
-        client = await cluster.client(1)
-        created = await client.request(create_topics_request([("spoofed", 1, 2)]))
-        assert created.topics[0].error_code == ErrorCode.none
+    try:  # the old layout: one PLAINTEXT listener, replication on it too
+        leader, follower_id = await two_brokers_with(cluster, ("spoofed", 1, 2), **PLAINTEXT_ONLY)
         tp = TopicPartition("spoofed", 0)
-        await wait_until(lambda: any((p := b.replicas.get(tp)) is not None and p.is_leader
-                                     for b in cluster.brokers.values()), what="a leader")
-        leader = next(b for b in cluster.brokers.values() if (p := b.replicas.get(tp)) and p.is_leader)
-        follower_id = next(i for i in cluster.brokers if cluster.brokers[i] is not leader)
         writer = await KafkaClient.connect(leader.info.host, leader.info.port)
         done = await writer.request(produce_request("spoofed", 0, now_batch([(None, b"x")]), acks=1))
         assert done.responses[0].partition_responses[0].error_code == ErrorCode.none
@@ -98,17 +106,8 @@ async def test_brokers_replicate_on_their_listener_and_only_the_broker_user_acts
     store.save(users_file)
     cluster = Cluster(tmp_path, controller)  # the default layout: replication_settings
     try:
-        await asyncio.gather(cluster.start(1), cluster.start(2))
-        await wait_until(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()),
-                         what="2 live brokers")
-        client = await cluster.client(1)
-        created = await client.request(create_topics_request([("safe", 1, 2, {"min.insync.replicas": "2"})]))
-        assert created.topics[0].error_code == ErrorCode.none
+        leader, follower_id = await two_brokers_with(cluster, ("safe", 1, 2, {"min.insync.replicas": "2"}))
         tp = TopicPartition("safe", 0)
-        await wait_until(lambda: any((p := b.replicas.get(tp)) is not None and p.is_leader
-                                     for b in cluster.brokers.values()), what="a leader")
-        leader = next(b for b in cluster.brokers.values() if (p := b.replicas.get(tp)) and p.is_leader)
-        follower_id = next(i for i in cluster.brokers if cluster.brokers[i] is not leader)
         writer = await KafkaClient.connect(leader.info.host, leader.info.port)
         done = await writer.request(produce_request("safe", 0, now_batch([(None, b"x")]), acks=-1), timeout=15)
         assert done.responses[0].partition_responses[0].error_code == ErrorCode.none  # replicated, acks=all
@@ -172,13 +171,7 @@ async def test_a_refused_follower_asks_again_on_its_own_and_does_not_spin(tmp_pa
     monkeypatch.setattr(replica_fetcher.LeaderFetcher, "_resume", counting)
     cluster = Cluster(tmp_path, controller)
     try:
-        for broker_id in (1, 2):
-            await cluster.start(broker_id, **{"listeners": "PLAINTEXT://127.0.0.1:0",
-                                              "offsets.topic.replication.factor": 1})
-        await wait_until(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()),
-                         what="2 live brokers")
-        client = await cluster.client(1)
-        assert (await client.request(create_topics_request([("quiet", 1, 2)]))).topics[0].error_code == ErrorCode.none
+        await two_brokers_with(cluster, ("quiet", 1, 2), **PLAINTEXT_ONLY)
         await wait_until(lambda: len(resumed) >= 1, timeout=10, what="a first refusal and retry")
         first = len(resumed)
         await asyncio.sleep(1.5)

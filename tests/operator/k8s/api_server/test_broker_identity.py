@@ -9,7 +9,9 @@ kubelet makes them (TokenRequest bound to a Pod object); no kubelet runs, so the
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -73,18 +75,31 @@ async def test_a_pod_token_proves_that_pod_and_nothing_else(control_plane, names
         await client.close()
 
 
-async def test_the_controller_api_takes_brokers_only_by_their_pod_token(control_plane, namespace) -> None:
+SECRET = "cluster-secret"
+
+
+@contextlib.asynccontextmanager
+async def controller_api(control_plane, namespace: str) -> AsyncIterator[tuple[TokenReviewer, str]]:
+    """The controller API as the operator serves it (brokers proven by TokenReview against the real API
+    server; tokens of SECRET for the admin), no controller behind it: (its reviewer, cluster demo's base URL)."""
     client = KubeClient.from_connection_info(connection(control_plane))
     reviewer = TokenReviewer(lambda: client)
-    secret = "cluster-secret"
-    app = make_clusters_app(lambda _ns, _name: None, secrets=lambda _ns, _name: secret, brokers=reviewer)
+    app = make_clusters_app(lambda _ns, _name: None, secrets=lambda _ns, _name: SECRET, brokers=reviewer)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    base = f"http://127.0.0.1:{port}/clusters/{namespace}/demo/v1/metadata"
     try:
+        yield reviewer, f"http://127.0.0.1:{port}/clusters/{namespace}/demo"
+    finally:
+        await runner.cleanup()
+        await client.close()
+
+
+async def test_the_controller_api_takes_brokers_only_by_their_pod_token(control_plane, namespace) -> None:
+    async with controller_api(control_plane, namespace) as (reviewer, base):
+        base += "/v1/metadata"
         token = pod_token(control_plane, namespace, make_pod(control_plane, namespace, "demo-broker-2"))
         async with aiohttp.ClientSession() as http:
             async def status_with(bearer: str) -> int:
@@ -92,30 +107,17 @@ async def test_the_controller_api_takes_brokers_only_by_their_pod_token(control_
                     return reply.status
 
             # A broker token the cluster secret made (what every pod once mounted) is no proof any more.
-            assert await status_with(token_for(secret, broker_principal(2))) == 401
+            assert await status_with(token_for(SECRET, broker_principal(2))) == 401
             # The pod's own token is; no controller runs here, so the answer is "not the controller".
             assert await status_with(token) not in (401, 403)
-            assert await status_with(token_for(secret, ADMIN)) not in (401, 403)  # the operator's own
+            assert await status_with(token_for(SECRET, ADMIN)) not in (401, 403)  # the operator's own
             assert reviewer.reviews == 1  # the pod token was reviewed once
-    finally:
-        await runner.cleanup()
-        await client.close()
 
 
 async def test_a_broker_on_kubernetes_grants_no_rights(control_plane, namespace) -> None:
     """Cluster-admin actions are not a broker's (issue 21, item 6): with pod identities, ACLs and SCRAM
     credentials are the admin's alone (TinyStreamUser resources), even from a proven broker."""
-    client = KubeClient.from_connection_info(connection(control_plane))
-    secret = "cluster-secret"
-    app = make_clusters_app(lambda _ns, _name: None, secrets=lambda _ns, _name: secret,
-                            brokers=TokenReviewer(lambda: client))
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    base = f"http://127.0.0.1:{port}/clusters/{namespace}/demo"
-    try:
+    async with controller_api(control_plane, namespace) as (_, base):
         token = pod_token(control_plane, namespace, make_pod(control_plane, namespace, "demo-broker-0"))
         allow_all = {"acls": [{"resource_type": "TOPIC", "resource_name": "*", "pattern_type": "LITERAL",
                                "principal": "User:mallory", "host": "*", "operation": "ALL",
@@ -127,11 +129,8 @@ async def test_a_broker_on_kubernetes_grants_no_rights(control_plane, namespace)
                     assert r.status == 403, (path, r.status, await r.text())
                     assert "TinyStreamUser" in (await r.json())["message"]
             async with http.post(base + "/v1/acls", json=allow_all,
-                                 headers={"Authorization": f"Bearer {token_for(secret, ADMIN)}"}) as r:
+                                 headers={"Authorization": f"Bearer {token_for(SECRET, ADMIN)}"}) as r:
                 assert r.status not in (401, 403)  # the operator's own (no controller runs here: not 2xx)
-    finally:
-        await runner.cleanup()
-        await client.close()
 
 
 async def test_an_old_pod_mid_upgrade_keeps_its_old_token_until_it_is_replaced(control_plane, namespace) -> None:
