@@ -333,10 +333,11 @@ class Broker:
         inter = addresses[self.plan.inter_broker.name]
         self.cluster.set_local(BrokerEndpoint(s.broker_id, inter.host, inter.port, s.broker_rack,
                                               tuple(addresses.values())))
+        # Every port is bound before the broker registers: one that cannot serve never joins the cluster.
+        admin_host, admin_port = await self.admin.start(s.host, s.admin_port)
         if self.control is not None:
             await self.control.start()
         client = addresses[self.listener.name]
-        admin_host, admin_port = await self.admin.start(s.host, s.admin_port)
         self.maintenance.start()
         watcher = CertificateWatcher(self.tls_contexts, s.ssl_reload_interval_ms)
         self._watcher_task = asyncio.ensure_future(watcher.run())
