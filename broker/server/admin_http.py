@@ -11,7 +11,9 @@
 Read-only: it changes nothing. With `admin.token.file` set, everything but
 /healthz and /readyz (the kubelet's probes) needs `Authorization: Bearer
 <that token>`: topic names, group members and lag are not for anyone who can
-reach the port.
+reach the port. `admin.metrics.public` leaves /metrics open as well, for a
+Prometheus that scrapes many clusters without their tokens (the operator sets
+it when the chart's broker ServiceMonitor is on); /api/* keeps the token.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class AdminHttp:
         self._runner: web.AppRunner | None = None
         token_file = ctx.settings.admin_token_file
         self._token = read_secret(token_file) if token_file else None
+        self._open_paths = {"/healthz", "/readyz"} | ({"/metrics"} if ctx.settings.admin_metrics_public else set())
         app = web.Application(middlewares=[self._authenticate])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -57,7 +60,7 @@ class AdminHttp:
     @web.middleware
     async def _authenticate(self, request: web.Request,
                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        if self._token is None or request.path in ("/healthz", "/readyz"):
+        if self._token is None or request.path in self._open_paths:
             return await handler(request)
         given = bearer(request.headers.get("Authorization")) or ""
         if not hmac.compare_digest(given.encode(), self._token.encode()):

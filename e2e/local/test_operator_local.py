@@ -40,7 +40,7 @@ from pod_standin import PodStandIn  # noqa: E402
 from tinystream.controller_auth import broker_principal, token_for  # noqa: E402
 from tinystream.operator.k8s.controller_host import OperatorController  # noqa: E402
 from tinystream.operator.k8s.controller_port import ClusterKey  # noqa: E402
-from tinystream.operator.k8s.controller_secret import derive_cluster_secret, derived_secrets  # noqa: E402
+from tinystream.operator.k8s.controller_secret import broker_admin_token, derive_cluster_secret, derived_secrets  # noqa: E402
 from tinystream.operator.service.controller_service import DriverTiming  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -67,6 +67,12 @@ class World:
         self.controller = new_controller(port=self.controller.port)
         self.operator = self.start_operator(self.controller)
         await self.operator.__aenter__()
+
+    async def admin_headers(self) -> dict[str, str]:
+        """What the brokers' admin HTTP asks for: the cluster's admin token, as the operator derives it."""
+        body = await self.api.get(TS, "tinystreamclusters", "demo")
+        secret = derive_cluster_secret(MASTER, ClusterKey(self.api.ns, "demo"), body["metadata"]["uid"])
+        return {"Authorization": f"Bearer {broker_admin_token(secret)}"}
 
     async def controller_image(self) -> dict[str, Any]:
         """The controller's image as saved in the cluster's status (what a restart resumes from)."""
@@ -199,7 +205,7 @@ def assert_none_lost(acked: dict[str, tuple[int, int]], seen: dict[int, list[str
 async def all_partitions_retention(w: World, retention_ms: int) -> bool:
     import aiohttp
 
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=await w.admin_headers()) as http:
         for run in list(w.pods.pods.values()):  # a scale-up may add pods between awaits
             async with http.get(f"http://127.0.0.1:{run.admin_port}/api/partitions") as r:
                 rows = [p for p in (await r.json())["partitions"] if p["topic"] == TOPIC]

@@ -41,6 +41,8 @@ AUDIENCE = IDENTITY_AUDIENCE
 POD_NAME = "authentication.kubernetes.io/pod-name"
 CACHE_S = 30.0
 CACHE_ENTRIES = 4096  # answers remembered at most (the oldest go first)
+#: How long `legacy` trusts what it read of a pod: a replaced pod's old token is refused this much later at most.
+LEGACY_CACHE_S = 10.0
 _JWT = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
@@ -90,6 +92,8 @@ class TokenReviewer:
         self._cache_s = cache_s
         self._answers: OrderedDict[str, tuple[float, str | None]] = OrderedDict()  # key -> (until, principal)
         self.reviews = 0  # TokenReviews asked (tests and metrics)
+        self._legacy: dict[tuple[str, str, int], tuple[float, bool]] = {}  # -> (until, answer)
+        self.pod_reads = 0  # pods read by `legacy` (tests)
 
     async def __call__(self, namespace: str, cluster: str, token: str) -> str | None:
         if not plausible(token, namespace=namespace, now=time.time()):
@@ -120,14 +124,21 @@ class TokenReviewer:
         template from before pod identities (no projected controller token), i.e. during the roll of an
         upgrade, so that old pods keep heartbeating until the operator replaces them one by one. Once the
         pod is replaced, its old token proves nothing (and no Secret holds one any more)."""
+        key, now = (namespace, cluster, broker_id), self._clock()
+        cached = self._legacy.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]  # an old pod heartbeats every few seconds: one pod read per LEGACY_CACHE_S
         client = self._client()
         if client is None:
             return False
+        self.pod_reads += 1
         try:
             pod = await client.get("v1", "Pod", f"{cluster}-broker-{broker_id}", namespace)
         except (KubeApiError, aiohttp.ClientError, TimeoutError):
             return False
         volumes = ((pod or {}).get("spec") or {}).get("volumes") or []
-        return pod is not None and not any(
+        answer = pod is not None and not any(
             (source.get("serviceAccountToken") or {}).get("audience") == AUDIENCE
             for v in volumes for source in (v.get("projected") or {}).get("sources") or ())
+        self._legacy[key] = (now + LEGACY_CACHE_S, answer)  # keys: broker ids of tokens the secret made
+        return answer

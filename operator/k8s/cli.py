@@ -10,6 +10,8 @@ environment variables:
     TINYSTREAM_CRDS_DIR           default: /opt/tinystream/crds (the image), else ./crds
     TINYSTREAM_OPERATOR_HEALTH_PORT  kopf's liveness endpoint (/healthz), default 8081
     TINYSTREAM_PEERING_NAME       the peering object (ClusterKopfPeering when watching all namespaces)
+    TINYSTREAM_BROKER_METRICS_PUBLIC  "true": brokers' /metrics without their admin token (the chart's
+                                  broker ServiceMonitor scrapes every cluster and holds no cluster's token)
 
 To attach it to the CLI: ("tinystream.operator.k8s.cli", "operator", "operator")
 in tinystream/cli/__init__.py; `python -m tinystream.operator.k8s` works already.
@@ -39,15 +41,19 @@ from tinystream.operator.k8s.controller_secret import derived_secrets
 from tinystream.operator.k8s.controller_tls import ControllerTLS
 from tinystream.operator.k8s.dashboard_host import OperatorDashboard
 from tinystream.operator.k8s.handlers import Deps, default_connect, make_registry
-from tinystream.operator.k8s.master_secret import ensure_master_secret, parse_ref
+from tinystream.operator.k8s.master_secret import ensure_dashboard_login, ensure_master_secret, parse_ref
 from tinystream.operator.k8s.metrics import OperatorMetrics
 from tinystream.operator.k8s.model import OperatorContext
 
 DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
 
 
+def _flag_in(environ: Mapping[str, str], name: str, default: bool = False) -> bool:
+    return environ.get(name, str(default)).strip().lower() in ("1", "true", "yes")
+
+
 def _flag(name: str, default: bool) -> bool:
-    return os.environ.get(name, str(default)).strip().lower() in ("1", "true", "yes")
+    return _flag_in(os.environ, name, default)
 
 
 def _crds_dir() -> Path | None:
@@ -93,19 +99,34 @@ def operator_context(environ: Mapping[str, str], settings: OperatorSettings) -> 
     given["controller_port"] = settings.controller_port
     given["controller_tls"] = settings.controller_tls_enabled
     given["dashboard_port"] = settings.dashboard_port
+    given["broker_metrics_public"] = _flag_in(environ, "TINYSTREAM_BROKER_METRICS_PUBLIC")
     return OperatorContext(**given)
 
 
-async def _master_from_ref(ref: str) -> str:
-    """The master secret from its Secret (master_secret.py), over the operator's own API login."""
+async def _from_refs(master_ref: str, login_ref: str | None) -> tuple[str, str | None]:
+    """The master secret and the dashboard's login token from their Secrets (master_secret.py), over the
+    operator's own API login."""
     info = default_connect(settings=kopf.OperatorSettings())
     if info is None:
         raise click.ClickException("no Kubernetes login (service account or kubeconfig) to read controller.secret.ref")
     client = KubeClient.from_connection_info(info)
     try:
-        return await ensure_master_secret(client, *parse_ref(ref))
+        master = await ensure_master_secret(client, *parse_ref(master_ref))
+        login = await ensure_dashboard_login(client, *parse_ref(login_ref)) if login_ref else None
+        return master, login
     finally:
         await client.close()
+
+
+def operator_secrets(settings: OperatorSettings) -> tuple[str, str]:
+    """(master secret, dashboard login token): from Secrets on Kubernetes, else from files made once."""
+    if settings.secret_ref:
+        master, login = asyncio.run(_from_refs(settings.secret_ref, settings.dashboard_login_ref))
+        if login is not None:
+            return master, login
+        return master, ensure_secret_file(Path.home() / ".tinystream" / "operator-dashboard.token")
+    secret_file = Path(settings.secret_file or Path.home() / ".tinystream" / "operator-controller.secret")
+    return ensure_secret_file(secret_file), ensure_secret_file(secret_file.parent / "operator-dashboard.token")
 
 
 @click.command()
@@ -126,8 +147,7 @@ def operator(log_level: str | None, peering: bool) -> None:
     # an ExternalName Service onto the operator's; TLS with the cluster CA's certificate (controller_tls.py).
     # ... and serves GET /metrics there: reconcile series and each cluster's controller series (metrics.py).
     metrics = OperatorMetrics()
-    master = (asyncio.run(_master_from_ref(settings.secret_ref)) if settings.secret_ref else
-              ensure_secret_file(settings.secret_file or Path.home() / ".tinystream" / "operator-controller.secret"))
+    master, dashboard_login = operator_secrets(settings)
     tls = (ControllerTLS(master, service_names=service_names(ctx.operator_service), cluster_domain=ctx.cluster_domain)
            if ctx.controller_tls else None)
     reviewer = TokenReviewer(lambda: controller.client)
@@ -135,7 +155,8 @@ def operator(log_level: str | None, peering: bool) -> None:
                                     secret_source=derived_secrets(master), tls=tls,
                                     brokers=reviewer, legacy_brokers=reviewer.legacy)
     # Every cluster's dashboard on dashboard.port (the chart's Service port "dashboard"); 0: none.
-    dashboard = OperatorDashboard(controller, port=ctx.dashboard_port) if ctx.dashboard_port else None
+    dashboard = (OperatorDashboard(controller, port=ctx.dashboard_port, login_token=dashboard_login)
+                 if ctx.dashboard_port else None)
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,
                 health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)), metrics=metrics,
                 user_secret_interval_s=float(settings.user_secret_interval_s),

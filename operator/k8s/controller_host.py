@@ -76,7 +76,7 @@ from tinystream.operator.controller.image import AclRecord, ScramCredentialRecor
 from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
-from tinystream.operator.k8s.controller_secret import SecretSource
+from tinystream.operator.k8s.controller_secret import SecretSource, broker_admin_token
 from tinystream.operator.k8s.controller_tls import ControllerTLS
 from tinystream.operator.k8s.errors import KubeApiError
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
@@ -218,6 +218,11 @@ class OperatorController:
         """A token for the cluster's API as admin (the operator's own dashboard), once its service is open."""
         secret = self._secrets.get(cluster)
         return token_for(secret, ADMIN) if secret is not None else None
+
+    def broker_admin_token(self, cluster: ClusterKey) -> str | None:
+        """What the cluster's brokers ask of callers of their admin HTTP (controller_secret.py), once its service is open."""
+        secret = self._secrets.get(cluster)
+        return broker_admin_token(secret) if secret is not None else None
 
     def clusters(self) -> list[ClusterKey]:
         """The clusters whose controller runs here, sorted (the dashboard's index)."""

@@ -13,11 +13,13 @@ signs the admin's tokens only (the operator's own dashboard): a broker proves
 who it is with its pod's own service-account token (broker_identity.py).
 
 `<cluster>-broker-tokens` (the name kept from when it held a token per broker
-id, which every broker pod could read and use) now carries only
+id, which every broker pod could read and use) now carries
 `controller-ca.crt`, the cluster CA's certificate (cluster_tls.cluster_ca,
 derived too): brokers verify the controller API's certificate with it
-(controller_tls.py). A Secret made before has its data replaced, so the old
-tokens are gone from it (the API stopped believing them anyway).
+(controller_tls.py); and `admin-token`, what the brokers' admin HTTP asks of
+its callers (derived from the cluster's secret: the operator's dashboard
+sends it). A Secret made before has its data replaced, so the old tokens are
+gone from it (the API stopped believing them anyway).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.cluster_tls import cluster_ca, create_secret, replace_secret_data
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
-from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE, tokens_name
+from tinystream.operator.k8s.resources import ADMIN_TOKEN_FILE, CONTROLLER_CA_FILE, tokens_name
 
 SecretSource = Callable[[KubeClient, ClusterKey], Awaitable[str]]
 
@@ -42,11 +44,20 @@ def derive_cluster_secret(master: str, cluster: ClusterKey, uid: str) -> str:
     return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
 
 
-def tokens_secret(cluster: ClusterKey, uid: str, controller_ca: str) -> dict[str, Any]:
+def broker_admin_token(cluster_secret: str) -> str:
+    """The token the cluster's brokers ask of callers of their admin HTTP (/api/*, /metrics), derived
+    from the cluster's secret so that the operator's dashboard holds it without reading any Secret."""
+    mac = hmac.new(cluster_secret.encode(), b"tinystream broker admin http", hashlib.sha256)
+    return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
+
+
+def tokens_secret(cluster: ClusterKey, uid: str, controller_ca: str, admin_token: str) -> dict[str, Any]:
     """The Secret every broker pod mounts: the CA its controller API's certificate comes from (PEM) and
-    nothing else. Brokers prove who they are with their pod's own token (broker_identity.py); the
-    Secret once held a token per broker id, which any broker pod could use (a pass replaces its data)."""
-    data = {CONTROLLER_CA_FILE: base64.b64encode(controller_ca.encode()).decode()}
+    the brokers' admin HTTP token (admin.token.file). Brokers prove who they are with their pod's own
+    token (broker_identity.py); the Secret once held a token per broker id, which any broker pod could
+    use (a pass replaces its data)."""
+    data = {CONTROLLER_CA_FILE: base64.b64encode(controller_ca.encode()).decode(),
+            ADMIN_TOKEN_FILE: base64.b64encode(admin_token.encode()).decode()}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data, "metadata": {
         "name": tokens_name(cluster.name), "namespace": cluster.namespace,
         "labels": {"app.kubernetes.io/managed-by": "tinystream-operator", "tinystream.io/cluster": cluster.name},
@@ -63,7 +74,8 @@ def derived_secrets(master: str) -> SecretSource:
             raise LookupError(f"{cluster} does not exist")
         uid = resource["metadata"]["uid"]
         secret = derive_cluster_secret(master, cluster, uid)
-        body = tokens_secret(cluster, uid, cluster_ca(master, ClusterSpec.from_resource(resource)).cert_pem)
+        body = tokens_secret(cluster, uid, cluster_ca(master, ClusterSpec.from_resource(resource)).cert_pem,
+                             broker_admin_token(secret))
         if not await create_secret(client, body):  # made before: the same CA, and no broker tokens any more
             await replace_secret_data(client, body)
         return secret

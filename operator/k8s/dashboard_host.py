@@ -15,6 +15,11 @@ places, as for `tinystream controller`'s dashboard:
   `pods_ttl_s`, so a page left open costs the API server little. A broker
   the controller knows without a pod is shown with its admin URL unknown.
 
+Who may look: whoever holds the login token (operator/dashboard/login.py),
+kept in the Secret `<release>-dashboard-login` the operator makes once in its
+own namespace (master_secret.py). The brokers' admin HTTP asks for the
+cluster's admin token, which the operator derives (controller_secret.py).
+
 Starting is best effort, as for the local controller's dashboard: a port that
 cannot be bound is logged and the operator runs on without a dashboard.
 """
@@ -28,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tinystream.operator.dashboard import ClusterRef, DashboardServer, HttpClusterSource, RawSnapshot, make_clusters_dashboard_app
+from tinystream.operator.dashboard.login import require_login
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
@@ -39,6 +45,8 @@ from tinystream.operator.k8s.resources import Names, broker_admin_url, selector_
 log = logging.getLogger(__name__)
 
 PODS_TTL_S = 10.0
+LOGIN_HINT = ("The token: kubectl -n <operator namespace> get secret <release>-dashboard-login "
+              "-o jsonpath='{.data.token}' | base64 -d")
 
 
 async def broker_admin_urls(client: KubeClient, cluster: ClusterKey) -> dict[int, str]:
@@ -58,6 +66,7 @@ class ClusterDashboardSource:
 
     def __init__(self, client: KubeClient, cluster: ClusterKey, controller_url: str, *,
                  controller_token: str | None = None, controller_ssl: ssl.SSLContext | None = None,
+                 admin_token: str | None = None,
                  pods_ttl_s: float = PODS_TTL_S, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self._cluster = cluster
@@ -66,7 +75,8 @@ class ClusterDashboardSource:
         self._urls: dict[int, str] = {}
         self._read_at: float | None = None
         self._http = HttpClusterSource(controller_url, controller_token=controller_token,
-                                       controller_ssl=controller_ssl, admin_urls=self._admin_urls)
+                                       controller_ssl=controller_ssl, admin_urls=self._admin_urls,
+                                       admin_token=admin_token)
 
     def _admin_urls(self, _: Mapping[str, Any] | None) -> Mapping[int, str]:
         return self._urls
@@ -93,8 +103,9 @@ class OperatorDashboard:
     """Serves the clusters' dashboards while the operator runs: `start(client)` / `stop()`."""
 
     def __init__(self, controller: OperatorController, *, host: str = "0.0.0.0", port: int = DASHBOARD_PORT,
-                 pods_ttl_s: float = PODS_TTL_S) -> None:
+                 pods_ttl_s: float = PODS_TTL_S, login_token: str | None = None) -> None:
         self.controller = controller
+        self.login_token = login_token  # None: no login (tests); the operator always gives one
         self.host = host
         self.port = port
         self.pods_ttl_s = pods_ttl_s
@@ -110,13 +121,16 @@ class OperatorDashboard:
         key = ClusterKey(ref.namespace, ref.name)
         return ClusterDashboardSource(self._client, key, self.controller.cluster_url(key),
                                       controller_token=self.controller.admin_token(key),
-                                      controller_ssl=self.controller.client_ssl_context(), pods_ttl_s=self.pods_ttl_s)
+                                      controller_ssl=self.controller.client_ssl_context(),
+                                      admin_token=self.controller.broker_admin_token(key), pods_ttl_s=self.pods_ttl_s)
 
     async def start(self, client: KubeClient) -> str | None:
         """Listen; the URL, or None when the port cannot be bound (logged, not fatal)."""
         self._client = client
-        server = DashboardServer(make_clusters_dashboard_app(self._clusters, self._source), host=self.host,
-                                 port=self.port)
+        app = make_clusters_dashboard_app(self._clusters, self._source)
+        if self.login_token is not None:
+            require_login(app, self.login_token, where=LOGIN_HINT)
+        server = DashboardServer(app, host=self.host, port=self.port)
         try:
             self.url = await server.start()
         except OSError as exc:

@@ -202,6 +202,9 @@ class OperatorContext:
     controller_port: int = CONTROLLER_PORT
     controller_tls: bool = True  # the controller API is served over TLS (controller_tls.py)
     dashboard_port: int = DASHBOARD_PORT  # the operator's dashboard (and its Service's port)
+    #: Brokers serve /metrics without their admin token (admin.metrics.public): the chart's broker
+    #: ServiceMonitor is on, and it scrapes every cluster without any cluster's token.
+    broker_metrics_public: bool = False
 
     @property
     def cluster_domain(self) -> str:

@@ -51,6 +51,7 @@ IDENTITY_LIFETIME_S = 3600
 TOKENS_MOUNT = "/etc/tinystream-auth"  # the brokers' controller API tokens; not inside CONFIG_DIR: a mount point
 # cannot be made inside a read-only volume (found by the image test: runc "read-only file system")
 CONTROLLER_CA_FILE = "controller-ca.crt"  # in the tokens Secret: the CA of the controller API's certificate
+ADMIN_TOKEN_FILE = "admin-token"  # in the tokens Secret: what the brokers' admin HTTP asks of its callers
 RUN_AS = 10001  # the image's non-root user (Dockerfile)
 TLS_MOUNT = "/etc/tinystream-tls"  # the broker certificate (cluster_tls.py renews it; the listener reloads it)
 USERS_MOUNT = "/etc/tinystream-users"  # salted SCRAM credentials of the inter-broker user, and its password
@@ -58,7 +59,7 @@ USERS_MOUNT = "/etc/tinystream-users"  # salted SCRAM credentials of the inter-b
 # Keys the operator sets itself; the CRD refuses them in spec.config as well.
 OPERATOR_OWNED_KEYS = frozenset({
     "broker.id", "broker.rack", "host", "port", "admin.port", "advertised.host", "advertised.port",
-    "log.dirs", "controller.url", "controller.token.file", "controller.ssl.truststore.location",
+    "log.dirs", "controller.url", "controller.token.file", "controller.ssl.truststore.location", "admin.token.file",
     # from spec.listeners / spec.authorization (cluster_tls.py makes the files)
     "listeners", "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "sasl.users.file",
     "sasl.enabled.mechanisms", "inter.broker.sasl.username", "inter.broker.sasl.password.file", "super.users",
@@ -240,6 +241,10 @@ def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Confi
         "log.dirs": f"{DATA_DIR}/data",
         "controller.url": controller_url(cluster, ctx),
         "controller.token.file": token_file_setting(),
+        # /api/* and /metrics need the cluster's admin token (the probes stay open); /metrics is open when the
+        # chart's broker ServiceMonitor, which holds no cluster's token, scrapes it.
+        "admin.token.file": f"{TOKENS_MOUNT}/{ADMIN_TOKEN_FILE}",
+        **({"admin.metrics.public": True} if ctx.broker_metrics_public else {}),
         **({"controller.ssl.truststore.location": f"{TOKENS_MOUNT}/{CONTROLLER_CA_FILE}"} if ctx.controller_tls else {}),
         **security_config(cluster),
     }

@@ -30,6 +30,7 @@ from tinystream.config.settings import ControllerSettings
 from tinystream.controller_auth import ADMIN, ensure_secret_file, token_for
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 from tinystream.operator.dashboard import DashboardServer, HttpClusterSource, make_dashboard_app
+from tinystream.operator.dashboard.login import require_login
 from tinystream.operator.service.controller_service import Clock, ControllerService, DriverTiming, monotonic_ms
 from tinystream.operator.service.errors import StateFileError
 from tinystream.operator.service.http_api import make_app
@@ -144,14 +145,17 @@ class ControllerServer:
 
         One dashboard host per process: this one, unless `dashboard.enabled` is
         false (`tinystream dev` turns it off because its supervisor hosts the
-        cluster's dashboard). The API port serves the API only.
+        cluster's dashboard). The API port serves the API only. Its viewers log in with the
+        controller's admin token (operator/dashboard/login.py).
         """
         if not self.settings.dashboard_enabled:
             return
         keystore = self.settings.ssl_keystore_location
         source = HttpClusterSource(api_url, controller_token=token,
                                    controller_ssl=pinned_client_context(keystore) if keystore else None)
-        server = DashboardServer(make_dashboard_app(source), host=self.settings.host, port=self.settings.dashboard_port)
+        app = make_dashboard_app(source)
+        require_login(app, token, where=f"The token: tinystream token --admin --secret-file {self.secret_file}")
+        server = DashboardServer(app, host=self.settings.host, port=self.settings.dashboard_port)
         try:
             self.dashboard_url = await server.start()
         except OSError as exc:

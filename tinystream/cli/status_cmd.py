@@ -27,7 +27,7 @@ from tinystream.operator.dashboard.sources import admin_urls_from_template
 
 
 def _from_controller(controller: str, token: str | None, admin: tuple[str, ...], template: str | None,
-                     ca_file: str | None = None) -> dict[str, Any]:
+                     ca_file: str | None = None, admin_token: str | None = None) -> dict[str, Any]:
     try:
         tls = controller_ssl_context(controller, ca_file)
     except ValueError as exc:
@@ -44,7 +44,8 @@ def _from_controller(controller: str, token: str | None, admin: tuple[str, ...],
         return urls
 
     async def read() -> dict[str, Any]:
-        source = HttpClusterSource(controller, controller_token=token, controller_ssl=tls, admin_urls=admin_urls)
+        source = HttpClusterSource(controller, controller_token=token, controller_ssl=tls, admin_urls=admin_urls,
+                                   admin_token=admin_token)
         try:
             raw = await source.snapshot()
         finally:
@@ -58,9 +59,12 @@ def _from_controller(controller: str, token: str | None, admin: tuple[str, ...],
     return asyncio.run(read())
 
 
-def _from_dashboard(url: str) -> dict[str, Any]:
+def _from_dashboard(url: str, token: str | None = None) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+
     def get(view: str) -> Any:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/api/{view}", timeout=5.0) as response:  # noqa: S310
+        request = urllib.request.Request(f"{url.rstrip('/')}/api/{view}", headers=headers)  # noqa: S310
+        with urllib.request.urlopen(request, timeout=5.0) as response:  # noqa: S310
             return json.loads(response.read())
 
     return {"overview": get("overview"), "brokers": get("brokers")["brokers"], "topics": get("topics")["topics"],
@@ -142,18 +146,26 @@ def render(data: Mapping[str, Any], console: Console, *, internal: bool = False)
               help="Derive broker admin URLs from the image, e.g. 'http://{host}:3200' (Kubernetes).")
 @click.option("--dashboard", default=None, metavar="URL",
               help="Read a running dashboard's JSON API instead (it knows every broker).")
+@click.option("--dashboard-token-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              envvar="TINYSTREAM_DASHBOARD_TOKEN_FILE",
+              help="The dashboard's login token (the operator's <release>-dashboard-login Secret).")
+@click.option("--admin-token-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              envvar="TINYSTREAM_ADMIN_TOKEN_FILE", help="The brokers' admin HTTP token (admin.token.file).")
 @click.option("--internal", is_flag=True, help="Show internal topics (__consumer_offsets) too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the views as JSON.")
 def status(controller: str, controller_token_file: str | None, controller_ca: str | None,
-           broker_admin: tuple[str, ...], admin_url_template: str | None, dashboard: str | None, internal: bool,
-           as_json: bool) -> None:
+           broker_admin: tuple[str, ...], admin_url_template: str | None, dashboard: str | None,
+           dashboard_token_file: str | None, admin_token_file: str | None, internal: bool, as_json: bool) -> None:
     """The cluster at a glance: brokers, partitions, consumer groups (the dashboard, in a terminal)."""
     from tinystream.controller_auth import read_secret
 
     token = read_secret(controller_token_file) if controller_token_file else None
+    admin_token = read_secret(admin_token_file) if admin_token_file else None
     try:
-        data = _from_dashboard(dashboard) if dashboard else _from_controller(controller, token, broker_admin,
-                                                                              admin_url_template, controller_ca)
+        if dashboard:
+            data = _from_dashboard(dashboard, read_secret(dashboard_token_file) if dashboard_token_file else None)
+        else:
+            data = _from_controller(controller, token, broker_admin, admin_url_template, controller_ca, admin_token)
     except OSError as exc:
         raise click.ClickException(f"cannot read {dashboard or controller}: {exc}") from None
     if as_json:

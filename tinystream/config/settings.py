@@ -87,6 +87,8 @@ class BrokerSettings(ComponentSettings):
     advertised_port: int | None = kafka_field(None, "advertised.port", ge=1, le=65535)
     admin_port: int = kafka_field(0, "admin.port", ge=0, le=65535)  # 0: pick a free port
     admin_token_file: str | None = kafka_field(None, "admin.token.file")  # set: admin HTTP needs this bearer token
+    # With admin.token.file: /metrics open too (a Prometheus that scrapes without the token; the network decides).
+    admin_metrics_public: bool = kafka_field(False, "admin.metrics.public")
     log_dirs: str = kafka_field("./data", "log.dirs", min_length=1)
     controller_url: str | None = kafka_field(None, "controller.url")
     # The bearer token this broker shows the controller API (tinystream/controller_auth.py);
@@ -299,6 +301,10 @@ class OperatorSettings(ComponentSettings):
     # Or a Secret "<namespace>/<name>" (key `secret`) the operator reads, and makes once when missing
     # (operator/k8s/master_secret.py); the chart sets this, so no render of it ever holds a new secret.
     secret_ref: str | None = kafka_field(None, "controller.secret.ref")
+    # The dashboard's login token: a Secret "<namespace>/<name>" (key `token`) made once like the master
+    # secret (the chart sets it). Unset: the file operator-dashboard.token (0600, made once) beside the
+    # master secret's file.
+    dashboard_login_ref: str | None = kafka_field(None, "dashboard.login.ref")
 
 
 COMPONENTS: dict[str, type[ComponentSettings]] = {

@@ -414,7 +414,7 @@ class LocalCluster:
         self.echo(f"controller api {self.controller.url}  (pid {self.controller.pid}, "
                   f"state {self.controller.data_path})")
         if self.dashboard_url:
-            self.echo(f"dashboard {self.dashboard_url}")
+            self.echo(f"dashboard {self.dashboard_url}  (no login: it listens on 127.0.0.1 alone)")
         for b in self.brokers:
             self.echo(f"broker {b.broker_id} admin {b.admin_url}  (/healthz, /metrics; pid {b.pid}, "
                       f"kafka {b.bootstrap}, data {b.data_path})")

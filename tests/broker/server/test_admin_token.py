@@ -47,3 +47,19 @@ async def test_the_dashboard_source_reads_a_guarded_broker_with_the_token(guarde
         await refused.close()
     assert seen.brokers[0].up and any(p.get("topic") == "visible" for p in seen.brokers[0].partitions)
     assert not blind.brokers[0].up
+
+
+async def test_public_metrics_open_metrics_alone(tmp_path):
+    (tmp_path / "admin.token").write_text("s3cret-token\n")
+    broker = Broker(test_settings(tmp_path / "data", **{"admin.token.file": str(tmp_path / "admin.token"),
+                                                         "admin.metrics.public": True}))
+    await broker.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(broker.info.admin_url + "/metrics") as r:
+                assert r.status == 200 and "tinystream_" in await r.text()
+            for path in ("/api/broker", "/api/topics", "/api/partitions", "/api/groups"):
+                async with http.get(broker.info.admin_url + path) as r:
+                    assert r.status == 401, path
+    finally:
+        await broker.stop()

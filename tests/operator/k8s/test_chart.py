@@ -173,9 +173,10 @@ def test_rbac_is_least_privilege():
                 assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
                 assert not {"roles", "rolebindings", "clusterroles"} & set(rule["resources"]), rule
                 if "secrets" in rule["resources"]:  # certificates, credentials: made and renewed, never read
-                    # ... but for the operator's own master secret: read by its name alone (master_secret.py)
+                    # ... but for the operator's own master secret and dashboard login: read by name alone
                     assert rule["verbs"] in (["create", "patch"], ["create"]) or (
-                        rule["verbs"] == ["get"] and rule["resourceNames"] == ["ts-tinystream-controller-secret"]), rule
+                        rule["verbs"] == ["get"] and rule["resourceNames"] == [
+                            "ts-tinystream-controller-secret", "ts-tinystream-dashboard-login"]), rule
                 if "customresourcedefinitions" in rule["resources"] and "patch" in rule["verbs"]:
                     assert rule["resourceNames"] == ["tinystreamclusters.tinystream.io", "topics.tinystream.io",
                                                      "tinystreamusers.tinystream.io"]
@@ -260,3 +261,16 @@ def test_two_renders_are_the_same_and_hold_no_secret():
     deployment, = by_kind(first, "Deployment")
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["TINYSTREAM_CONTROLLER_SECRET_REF"] == "ops/ts-tinystream-controller-secret"
+    assert env["TINYSTREAM_DASHBOARD_LOGIN_REF"] == "ops/ts-tinystream-dashboard-login"
+    assert env["TINYSTREAM_BROKER_METRICS_PUBLIC"] == "false"  # brokers' /metrics behind their token
+
+
+def test_brokers_metrics_are_public_only_while_the_charts_servicemonitor_scrapes_them():
+    def public(*values: str) -> str:
+        deployment, = by_kind(render(HELM, *values, namespace="ops"), "Deployment")
+        env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+        return env["TINYSTREAM_BROKER_METRICS_PUBLIC"]
+
+    assert public("--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.brokers.enabled=true") == "true"
+    assert public("--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.brokers.enabled=false") == "false"
+    assert public("--set", "serviceMonitor.brokers.enabled=true") == "false"

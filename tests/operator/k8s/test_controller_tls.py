@@ -159,12 +159,18 @@ def test_brokers_are_told_https_and_where_the_ca_is_only_when_tls_is_on():
     assert str(off["controller.url"]).startswith("http://") and "controller.ssl.truststore.location" not in off
 
 
-def test_the_secret_broker_pods_mount_carries_the_clusters_ca_and_no_token():
+def test_the_secret_broker_pods_mount_carries_the_clusters_ca_and_admin_token_and_no_broker_token():
     import base64
+
+    from tinystream.operator.k8s.controller_secret import broker_admin_token
+    from tinystream.operator.k8s.resources import ADMIN_TOKEN_FILE
     ca = cluster_ca(MASTER, spec("demo")).cert_pem
-    body = tokens_secret(ClusterKey("apps", "demo"), "uid-demo", ca)
+    body = tokens_secret(ClusterKey("apps", "demo"), "uid-demo", ca, "admin-token-value")
     assert base64.b64decode(body["data"][CONTROLLER_CA_FILE]).decode() == ca
-    assert set(body["data"]) == {CONTROLLER_CA_FILE}  # no broker's identity: each pod has its own token
+    assert base64.b64decode(body["data"][ADMIN_TOKEN_FILE]).decode() == "admin-token-value"
+    assert set(body["data"]) == {CONTROLLER_CA_FILE, ADMIN_TOKEN_FILE}  # no broker's identity: each pod has its own
+    assert broker_admin_token("secret-a") != broker_admin_token("secret-b")  # per cluster
+    assert "." not in broker_admin_token("secret-a")  # not shaped like a controller API token
 
 
 def test_a_controller_truststore_is_checked_when_the_broker_starts(tmp_path):

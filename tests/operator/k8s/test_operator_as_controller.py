@@ -34,7 +34,7 @@ from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.controller_secret import derive_cluster_secret, derived_secrets
 from tinystream.operator.k8s.controller_tls import ControllerTLS
-from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE
+from tinystream.operator.k8s.resources import ADMIN_TOKEN_FILE, CONTROLLER_CA_FILE
 from tinystream.operator.k8s.status_store import decode_state
 from tinystream.operator.service.controller_service import DriverTiming
 from tinystream.testing.broker import test_settings
@@ -66,7 +66,7 @@ async def broker_token_file(api, tmp_path) -> str:
     the Secret the operator made, which holds nothing else."""
     tokens = await api.get("v1", "secrets", "demo-broker-tokens")
     assert tokens is not None, "the operator made no controller CA Secret"
-    assert set(tokens["data"]) == {CONTROLLER_CA_FILE}  # no broker's token in what every pod mounts
+    assert set(tokens["data"]) == {CONTROLLER_CA_FILE, ADMIN_TOKEN_FILE}  # no broker's token in what every pod mounts
     cluster = await api.get(TS, "tinystreamclusters", "demo")
     secret = derive_cluster_secret("test-master", ClusterKey(api.ns, "demo"), cluster["metadata"]["uid"])
     path = tmp_path / "tokens" / "broker-0"

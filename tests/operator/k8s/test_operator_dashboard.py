@@ -39,6 +39,8 @@ CLUSTER = {"apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamCluster",
            "spec": {"brokers": 1, "listeners": {"admin": 8081}}}
 BROKER_LABELS = {"tinystream.io/cluster": "demo", "app.kubernetes.io/component": "broker"}
 ADMIN_URL = "http://demo-broker-0.demo-brokers.streaming.svc:8081"
+LOGIN = "the-dashboard-login-token"
+AS_VIEWER = {"Authorization": f"Bearer {LOGIN}"}
 
 
 class StubKube:
@@ -77,7 +79,7 @@ async def controller():
 @pytest_asyncio.fixture
 async def dashboard(controller):
     kube = StubKube()
-    board = OperatorDashboard(controller, host="127.0.0.1", port=0, pods_ttl_s=60)
+    board = OperatorDashboard(controller, host="127.0.0.1", port=0, pods_ttl_s=60, login_token=LOGIN)
     url = await board.start(kube)
     assert url is not None
     board.kube = kube  # type: ignore[attr-defined]
@@ -92,7 +94,7 @@ async def test_admin_urls_come_from_broker_pods_and_the_admin_listener():
 
 async def test_index_lists_the_clusters_and_each_has_its_dashboard(controller, dashboard):
     base = dashboard.url
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=AS_VIEWER) as http:
         async with http.get(base + "/") as r:
             assert r.status == 200 and 'href="clusters/streaming/demo/"' in await r.text()
         async with http.get(base + "/api/clusters") as r:
@@ -135,11 +137,82 @@ async def test_index_lists_the_clusters_and_each_has_its_dashboard(controller, d
 
     # A deleted cluster leaves the index, and its dashboard (sampler, HTTP session) is closed.
     await controller.forget(KEY)
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=AS_VIEWER) as http:
         async with http.get(dashboard.url + "/api/clusters") as r:
             assert (await r.json())["clusters"] == []
         async with http.get(dashboard.url + "/clusters/streaming/demo/api/overview") as r:
             assert r.status == 404
+
+
+async def test_nobody_sees_a_cluster_without_the_login_token(controller, dashboard):
+    """Issue 21: the operator's dashboard needed no login; now every view wants the token."""
+    base = dashboard.url
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:  # cookies for 127.0.0.1
+        for path in ("/api/clusters", "/clusters/streaming/demo/api/overview", "/clusters/streaming/demo/api/groups"):
+            async with http.get(base + path) as r:
+                assert r.status == 401, path
+            async with http.get(base + path, headers={"Authorization": "Bearer wrong"}) as r:
+                assert r.status == 401, path
+        async with http.get(base + "/clusters/streaming/demo/", allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/login"
+        async with http.post(base + "/login", data={"token": "wrong"}) as r:
+            assert r.status == 401 and "not the dashboard" in await r.text()
+        async with http.get(base + "/api/clusters") as r:
+            assert r.status == 401  # a refused login leaves no session
+        async with http.post(base + "/login", data={"token": LOGIN}, allow_redirects=False) as r:
+            assert r.status == 303
+            assert LOGIN not in r.headers["Set-Cookie"] and "HttpOnly" in r.headers["Set-Cookie"]
+        async with http.get(base + "/api/clusters") as r:  # the browser's session cookie
+            assert r.status == 200 and [c["name"] for c in (await r.json())["clusters"]] == ["demo"]
+        async with http.get(base + "/logout", allow_redirects=False) as r:
+            assert r.status == 303
+        async with http.get(base + "/api/clusters") as r:
+            assert r.status == 401
+
+
+async def test_the_dashboard_reads_brokers_with_the_clusters_admin_token(controller, monkeypatch):
+    """The brokers' admin HTTP wants the cluster's admin token (admin.token.file from the tokens Secret);
+    the operator derives the same token and sends it."""
+    from aiohttp import web
+
+    from tinystream.operator.k8s import dashboard_host
+    from tinystream.operator.k8s.controller_secret import broker_admin_token
+
+    seen: list[str | None] = []
+
+    async def api(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        view = request.match_info["view"]
+        return web.json_response({"broker_id": 0} if view == "broker" else {view: []})
+
+    async def metrics(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(text="")
+
+    app = web.Application()
+    app.add_routes([web.get("/api/{view}", api), web.get("/metrics", metrics)])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    async def urls(client: Any, cluster: ClusterKey) -> dict[int, str]:
+        return {0: url}
+
+    monkeypatch.setattr(dashboard_host, "broker_admin_urls", urls)
+    board = OperatorDashboard(controller, host="127.0.0.1", port=0, login_token=LOGIN)
+    try:
+        assert await board.start(StubKube()) is not None
+        async with aiohttp.ClientSession(headers=AS_VIEWER) as http:
+            async with http.get(board.url + "/clusters/streaming/demo/api/brokers") as r:
+                (broker,) = (await r.json())["brokers"]
+        assert broker["up"] is True
+        expected = broker_admin_token(await memory_secret(None, KEY))
+        assert len(seen) == 4 and set(seen) == {f"Bearer {expected}"}  # /api/broker, partitions, groups, /metrics
+    finally:
+        await board.stop()
+        await runner.cleanup()
 
 
 async def test_a_taken_port_is_not_fatal(controller):

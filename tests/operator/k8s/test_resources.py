@@ -234,3 +234,19 @@ def test_each_opt_out_is_explicit_and_said_in_status():
     assert (condition.status, condition.reason) == (False, "InsecureByRequest")
     for said in ("listeners.tls is false", "authentication is none", "authorization is none"):
         assert said in condition.message
+
+
+def test_brokers_admin_http_wants_the_clusters_token_and_metrics_open_only_when_the_chart_scrapes(spec):
+    from dataclasses import replace
+
+    from tinystream.operator.k8s.resources import ADMIN_TOKEN_FILE, TOKENS_MOUNT, broker_config
+
+    config = broker_config(spec, CTX)
+    assert config["admin.token.file"] == f"{TOKENS_MOUNT}/{ADMIN_TOKEN_FILE}"
+    assert "admin.metrics.public" not in config
+    assert broker_config(spec, replace(CTX, broker_metrics_public=True))["admin.metrics.public"] is True
+    mounts = {m["name"]: m["mountPath"] for m in
+              statefulset(spec, CTX, replicas=3, cfg_hash="h")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["controller-tokens"] == TOKENS_MOUNT  # the tokens Secret, where the file is
+    assert "admin.token.file: set by the operator" in broker_config_problems({"admin.token.file": "/x"})
+    BrokerSettings.model_validate({k: v for k, v in config.items()})  # the broker takes every key

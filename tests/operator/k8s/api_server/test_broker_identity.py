@@ -149,6 +149,9 @@ async def test_an_old_pod_mid_upgrade_keeps_its_old_token_until_it_is_replaced(c
         assert await reviewer.legacy(namespace, "demo", 0) is True
         assert await reviewer.legacy(namespace, "demo", 1) is False  # replaced: its pod token only
         assert await reviewer.legacy(namespace, "demo", 2) is False  # no such pod
+        reads = reviewer.pod_reads
+        assert await reviewer.legacy(namespace, "demo", 0) is True  # an old pod's heartbeats: answered from memory
+        assert reviewer.pod_reads == reads == 3
         # Made-up tokens never reach the API server: not JWT-shaped, or claims that cannot be ours.
         assert await reviewer(namespace, "demo", "broker-1.forged") is None
         assert await reviewer(namespace, "demo", "eyJhbGciOiJub25lIn0.eyJhdWQiOiJ2YXVsdCJ9.c2ln") is None

@@ -259,7 +259,8 @@ async def wait_for_events(events_of, name: str, reason: str, timeout: float = 15
 
 
 @pytest.mark.parametrize("verb,resource", [
-    ("get", f"secrets/{SA}-controller-secret"),  # its master secret, by name: the one Secret it may read
+    ("get", f"secrets/{SA}-controller-secret"),  # its master secret, by name: one of two Secrets it may read
+    ("get", f"secrets/{SA}-dashboard-login"),  # the dashboard's login token, by name
     ("create", "secrets"),
     ("create", "tokenreviews.authentication.k8s.io"),  # who calls the controller API: a broker pod's token
 ])
@@ -269,14 +270,16 @@ def test_the_operator_service_account_may_do_what_it_needs(installed, verb, reso
     assert result.stdout.strip() == "yes", (verb, resource, result.stdout, result.stderr)
 
 
-async def test_the_operator_makes_its_master_secret_once_under_the_charts_rbac(installed) -> None:
+async def test_the_operator_makes_its_master_secret_and_dashboard_login_once_under_the_charts_rbac(installed) -> None:
     from tinystream.operator.k8s.api import KubeClient
-    from tinystream.operator.k8s.master_secret import ensure_master_secret
+    from tinystream.operator.k8s.master_secret import ensure_dashboard_login, ensure_master_secret
 
     client = KubeClient.from_connection_info(connection(installed, installed.service_account_token(NS, SA)))
     try:
         first = await ensure_master_secret(client, NS, f"{SA}-controller-secret")
         again = await ensure_master_secret(client, NS, f"{SA}-controller-secret")  # a restart reads the same
         assert first == again and len(first) >= 32
+        login = await ensure_dashboard_login(client, NS, f"{SA}-dashboard-login")
+        assert login == await ensure_dashboard_login(client, NS, f"{SA}-dashboard-login") and login != first
     finally:
         await client.close()
