@@ -38,7 +38,7 @@ from tinystream.broker.coordinators.producer_ids import (
 from tinystream.broker.coordinators.txn_service import TransactionService
 from tinystream.broker.fetch_sessions.cache import FetchSessionCache
 from tinystream.broker.fetch_sessions.context import FetchSessionManager
-from tinystream.broker.handlers.context import BrokerContext, ConnectionAuth
+from tinystream.broker.handlers.context import BrokerContext
 from tinystream.broker.maintenance import Maintenance, jobs
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView, ListenerAddress
 from tinystream.broker.metadata.topics import TopicStore
@@ -58,10 +58,12 @@ from tinystream.broker.security.listener import (
     super_users,
 )
 from tinystream.broker.security.listener_config import Listener, mechanisms, plan_listeners
+from tinystream.broker.security.peer import ConnectionAuth
 from tinystream.broker.security.sasl import SaslSession
 from tinystream.broker.security.tls_reload import CertificateWatcher, ReloadingContext
 from tinystream.broker.server.admin_http import AdminHttp
-from tinystream.broker.server.connection import BrokerConnections, KafkaServer
+from tinystream.broker.server.admission import BrokerConnections
+from tinystream.broker.server.connection import KafkaServer
 from tinystream.broker.server.dispatcher import RequestDispatcher
 from tinystream.broker.storage import meta_properties
 from tinystream.broker.storage.log_manager import LogManager

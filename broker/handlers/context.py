@@ -23,7 +23,7 @@ from tinystream.broker.protocol.api_versions import ApiRange
 from tinystream.broker.protocol.codec import ApiSchemas, RequestHeader, build
 from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.security.authorizer import Authorizer
-from tinystream.broker.security.sasl import SaslSession
+from tinystream.broker.security.peer import ClientInfo
 from tinystream.broker.topics.manager import TopicManager
 from tinystream.config.settings import BrokerSettings
 from tinystream.scram_users import UserStore
@@ -31,46 +31,6 @@ from tinystream.scram_users import UserStore
 #: A dispatcher result that closes the connection instead of answering (Kafka
 #: does this for a failed acks=0 produce, whose client reads no response).
 CLOSE_CONNECTION = object()
-
-
-@dataclass(slots=True)
-class ConnectionAuth:
-    """Who is on a connection: its SASL exchange (on a SASL listener) and the principal it proved."""
-
-    sasl: SaslSession | None = None  # None: the listener asks for no SASL
-    principal: str = "User:ANONYMOUS"  # or User:<sasl user>, or User:CN=<client certificate>
-    # A failed authentication: that request's answer (this correlation id) is written, then the connection closes,
-    # as Kafka does; answers of requests sent before it (in flight during a re-login) go out first.
-    close_after: int | None = None
-    # KIP-368: connections.max.reauth.ms of the listener (0: a login lasts as long as the connection), and
-    # when (time.monotonic()) this connection's SASL session ends unless the client logs in again.
-    max_reauth_ms: int = 0
-    session_expires_at: float | None = None
-
-    @property
-    def authenticated(self) -> bool:
-        return self.sasl is None or self.sasl.authenticated
-
-    def session_started(self, now: float) -> int:
-        """A login (or re-login) succeeded at `now`: its session lifetime in ms (0: no expiry)."""
-        if self.max_reauth_ms <= 0:
-            return 0
-        self.session_expires_at = now + self.max_reauth_ms / 1000
-        return self.max_reauth_ms
-
-    def session_expired(self, now: float) -> bool:
-        return self.session_expires_at is not None and now >= self.session_expires_at
-
-
-@dataclass(frozen=True, slots=True)
-class ClientInfo:
-    """Who sent a request (for groups' client_host, for logs, and for what it may do)."""
-
-    connection_id: int
-    host: str
-    port: int
-    auth: ConnectionAuth = field(default_factory=ConnectionAuth)
-    listener: str | None = None  # the listener it came in on (None: a test's context, no listener)
 
 
 @dataclass(slots=True)

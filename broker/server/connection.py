@@ -38,15 +38,13 @@ Log lines about a request (bad input, a failed handler) carry `client_id`,
 (`--log-format json`) can be searched by them.
 
 `KafkaServer` is one listener (broker/security/listener_config.py): it owns the
-listening socket, the connection limits (the listener's max.connections, and
-max.connections.per.ip so that one host cannot take them all: extra
-connections are closed at once), the queued-request budget and the idle sweep
-(connections.max.idle.ms). Every limit counts this listener's connections
+listening socket, its connections' limits (admission.py: the listener's
+max.connections, max.connections.per.ip, and the broker-wide max.connections
+that spares the inter-broker listener, KIP-402; extra connections are closed
+at once), the queued-request budgets (budget.py) and the idle sweep
+(connections.max.idle.ms). The listener's limits count its own connections
 only, so clients parked on the client listener cannot lock followers out of
-the replication listener. `BrokerConnections` is the broker-wide
-max.connections over every listener, which (as KIP-402 has it) does not refuse
-connections on the inter-broker listener: that one stops only at its own
-listener.name.<name>.max.connections.
+the replication listener.
 
 On a TLS listener the connection is admitted against those limits first and
 then shakes hands (within TLS_HANDSHAKE_TIMEOUT_S), so sockets that never
@@ -74,12 +72,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from tinystream.broker.handlers.context import CLOSE_CONNECTION, ClientInfo, ConnectionAuth
+from tinystream.broker.handlers.context import CLOSE_CONNECTION
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
 from tinystream.broker.protocol.framing import FrameDecoder
+from tinystream.broker.security.peer import ClientInfo, ConnectionAuth
 from tinystream.broker.security.principal import NoMatchingRule, PrincipalMapper, certificate_principal
+from tinystream.broker.server.admission import BrokerConnections, ConnectionQuotas
+from tinystream.broker.server.budget import ByteBudget
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +242,7 @@ class KafkaConnection(asyncio.Protocol):
             self._server.bad_input.warning(
                 "refusing connection from %s:%s on listener %s: max.connections=%d or max.connections.per.ip=%d "
                 "reached", self._client.host, self._client.port, self._server.listener_name,
-                self._server.max_connections, self._server.max_connections_per_ip,
+                self._server.quotas.max_connections, self._server.quotas.max_connections_per_ip,
             )
             self._closed = True
             transport.abort()
@@ -658,55 +659,6 @@ class KafkaConnection(asyncio.Protocol):
         self._close(abort=True)
 
 
-class BrokerConnections:
-    """The broker-wide max.connections, shared by every listener's server."""
-
-    def __init__(self, max_connections: int, on_change: Callable[[int], None] | None = None) -> None:
-        self.max_connections = max_connections
-        self.count = 0
-        self._on_change = on_change
-
-    def full(self) -> bool:
-        return self.count >= self.max_connections
-
-    def add(self, delta: int) -> None:
-        self.count += delta
-        if self._on_change is not None:
-            self._on_change(self.count)
-
-
-class ByteBudget:
-    """Bytes held against a bound (None: no bound), and the connections waiting for them to drop below it.
-
-    Non-strict, as Kafka's memory pool: whoever finds the budget not spent may take any amount, so a
-    request larger than what is left is never starved. A waiting connection is told once (budget_freed)
-    and registers again if it must wait on."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self.used = 0
-        self._waiting: set[KafkaConnection] = set()
-
-    def spent(self) -> bool:
-        return self.limit is not None and self.used >= self.limit
-
-    def must_wait(self, conn: KafkaConnection) -> bool:
-        if not self.spent():
-            return False
-        self._waiting.add(conn)
-        return True
-
-    def give_back(self, size: int) -> None:
-        self.used -= size
-        if self._waiting and not self.spent():
-            waiting, self._waiting = self._waiting, set()
-            for conn in waiting:
-                conn.budget_freed()
-
-    def forget(self, conn: KafkaConnection) -> None:
-        self._waiting.discard(conn)
-
-
 class KafkaServer:
     """One listener: its socket, its connections and their limits (see the module docstring)."""
 
@@ -736,19 +688,15 @@ class KafkaServer:
         self.listener_name = listener_name
         self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
         self.principal_mapper = principal_mapper or PrincipalMapper.parse("DEFAULT")
-        # The broker-wide count; `protected` (the inter-broker listener among several) is not refused by it.
-        self.broker_connections = broker_connections
-        self.protected = protected
         self.max_request_bytes = max_request_bytes
         self.max_receive_before_login = max_receive_before_login  # sasl.server.max.receive.size
-        self.max_connections = max_connections
-        self.max_connections_per_ip = max_connections_per_ip or max_connections
+        self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip=max_connections_per_ip,
+                                       broker_connections=broker_connections, protected=protected)
         self.queued_max_request_bytes = queued_max_request_bytes  # None: no server-wide budget
         # Request bytes started (or reserved while arriving) and not yet answered, every connection.
-        self.requests = ByteBudget(queued_max_request_bytes)
+        self.requests: ByteBudget[KafkaConnection] = ByteBudget(queued_max_request_bytes)
         # Answer bytes in transport buffers, every connection (clients not reading); Fetches wait on it.
-        self.answers = ByteBudget(queued_max_request_bytes)
-        self._per_ip: collections.Counter[str] = collections.Counter()
+        self.answers: ByteBudget[KafkaConnection] = ByteBudget(queued_max_request_bytes)
         self.max_in_flight = max_in_flight
         self.bad_input = BadInputLog()
         self._idle_timeout = idle_timeout_ms / 1000.0
@@ -786,16 +734,9 @@ class KafkaServer:
             await self._server.wait_closed()
 
     def admit(self, conn: KafkaConnection) -> bool:
-        host = conn.peer_host
-        if len(self._connections) >= self.max_connections or self._per_ip[host] >= self.max_connections_per_ip:
-            return False
-        shared = self.broker_connections
-        if shared is not None and shared.full() and not self.protected:
+        if not self.quotas.admit(conn.peer_host):
             return False
         self._connections.add(conn)
-        self._per_ip[host] += 1
-        if shared is not None:
-            shared.add(1)
         if self._on_connections_changed:
             self._on_connections_changed(len(self._connections))
         return True
@@ -805,11 +746,7 @@ class KafkaServer:
         self.answers.forget(conn)
         if conn in self._connections:
             self._connections.discard(conn)
-            self._per_ip[conn.peer_host] -= 1
-            if self._per_ip[conn.peer_host] <= 0:
-                del self._per_ip[conn.peer_host]
-            if self.broker_connections is not None:
-                self.broker_connections.add(-1)
+            self.quotas.release(conn.peer_host)
             if self._on_connections_changed:
                 self._on_connections_changed(len(self._connections))
 
@@ -820,7 +757,7 @@ class KafkaServer:
         return self.requests.used
 
     def take_bytes(self, size: int) -> None:
-        self.requests.used += size
+        self.requests.take(size)
 
     def return_bytes(self, size: int) -> None:
         if size:
@@ -840,7 +777,7 @@ class KafkaServer:
         if delta < 0:
             self.answers.give_back(-delta)
         else:
-            self.answers.used += delta
+            self.answers.take(delta)
 
     def answers_over_budget(self, conn: KafkaConnection) -> bool:
         """Whether `conn`'s next Fetch must wait for unread answers to drain; it is told when it may go on."""
