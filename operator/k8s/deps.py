@@ -1,7 +1,7 @@
 """What the kopf handlers need, injected: the API login, the controller port, timings, the master secret.
 
-Its own module so that every handler module (handlers.py, user_handlers.py) can take it without
-importing another handler module (no import cycle between them).
+Its own module so that every handler module (cluster_handlers.py, topic_handlers.py, ...) can take it
+without importing another handler module (no import cycle between them).
 """
 
 from __future__ import annotations
@@ -36,3 +36,8 @@ class Deps:
     # The operator's master secret (controller_secret.py): secured clusters' CAs and passwords derive from it.
     master_secret: str | None = None
     clock: Callable[[], datetime.datetime] = field(default=lambda: datetime.datetime.now(datetime.UTC))
+
+    def kube(self) -> KubeClient:
+        """The Kubernetes API client, made by the startup handler."""
+        assert self.client is not None, "startup handler has not run"
+        return self.client

@@ -3,7 +3,7 @@
 One registry per operator (`OperatorMetrics`) holds:
 
 * reconcile counts, errors and durations per kopf handler, recorded by the
-  `instrument` wrapper that handlers.py puts under each kopf decorator, so
+  `instrument` wrapper that each *_handlers.py puts under its kopf decorators, so
   the handlers themselves stay free of metrics code;
 * the controller series of every TinyStreamCluster the operator runs
   (tinystream.operator.service.metrics), labelled `namespace` and `cluster`,

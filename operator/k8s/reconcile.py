@@ -1,16 +1,19 @@
 """What to do next for a TinyStreamCluster: `plan_cluster(spec, status, observed) -> ClusterPlan`.
 
-Pure: the handler observes (owned objects, broker pods, the controller's
+Pure: cluster_reconciler.py observes (owned objects, broker pods, the controller's
 partition view), calls `plan_cluster`, executes the actions, writes the
 status, and calls again after `requeue_after` seconds or on the next event.
 Each call does at most one risky step (delete one pod, shrink by the drained
 brokers), so a plan never has to be undone; the next call sees its effect.
 
-Decisions, in order:
+The decision is a fixed sequence of named pure steps (as Strimzi's
+KafkaReconciler, without its inline I/O); the first one that cannot go on
+ends the pass with the reason that becomes the Ready condition:
 
-1. Broker config that the broker would refuse -> nothing is changed, the
-   condition says which key (InvalidBrokerConfig). A bad config never rolls.
-2. Replicas of the StatefulSet:
+1. check_config: broker config that the broker would refuse -> nothing is
+   changed, the condition says which key (InvalidBrokerConfig). A bad config
+   never rolls.
+2. plan_scale: replicas of the StatefulSet:
    - no StatefulSet yet: spec.brokers;
    - scale up: spec.brokers at once; new brokers get a fair share of replicas
      (Rebalance) once they are ready;
@@ -18,13 +21,19 @@ Decisions, in order:
      count (ScaleDownBlocked); otherwise replicas are moved off the removed
      (highest-ordinal) brokers first (DrainBrokers, ScaleDownDraining), and
      the StatefulSet shrinks only when they hold none.
-3. Owned objects whose desired fields differ from the observed ones are applied
-   (create-or-patch); a disabled dashboard's Service is deleted.
-4. Rolling update (the StatefulSet is OnDelete): one broker at a time, highest
-   ordinal first, only when every broker is ready and every ISR is full; a
-   broker that leads partitions first hands leadership away (MoveLeadership),
-   then its pod is deleted. The drain takes it out of every ISR and its
-   readiness, so from then on the checks look past that broker alone.
+3. plan_owned_objects: owned objects whose desired fields differ from the
+   observed ones are applied (create-or-patch); a disabled dashboard's Service
+   is deleted. Then wait_for_statefulset and hold_scale_down stop the pass
+   while the StatefulSet is new or a scale-down is blocked or draining.
+4. plan_roll: rolling update (the StatefulSet is OnDelete): one broker at a
+   time, highest ordinal first, only when every broker is ready and every ISR
+   is full; a broker that leads partitions first hands leadership away
+   (MoveLeadership), then its pod is deleted. The drain takes it out of every
+   ISR and its readiness, so from then on the checks look past that broker.
+5. wait_for_brokers, plan_rebalance: every broker ready; brokers that host no
+   replica get a fair share; else Ready.
+6. cluster_status, status_conditions: the status fields, the Ready and
+   Secure conditions.
 
 Without a controller view (`observed.partitions is None`, the controller core
 not attached), the ISR checks cannot be made: rolls then wait for pod
@@ -38,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinystream.operator.k8s.conditions import ClusterReason, Condition, ready
+from tinystream.operator.k8s.conditions import ClusterReason, Condition, merge_condition, ready, secure_condition
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.resources import (
     Names,
@@ -210,7 +219,8 @@ def _hosted(partitions: Sequence[PartitionView], broker_ids: set[int]) -> list[P
     return [p for p in partitions if broker_ids & set(p.replicas)]
 
 
-def _status(spec: ClusterSpec, observed: Observed, phase: Phase) -> dict[str, Any]:
+def cluster_status(spec: ClusterSpec, observed: Observed, phase: Phase) -> dict[str, Any]:
+    """6. Every status field but conditions: the phase, one entry per broker, the controller's counts."""
     pods = sorted(observed.pods, key=lambda p: p.ordinal)
     by_id: dict[int, BrokerPod | None] = {p.ordinal: p for p in pods}
     for broker_id in observed.registered or ():  # known to the controller, pod gone (or not a pod)
@@ -244,58 +254,103 @@ def _status(spec: ClusterSpec, observed: Observed, phase: Phase) -> dict[str, An
     return status
 
 
-def _plan(spec: ClusterSpec, observed: Observed, actions: list[Action], phase: Phase,
-          reason: ClusterReason, message: str, *, ok: bool = False, requeue: float | None = WAIT_S) -> ClusterPlan:
-    return ClusterPlan(tuple(actions), phase, ready(ok, reason, message, generation=spec.generation),
-                       _status(spec, observed, phase), None if ok else requeue)
+@dataclass(frozen=True, slots=True)
+class End:
+    """Where a pass stops: the phase, the Ready condition's reason and message, and when to look again."""
+
+    phase: Phase
+    reason: ClusterReason
+    message: str
+    ok: bool = False  # Ready=True: nothing to wait for, no requeue
+    requeue: float | None = WAIT_S
 
 
-# --- the decision -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one planning step adds: actions, and an End when the pass stops there."""
 
-def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: Observed, *,
-                 ctx: OperatorContext) -> ClusterPlan:
-    """The next step for `spec`, given the last `status` written and what is `observed` now."""
-    del status  # the decision uses only what is observed now; status is its output
+    actions: tuple[Action, ...] = ()
+    end: End | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """The scale step's decision: the StatefulSet's replicas in this pass, the phase, what it waits for."""
+
+    replicas: int
+    phase: Phase
+    waiting: tuple[ClusterReason, str] | None = None
+    actions: tuple[Action, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPass:
+    """What the steps after the owned objects read: the inputs and the decisions made so far."""
+
+    spec: ClusterSpec
+    observed: Observed
+    scale: Scale
+    sts_changing: bool  # the owned objects apply a new StatefulSet
+
+    @property
+    def pods(self) -> list[BrokerPod]:
+        """The pods of the brokers kept in this pass, by ordinal."""
+        return sorted((p for p in self.observed.pods if p.ordinal < self.scale.replicas), key=lambda p: p.ordinal)
+
+
+def _plan(spec: ClusterSpec, observed: Observed, actions: Sequence[Action], end: End) -> ClusterPlan:
+    return ClusterPlan(tuple(actions), end.phase, ready(end.ok, end.reason, end.message, generation=spec.generation),
+                       cluster_status(spec, observed, end.phase), None if end.ok else end.requeue)
+
+
+# --- the steps, in order ------------------------------------------------------------------
+
+def check_config(spec: ClusterSpec) -> End | None:
+    """1. Broker config the broker would refuse: change nothing (a bad config never rolls)."""
     problems = broker_config_problems(spec.config)
-    if problems:
-        return _plan(spec, observed, [], Phase.FAILED, ClusterReason.INVALID_BROKER_CONFIG,
-                     "spec.config would stop the brokers, nothing was changed: " + "; ".join(problems),
-                     requeue=None)
+    if not problems:
+        return None
+    return End(Phase.FAILED, ClusterReason.INVALID_BROKER_CONFIG,
+               "spec.config would stop the brokers, nothing was changed: " + "; ".join(problems), requeue=None)
 
+
+def plan_scale(spec: ClusterSpec, observed: Observed) -> Scale:
+    """2. The StatefulSet's replicas: spec.brokers when new or growing; shrinking only once drained."""
     sts = observed.statefulset(spec)
     current = int((sts or {}).get("spec", {}).get("replicas", 0)) if sts else None
-    replicas = spec.brokers if current is None else current
-    waiting: tuple[ClusterReason, str] | None = None
-    actions: list[Action] = []
     phase = Phase.CREATING if sts is None else Phase.RUNNING
+    if current is None or spec.brokers == current:
+        return Scale(spec.brokers if current is None else current, phase)
+    if spec.brokers > current:
+        return Scale(spec.brokers, Phase.SCALING,
+                     (ClusterReason.SCALING_UP, f"scaling up from {current} to {spec.brokers} brokers"))
+    return _plan_scale_down(spec, observed, current, phase)
 
-    # 2. replicas
-    if current is not None and spec.brokers > current:
-        replicas, phase = spec.brokers, Phase.SCALING
-        waiting = (ClusterReason.SCALING_UP, f"scaling up from {current} to {spec.brokers} brokers")
-    elif current is not None and spec.brokers < current:
-        removed = set(range(spec.brokers, current))
-        names = ", ".join(Names.of(spec).pod(i) for i in sorted(removed))
-        if observed.max_replication_factor > spec.brokers:
-            waiting = (ClusterReason.SCALE_DOWN_BLOCKED,
-                       f"cannot scale down to {spec.brokers} brokers: a topic has replicationFactor "
-                       f"{observed.max_replication_factor}; lower it or keep {current} brokers")
-        elif observed.partitions is None:
-            waiting = (ClusterReason.SCALE_DOWN_BLOCKED,
-                       f"cannot scale down to {spec.brokers} brokers: the controller's partition view is "
-                       f"unavailable, so replicas on {names} cannot be moved safely")
-        elif hosted := _hosted(observed.partitions, removed):
-            actions.append(DrainBrokers(tuple(sorted(removed))))
-            phase = Phase.SCALING
-            waiting = (ClusterReason.SCALE_DOWN_DRAINING,
-                       f"moving {len(hosted)} partition replica set(s) off {names} before scaling down")
-        else:
-            replicas, phase = spec.brokers, Phase.SCALING
-            waiting = (ClusterReason.SCALING_DOWN, f"scaling down from {current} to {spec.brokers} brokers")
 
-    # 3. owned objects
-    desired = owned_objects(spec, ctx, replicas=replicas)
-    for obj in desired:
+def _plan_scale_down(spec: ClusterSpec, observed: Observed, current: int, phase: Phase) -> Scale:
+    removed = set(range(spec.brokers, current))
+    names = ", ".join(Names.of(spec).pod(i) for i in sorted(removed))
+    if observed.max_replication_factor > spec.brokers:
+        return Scale(current, phase, (ClusterReason.SCALE_DOWN_BLOCKED,
+                     f"cannot scale down to {spec.brokers} brokers: a topic has replicationFactor "
+                     f"{observed.max_replication_factor}; lower it or keep {current} brokers"))
+    if observed.partitions is None:
+        return Scale(current, phase, (ClusterReason.SCALE_DOWN_BLOCKED,
+                     f"cannot scale down to {spec.brokers} brokers: the controller's partition view is "
+                     f"unavailable, so replicas on {names} cannot be moved safely"))
+    if hosted := _hosted(observed.partitions, removed):
+        return Scale(current, Phase.SCALING, (ClusterReason.SCALE_DOWN_DRAINING,
+                     f"moving {len(hosted)} partition replica set(s) off {names} before scaling down"),
+                     (DrainBrokers(tuple(sorted(removed))),))
+    return Scale(spec.brokers, Phase.SCALING,
+                 (ClusterReason.SCALING_DOWN, f"scaling down from {current} to {spec.brokers} brokers"))
+
+
+def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorContext, *,
+                       replicas: int) -> tuple[Action, ...]:
+    """3. Apply the owned objects that differ from the observed ones; delete a disabled dashboard's Service."""
+    actions: list[Action] = []
+    for obj in owned_objects(spec, ctx, replicas=replicas):
         key = (obj["kind"], obj["metadata"]["name"])
         existing = observed.objects.get(key)
         if key[0] == "StatefulSet" and existing is not None:
@@ -306,74 +361,135 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
             actions.append(Apply(obj, create=existing is None))
     if not serves_dashboard(spec, ctx) and ("Service", Names.of(spec).dashboard) in observed.objects:
         actions.append(Delete("v1", "Service", Names.of(spec).dashboard))
-    sts_changing = any(isinstance(a, Apply) and a.key[0] == "StatefulSet" for a in actions)
+    return tuple(actions)
 
-    if sts is None:
-        return _plan(spec, observed, actions, Phase.CREATING, ClusterReason.CREATING,
-                     f"creating {spec.brokers} broker(s)")
-    if waiting and waiting[0] in (ClusterReason.SCALE_DOWN_BLOCKED, ClusterReason.SCALE_DOWN_DRAINING):
-        return _plan(spec, observed, actions, Phase.DEGRADED if waiting[0] is ClusterReason.SCALE_DOWN_BLOCKED
-                     else phase, *waiting)
 
-    # 4. rolling update
-    pods = sorted((p for p in observed.pods if p.ordinal < replicas), key=lambda p: p.ordinal)
+def wait_for_statefulset(p: ClusterPass) -> Step:
+    """No StatefulSet yet: the owned objects create it, and the pass stops."""
+    if p.observed.statefulset(p.spec) is not None:
+        return Step()
+    return Step(end=End(Phase.CREATING, ClusterReason.CREATING, f"creating {p.spec.brokers} broker(s)"))
+
+
+def hold_scale_down(p: ClusterPass) -> Step:
+    """A scale-down that is blocked or still draining stops the pass: nothing rolls meanwhile."""
+    waiting = p.scale.waiting
+    if waiting is None or waiting[0] not in (ClusterReason.SCALE_DOWN_BLOCKED, ClusterReason.SCALE_DOWN_DRAINING):
+        return Step()
+    blocked = waiting[0] is ClusterReason.SCALE_DOWN_BLOCKED
+    return Step(end=End(Phase.DEGRADED if blocked else p.scale.phase, *waiting))
+
+
+def plan_roll(p: ClusterPass) -> Step:
+    """4. Rolling update, one broker at a time (highest ordinal first), only over full ISRs."""
+    pods = p.pods
+    sts = p.observed.statefulset(p.spec) or {}
     update_revision = (sts.get("status") or {}).get("updateRevision")
-    outdated = [p for p in pods if update_revision and p.revision and p.revision != update_revision]
-    if not outdated:  # a roll undone before its victim restarted leaves no broker drained for good
-        actions += [EndRollDrain(p.ordinal) for p in pods
-                    if p.ordinal in observed.drained_for_roll and not p.terminating]
-    if sts_changing and not outdated:
-        # The new template makes a new revision; the next pass sees which pods are outdated.
-        reason, message = waiting or (ClusterReason.ROLLING, "applying the new broker template")
-        return _plan(spec, observed, actions, phase if waiting else Phase.ROLLING, reason, message)
+    outdated = [q for q in pods if update_revision and q.revision and q.revision != update_revision]
     if outdated:
-        victim = outdated[-1]  # highest ordinal first, as the StatefulSet controller would
-        # Once its leadership moved away, the victim has left every ISR (KIP-841) and reports not
-        # ready: that is the roll's own doing, so the checks below look past it and it restarts next.
-        drained = victim.ordinal in observed.drained_for_roll
-        excused = {victim.ordinal} if drained else set()
-        # A terminating victim is not excused: its deletion is under way, wait for the new pod.
-        not_ready = [p for p in pods if (not p.ready and p.ordinal not in excused) or p.terminating]
-        if not_ready:
-            return _plan(spec, observed, actions, Phase.ROLLING, ClusterReason.ROLL_WAITING_FOR_POD,
-                         f"rolling update: waiting for {not_ready[0].name} to be ready "
-                         f"({len(outdated)} broker(s) still to restart)")
-        if observed.partitions is not None:
-            under = [p for p in observed.partitions if set(p.replicas) - set(p.isr) - excused]
-            if under:
-                p = under[0]
-                return _plan(spec, observed, actions, Phase.ROLLING, ClusterReason.ROLL_WAITING_FOR_ISR,
-                             f"rolling update: waiting for full ISRs ({len(under)} under-replicated, e.g. "
-                             f"{p.topic}-{p.partition} ISR {list(p.isr)} of replicas {list(p.replicas)})")
-        led = _partitions_led(observed.partitions, victim.ordinal)
-        if led and not drained:
-            actions.append(MoveLeadership(victim.ordinal))
-            return _plan(spec, observed, actions, Phase.ROLLING, ClusterReason.MOVING_LEADERSHIP,
-                         f"rolling update: moving leadership of {led} partition(s) off broker {victim.ordinal} "
-                         f"before restarting {victim.name}")
-        actions.append(DeletePod(victim.name, victim.ordinal))
-        note = "" if observed.partitions is not None else " (ISRs not checked: no controller view)"
-        return _plan(spec, observed, actions, Phase.ROLLING, ClusterReason.ROLLING,
-                     f"rolling update: restarting {victim.name}, {len(outdated) - 1} more to go{note}")
+        return _roll_one(p, pods, outdated)
+    # A roll undone before its victim restarted leaves no broker drained for good.
+    ended = tuple(EndRollDrain(q.ordinal) for q in pods
+                  if q.ordinal in p.observed.drained_for_roll and not q.terminating)
+    if not p.sts_changing:
+        return Step(ended)
+    # The new template makes a new revision; the next pass sees which pods are outdated.
+    waiting = p.scale.waiting
+    reason, message = waiting or (ClusterReason.ROLLING, "applying the new broker template")
+    return Step(ended, End(p.scale.phase if waiting else Phase.ROLLING, reason, message))
 
-    # 5. readiness and scale-up rebalance
-    ready_count = sum(1 for p in pods if p.ready)
-    if ready_count < spec.brokers or len(pods) < replicas:
-        missing = [Names.of(spec).pod(i) for i in range(replicas)
-                   if not any(p.ordinal == i and p.ready for p in pods)]
-        reason, message = waiting or (ClusterReason.WAITING_FOR_BROKERS, "")
-        detail = f"{ready_count}/{spec.brokers} brokers ready; waiting for {', '.join(missing[:3])}"
-        return _plan(spec, observed, actions, phase if waiting else Phase.CREATING,
-                     reason, f"{message}: {detail}" if message else detail)
+
+def _roll_one(p: ClusterPass, pods: Sequence[BrokerPod], outdated: Sequence[BrokerPod]) -> Step:
+    observed = p.observed
+    victim = outdated[-1]  # highest ordinal first, as the StatefulSet controller would
+    # Once its leadership moved away, the victim has left every ISR (KIP-841) and reports not
+    # ready: that is the roll's own doing, so the checks below look past it and it restarts next.
+    drained = victim.ordinal in observed.drained_for_roll
+    excused = {victim.ordinal} if drained else set()
+    # A terminating victim is not excused: its deletion is under way, wait for the new pod.
+    not_ready = [q for q in pods if (not q.ready and q.ordinal not in excused) or q.terminating]
+    if not_ready:
+        return Step(end=End(Phase.ROLLING, ClusterReason.ROLL_WAITING_FOR_POD,
+                            f"rolling update: waiting for {not_ready[0].name} to be ready "
+                            f"({len(outdated)} broker(s) still to restart)"))
+    under = [q for q in observed.partitions or () if set(q.replicas) - set(q.isr) - excused]
+    if under:
+        u = under[0]
+        return Step(end=End(Phase.ROLLING, ClusterReason.ROLL_WAITING_FOR_ISR,
+                            f"rolling update: waiting for full ISRs ({len(under)} under-replicated, e.g. "
+                            f"{u.topic}-{u.partition} ISR {list(u.isr)} of replicas {list(u.replicas)})"))
+    led = _partitions_led(observed.partitions, victim.ordinal)
+    if led and not drained:
+        return Step((MoveLeadership(victim.ordinal),), End(
+            Phase.ROLLING, ClusterReason.MOVING_LEADERSHIP,
+            f"rolling update: moving leadership of {led} partition(s) off broker {victim.ordinal} "
+            f"before restarting {victim.name}"))
+    note = "" if observed.partitions is not None else " (ISRs not checked: no controller view)"
+    return Step((DeletePod(victim.name, victim.ordinal),), End(
+        Phase.ROLLING, ClusterReason.ROLLING,
+        f"rolling update: restarting {victim.name}, {len(outdated) - 1} more to go{note}"))
+
+
+def wait_for_brokers(p: ClusterPass) -> Step:
+    """5. Every broker ready (the scale step's reason first, when it waits for one)."""
+    pods, replicas, spec = p.pods, p.scale.replicas, p.spec
+    ready_count = sum(1 for q in pods if q.ready)
+    if ready_count >= spec.brokers and len(pods) >= replicas:
+        return Step()
+    missing = [Names.of(spec).pod(i) for i in range(replicas) if not any(q.ordinal == i and q.ready for q in pods)]
+    waiting = p.scale.waiting
+    reason, message = waiting or (ClusterReason.WAITING_FOR_BROKERS, "")
+    detail = f"{ready_count}/{spec.brokers} brokers ready; waiting for {', '.join(missing[:3])}"
+    return Step(end=End(p.scale.phase if waiting else Phase.CREATING, reason,
+                        f"{message}: {detail}" if message else detail))
+
+
+def plan_rebalance(p: ClusterPass) -> Step:
+    """6. Brokers that host no replica get a fair share (after a scale-up); else the cluster is Ready."""
+    pods, observed = p.pods, p.observed
+    ready_count = sum(1 for q in pods if q.ready)
     if observed.partitions:
-        hosting = {b for p in observed.partitions for b in p.replicas}
-        empty = tuple(p.ordinal for p in pods if p.ordinal not in hosting)
-        total = sum(len(p.replicas) for p in observed.partitions)
+        hosting = {b for q in observed.partitions for b in q.replicas}
+        empty = tuple(q.ordinal for q in pods if q.ordinal not in hosting)
+        total = sum(len(q.replicas) for q in observed.partitions)
         if empty and total >= len(pods):  # each broker's fair share is at least one replica
-            actions.append(Rebalance(empty))
             # Serving while replicas move: Ready stays True, the reason says what happens.
-            return _plan(spec, observed, actions, Phase.SCALING, ClusterReason.REBALANCING,
-                         f"{ready_count}/{spec.brokers} brokers ready; moving a fair share of replicas "
-                         f"to broker(s) {list(empty)}", ok=True)
-    return _plan(spec, observed, actions, Phase.RUNNING, ClusterReason.READY,
-                 f"{ready_count}/{spec.brokers} brokers ready", ok=True)
+            return Step((Rebalance(empty),), End(
+                Phase.SCALING, ClusterReason.REBALANCING,
+                f"{ready_count}/{p.spec.brokers} brokers ready; moving a fair share of replicas "
+                f"to broker(s) {list(empty)}", ok=True))
+    return Step(end=End(Phase.RUNNING, ClusterReason.READY, f"{ready_count}/{p.spec.brokers} brokers ready",
+                        ok=True))
+
+
+# After the owned objects, in order; the first End stops the pass. The last step always ends it.
+STEPS = (wait_for_statefulset, hold_scale_down, plan_roll, wait_for_brokers, plan_rebalance)
+
+
+# --- the decision -------------------------------------------------------------------------
+
+def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: Observed, *,
+                 ctx: OperatorContext) -> ClusterPlan:
+    """The next step for `spec`, given the last `status` written and what is `observed` now."""
+    del status  # the decision uses only what is observed now; status is its output
+    invalid = check_config(spec)
+    if invalid is not None:
+        return _plan(spec, observed, (), invalid)
+    scale = plan_scale(spec, observed)
+    owned = plan_owned_objects(spec, observed, ctx, replicas=scale.replicas)
+    actions = [*scale.actions, *owned]
+    sts_changing = any(isinstance(a, Apply) and a.key[0] == "StatefulSet" for a in owned)
+    current = ClusterPass(spec, observed, scale, sts_changing)
+    for step in STEPS:
+        result = step(current)
+        actions += result.actions
+        if result.end is not None:
+            return _plan(spec, observed, actions, result.end)
+    raise AssertionError("plan_rebalance always ends the pass")
+
+
+def status_conditions(spec: ClusterSpec, plan: ClusterPlan,
+                      previous: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """7. The status conditions after a pass: Ready from the plan, Secure from spec's opt-outs."""
+    conditions = merge_condition(previous, plan.condition)
+    return merge_condition(conditions, secure_condition(spec.insecure, generation=spec.generation))

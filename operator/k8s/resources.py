@@ -44,6 +44,9 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 CONFIG_HASH_ANNOTATION = "tinystream.io/config-hash"
 RACK_KEY_ANNOTATION = "tinystream.io/rack-topology-key"
 MANAGED_BY = "tinystream-operator"
+# Every broker pod of every cluster the operator manages: the pods it watches (pod_handlers.py).
+BROKER_POD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "broker"}
+BROKER_POD_SELECTOR = ",".join(f"{k}={v}" for k, v in BROKER_POD_LABELS.items())
 IDENTITY_MOUNT = "/var/run/secrets/tinystream"  # the pod's own projected token for the controller API
 IDENTITY_FILE = "controller-token"
 IDENTITY_AUDIENCE = "tinystream-controller"  # broker_identity.AUDIENCE: a token for nothing else
@@ -387,9 +390,7 @@ def _affinity(cluster: ClusterSpec) -> dict[str, Any]:
     }]}}
 
 
-def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cfg_hash: str) -> dict[str, Any]:
-    names = Names.of(cluster)
-    claim_policy = "Delete" if cluster.delete_claim else "Retain"
+def _broker_container(cluster: ClusterSpec, ctx: OperatorContext, names: Names) -> dict[str, Any]:
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -421,23 +422,31 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
     }
     if cluster.resources:
         container["resources"] = dict(cluster.resources)
-    security_volumes = []
-    if cluster.tls:  # a whole-Secret volume (no subPath): the kubelet swaps in a renewed certificate
-        security_volumes.append({"name": "tls", "secret": {"secretName": names.broker_tls, "defaultMode": 0o440}})
+    if cluster.tls:
         container["volumeMounts"].append({"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True})
     if cluster.needs_scram_users:
-        security_volumes.append({"name": "users", "secret": {"secretName": names.broker_users,
-                                                             "defaultMode": 0o440}})
         container["volumeMounts"].append({"name": "users", "mountPath": USERS_MOUNT, "readOnly": True})
-    pod_annotations = {CONFIG_HASH_ANNOTATION: cfg_hash}
+    return container
+
+
+def _security_volumes(cluster: ClusterSpec, names: Names) -> list[dict[str, Any]]:
+    volumes = []
+    if cluster.tls:  # a whole-Secret volume (no subPath): the kubelet swaps in a renewed certificate
+        volumes.append({"name": "tls", "secret": {"secretName": names.broker_tls, "defaultMode": 0o440}})
+    if cluster.needs_scram_users:
+        volumes.append({"name": "users", "secret": {"secretName": names.broker_users, "defaultMode": 0o440}})
+    return volumes
+
+
+def _pod_spec(cluster: ClusterSpec, ctx: OperatorContext, names: Names) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
-        "containers": [container],
+        "containers": [_broker_container(cluster, ctx, names)],
         "volumes": [{"name": "config", "configMap": {"name": names.config}},
                     # The controller API's CA (controller_secret.py), made when the controller first opens.
                     {"name": "controller-tokens", "secret": {"secretName": tokens_name(cluster.name),
                                                              "defaultMode": 0o440}},
                     identity_volume(),
-                    {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *security_volumes],
+                    {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *_security_volumes(cluster, names)],
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         # A clean shutdown hands leadership over before the process exits.
@@ -448,19 +457,31 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
         "automountServiceAccountToken": False,
     }
     if cluster.rack_topology_key:
-        pod_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key
         pod_spec["topologySpreadConstraints"] = [{
             "maxSkew": 1,
             "topologyKey": cluster.rack_topology_key,
             "whenUnsatisfiable": "ScheduleAnyway",
             "labelSelector": {"matchLabels": selector_labels(cluster)},
         }]
+    return pod_spec
+
+
+def _data_claim(cluster: ClusterSpec) -> dict[str, Any]:
     claim: dict[str, Any] = {
         "metadata": {"name": "data", "labels": labels(cluster)},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": cluster.storage_size}}},
     }
     if cluster.storage_class:
         claim["spec"]["storageClassName"] = cluster.storage_class
+    return claim
+
+
+def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cfg_hash: str) -> dict[str, Any]:
+    names = Names.of(cluster)
+    claim_policy = "Delete" if cluster.delete_claim else "Retain"
+    pod_annotations = {CONFIG_HASH_ANNOTATION: cfg_hash}
+    if cluster.rack_topology_key:
+        pod_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -474,9 +495,9 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
             "selector": {"matchLabels": selector_labels(cluster)},
             "template": {
                 "metadata": {"labels": labels(cluster), "annotations": pod_annotations},
-                "spec": pod_spec,
+                "spec": _pod_spec(cluster, ctx, names),
             },
-            "volumeClaimTemplates": [claim],
+            "volumeClaimTemplates": [_data_claim(cluster)],
         },
     }
 

@@ -6,7 +6,7 @@ for that principal, and answers what to create and what to delete (an ACL
 added by hand with kafka-acls.sh for this principal is removed, as Strimzi's
 User Operator does). The SCRAM credential is set when the image has none for
 the user or one made from another password; the password itself is derived
-by the operator (user_handlers.user_password) and never stored in the image,
+by the operator (user_secrets.user_password) and never stored in the image,
 only its salted keys.
 
 The user's Secret (`plan_user_secret`): the operator may create and patch
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from tinystream.operator.controller.events import AclFilter, ScramDeletion
 from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
 from tinystream.operator.k8s.certificates import IssuedRecord, KeyPair, renewal_reason
+from tinystream.operator.k8s.conditions import UserReason
 from tinystream.operator.k8s.model import ClusterSpec, UserAcl, UserSpec
 from tinystream.operator.k8s.resources import Names, broker_user, tokens_name
 from tinystream.scram_users import ScramCredential
@@ -163,3 +164,21 @@ def reserved_user_names(cluster: ClusterSpec) -> frozenset[str]:
     names = Names.of(cluster)
     return frozenset({broker_user(cluster), names.broker_tls, names.ca_cert, names.broker_users,
                       tokens_name(cluster.name)})
+
+
+def user_refusal(user: UserSpec, cluster: ClusterSpec | None) -> tuple[UserReason, str] | None:
+    """Why `user` cannot be given access to `cluster` (the Ready reason and message); None: it can."""
+    if cluster is None:
+        return UserReason.CLUSTER_NOT_FOUND, f"no TinyStreamCluster {user.cluster} in {user.namespace}"
+    if cluster.authentication is None:
+        return UserReason.AUTHENTICATION_DISABLED, (
+            f"cluster {user.cluster} has listeners.authentication none: its clients are all anonymous")
+    if cluster.authentication != user.authentication:
+        return UserReason.AUTHENTICATION_MISMATCH, (
+            f"the user authenticates with {user.authentication}, cluster {user.cluster} with "
+            f"{cluster.authentication}")
+    if user.name in reserved_user_names(cluster):
+        return UserReason.NAME_RESERVED, (
+            f"{user.name} is cluster {user.cluster}'s own name (its brokers' principal or one of its "
+            "Secrets): a user of that name would act as a broker or overwrite the cluster's Secret")
+    return None

@@ -1,5 +1,5 @@
 """A TinyStreamUser's ACLs and credential against the cluster's metadata, and its Secret (operator/k8s/users.py):
-pure decisions; `ensure_user_secret` (user_handlers.py) with a stand-in for the API's create and patch."""
+pure decisions; `ensure_user_secret` (user_secrets.py) with a stand-in for the API's create and patch."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tinystream.operator.k8s.certificates import CertFacts, IssuedRecord, finger
 from tinystream.operator.k8s.cluster_tls import ForeignSecret, cluster_ca
 from tinystream.operator.k8s.errors import Conflict, KubeApiError
 from tinystream.operator.k8s.model import ClusterSpec, UserSpec
-from tinystream.operator.k8s.user_handlers import ensure_user_secret, user_password
+from tinystream.operator.k8s.user_secrets import ensure_user_secret, user_password
 from tinystream.operator.k8s.users import (
     SecretChange,
     SecretPlan,

@@ -1,0 +1,201 @@
+"""One pass over a TinyStreamCluster: secure -> observe -> plan (pure) -> execute -> report.
+
+- secure: make (or renew) the Secrets spec.listeners asks for
+  (cluster_tls.ensure_security); a Secret held by another owner stops the pass
+  (SecretNotOwned, retried in 30 s).
+- observe: the owned objects, the broker pods, the Topics' largest
+  replication factor, the nodes' racks and the controller's view.
+- plan: reconcile.plan_cluster, pure.
+- execute: each action through EXECUTORS, a table keyed by the action's
+  type; the actions for the controller core go to it in one call.
+- report: status fields and conditions (reconcile.status_conditions), and an
+  Event when the Ready reason changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+import kopf
+
+from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.caches import IssuedCertificates, ReportedReasons
+from tinystream.operator.k8s.cluster_tls import ForeignSecret, ensure_security
+from tinystream.operator.k8s.conditions import ClusterReason, merge_condition, ready
+from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.k8s.deps import Deps
+from tinystream.operator.k8s.model import API_VERSION, ClusterSpec
+from tinystream.operator.k8s.reconcile import (
+    Action,
+    Apply,
+    BrokerPod,
+    ClusterPlan,
+    Delete,
+    DeletePod,
+    DrainBrokers,
+    EndRollDrain,
+    MoveLeadership,
+    Observed,
+    Rebalance,
+    plan_cluster,
+    status_conditions,
+)
+from tinystream.operator.k8s.resources import Names, owned_objects, selector_labels
+
+
+@dataclass
+class Execution:
+    """One plan's execution: where the actions go, and those collected for the controller core."""
+
+    client: KubeClient
+    spec: ClusterSpec
+    body: Any
+    logger: logging.Logger
+    for_controller: list[BrokerAction] = field(default_factory=list)
+
+
+async def _apply(run: Execution, action: Apply) -> None:
+    await run.client.apply(action.obj)
+    run.logger.info("%s %s/%s", "created" if action.create else "updated", *action.key)
+
+
+async def _delete(run: Execution, action: Delete) -> None:
+    await run.client.delete(action.api_version, action.kind, action.name, run.spec.namespace)
+
+
+async def _delete_pod(run: Execution, action: DeletePod) -> None:
+    kopf.info(run.body, reason="RollingBroker", message=f"restarting {action.name} for the new revision")
+    await run.client.delete("v1", "Pod", action.name, run.spec.namespace)
+
+
+async def _to_controller(run: Execution, action: BrokerAction) -> None:
+    run.for_controller.append(action)
+
+
+Executor = Callable[[Execution, Any], Awaitable[None]]
+EXECUTORS: Mapping[type, Executor] = {
+    Apply: _apply,
+    Delete: _delete,
+    DeletePod: _delete_pod,
+    MoveLeadership: _to_controller,
+    DrainBrokers: _to_controller,
+    Rebalance: _to_controller,
+    EndRollDrain: _to_controller,
+}
+assert set(get_args(Action)) <= set(EXECUTORS), "every action plan_cluster can make has an executor"
+
+
+class ClusterReconciler:
+    """The I/O around plan_cluster for every TinyStreamCluster of one registry."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.reported = ReportedReasons()
+        self.issued = IssuedCertificates()
+
+    async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
+        spec = ClusterSpec.from_resource(body)
+        await self.secure(spec, body, status, patch)
+        plan = plan_cluster(spec, status, await self.observe(spec), ctx=self.deps.ctx)
+        await self.execute(spec, plan, body, logger)
+        self.report(spec, plan, body, status, patch)
+        return plan
+
+    def forget(self, body: Any) -> None:
+        uid = (body.get("metadata") or {}).get("uid") or ""
+        self.reported.forget(uid)
+        self.issued.forget(uid)
+
+    async def secure(self, spec: ClusterSpec, body: Any, status: Any, patch: kopf.Patch) -> None:
+        deps = self.deps
+        if deps.master_secret is None:
+            raise kopf.TemporaryError("the operator has no master secret to make certificates and passwords with")
+        try:
+            outcome = await ensure_security(deps.kube(), spec, self.issued.latest(spec.uid, status),
+                                            master=deps.master_secret, ctx=deps.ctx, now=deps.clock())
+        except ForeignSecret as exc:  # never mount (or write into) a Secret that is not the cluster's
+            condition = ready(False, ClusterReason.SECRET_NOT_OWNED, str(exc), generation=spec.generation)
+            if self.reported.changed(body, status, condition.reason):
+                kopf.warn(body, reason=condition.reason, message=condition.message)
+            patch.status["conditions"] = merge_condition((status or {}).get("conditions") or [], condition)
+            raise kopf.TemporaryError(str(exc), delay=30) from exc
+        if outcome.certificates is not None:
+            self.issued.record(spec.uid, outcome.certificates)
+        if outcome.issued_because:
+            kopf.info(body, reason="CertificateIssued",
+                      message=f"broker certificate {outcome.certificates and outcome.certificates['serial']}: "
+                              f"{outcome.issued_because}")
+        if outcome.certificates is not None:
+            patch.status["certificates"] = outcome.certificates
+
+    async def observe(self, spec: ClusterSpec) -> Observed:
+        client, controller = self.deps.kube(), self.deps.controller
+        objects = await self._objects(spec)
+        broker_pods = await self._broker_pods(spec)
+        key = ClusterKey(spec.namespace, spec.name)
+        topic_rfs = [int((t.get("spec") or {}).get("replicationFactor", 1))
+                     for t in await client.list(API_VERSION, "Topic", spec.namespace)
+                     if (t.get("spec") or {}).get("cluster") == spec.name]
+        racks = await self._racks(spec, broker_pods)
+        partitions = await controller.partitions(key)  # opens the cluster's controller on first use
+        return Observed(objects=objects, pods=broker_pods, partitions=partitions,
+                        max_replication_factor=max(topic_rfs, default=0),
+                        fenced=await controller.fenced(key), racks=racks,
+                        drained_for_roll=await controller.drained_for_roll(key),
+                        registered=await controller.registered(key),
+                        cluster_id=await controller.cluster_id(key))
+
+    async def _objects(self, spec: ClusterSpec) -> dict[tuple[str, str], dict[str, Any]]:
+        client = self.deps.kube()
+        objects: dict[tuple[str, str], dict[str, Any]] = {}
+        for obj in owned_objects(spec, self.deps.ctx, replicas=spec.brokers):
+            current = await client.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], spec.namespace)
+            if current is not None:
+                objects[(obj["kind"], obj["metadata"]["name"])] = current
+        if not spec.dashboard:
+            dashboard = await client.get("v1", "Service", Names.of(spec).dashboard, spec.namespace)
+            if dashboard is not None:
+                objects[("Service", Names.of(spec).dashboard)] = dashboard
+        return objects
+
+    async def _broker_pods(self, spec: ClusterSpec) -> tuple[BrokerPod, ...]:
+        pods = await self.deps.kube().list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
+        return tuple(BrokerPod.from_pod(p) for p in pods
+                     if p["metadata"]["name"].startswith(Names.of(spec).statefulset + "-"))
+
+    async def _racks(self, spec: ClusterSpec, pods: tuple[BrokerPod, ...]) -> dict[int, str]:
+        racks: dict[int, str] = {}
+        if not spec.rack_topology_key:
+            return racks
+        for pod in pods:
+            node = await self.deps.kube().get("v1", "Node", pod.node) if pod.node else None
+            rack = ((node or {}).get("metadata", {}).get("labels") or {}).get(spec.rack_topology_key)
+            if rack:
+                racks[pod.ordinal] = rack
+        return racks
+
+    async def execute(self, spec: ClusterSpec, plan: ClusterPlan, body: Any, logger: logging.Logger) -> None:
+        run = Execution(self.deps.kube(), spec, body, logger)
+        for action in plan.actions:
+            await EXECUTORS[type(action)](run, action)
+        if not run.for_controller:
+            return
+        try:
+            await self.deps.controller.broker_actions(ClusterKey(spec.namespace, spec.name), run.for_controller)
+        except ControllerUnavailable as exc:
+            logger.warning("controller actions postponed: %s", exc)
+        except ControllerRefused as exc:  # e.g. replicas cannot be placed on the remaining brokers
+            kopf.warn(body, reason="BrokerActionRefused", message=str(exc))
+
+    def report(self, spec: ClusterSpec, plan: ClusterPlan, body: Any, status: Any, patch: kopf.Patch) -> None:
+        previous = (status or {}).get("conditions") or []
+        if self.reported.changed(body, status, plan.condition.reason):
+            event = kopf.info if plan.condition.status else kopf.warn
+            if plan.condition.status is not False or plan.phase.value != "Creating":
+                event(body, reason=plan.condition.reason, message=plan.condition.message)
+        for k, v in plan.status.items():
+            patch.status[k] = v
+        patch.status["conditions"] = status_conditions(spec, plan, previous)
