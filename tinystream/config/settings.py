@@ -97,7 +97,7 @@ class BrokerSettings(ComponentSettings):
     # An https controller.url is verified against these CAs (PEM); unset: the system's CAs.
     controller_ssl_truststore_location: str | None = kafka_field(None, "controller.ssl.truststore.location")
 
-    # Security (broker/security/listeners.py): listeners=CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9094
+    # Security (broker/security/listener_config.py): listeners=CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9094
     # (unset: PLAINTEXT on host:port); replication runs on inter.broker.listener.name, or on the listener named
     # as security.inter.broker.protocol, or on the only listener there is.
     listeners: str | None = kafka_field(None, "listeners")
@@ -204,7 +204,7 @@ class BrokerSettings(ComponentSettings):
     )
     transactional_id_expiration_ms: int = kafka_field(604_800_000, "transactional.id.expiration.ms", ge=1)
 
-    # Replication (used from the replication issue on).
+    # Replication: followers, the ISR and the heartbeat to the controller.
     replica_lag_time_max_ms: int = kafka_field(30_000, "replica.lag.time.max.ms", ge=1)
     replica_fetch_max_bytes: int = kafka_field(1_048_576, "replica.fetch.max.bytes", ge=1)
     broker_heartbeat_interval_ms: int = kafka_field(2000, "broker.heartbeat.interval.ms", ge=1)
