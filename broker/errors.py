@@ -14,7 +14,8 @@ by its upper-case name; `code_for_log_error` translates them at this boundary.
 This module sits at the bottom of the broker's layers, so it takes any error
 that names one (`NamesKafkaError`) rather than importing storage.
 Kafka's own error numbers come from kio (`kio.schema.errors.ErrorCode`), so
-nothing here restates a number.
+nothing here restates a number; every other module imports `ErrorCode` from
+here, the one place that names kio's table.
 """
 
 from __future__ import annotations

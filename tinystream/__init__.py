@@ -8,10 +8,11 @@ Layers, top down (pyproject.toml's import-linter contracts check them; `make lin
                 dashboard), spark (spark-on-k8s/connector/)
     common      config/ (settings in four layers), controller_client (the control API's client),
                 log_format and foreground (logging, running a server until a signal),
-                scram_users (salted SCRAM credentials: brokers check them, the operator writes them)
+                scram_users (salted SCRAM credentials: brokers check them, the operator writes them),
+                atomic_file (replace a small file so a crash leaves the old or the new content)
 
-setup.py maps the component folders to tinystream.broker, tinystream.operator
-and tinystream.spark.
+pyproject.toml's [tool.setuptools.package-dir] maps the component folders to
+tinystream.broker, tinystream.operator and tinystream.spark (setup.py installs by it).
 """
 
 from __future__ import annotations

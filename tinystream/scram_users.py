@@ -23,12 +23,13 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import scramp
+
+from tinystream.atomic_file import write_atomically
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MIN_ITERATIONS = 4096  # Kafka's minimum
@@ -118,10 +119,4 @@ class UserStore:
 
     def save(self, path: str | Path) -> None:
         body = self.to_json()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(body, out, indent=1)
-        os.replace(tmp, path)
+        write_atomically(Path(path), json.dumps(body, indent=1).encode(), durable=False, mode=0o600, parents=True)

@@ -1,8 +1,9 @@
 """Assemble the installed package layout (tinystream.broker, .operator, .spark) for import analysis.
 
-setup.py maps broker/ -> tinystream.broker, operator/ -> tinystream.operator
-and spark-on-k8s/connector/ -> tinystream.spark, so the source tree is not
-the package tree, and grimp (under import-linter) walks package folders.
+pyproject.toml's [tool.setuptools.package-dir] maps broker/ -> tinystream.broker,
+operator/ -> tinystream.operator and spark-on-k8s/connector/ -> tinystream.spark,
+so the source tree is not the package tree, and grimp (under import-linter)
+walks package folders.
 This script mirrors the package tree under `.cache/import-tree/` with one
 symlink per source file (cheap, always current) and then runs, on it,
 `lint-imports` (`python tools/import_tree.py lint`) or mypy with the
@@ -16,28 +17,29 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOTS = {
-    "tinystream": "tinystream",
-    "tinystream/broker": "broker",
-    "tinystream/operator": "operator",
-    "tinystream/spark": "spark-on-k8s/connector",
-}
 TREE = ROOT / ".cache" / "import-tree"
+
+
+def package_dirs() -> dict[str, str]:
+    """Import name -> folder (pyproject.toml's [tool.setuptools.package-dir], which setup.py installs by)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return dict(pyproject["tool"]["setuptools"]["package-dir"])
 
 
 def build(tree: Path = TREE) -> Path:
     """Rebuild the mirror; returns the folder to put on sys.path."""
     if tree.exists():
         shutil.rmtree(tree)
-    for package, folder in ROOTS.items():
+    for package, folder in package_dirs().items():
         source = ROOT / folder
         for path in source.rglob("*.py"):
             if "__pycache__" in path.parts:
                 continue
-            target = tree / package / path.relative_to(source)
+            target = tree / package.replace(".", "/") / path.relative_to(source)
             target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists():
                 target.symlink_to(path)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from tinystream.acls import AclBinding, AclBindingFilter
+from tinystream.atomic_file import write_atomically
 from tinystream.broker.control.forwarding import error_code
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.errors import ErrorCode
@@ -114,11 +114,8 @@ class LocalAccessAdmin:
         apply_access(self.state, authorizer=authorizer, users=users)
 
     def _save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # salted keys: owner only
-        with os.fdopen(fd, "w") as out:
-            json.dump(self.state, out, indent=1)
-        os.replace(tmp, self.path)
+        payload = json.dumps(self.state, indent=1).encode()
+        write_atomically(self.path, payload, durable=False, mode=0o600)  # salted keys: owner only
         apply_access(self.state, authorizer=self.authorizer, users=self.users)
 
     def _acls(self) -> list[AclBinding]:

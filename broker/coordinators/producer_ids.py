@@ -27,7 +27,7 @@ from typing import Protocol
 
 import orjson
 
-from tinystream.broker.storage.atomic_file import write_atomically
+from tinystream.atomic_file import write_atomically
 
 BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
@@ -55,7 +55,7 @@ class FileBlockSource:
         if self._path.exists():
             start = int(orjson.loads(self._path.read_bytes())["next_block_start"])
         end = start + self._block_size
-        write_atomically(self._path, orjson.dumps({"version": 1, "next_block_start": end}))
+        write_atomically(self._path, orjson.dumps({"version": 1, "next_block_start": end}), parents=True)
         return start, end
 
 

@@ -50,8 +50,8 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import re2
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorInput, MemberSubscription
 from tinystream.broker.groups.group import CommittedOffset
 from tinystream.broker.groups.results import ConsumerGroupDescription, ConsumerMemberDescription, GroupListing

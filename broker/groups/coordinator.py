@@ -56,8 +56,7 @@ from collections import defaultdict
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from tinystream.broker.groups.consumer_group import ConsumerGroup, HeartbeatRequest, HeartbeatResult, TopicImage
 from tinystream.broker.groups.consumer_persistence import ConsumerGroupLog, records_for, tombstones_for

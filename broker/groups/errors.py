@@ -8,7 +8,7 @@ Hierarchy::
     └── OffsetsTopicError       raised by an OffsetsTopic implementation; carries an ErrorCode
 
 Requests never see these exceptions: the coordinator answers with Kafka error
-codes (`kio.schema.errors.ErrorCode`). `OffsetsTopicError` is the boundary type
+codes (`tinystream.broker.errors.ErrorCode`). `OffsetsTopicError` is the boundary type
 for the storage side: an `OffsetsTopic.append` that fails raises it with the
 partition-level code it got (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, ...),
 and `offset_commit_error` / `group_store_error` translate that code into what a
@@ -17,7 +17,7 @@ client should see, following Kafka's GroupMetadataManager.
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
+from tinystream.broker.errors import ErrorCode
 
 __all__ = [
     "GroupCoordinatorError",

@@ -36,8 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.errors import IllegalTransition
 from tinystream.broker.groups.records import GroupMetadataValue, MemberMetadata
 from tinystream.broker.groups.results import (

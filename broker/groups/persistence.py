@@ -25,8 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.errors import OffsetsTopicError
 from tinystream.broker.groups.records import decode_key, decode_value
 

@@ -1,7 +1,7 @@
 """What the coordinator answers: frozen dataclasses of plain values.
 
 The request handlers turn these into kio response objects at whatever
-version the client spoke. Errors are `kio.schema.errors.ErrorCode` members.
+version the client spoke. Errors are `tinystream.broker.errors.ErrorCode` members.
 Version notes for the handlers: JoinGroup v0-v6 and SyncGroup v0-v4 have a
 non-nullable protocol name (send "" for None); LeaveGroup v0-v2 carry one
 member and a top-level error only (use the member's error when the top level
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kio.schema.errors import ErrorCode
+from tinystream.broker.errors import ErrorCode
 
 __all__ = [
     "ConsumerGroupDescription",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-from tinystream.broker.storage.atomic_file import write_atomically
+from tinystream.atomic_file import write_atomically
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch: "$" would let a name end in a newline
@@ -112,7 +112,7 @@ class TopicStore:
             {"version": self.FORMAT_VERSION, "topics": [s.to_json() for s in self._topics.values()]},
             option=orjson.OPT_INDENT_2,
         )
-        write_atomically(self._path, payload)
+        write_atomically(self._path, payload, parents=True)
 
     # -- queries ----------------------------------------------------------------
 

@@ -7,7 +7,7 @@ Kafka's `replication-offset-checkpoint` format, in the first log dir:
     orders 0 1234     <- topic, partition, high watermark
     orders 1 977
 
-Written atomically (temporary file, fsync, rename; `atomic_file`)
+Written atomically (temporary file, fsync, rename; `tinystream.atomic_file`)
 periodically and at shutdown, and read once at start, so a restarted broker
 starts each partition from its last known HW instead of its log start and
 never lets consumers see less than before (Kafka's ReplicaManager does the
@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from tinystream.broker.storage.atomic_file import write_atomically
+from tinystream.atomic_file import write_atomically
 from tinystream.broker.storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,6 @@ class HighWatermarkCheckpoint:
             return False
         lines = [str(VERSION), str(len(current))]
         lines += [f"{tp.topic} {tp.partition} {hw}" for tp, hw in sorted(current.items())]
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode("utf-8"))
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode("utf-8"), parents=True)
         self._last = current
         return True

@@ -36,8 +36,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.fetch_sessions.cache import PartitionRequest
 from tinystream.broker.fetch_sessions.client import FetchSessionHandler
 from tinystream.broker.metadata.cluster import ClusterView

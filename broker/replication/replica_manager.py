@@ -32,12 +32,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from tinystream.atomic_file import write_atomically
 from tinystream.broker.errors import ErrorCode, code_for_log_error
 from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.replication.idempotence import ProducerStateTable
 from tinystream.broker.replication.partition import AppendOutcome, Partition, PartitionState
 from tinystream.broker.replication.purgatory import Purgatory
-from tinystream.broker.storage.atomic_file import write_atomically
 from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRangeError, PartitionLog, ReadResult
 from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.storage.log_scan import scan_batches
@@ -414,7 +414,7 @@ class ReplicaManager:
             if path is None or not path.parent.exists():
                 continue
             try:
-                write_atomically(path, partition.producers.snapshot(partition.log_end_offset), durable=False)
+                write_atomically(path, partition.producers.snapshot(partition.log_end_offset), durable=False, parents=True)
             except OSError:
                 log.exception("writing the producer snapshot of %s failed", partition.tp)
                 continue

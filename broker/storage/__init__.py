@@ -21,7 +21,6 @@ Modules, bottom up (Kafka's class in brackets):
     log_scan.py         walk stored batch headers (producer-state rebuilds, ListOffsets)
     base.py             the PartitionLog interface, LogConfig, results and errors
     rwlock.py           the shared/exclusive lock readers and destructive writers take
-    atomic_file.py      replace a small file so a crash leaves the old or the new content
     meta_properties.py  a log dir's cluster id and node id (meta.properties)
     topic_partition.py  TopicPartition, the name every layer above uses
 

@@ -1,9 +1,8 @@
-"""Small durable files, replaced atomically.
+"""Checkpoint files in Kafka's text format, replaced atomically.
 
-``write_atomically`` is the one way storage writes a file that must survive a
-crash whole or not at all: write ``<name>.tmp``, fsync it, rename it over the
-target, fsync the directory (so the rename itself is durable). A reader sees
-either the old content or the new one, never a mix.
+``write_checkpoint`` replaces the file with ``tinystream.atomic_file`` (write
+``<name>.tmp``, fsync, rename, fsync the directory), so a reader sees the old
+entries or the new ones, never a mix; an OSError becomes LogStorageError.
 
 ``OffsetCheckpoint`` is one offset in Kafka's checkpoint text format (the
 layout of Kafka's ``log-start-offset-checkpoint`` and
@@ -16,46 +15,13 @@ layout of Kafka's ``log-start-offset-checkpoint`` and
 
 from __future__ import annotations
 
-import os
+import contextlib
 from pathlib import Path
 
+from tinystream.atomic_file import temporary_path, write_atomically
 from tinystream.broker.storage.base import LogStorageError
 
 CHECKPOINT_VERSION = 0
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make renames and unlinks in ``directory`` durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories; nothing more we can do
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically; OSError becomes LogStorageError."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if fsync:
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        if fsync:
-            fsync_directory(path.parent)
-    except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise LogStorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 class CheckpointFormatError(ValueError):
@@ -66,6 +32,16 @@ def format_checkpoint(entries: list[tuple[int, ...]]) -> bytes:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [" ".join(str(value) for value in entry) for entry in entries]
     return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def write_checkpoint(path: Path, entries: list[tuple[int, ...]], *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``entries`` atomically; OSError becomes LogStorageError."""
+    try:
+        write_atomically(path, format_checkpoint(entries), durable=fsync)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary_path(path).unlink(missing_ok=True)  # a full disk gets its space back now
+        raise LogStorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def parse_checkpoint(data: bytes, *, width: int) -> list[tuple[int, ...]]:
@@ -108,4 +84,4 @@ class OffsetCheckpoint:
         return entries[0][0]
 
     def write(self, offset: int) -> None:
-        write_atomically(self.path, format_checkpoint([(offset,)]), fsync=self._fsync)
+        write_checkpoint(self.path, [(offset,)], fsync=self._fsync)

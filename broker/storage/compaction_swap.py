@@ -22,8 +22,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from tinystream.atomic_file import fsync_directory
 from tinystream.broker.storage.base import LogStorageError
-from tinystream.broker.storage.checkpoint import fsync_directory
 from tinystream.broker.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,

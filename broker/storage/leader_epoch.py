@@ -27,7 +27,7 @@ import bisect
 from pathlib import Path
 
 from tinystream.broker.storage.base import EpochEntry
-from tinystream.broker.storage.checkpoint import CheckpointFormatError, format_checkpoint, parse_checkpoint, write_atomically
+from tinystream.broker.storage.checkpoint import CheckpointFormatError, parse_checkpoint, write_checkpoint
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -54,7 +54,7 @@ class LeaderEpochCheckpoint:
         return entries
 
     def write(self, entries: list[EpochEntry]) -> None:
-        write_atomically(self.path, format_checkpoint([(e.epoch, e.start_offset) for e in entries]), fsync=self._fsync)
+        write_checkpoint(self.path, [(e.epoch, e.start_offset) for e in entries], fsync=self._fsync)
 
 
 class LeaderEpochCache:

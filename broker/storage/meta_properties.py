@@ -22,7 +22,7 @@ import base64
 import uuid
 from pathlib import Path
 
-from tinystream.broker.storage.atomic_file import write_atomically
+from tinystream.atomic_file import write_atomically
 
 FILE_NAME = "meta.properties"
 
@@ -71,7 +71,7 @@ def _found(log_dirs: list[Path], node_id: int) -> tuple[dict[Path, dict[str, str
 
 def _write(path: Path, cluster_id: str, node_id: int) -> None:
     payload = f"#TinyStream broker metadata\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
-    write_atomically(path, payload.encode())
+    write_atomically(path, payload.encode(), parents=True)
 
 
 def ensure(log_dirs: list[Path], node_id: int) -> str:

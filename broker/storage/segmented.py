@@ -49,6 +49,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from tinystream.atomic_file import fsync_directory
 from tinystream.broker.storage import compaction_swap, loader
 from tinystream.broker.storage.base import (
     AppendResult,
@@ -69,7 +70,7 @@ from tinystream.broker.storage.batch import (
     BatchHeader,
     iter_header_fields,
 )
-from tinystream.broker.storage.checkpoint import OffsetCheckpoint, fsync_directory
+from tinystream.broker.storage.checkpoint import OffsetCheckpoint
 from tinystream.broker.storage.leader_epoch import LeaderEpochCache
 from tinystream.broker.storage.policy import (
     check_config,

@@ -31,7 +31,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-from tinystream.broker.storage.atomic_file import write_atomically
+from tinystream.atomic_file import write_atomically
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34
@@ -120,7 +120,7 @@ class TxnIndex:
         if self._path is None or not self._path.parent.exists():
             return
         payload = b"".join(ENTRY.pack(VERSION, *e) for e in self._entries)
-        write_atomically(self._path, payload, durable=False)
+        write_atomically(self._path, payload, durable=False, parents=True)
 
     def delete(self) -> None:
         if self._path is not None:

@@ -36,8 +36,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.transactions.errors import RecordDecodeError, TxnLogError, append_error_for_client
 from tinystream.broker.transactions.records import decode_key, decode_value, encode_key, encode_value
 from tinystream.broker.transactions.state import (

@@ -12,7 +12,7 @@ Clients never see these: the coordinator answers with Kafka error codes.
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
+from tinystream.broker.errors import ErrorCode
 
 __all__ = ["IllegalTransition", "RecordDecodeError", "TransactionError", "TxnLogError", "append_error_for_client"]
 

@@ -30,8 +30,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.transactions.errors import IllegalTransition
 
 __all__ = [

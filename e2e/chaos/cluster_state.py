@@ -12,6 +12,8 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tinystream.testing.waiting import wait_until
+
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
@@ -72,12 +74,14 @@ def wait_for(check: Callable[[], list[str]], *, timeout_s: float, what: str) -> 
     """Poll `check` (problems, [] when done) until it passes; returns the seconds it took."""
     started = time.monotonic()
     problems: list[str] = ["not checked"]
-    while time.monotonic() - started < timeout_s:
+
+    def passed() -> bool:
+        nonlocal problems
         problems = check()
-        if not problems:
-            return time.monotonic() - started
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not reached in {timeout_s:.0f} s: {'; '.join(problems[:8])}")
+        return not problems
+
+    wait_until(passed, timeout=timeout_s, what=lambda: f"{what}: {'; '.join(problems[:8])}")
+    return time.monotonic() - started
 
 
 def wait_converged(controller_url: str, *, token: str, topics: Iterable[str], brokers: int, timeout_s: float) -> float:

@@ -13,19 +13,15 @@ RF 3 topics). Where that is missing, it skips and says which probe failed.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chaos_config import BROKERS, CLUSTER_SETTINGS, REGISTER_TIMEOUT_S, SEED
+from cluster_state import live_brokers, try_metadata
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from chaos_config import BROKERS, CLUSTER_SETTINGS, REGISTER_TIMEOUT_S, SEED  # noqa: E402
-from cluster_state import live_brokers, try_metadata  # noqa: E402
-
-from tinystream.dev.cluster import ClusterError, LocalCluster  # noqa: E402
+from tinystream.dev.cluster import ClusterError, LocalCluster
 
 
 def pytest_configure(config: pytest.Config) -> None:

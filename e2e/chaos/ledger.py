@@ -23,6 +23,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from tinystream.testing.waiting import wait_until
+
 
 @dataclass(slots=True)
 class Sent:
@@ -90,13 +92,9 @@ class Ledger:
 
     def wait_ack_sent_after(self, t0: float, *, partitions: set[int] | None = None,
                             timeout_s: float) -> float:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if (acked := self.first_ack_sent_after(t0, partitions=partitions)) is not None:
-                return acked
-            time.sleep(0.05)
-        raise AssertionError(f"no write sent after the fault was acknowledged within {timeout_s:.0f} s "
-                             f"(partitions {sorted(partitions) if partitions else 'all'})")
+        where = sorted(partitions) if partitions else "all"
+        return wait_until(lambda: self.first_ack_sent_after(t0, partitions=partitions), timeout=timeout_s, interval=0.05,
+                          what=f"a write sent after the fault to be acknowledged (partitions {where})")
 
     # -- consumer group --------------------------------------------------------------
 

@@ -42,8 +42,8 @@ from chaos_config import BROKERS
 from cluster_state import OFFSETS_TOPIC, leader_of, metadata, wait_converged
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.coordinator import partition_for_group
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.dev.cluster import LocalCluster

@@ -15,25 +15,23 @@ image's user) registers with a controller, turns ready on /readyz and serves.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from image_build import ROOT, build_image, docker, engine_problem
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from image_build import ROOT, build_image, docker, engine_problem  # noqa: E402
-
-from tinystream.testing.peers.ports import free_port  # noqa: E402
+from tinystream.testing import waiting
+from tinystream.testing.peers.ports import free_port
 
 TAG = "tinystream:e2e-image"
 
@@ -49,9 +47,10 @@ def image() -> str:
     return TAG
 
 
-def http_status(url: str, context: ssl.SSLContext | None = None) -> tuple[int, dict]:
+def http_status(url: str, context: ssl.SSLContext | None = None, token: str | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(url, timeout=3, context=context) as r:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=3, context=context) as r:  # noqa: S310 - loopback
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
@@ -59,13 +58,8 @@ def http_status(url: str, context: ssl.SSLContext | None = None) -> tuple[int, d
         return 0, {}
 
 
-def wait_until(predicate, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.3)
-    return value
+# A container starts in seconds to a minute: its HTTP endpoints are polled every 0.3 s for up to 60 s.
+wait_until = functools.partial(waiting.wait_until, timeout=60.0, interval=0.3)
 
 
 def round_trip(bootstrap: str, topic: str, n: int = 100) -> list[bytes]:
@@ -108,7 +102,7 @@ def test_plain_docker_run_is_a_standalone_broker(image: str, container: list[str
     container.append(docker("run", "-d", "-p", f"127.0.0.1:{port}:9092", "-p", f"127.0.0.1:{admin}:8080",
                             "-e", "TINYSTREAM_ADVERTISED_HOST=127.0.0.1", "-e", f"TINYSTREAM_ADVERTISED_PORT={port}",
                             image).stdout.strip())
-    wait_until(lambda: http_status(f"http://127.0.0.1:{admin}/readyz")[0] == 200, "the broker to be ready")
+    wait_until(lambda: http_status(f"http://127.0.0.1:{admin}/readyz")[0] == 200, what="the broker to be ready")
     values = round_trip(f"127.0.0.1:{port}", "plain")
     assert values == [f"m-{i}".encode() for i in range(100)]
     kcat = shutil.which("kcat")
@@ -128,6 +122,7 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
     from tinystream.controller_auth import broker_principal, read_secret, token_for, write_token_file
     from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
     from tinystream.operator.k8s.resources import (
+        ADMIN_TOKEN_FILE,
         CONFIG_DIR,
         CONFIG_FILE,
         CONTROLLER_CA_FILE,
@@ -170,7 +165,7 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
     try:
         trusted = ssl.create_default_context(cafile=str(pki.ca_pem))
         wait_until(lambda: http_status(f"https://127.0.0.1:{controller_port}/healthz", trusted)[0] == 200,
-                   "the controller")
+                   what="the controller")
         # What the pod mounts, readable by the image's user: the controller's CA (the Secret the operator
         # makes), the pod's own controller token (projected by the kubelet; the local controller here takes
         # a token its secret made) and the inter-broker SCRAM user (the broker-users Secret).
@@ -179,12 +174,13 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
         write_token_file(identity / IDENTITY_FILE, token_for(secret, broker_principal(0)))
         tokens.mkdir()
         shutil.copy(pki.ca_pem, tokens / CONTROLLER_CA_FILE)
+        (tokens / ADMIN_TOKEN_FILE).write_text("cluster-admin-token")  # what the brokers' admin HTTP asks for
         store = UserStore()
         store.set_password(broker_user(cluster), "replication-password")
         store.save(users / "users.json")
         (users / "broker-password").write_text("replication-password")
-        for path in (identity / IDENTITY_FILE, tokens / CONTROLLER_CA_FILE, users / "users.json",
-                     users / "broker-password"):
+        for path in (identity / IDENTITY_FILE, tokens / CONTROLLER_CA_FILE, tokens / ADMIN_TOKEN_FILE,
+                     users / "users.json", users / "broker-password"):
             os.chown(path, RUN_AS, RUN_AS)
         # Host networking stands in for the pod network: the ports are this test's, the rest is the pod's.
         replication = free_port()
@@ -200,10 +196,13 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
             image, *broker["args"]).stdout.strip())
         probe = broker["readinessProbe"]["httpGet"]["path"]
         wait_until(lambda: http_status(f"http://127.0.0.1:{admin}{broker['livenessProbe']['httpGet']['path']}")[0]
-                   == 200, "liveness")
+                   == 200, what="liveness")
         status, body = wait_until(lambda: (r := http_status(f"http://127.0.0.1:{admin}{probe}"))[0] == 200 and r,
-                                  "readiness: registered with the controller")
+                                  what="readiness: registered with the controller")
         assert body["ready"] is True and "registered" in body["reason"]
+        # The admin HTTP's data wants the cluster's admin token (probes above needed none).
+        assert http_status(f"http://127.0.0.1:{admin}/api/broker")[0] == 401
+        assert http_status(f"http://127.0.0.1:{admin}/api/broker", token="cluster-admin-token")[0] == 200
         assert round_trip(f"127.0.0.1:{port}", "pod-shaped", 50) == [f"m-{i}".encode() for i in range(50)]
         # The data went to the volume (the PVC), written by the image's user.
         logs = [p for p in data.rglob("*.log") if "pod-shaped" in str(p)]

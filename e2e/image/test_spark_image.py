@@ -15,12 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from image_build import build_image, docker, engine_problem
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from image_build import build_image, docker, engine_problem  # noqa: E402
-
-from tinystream.testing.peers.ports import free_port  # noqa: E402
+from tinystream.testing.peers.ports import free_port
 
 TAG = "tinystream-spark:e2e-image"
 

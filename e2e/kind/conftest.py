@@ -25,19 +25,14 @@ times) are collected in `MEASURED` and printed at the end of the run.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
+import diagnostics
+import host_firewall
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "image"))
-
-import diagnostics  # noqa: E402
-import host_firewall  # noqa: E402
-from image_build import build_image  # noqa: E402
-from kind_helpers import (  # noqa: E402
+from image_build import build_image
+from kind_helpers import (
     IMAGE_REPO,
     IMAGE_TAGS,
     KIND_CLUSTER,
@@ -51,8 +46,8 @@ from kind_helpers import (  # noqa: E402
     measure,
     wire_pod_network,
 )
-from manifests import NAMESPACE  # noqa: E402
-from preflight import run_preflight  # noqa: E402
+from manifests import NAMESPACE
+from preflight import run_preflight
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -8,6 +8,7 @@ SASL user and password, the CA file).
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import threading
 import time
@@ -16,21 +17,13 @@ from dataclasses import dataclass, field
 from kind_helpers import HERE, Kube, measure, tool
 from manifests import CLIENT_POD, CLUSTER, NAMESPACE, WRITES
 
+from tinystream.testing import waiting
+
 CLIENT_SCRIPT = (HERE / "inpod_client.py").read_text()
 
 
-def wait_until(predicate, *, timeout: float, what: str, interval: float = 3.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except AssertionError as exc:
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last}")
+# kubectl every 3 s unless a wait says otherwise; a check's failed assertion means "not yet".
+wait_until = functools.partial(waiting.wait_until, interval=3.0, retry_on=(AssertionError,))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -25,23 +24,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "operator" / "k8s"))
-sys.path.insert(0, str(Path(__file__).parent))
-
-from k8s_requirements import require  # noqa: E402
+from k8s_requirements import require
 
 require("yaml", "kopf", "kmock")
 
-import kmock  # noqa: E402
-from kmock_helpers import Api, declare, ready_condition, running_operator  # noqa: E402
-from pod_standin import PodStandIn  # noqa: E402
+import kmock
+from kmock_helpers import Api, declare, ready_condition, running_operator
+from pod_standin import PodStandIn
 
-from tinystream.controller_auth import broker_principal, token_for  # noqa: E402
-from tinystream.operator.k8s.controller_host import OperatorController  # noqa: E402
-from tinystream.operator.k8s.controller_port import ClusterKey  # noqa: E402
-from tinystream.operator.k8s.controller_secret import broker_admin_token, derive_cluster_secret, derived_secrets  # noqa: E402
-from tinystream.operator.service.controller_service import DriverTiming  # noqa: E402
+from tinystream.controller_auth import broker_principal, token_for
+from tinystream.operator.k8s.controller_host import OperatorController
+from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.controller_secret import broker_admin_token, derive_cluster_secret, derived_secrets
+from tinystream.operator.service.controller_service import DriverTiming
+from tinystream.testing.waiting import wait_until_async
 
 pytestmark = [pytest.mark.timeout(240)]
 MASTER = "e2e-master"
@@ -82,14 +78,16 @@ class World:
 
     async def wait(self, plural: str, name: str, predicate: Callable[[dict], bool], what: str,
                    timeout: float = 90.0) -> dict:
-        deadline = time.monotonic() + timeout
         last: Any = None
-        while time.monotonic() < deadline:
+
+        async def matches() -> bool:
+            nonlocal last
             last = await self.api.get(TS, plural, name)
-            if last is not None and predicate(last):
-                return last
-            await asyncio.sleep(0.25)
-        raise AssertionError(f"timed out waiting for {what}; last status: {(last or {}).get('status')}")
+            return last is not None and predicate(last)
+
+        await wait_until_async(matches, timeout=timeout, interval=0.25,
+                               what=lambda: f"{what}; last status: {(last or {}).get('status')}")
+        return last
 
 
 def new_controller(port: int = 0, session_timeout_ms: int | None = None) -> OperatorController:
@@ -214,14 +212,6 @@ async def all_partitions_retention(w: World, retention_ms: int) -> bool:
     return True
 
 
-async def eventually_async(check: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.25)
-
-
 # --- the sequences -----------------------------------------------------------------------------------
 
 async def test_lost_broker_moves_leadership_and_loses_nothing(tmp_path: Path) -> None:
@@ -259,7 +249,8 @@ async def test_lost_broker_moves_leadership_and_loses_nothing(tmp_path: Path) ->
         # A Topic config change is applied live: every broker's partitions take it, no pod restarts.
         await w.api.patch(TS, "topics", TOPIC, {"metadata": {"generation": 2},
                                                 "spec": {"config": {"min.insync.replicas": 2, "retention.ms": 3_600_000}}})
-        await eventually_async(lambda: all_partitions_retention(w, 3_600_000), "retention.ms on every replica")
+        await wait_until_async(lambda: all_partitions_retention(w, 3_600_000), timeout=30, interval=0.25,
+                               what="retention.ms on every replica")
         assert all(run.restarts == 0 for i, run in w.pods.pods.items() if i != victim)
 
 

@@ -20,8 +20,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.coordinator import partition_for_group
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.dev.cluster import ClusterError, LocalCluster

@@ -5,10 +5,11 @@ every change to the image and loads it at start-up, so a restart loses
 nothing a client was told. Two stores:
 
 * `FileStateStore`, the local driver's: one JSON file (orjson), replaced
-  atomically -- write `<file>.tmp`, fsync it, rename it over the file, fsync
-  the directory -- so a crash at any point leaves the old or the new state,
-  never a torn one. An advisory lock (`<file>.lock`, flock) keeps a second
-  controller off the same file: two writers would fork the cluster's history.
+  atomically (`tinystream.atomic_file`: write `<file>.tmp`, fsync it, rename
+  it over the file, fsync the directory) so a crash at any point leaves the
+  old or the new state, never a torn one. An advisory lock (`<file>.lock`,
+  flock) keeps a second controller off the same file: two writers would fork
+  the cluster's history.
 * `MemoryStateStore`: a dict in memory, for tests and embedding.
 
 The Kubernetes driver will implement the same protocol over a CR status.
@@ -27,6 +28,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from tinystream.atomic_file import temporary_path, write_atomically
 from tinystream.operator.controller import ControllerState, StateFormatError
 from tinystream.operator.service.errors import StateFileError
 
@@ -68,7 +70,7 @@ class FileStateStore:
     def load_sync(self) -> ControllerState | None:
         self._lock()
         with contextlib.suppress(FileNotFoundError):
-            (self.path.with_name(self.path.name + ".tmp")).unlink()  # a save cut short by a crash
+            temporary_path(self.path).unlink()  # a save cut short by a crash
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -87,17 +89,7 @@ class FileStateStore:
     def save_sync(self, state: ControllerState) -> None:
         self._lock()
         payload = orjson.dumps(state.to_dict(), option=orjson.OPT_INDENT_2)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # the rename itself must survive a power cut
-        finally:
-            os.close(dir_fd)
+        write_atomically(self.path, payload)
 
     async def load(self) -> ControllerState | None:
         return await asyncio.to_thread(self.load_sync)

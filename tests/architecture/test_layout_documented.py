@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import runpy
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("tinystream", "broker", "operator", "spark-on-k8s/connector")
+SOURCES = tuple(runpy.run_path(str(ROOT / "tools" / "import_tree.py"))["package_dirs"]().values())  # the package roots
 
 
 def _tree_lines() -> list[str]:

@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 
 import pytest
 
@@ -27,6 +25,7 @@ from tinystream.controller_client import ControllerClient
 from tinystream.dev.replication import replication_settings
 from tinystream.operator.service.app import ControllerInfo, ControllerServer
 from tinystream.testing.broker import test_settings
+from tinystream.testing.waiting import wait_until_async
 
 # -- one broker ------------------------------------------------------------------------------
 
@@ -70,16 +69,6 @@ async def client(connect):
 
 SESSION_TIMEOUT_MS = 3000
 LAG_TIME_MS = 2000
-
-
-async def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 class Cluster:
@@ -167,7 +156,7 @@ async def controller(tmp_path):
 async def cluster(tmp_path, controller):
     c = Cluster(tmp_path, controller)
     await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
-    await wait_until(lambda: all(len(b.cluster.brokers()) == 3 for b in c.brokers.values()), what="3 live brokers")
+    await wait_until_async(lambda: all(len(b.cluster.brokers()) == 3 for b in c.brokers.values()), what="3 live brokers")
     try:
         yield c
     finally:

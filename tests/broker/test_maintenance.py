@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request
+from tinystream.testing.waiting import wait_until_async
 
 
 @pytest.fixture
 def settings_overrides() -> dict:
     return {"log.retention.check.interval.ms": 50, "log.cleaner.backoff.ms": 50}
-
-
-async def eventually(predicate, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 async def test_retention_by_bytes_deletes_old_segments(broker, client):
@@ -30,7 +21,7 @@ async def test_retention_by_bytes_deletes_old_segments(broker, client):
         await client.request(produce_request("ret", 0, now_batch([(None, b"%03d" % i * 60)])))
     log = broker.replicas.get(TopicPartition("ret", 0)).log
     # retention.bytes keeps whole segments while the rest stays at or above the limit
-    await eventually(lambda: log.log_start_offset > 0 and log.size_bytes() <= 2048 + 1024)
+    await wait_until_async(lambda: log.log_start_offset > 0 and log.size_bytes() <= 2048 + 1024, timeout=5)
     old = (await client.request(fetch_request([("ret", 0, 0)]))).responses[0].partitions[0]
     assert old.error_code == ErrorCode.offset_out_of_range and old.log_start_offset == log.log_start_offset
 
@@ -40,14 +31,14 @@ async def test_retention_by_time(broker, client):
     for _i in range(10):
         await client.request(produce_request("old", 0, now_batch([(None, b"x" * 300)])))
     log = broker.replicas.get(TopicPartition("old", 0)).log
-    await eventually(lambda: log.log_start_offset >= 9)
+    await wait_until_async(lambda: log.log_start_offset >= 9, timeout=5)
 
 
 async def test_segment_roll_by_time(broker, client):
     await create_topic(client, "roll", configs={"segment.ms": "100"})
     await client.request(produce_request("roll", 0, now_batch([(None, b"x")])))
     log = broker.replicas.get(TopicPartition("roll", 0)).log
-    await eventually(lambda: log.segment_count() >= 2)
+    await wait_until_async(lambda: log.segment_count() >= 2, timeout=5)
 
 
 async def test_flush_ms_and_producer_snapshots(broker, client):
@@ -80,7 +71,7 @@ async def test_compaction_keeps_the_newest_value_per_key(broker, client):
             out += [(r.key, r.value[:2]) for b in split_batches(result.data) for r in decode_records(b)]
             offset = result.next_offset
 
-    await eventually(lambda: len(surviving()) < 12)
+    await wait_until_async(lambda: len(surviving()) < 12, timeout=5)
     values = surviving()
     assert values[-2:] == [(b"a", b"a5"), (b"b", b"b5")]  # the newest of each key is always there
     end = (await client.request(fetch_request([("compact", 0, 0)]))).responses[0].partitions[0]

@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tinystream.testing.waiting import wait_until
+
 PY_CLIENTS = ("kafka-python", "aiokafka", "confluent")
 ALL_CLIENTS = (*PY_CLIENTS, "kcat", "java")
 CODECS = ("gzip", "snappy", "lz4", "zstd")
@@ -156,17 +158,16 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
 
 def wait_for_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
     admin = confluent_admin(bootstrap)
-    deadline = time.monotonic() + timeout
     last = None
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(name, timeout=5)
-        last = meta.topics.get(name)
-        if last is not None and last.error is None and len(last.partitions) == partitions and all(
+
+    def ready() -> bool:
+        nonlocal last
+        last = admin.list_topics(name, timeout=5).topics.get(name)
+        return last is not None and last.error is None and len(last.partitions) == partitions and all(
             p.leader >= 0 for p in last.partitions.values()
-        ):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"topic {name} not ready with {partitions} partitions: {last}")
+        )
+
+    wait_until(ready, timeout=timeout, interval=0.2, what=lambda: f"topic {name} ready with {partitions} partitions: {last}")
 
 
 def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:

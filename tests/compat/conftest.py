@@ -13,24 +13,20 @@ kept short with group.initial.rebalance.delay.ms=0 (server.properties for
 Kafka, TINYSTREAM_GROUP_INITIAL_REBALANCE_DELAY_MS for ours).
 
 Tools that are missing skip with the command that installs them. Helper
-code lives in compat_helpers.py beside this file; this folder is put on
-sys.path because the suite runs with --import-mode=importlib.
+code lives in compat_helpers.py beside this file (pyproject's pytest
+`pythonpath` lists this folder).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
+import compat_helpers as ch
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import compat_helpers as ch  # noqa: E402
-
-from tinystream.testing.peers import PeerError, PeerUnavailable, RunningBroker, start_peer  # noqa: E402
+from tinystream.testing.peers import PeerError, PeerUnavailable, RunningBroker, start_peer
 
 TARGET_ENV = "TINYSTREAM_COMPAT_TARGET"
 BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0}

@@ -7,31 +7,22 @@ creating a topic twice, deleting an unknown one, shrinking partitions.
 
 from __future__ import annotations
 
-import time
+import functools
 
 import compat_helpers as ch
 import pytest
 from admin_clients import AdminError, close_admin, kcat_metadata, open_admin
 from compat_helpers import client_params, require_client
 
+from tinystream.testing.waiting import wait_until
+
 pytestmark = pytest.mark.compat
 
 ADMIN_CLIENTS = ("confluent", "kafka-python", "aiokafka", "java")
 
 
-def eventually(check, timeout: float = 15.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except (AssertionError, AdminError):
-            if time.monotonic() > deadline:
-                raise
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met in {timeout}s: {check}")
-        time.sleep(interval)
+# A cluster's admin answers settle: a client's AdminError or a failed check means "not yet", for up to 15 s.
+eventually = functools.partial(wait_until, timeout=15.0, interval=0.2, retry_on=(AssertionError, AdminError))
 
 
 @pytest.fixture

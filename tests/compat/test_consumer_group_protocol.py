@@ -27,6 +27,7 @@ import pytest
 from test_transactions_restart import own_broker  # noqa: F401 - the fixture
 
 from tinystream.cli.consumer_group_describe import describe_consumer_group
+from tinystream.testing.waiting import wait_until
 
 pytestmark = pytest.mark.compat
 
@@ -37,17 +38,10 @@ SOURCE = Path(__file__).parent / "java" / "Kip848Consumer.java"
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, tick: Callable[[], None] | None = None):
-    deadline = time.monotonic() + timeout
-    while True:
-        if tick is not None:
-            tick()
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        if tick is None:
-            time.sleep(0.1)
+    """`wait_until`; with `tick` (a member's poll, which blocks for its own timeout) run before each check, not a sleep."""
+    if tick is None:
+        return wait_until(predicate, timeout=timeout, what=what)
+    return wait_until(lambda: (tick(), predicate())[1], timeout=timeout, what=what, interval=0)
 
 
 def produce_per_partition(bootstrap: str, topic: str, count: int, tag: str) -> None:

@@ -11,12 +11,13 @@ Empty and keeps its offsets; the Java tool can then reset and delete it.
 from __future__ import annotations
 
 import threading
-import time
 
 import compat_helpers as ch
 import pytest
 from admin_clients import JavaAdmin, close_admin, open_admin
 from compat_helpers import client_params, require_client
+
+from tinystream.testing.waiting import wait_until
 
 pytestmark = pytest.mark.compat
 
@@ -74,15 +75,6 @@ def _setup(bootstrap: str, new_topic) -> str:
     return topic
 
 
-def _eventually(check, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.3)
-
-
 @pytest.mark.parametrize("client", client_params(("confluent", "kafka-python", "aiokafka", "java")))
 def test_list_and_describe_group_with_lag(client, bootstrap, new_topic):
     require_client(client)
@@ -91,8 +83,10 @@ def test_list_and_describe_group_with_lag(client, bootstrap, new_topic):
     admin = open_admin(client, bootstrap)
     try:
         with LiveMember(bootstrap, topic, group):
-            assert group in _eventually(lambda: group in admin.list_groups() and admin.list_groups()), group
-            described = _eventually(lambda: (d := admin.describe_group(group))["state"] == "STABLE" and d)
+            assert group in wait_until(lambda: group in admin.list_groups() and admin.list_groups(),
+                                       timeout=15, interval=0.3, what=f"{group} listed"), group
+            described = wait_until(lambda: (d := admin.describe_group(group))["state"] == "STABLE" and d,
+                                   timeout=15, interval=0.3, what=lambda: f"{group} Stable: {admin.describe_group(group)}")
             assert described, admin.describe_group(group)
             assert described["protocol"] == "range", described
             (member,) = described["members"]
@@ -104,7 +98,8 @@ def test_list_and_describe_group_with_lag(client, bootstrap, new_topic):
             lag = {p: highs[p] - COMMITTED[p] for p in COMMITTED}
             assert lag == {0: 6, 1: 4, 2: 0}
         # The member left: the group is Empty and keeps its offsets.
-        state = _eventually(lambda: admin.describe_group(group)["state"] == "EMPTY")
+        state = wait_until(lambda: admin.describe_group(group)["state"] == "EMPTY",
+                           timeout=15, interval=0.3, what=lambda: f"{group} Empty: {admin.describe_group(group)}")
         assert state, admin.describe_group(group)
         assert admin.group_offsets(group, topic) == COMMITTED
     finally:
@@ -124,7 +119,7 @@ def test_java_consumer_groups_tool_lag_reset_delete(bootstrap, new_topic):
         assert {p: int(r["LAG"]) for p, r in by_partition.items()} == {0: 6, 1: 4, 2: 0}, rows
         assert {p: int(r["LOG-END-OFFSET"]) for p, r in by_partition.items()} == {0: 10, 1: 10, 2: 10}
         assert all(r["CONSUMER-ID"] != "-" for r in by_partition.values()), rows
-    _eventually(lambda: tool.describe_group(group)["state"] == "EMPTY")
+    wait_until(lambda: tool.describe_group(group)["state"] == "EMPTY", timeout=15, interval=0.3, what=f"{group} Empty")
 
     tool.groups(["--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"])
     assert tool.group_offsets(group, topic) == {0: 0, 1: 0, 2: 0}
@@ -134,4 +129,4 @@ def test_java_consumer_groups_tool_lag_reset_delete(bootstrap, new_topic):
     assert tool.group_offsets(group, topic) == {0: 10, 1: 10, 2: 10}
 
     tool.delete_group(group)
-    assert group not in _eventually(lambda: group not in (g := tool.list_groups()) and g or set())
+    wait_until(lambda: group not in tool.list_groups(), timeout=15, interval=0.3, what=f"{group} deleted")

@@ -19,15 +19,10 @@ SparkSession. Spark tests share one local[2] SparkSession per module.
 from __future__ import annotations
 
 import os
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # helpers beside this file (--import-mode=importlib)
-
-from spark_helpers import BrokerTraits, probe_traits  # noqa: E402
+from spark_helpers import BrokerTraits, probe_traits
 
 BROKER_ENV = "TINYSTREAM_SPARK_BROKER"
 

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinystream.testing.waiting import wait_until
+
 PROBE_TS = tuple(int(time.time() * 1000) - 60_000 + i * 1000 for i in range(3))  # recent: see events.py
 
 
@@ -42,14 +44,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
 
 def wait_for_partitions(bootstrap: str, topic: str, partitions: int, timeout_s: float = 20.0) -> None:
     client = admin(bootstrap)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         md = client.list_topics(topic=topic, timeout=5).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) >= partitions:
-            if all(p.leader >= 0 for p in md.partitions.values()):
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"topic {topic} did not get {partitions} partitions with leaders")
+        return (md is not None and md.error is None and len(md.partitions) >= partitions
+                and all(p.leader >= 0 for p in md.partitions.values()))
+
+    wait_until(ready, timeout=timeout_s, interval=0.2, what=f"topic {topic} to get {partitions} partitions with leaders")
 
 
 def add_partitions(bootstrap: str, topic: str, total: int) -> None:

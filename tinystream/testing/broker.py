@@ -20,9 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from tinystream.broker.app import Broker, BrokerInfo
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import build, millis, schemas
 from tinystream.broker.storage.batch import build_batch
 from tinystream.config.settings import BrokerSettings

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage import meta_properties
 from tinystream.testing.broker import create_topics_request, now_batch, produce_request, request

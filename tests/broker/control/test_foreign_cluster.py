@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from kio.schema.errors import ErrorCode
-
 from tinystream.broker.app import Broker
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings

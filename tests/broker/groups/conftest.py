@@ -1,21 +1,16 @@
 """Fixtures for the group coordinator tests: a manual clock, an in-memory
-__consumer_offsets and a harness that drives members through the protocol.
-This folder goes on sys.path (the suite runs with --import-mode=importlib), for consumer_helpers."""
+__consumer_offsets and a harness that drives members through the protocol."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import sys
-from pathlib import Path
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups import GroupCoordinator, InMemoryOffsetsTopic, JoinGroupResult, SyncGroupResult
 from tinystream.broker.groups.timers import ManualScheduler
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 NUM_PARTITIONS = 4
 SESSION_MS = 10_000

@@ -1,7 +1,6 @@
 """What the KIP-848 consumer group tests share: a topic image kept in a dict and the heartbeats members send.
 
-Imported as `consumer_helpers` (conftest.py puts this folder on sys.path: the suite runs with
---import-mode=importlib).
+Imported as `consumer_helpers` (pyproject's pytest `pythonpath` lists this folder).
 """
 
 from __future__ import annotations

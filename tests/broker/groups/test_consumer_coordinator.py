@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from consumer_helpers import Topics, beat_request, join_request
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups import GroupCoordinator, InMemoryOffsetsTopic, partition_for_group
 from tinystream.broker.groups.consumer_group import HeartbeatResult
 from tinystream.broker.groups.records import ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, OffsetCommitKey

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from consumer_helpers import Topics, beat_request, join_request
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.consumer_group import (
     ConsumerGroup,
     ConsumerGroupState,

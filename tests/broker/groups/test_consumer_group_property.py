@@ -6,8 +6,8 @@ from __future__ import annotations
 from consumer_helpers import Topics, beat_request, join_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.consumer_group import ConsumerGroup, ConsumerGroupState
 
 MEMBERS = ["m1", "m2", "m3", "m4"]

@@ -7,8 +7,8 @@ import re
 from typing import TYPE_CHECKING
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups import GroupCoordinator, partition_for_group
 from tinystream.broker.groups.records import GroupMetadataKey, GroupMetadataValue
 

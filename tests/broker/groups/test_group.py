@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.errors import IllegalTransition
 from tinystream.broker.groups.group import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,

@@ -6,8 +6,8 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups import GroupCoordinator, InMemoryOffsetsTopic, OffsetsTopicError, partition_for_group
 from tinystream.broker.groups.records import (
     GroupMetadataKey,

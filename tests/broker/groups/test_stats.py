@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.group import CommittedOffset, GroupState
 from tinystream.broker.groups.stats import HISTORY_LENGTH, GroupStats, RebalanceCause
 

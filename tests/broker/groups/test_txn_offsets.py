@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups import GroupCoordinator, InMemoryOffsetsTopic, partition_for_group
 
 pytestmark = pytest.mark.asyncio

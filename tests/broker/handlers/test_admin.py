@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.api_versions import advertised
 from tinystream.broker.protocol.codec import decode_response, millis
 from tinystream.testing.broker import (

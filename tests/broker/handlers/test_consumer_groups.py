@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
 from tinystream.testing.broker import create_topic, entity, request
 

@@ -7,8 +7,8 @@ import datetime
 import time
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.batch import decode_records, split_batches
 from tinystream.testing.broker import (

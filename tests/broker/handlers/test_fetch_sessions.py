@@ -13,8 +13,8 @@ import time
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.batch import decode_records, split_batches
 from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.batch import Compression, decode_records, split_batches
 from tinystream.testing.broker import (
     add_partitions_to_txn,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from tinystream.testing.broker import BrokerThread, test_settings
+from tinystream.testing.waiting import wait_until
 
 QUIET_CONSUMER = """
 import sys, time
@@ -40,13 +40,6 @@ def scrape(broker: BrokerThread) -> dict[tuple[str, tuple[tuple[str, str], ...]]
 
 def value(samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def wait_for(predicate, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.2)
 
 
 def test_group_counters_count_joins_leaves_timeouts_rebalances_and_commits(tmp_path) -> None:
@@ -87,7 +80,8 @@ def test_group_counters_count_joins_leaves_timeouts_rebalances_and_commits(tmp_p
         finally:
             quiet.kill()
             quiet.wait()
-        wait_for(lambda: value(scrape(broker), "tinystream_consumer_group_expirations_total", group=group) == 1)
+        wait_until(lambda: value(scrape(broker), "tinystream_consumer_group_expirations_total", group=group) == 1,
+                   timeout=20, interval=0.2, what="the group's expiration counted")
         samples = scrape(broker)
         assert value(samples, "tinystream_consumer_group_joins_total", group=group) == 2
         assert value(samples, "tinystream_consumer_group_leaves_total", group=group) == 1
@@ -126,7 +120,8 @@ def test_log_counters_count_records_expired_by_retention(tmp_path) -> None:
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "1",
                                                                                        "segment.bytes": "1024"})])
         admin.close()
-        wait_for(lambda: value(scrape(broker), "tinystream_log_records_expired_total", topic=topic, partition="0") > 0)
+        wait_until(lambda: value(scrape(broker), "tinystream_log_records_expired_total", topic=topic, partition="0") > 0,
+                   timeout=20, interval=0.2, what="expired records counted")
         samples = scrape(broker)
         expired = value(samples, "tinystream_log_records_expired_total", topic=topic, partition="0")
         start = value(samples, "tinystream_log_start_offset", topic=topic, partition="0")

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import millis
 from tinystream.testing.broker import create_topics_request, entity, request
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.replication.idempotence import BATCHES_TO_RETAIN, ProducerStateTable, Verdict
 from tinystream.broker.storage.batch import build_batch, read_header
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.replication.partition import Partition, PartitionState
 from tinystream.broker.replication.purgatory import Purgatory
 from tinystream.broker.storage.batch import read_header

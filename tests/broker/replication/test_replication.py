@@ -5,21 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.batch import decode_records, split_batches
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import create_topics_request, fetch_request, now_batch, produce_request
+from tinystream.testing.waiting import wait_until_async
 
 LAG_TIME_MS = 2000  # conftest's replica.lag.time.max.ms
-
-
-async def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def create(cluster, name: str, *, partitions: int = 1, min_isr: int = 2) -> None:
@@ -51,7 +44,7 @@ async def test_rf3_topic_gets_a_leader_and_followers_and_acks_all_reaches_every_
     for index in range(3):
         state = await cluster.partition("orders", index)
         assert sorted(state["replicas"]) == [1, 2, 3]
-        await wait_until(lambda: all(cluster.replica(b, "orders", index) is not None for b in (1, 2, 3)))  # noqa: B023
+        await wait_until_async(lambda: all(cluster.replica(b, "orders", index) is not None for b in (1, 2, 3)))  # noqa: B023
         roles = {b: cluster.replica(b, "orders", index).is_leader for b in (1, 2, 3)}
         assert [b for b, leads in roles.items() if leads] == [state["leader"]]
     leader = (await cluster.partition("orders", 0))["leader"]
@@ -61,7 +54,7 @@ async def test_rf3_topic_gets_a_leader_and_followers_and_acks_all_reaches_every_
     assert cluster.replica(leader, "orders", 0).high_watermark == 3
     for b in (1, 2, 3):
         assert cluster.replica(b, "orders", 0).log_end_offset == 3
-        await wait_until(lambda: cluster.replica(b, "orders", 0).high_watermark == 3, what="follower HW")  # noqa: B023
+        await wait_until_async(lambda: cluster.replica(b, "orders", 0).high_watermark == 3, what="follower HW")  # noqa: B023
         assert values_in(cluster.brokers[b], "orders") == [b"a", b"b", b"c"]
     # Consumers read from the leader only; a follower says NOT_LEADER_OR_FOLLOWER.
     follower = next(b for b in (1, 2, 3) if b != leader)
@@ -82,27 +75,27 @@ async def test_crashed_follower_leaves_the_isr_and_min_insync_is_enforced(cluste
     state = await cluster.partition("isr", 0)
     leader = state["leader"]
     followers = [b for b in state["replicas"] if b != leader]
-    await wait_until(lambda: all(cluster.replica(b, "isr", 0) is not None for b in (1, 2, 3)))
+    await wait_until_async(lambda: all(cluster.replica(b, "isr", 0) is not None for b in (1, 2, 3)))
     assert [a.error_code for a in await produce(cluster, leader, "isr", [b"1"])] == [ErrorCode.none]
 
     await cluster.stop(followers[0], crash=True)
     # acks=all waits for the dead follower until the ISR drops it (lag time / session expiry).
     answers = await produce(cluster, leader, "isr", [b"2"])
     assert answers[0].error_code == ErrorCode.none
-    await wait_until(lambda: followers[0] not in cluster.replica(leader, "isr", 0).state.isr,
-                     timeout=LAG_TIME_MS / 1000 + 6, what="ISR shrink")
+    await wait_until_async(lambda: followers[0] not in cluster.replica(leader, "isr", 0).state.isr,
+                           timeout=LAG_TIME_MS / 1000 + 6, what="ISR shrink")
     assert [a.error_code for a in await produce(cluster, leader, "isr", [b"3"])] == [ErrorCode.none]
 
     await cluster.stop(followers[1], crash=True)
-    await wait_until(lambda: cluster.replica(leader, "isr", 0).state.isr == (leader,),
-                     timeout=LAG_TIME_MS / 1000 + 6, what="ISR of the leader alone")
+    await wait_until_async(lambda: cluster.replica(leader, "isr", 0).state.isr == (leader,),
+                           timeout=LAG_TIME_MS / 1000 + 6, what="ISR of the leader alone")
     answers = await produce(cluster, leader, "isr", [b"4"])
     assert answers[0].error_code == ErrorCode.not_enough_replicas
     assert [a.error_code for a in await produce(cluster, leader, "isr", [b"5"], acks=1)] == [ErrorCode.none]
 
     # A follower that comes back catches up and rejoins the ISR.
     await cluster.start(followers[0])
-    await wait_until(lambda: followers[0] in cluster.replica(leader, "isr", 0).state.isr, timeout=10, what="ISR expand")
+    await wait_until_async(lambda: followers[0] in cluster.replica(leader, "isr", 0).state.isr, timeout=10, what="ISR expand")
     assert [a.error_code for a in await produce(cluster, leader, "isr", [b"6"])] == [ErrorCode.none]
     assert values_in(cluster.brokers[followers[0]], "isr") == [b"1", b"2", b"3", b"5", b"6"]
 
@@ -113,9 +106,9 @@ async def test_leader_loss_elects_a_new_leader_and_a_returning_replica_truncates
     state = await cluster.partition("fo", 0)
     a = state["leader"]
     b, c = [x for x in state["replicas"] if x != a]
-    await wait_until(lambda: all(cluster.replica(x, "fo", 0) is not None for x in (1, 2, 3)))
+    await wait_until_async(lambda: all(cluster.replica(x, "fo", 0) is not None for x in (1, 2, 3)))
     assert all(r.error_code == ErrorCode.none for r in await produce(cluster, a, "fo", [b"x0", b"x1"]))
-    await wait_until(lambda: cluster.replica(b, "fo", 0).log_end_offset == 2)
+    await wait_until_async(lambda: cluster.replica(b, "fo", 0).log_end_offset == 2)
 
     # b gets a tail nobody else has (as if it had led epoch E and crashed before replicating), then crashes.
     tail = cluster.replica(b, "fo", 0)
@@ -123,11 +116,11 @@ async def test_leader_loss_elects_a_new_leader_and_a_returning_replica_truncates
     await cluster.stop(b, crash=True)
     # The leader goes away cleanly: c takes over, with a higher epoch, and takes writes.
     await cluster.stop(a)
-    await wait_until(lambda: cluster.replica(c, "fo", 0).is_leader, timeout=10, what="c to lead")
+    await wait_until_async(lambda: cluster.replica(c, "fo", 0).is_leader, timeout=10, what="c to lead")
     assert all(r.error_code == ErrorCode.none for r in await produce(cluster, c, "fo", [b"y2", b"y3"]))
 
     await cluster.start(b)
-    await wait_until(lambda: cluster.replica(b, "fo", 0).log_end_offset == 4, timeout=10, what="b to catch up")
+    await wait_until_async(lambda: cluster.replica(b, "fo", 0).log_end_offset == 4, timeout=10, what="b to catch up")
     assert values_in(cluster.brokers[b], "fo") == [b"x0", b"x1", b"y2", b"y3"]
 
 
@@ -136,7 +129,7 @@ async def test_kafka_python_producer_survives_a_leader_failover_without_losing_a
     kafka = pytest.importorskip("kafka")
     await create(cluster, "kp", min_isr=2)
     leader = (await cluster.partition("kp", 0))["leader"]
-    await wait_until(lambda: all(cluster.replica(x, "kp", 0) is not None for x in (1, 2, 3)))
+    await wait_until_async(lambda: all(cluster.replica(x, "kp", 0) is not None for x in (1, 2, 3)))
     bootstrap = cluster.bootstrap()
     acked: list[bytes] = []
     stop = asyncio.Event()
@@ -160,10 +153,10 @@ async def test_kafka_python_producer_survives_a_leader_failover_without_losing_a
 
     loop = asyncio.get_running_loop()
     worker = loop.run_in_executor(None, produce_loop, loop)
-    await wait_until(lambda: len(acked) >= 20, timeout=20, what="first acks")
+    await wait_until_async(lambda: len(acked) >= 20, timeout=20, what="first acks")
     await cluster.stop(leader)
     before = len(acked)
-    await wait_until(lambda: len(acked) >= before + 20, timeout=20, what="acks after failover")
+    await wait_until_async(lambda: len(acked) >= before + 20, timeout=20, what="acks after failover")
     stop.set()
     await worker
     new_leader = (await cluster.partition("kp", 0))["leader"]

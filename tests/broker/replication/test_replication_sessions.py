@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import create_topics_request, now_batch, produce_request
+from tinystream.testing.waiting import wait_until_async
 
 PARTITIONS = 24
-
-
-async def wait_until(predicate, timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def produce_everywhere(cluster, topic: str, value: bytes) -> None:
@@ -37,13 +27,13 @@ async def test_followers_replicate_through_incremental_sessions_and_survive_losi
     client = await cluster.client(1)
     created = await client.request(create_topics_request([("many", PARTITIONS, 3, {"min.insync.replicas": "2"})]))
     assert created.topics[0].error_code == ErrorCode.none
-    await wait_until(lambda: all(cluster.replica(b, "many", p) is not None
-                                 for b in (1, 2, 3) for p in range(PARTITIONS)), what="replicas")
+    await wait_until_async(lambda: all(cluster.replica(b, "many", p) is not None
+                                       for b in (1, 2, 3) for p in range(PARTITIONS)), timeout=15, what="replicas")
     await produce_everywhere(cluster, "many", b"one")
     # Every follower holds a session on every other broker (each leads some partitions) and fetches incrementally.
-    await wait_until(lambda: all(h.session_id != 0 and h.epoch > 2
-                                 for b in cluster.brokers.values() for h in b.fetchers.fetch_sessions().values()),
-                     what="incremental sessions on every leader")
+    await wait_until_async(lambda: all(h.session_id != 0 and h.epoch > 2
+                                       for b in cluster.brokers.values() for h in b.fetchers.fetch_sessions().values()),
+                           timeout=15, what="incremental sessions on every leader")
     for broker in cluster.brokers.values():
         sessions = privileged_sessions(broker)
         assert len(sessions) == 2  # one per follower broker
@@ -56,6 +46,6 @@ async def test_followers_replicate_through_incremental_sessions_and_survive_losi
     await produce_everywhere(cluster, "many", b"two")
     for b in (1, 2, 3):
         for p in range(PARTITIONS):
-            await wait_until(lambda: cluster.replica(b, "many", p).high_watermark == 2,  # noqa: B023
-                             what=f"{TopicPartition('many', p)} HW on broker {b}")
+            await wait_until_async(lambda: cluster.replica(b, "many", p).high_watermark == 2,  # noqa: B023
+                                   timeout=15, what=f"{TopicPartition('many', p)} HW on broker {b}")
     assert all(len(privileged_sessions(b)) == 2 for b in cluster.brokers.values())

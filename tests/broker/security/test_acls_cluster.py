@@ -14,10 +14,10 @@ import hashlib
 import os
 
 import pytest
-from kio.schema.errors import ErrorCode
 
 from tinystream.acls import AclOperation, ResourceType
 from tinystream.broker.app import Broker
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings
@@ -34,6 +34,7 @@ from tinystream.testing.broker import (
     request,
     test_settings,
 )
+from tinystream.testing.waiting import wait_until_async
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "broker": "broker-pw"}
 
@@ -42,15 +43,6 @@ def controller_settings(tmp_path, port: int = 0) -> ControllerSettings:
     return ControllerSettings(**{"port": port, "state.file": str(tmp_path / "controller" / "state.json"),
                                  "broker.session.timeout.ms": 3000, "dashboard.enabled": False,
                                  "default.replication.factor": 3})
-
-
-async def eventually(check, timeout: float = 10.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = await check()
-        if result or asyncio.get_running_loop().time() > deadline:
-            return result
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture
@@ -122,7 +114,7 @@ async def test_acls_and_credentials_reach_every_broker_and_survive_a_controller_
         async def allowed(b=brokers[broker_id]) -> bool:
             return b.ctx.authorizer.authorize("User:alice", "127.0.0.1", AclOperation.WRITE, ResourceType.TOPIC,
                                               "shared")
-        assert await eventually(allowed), f"broker {broker_id} never applied the ACL"
+        await wait_until_async(allowed, what=f"broker {broker_id} to apply the ACL")
         assert await alice_writes(broker_id) == ErrorCode.none
 
     salt = os.urandom(16)
@@ -133,7 +125,7 @@ async def test_acls_and_credentials_reach_every_broker_and_survive_a_controller_
     for broker_id in (1, 2, 3):
         async def has_carol(b=brokers[broker_id]) -> bool:
             return b.ctx.users.credential("carol", "SCRAM-SHA-512") is not None
-        assert await eventually(has_carol)
+        await wait_until_async(has_carol, what=f"broker {broker_id} to know carol")
         await login(broker_id, "carol", "carol-pw")
 
     # A controller restart: the ACL and the credential are in its state file.

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kio.schema.errors import ErrorCode
 
 from tinystream.broker.app import Broker
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.dev.replication import BROKER_USER, ensure_credentials
@@ -29,8 +29,9 @@ from tinystream.testing.broker import (
     request,
     test_settings,
 )
+from tinystream.testing.waiting import wait_until_async
 
-from ..conftest import Cluster, wait_until
+from ..conftest import Cluster
 
 
 def commit_marker(topic: str) -> object:
@@ -47,14 +48,14 @@ async def two_brokers_with(cluster: Cluster, topic: tuple, **overrides):
     """Brokers 1 and 2 (each with `overrides`), a topic by its create_topics_request row; returns
     (the partition's leader broker, the other broker's id) once the partition has a leader."""
     await asyncio.gather(cluster.start(1, **overrides), cluster.start(2, **overrides))
-    await wait_until(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()),
-                     what="2 live brokers")
+    await wait_until_async(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()),
+                           what="2 live brokers")
     client = await cluster.client(1)
     created = await client.request(create_topics_request([topic]))
     assert created.topics[0].error_code == ErrorCode.none
     tp = TopicPartition(topic[0], 0)
-    await wait_until(lambda: any((p := b.replicas.get(tp)) is not None and p.is_leader
-                                 for b in cluster.brokers.values()), what="a leader")
+    await wait_until_async(lambda: any((p := b.replicas.get(tp)) is not None and p.is_leader
+                                       for b in cluster.brokers.values()), what="a leader")
     leader = next(b for b in cluster.brokers.values() if (p := b.replicas.get(tp)) and p.is_leader)
     return leader, next(i for i in cluster.brokers if cluster.brokers[i] is not leader)
 
@@ -172,7 +173,7 @@ async def test_a_refused_follower_asks_again_on_its_own_and_does_not_spin(tmp_pa
     cluster = Cluster(tmp_path, controller)
     try:
         await two_brokers_with(cluster, ("quiet", 1, 2), **PLAINTEXT_ONLY)
-        await wait_until(lambda: len(resumed) >= 1, timeout=10, what="a first refusal and retry")
+        await wait_until_async(lambda: len(resumed) >= 1, timeout=10, what="a first refusal and retry")
         first = len(resumed)
         await asyncio.sleep(1.5)
         asked = len(resumed) - first

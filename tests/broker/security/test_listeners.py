@@ -18,8 +18,8 @@ import asyncio
 import ssl
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import (
@@ -30,8 +30,9 @@ from tinystream.testing.broker import (
     produce_request,
     request,
 )
+from tinystream.testing.waiting import wait_until_async
 
-from ..conftest import Cluster, wait_until
+from ..conftest import Cluster
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ async def start_two(tmp_path, controller, pki, **extra) -> Cluster:
     cluster = Cluster(tmp_path, controller)
     for broker_id in (1, 2):
         await cluster.start(broker_id, **listener_settings(pki, broker_id, **extra))
-    await wait_until(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()), what="2 live brokers")
+    await wait_until_async(lambda: all(len(b.cluster.brokers()) == 2 for b in cluster.brokers.values()), what="2 live brokers")
     return cluster
 
 
@@ -78,10 +79,10 @@ async def in_sync(cluster: Cluster, topic: str):
         leading = [b for b in cluster.brokers.values() if (p := b.replicas.get(tp)) is not None and p.is_leader]
         return leading and len(leading[0].replicas.get(tp).state.isr) == 2 and leading[0]
 
-    await wait_until(both, timeout=15, what=f"{topic}: both replicas in the ISR")
+    await wait_until_async(both, timeout=15, what=f"{topic}: both replicas in the ISR")
     leader = both()
     follower = next(b for b in cluster.brokers.values() if b is not leader)
-    await wait_until(lambda: leader.servers["REPLICATION"].connection_count >= 1, what="the follower connected")
+    await wait_until_async(lambda: leader.servers["REPLICATION"].connection_count >= 1, what="the follower connected")
     return leader, follower
 
 
@@ -152,8 +153,8 @@ async def test_idle_sockets_on_the_client_listener_do_not_lock_a_follower_out(tm
             clients[broker.settings.broker_id] = await KafkaClient.connect(host, port)  # opened before the flood
             for _ in range(1000):
                 sockets.append(await asyncio.open_connection(host, port))
-            everyone = broker.servers["CLIENT"].broker_connections
-            await wait_until(lambda everyone=everyone: everyone.count == 1000, what="max.connections reached")
+            everyone = broker.servers["CLIENT"].quotas.broker_connections
+            await wait_until_async(lambda everyone=everyone: everyone.count == 1000, what="max.connections reached")
             reader, _ = await asyncio.open_connection(host, port)
             assert await reader.read(1) == b""  # the client listener is full: a new client is closed at once
 
@@ -163,8 +164,8 @@ async def test_idle_sockets_on_the_client_listener_do_not_lock_a_follower_out(tm
         writer = clients[leader.settings.broker_id]
         done = await writer.request(produce_request("busy", 0, now_batch([(None, b"replicated")]), acks=-1))
         assert done.responses[0].partition_responses[0].error_code == ErrorCode.none
-        await wait_until(lambda: follower.replicas.get(TopicPartition("busy", 0)).log_end_offset == 1,
-                         what="the follower has the record")
+        await wait_until_async(lambda: follower.replicas.get(TopicPartition("busy", 0)).log_end_offset == 1,
+                               what="the follower has the record")
     finally:
         for client in clients.values():
             await client.close()
@@ -180,7 +181,7 @@ async def test_idle_sockets_on_the_client_listener_do_not_lock_a_follower_out(tm
 async def test_a_listeners_own_max_connections_counts_only_its_connections(broker, settings_overrides):
     host, port = broker.info.endpoint("CLIENT")
     kept = [await asyncio.open_connection(host, port) for _ in range(2)]
-    await wait_until(lambda: broker.servers["CLIENT"].connection_count == 2, what="2 client connections")
+    await wait_until_async(lambda: broker.servers["CLIENT"].connection_count == 2, what="2 client connections")
     reader, _ = await asyncio.open_connection(host, port)
     assert await reader.read(1) == b""  # the third is closed at once
     other = await KafkaClient.connect(*broker.info.endpoint("REPLICATION"))  # another listener: its own count

@@ -17,8 +17,8 @@ import time
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
 from tinystream.testing.broker import (
     BrokerThread,

@@ -16,9 +16,9 @@ import ssl
 import time
 
 import pytest
-from kio.schema.errors import ErrorCode
 
 from tinystream.broker.app import Broker
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.config.settings import ControllerSettings

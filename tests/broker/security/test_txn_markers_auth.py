@@ -11,9 +11,9 @@ from __future__ import annotations
 import ssl
 
 import pytest
-from kio.schema.errors import ErrorCode
 
 from tinystream.broker.app import Broker
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin
 from tinystream.testing.broker import create_topics_request, entity, request, sasl_ssl_settings
 

@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tinystream.testing.broker import BrokerThread, test_settings
 from tinystream.testing.peers.apache_kafka import CONSOLE_CONSUMER, jars_dir, java_executable, run_java_tool
 from tinystream.testing.peers.errors import PeerUnavailable
+from tinystream.testing.waiting import wait_until
 
 PARTITIONS = 60
 TIMEOUT = 60.0
@@ -137,19 +138,12 @@ class Member:
             consumer.close()
 
 
-def wait_for(predicate: Callable[[], bool], what: str, state: Callable[[], object] = lambda: "") -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what} {state()}"
-        time.sleep(0.1)
-
-
 def read_round(members: list[Member], before: list[int], expected: set[bytes]) -> None:
     """Every value of the round read once, across `members` (each from its count `before`)."""
     def news() -> list[bytes]:
         return [v for m, b in zip(members, before, strict=True) for v in m.values()[b:]]
-    wait_for(lambda: len(news()) >= len(expected), f"{len(expected)} records",
-             lambda: f"(read {len(news())}; assigned {[sorted(m.assigned) for m in members]})")
+    wait_until(lambda: len(news()) >= len(expected), timeout=TIMEOUT,
+               what=lambda: f"{len(expected)} records (read {len(news())}; assigned {[sorted(m.assigned) for m in members]})")
     time.sleep(0.5)  # a duplicate would show up now
     got = news()
     assert sorted(got) == sorted(expected), f"{len(got)} read, {len(set(got) & expected)} of {len(expected)} expected"
@@ -162,17 +156,19 @@ def test_many_partitions_through_a_rebalance(running, client, sessions):
     kinds_before = fetch_kinds(running)
     a = Member(client, running.bootstrap, topic, group)
     try:
-        wait_for(lambda: len(a.assigned) == PARTITIONS, "A to own every partition", lambda: sorted(a.assigned))
+        wait_until(lambda: len(a.assigned) == PARTITIONS, timeout=TIMEOUT,
+                   what=lambda: f"A to own every partition {sorted(a.assigned)}")
         read_round([a], [0], produce_round(running.bootstrap, topic, 1))
         b = Member(client, running.bootstrap, topic, group)
         try:
-            wait_for(lambda: a.assigned and b.assigned and len(a.assigned | b.assigned) == PARTITIONS
-                     and not a.assigned & b.assigned, "A and B to split the partitions",
-                     lambda: (sorted(a.assigned), sorted(b.assigned)))
+            wait_until(lambda: a.assigned and b.assigned and len(a.assigned | b.assigned) == PARTITIONS
+                       and not a.assigned & b.assigned, timeout=TIMEOUT,
+                       what=lambda: f"A and B to split the partitions {(sorted(a.assigned), sorted(b.assigned))}")
             read_round([a, b], [len(a.values()), 0], produce_round(running.bootstrap, topic, 2))
         finally:
             b.stop()
-        wait_for(lambda: len(a.assigned) == PARTITIONS, "A to own every partition again", lambda: sorted(a.assigned))
+        wait_until(lambda: len(a.assigned) == PARTITIONS, timeout=TIMEOUT,
+                   what=lambda: f"A to own every partition again {sorted(a.assigned)}")
         read_round([a], [len(a.values())], produce_round(running.bootstrap, topic, 3))
     finally:
         a.stop()

@@ -37,8 +37,8 @@ import time
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import encode_request, millis
 from tinystream.broker.storage.batch import Compression
 from tinystream.broker.storage.topic_partition import TopicPartition

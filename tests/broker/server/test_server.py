@@ -7,9 +7,9 @@ import struct
 import time
 
 import pytest
-from kio.schema.errors import ErrorCode
 
 from tinystream.broker.app import Broker
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.codec import encode_request
 from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request, request, test_settings
 

@@ -8,8 +8,7 @@ DescribeConfigs as set and not applied, and both refuse a bad value.
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
-
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.base import LogConfig
 from tinystream.config.topic_configs import TOPIC_CONFIGS, AppliedBy
 from tinystream.testing.broker import create_topics_request, entity, request

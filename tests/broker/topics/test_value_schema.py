@@ -12,8 +12,8 @@ import json
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.storage.batch import Compression, Record
 from tinystream.broker.topics import value_schema
 from tinystream.testing.broker import BrokerThread, create_topic, create_topics_request, test_settings

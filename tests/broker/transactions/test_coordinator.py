@@ -7,8 +7,8 @@ import itertools
 from collections import defaultdict
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.transactions.coordinator import TransactionCoordinator
 from tinystream.broker.transactions.errors import TxnLogError
 from tinystream.broker.transactions.records import decode_value

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.broker.transactions.errors import IllegalTransition
 from tinystream.broker.transactions.state import MAX_EPOCH, TransactionMetadata, TxnState
 

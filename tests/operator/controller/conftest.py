@@ -2,20 +2,14 @@
 
 The core is pure, so every test drives a `ControllerState` through `apply`
 with a hand-moved clock (controller_helpers.Cluster). Helper code lives in
-controller_helpers.py beside this file; the folder is put on sys.path
-because the suite runs with --import-mode=importlib.
+controller_helpers.py beside this file (pyproject's pytest `pythonpath` lists
+this folder).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from controller_helpers import Cluster  # noqa: E402
+from controller_helpers import Cluster
 
 
 @pytest.fixture

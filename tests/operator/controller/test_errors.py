@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kio.schema.errors import ErrorCode
 
+from tinystream.broker.errors import ErrorCode
 from tinystream.operator.controller import ControllerError, PlacementError
 
 

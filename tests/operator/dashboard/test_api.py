@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import time
+import functools
 from typing import Any
 
 import jsonschema
 import pytest
 
+from tinystream.testing.waiting import wait_until
+
 from .conftest import COMMITTED, FIRST_COMMIT, GROUP, TOPIC, Cluster, N, get
 
-
-def _eventually(fn, timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return fn()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
+# A view's check (assertions, then the view) runs until it passes: its last AssertionError after 20 s.
+_eventually = functools.partial(wait_until, timeout=20.0, interval=0.3, retry_on=(AssertionError,))
 
 
 def _only(rows: list[dict], **match: Any) -> dict:
@@ -66,7 +60,7 @@ def test_groups_show_lag(live: Cluster) -> None:
 
 
 def test_overview_and_brokers(live: Cluster) -> None:
-    def check() -> None:
+    def check() -> dict:
         overview = get(f"{live.dashboard}/api/overview")
         assert overview["controller"]["up"] and overview["brokers"] == {"total": 3, "registered": 3, "up": 3,
                                                                          "fenced": 0, "down": []}
@@ -74,6 +68,7 @@ def test_overview_and_brokers(live: Cluster) -> None:
         brokers = get(f"{live.dashboard}/api/brokers")["brokers"]
         assert sum(b["records_in"] for b in brokers) >= N  # leaders count appends (the offsets topic too)
         assert {b["address"] for b in brokers} == set(live.cluster.bootstrap.split(","))
+        return overview
 
     _eventually(check)
 

@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import datetime
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -26,6 +25,7 @@ import kopf
 
 from tinystream.operator.k8s.handlers import Deps, make_registry
 from tinystream.operator.k8s.model import OperatorContext
+from tinystream.testing.waiting import wait_until_async
 
 NS = "streaming"
 
@@ -107,14 +107,15 @@ class Api:
 
     async def wait_for(self, api_version: str, plural: str, name: str,
                        predicate: Callable[[dict | None], bool], *, timeout: float = 15.0) -> dict | None:
-        deadline = time.monotonic() + timeout
         obj = None
-        while time.monotonic() < deadline:
+
+        async def matches() -> bool:
+            nonlocal obj
             obj = await self.get(api_version, plural, name)
-            if predicate(obj):
-                return obj
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {plural}/{name}; last seen: {obj}")
+            return predicate(obj)
+
+        await wait_until_async(matches, timeout=timeout, interval=0.1, what=lambda: f"{plural}/{name}; last seen: {obj}")
+        return obj
 
 
 def ready_condition(obj: dict | None) -> dict:

@@ -14,12 +14,10 @@ from k8s_requirements import require
 
 require('yaml', 'kopf', 'kmock')
 
-import asyncio
 import base64
 import contextlib
 import socket
 import ssl
-import time
 
 import aiohttp
 import kmock
@@ -38,6 +36,7 @@ from tinystream.operator.k8s.resources import ADMIN_TOKEN_FILE, CONTROLLER_CA_FI
 from tinystream.operator.k8s.status_store import decode_state
 from tinystream.operator.service.controller_service import DriverTiming
 from tinystream.testing.broker import test_settings
+from tinystream.testing.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,15 +89,6 @@ async def real_broker(tmp_path, url: str, token_file: str, **extra):
         await broker.stop()
 
 
-async def eventually(predicate, what: str, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-    return value
-
-
 @pytest_asyncio.fixture
 async def server():
     async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator):
@@ -136,8 +126,9 @@ async def test_topic_status_and_refusals_come_from_the_core(server, api, tmp_pat
                 assert r.status == 503 and (await r.json())["error"] == "NOT_CONTROLLER"
 
         async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)) as broker:
-            await eventually(lambda: broker.info and 0 in controller.service(KEY).image.brokers
-                             and not controller.service(KEY).image.brokers[0].fenced, "broker 0 registered")
+            await wait_until_async(lambda: broker.info and 0 in controller.service(KEY).image.brokers
+                                   and not controller.service(KEY).image.brokers[0].fenced,
+                                   timeout=15, what="broker 0 registered")
             assert broker.cluster.cluster_id == cluster["status"]["clusterId"]  # adopted from the operator
 
             await api.create(TS, "topics", topic("orders"))
@@ -216,8 +207,9 @@ async def test_broker_registers_over_tls_trusting_its_clusters_ca_only(server, a
 
         # The broker trusts controller-ca.crt from its tokens Secret and registers over TLS.
         async with real_broker(tmp_path, url, token_file, **{"controller.ssl.truststore.location": ca_file}) as broker:
-            await eventually(lambda: broker.info and 0 in controller.service(KEY).image.brokers
-                             and not controller.service(KEY).image.brokers[0].fenced, "broker 0 registered over TLS")
+            await wait_until_async(lambda: broker.info and 0 in controller.service(KEY).image.brokers
+                                   and not controller.service(KEY).image.brokers[0].fenced,
+                                   timeout=15, what="broker 0 registered over TLS")
             assert broker.cluster.cluster_id == controller.service(KEY).image.cluster_id
             async with ControllerClient(url, ssl_context=controller_ssl_context(url, ca_file)) as anonymous:
                 with pytest.raises(ControllerRefused) as refused:  # TLS is not a credential
@@ -233,8 +225,8 @@ async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_pa
         await api.wait_for(TS, "tinystreamclusters", "demo",  # saved while opening; registered just after
                            lambda o: ((o or {}).get("status") or {}).get("controller") and first.service(KEY))
         async with real_broker(tmp_path, first.cluster_url(KEY), await broker_token_file(api, tmp_path)):
-            await eventually(lambda: 0 in first.service(KEY).image.brokers
-                             and not first.service(KEY).image.brokers[0].fenced, "broker 0 registered")
+            await wait_until_async(lambda: 0 in first.service(KEY).image.brokers
+                                   and not first.service(KEY).image.brokers[0].fenced, timeout=15, what="broker 0 registered")
             await api.create(TS, "topics", topic("orders"))
             await api.wait_for(TS, "topics", "orders", placed)
             before = first.service(KEY).image
@@ -244,7 +236,8 @@ async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_pa
     second = new_controller()
     async with running_operator(str(server.url), controller=second):
         await api.wait_for(TS, "topics", "orders", lambda o: o["metadata"].get("generation", 1) and placed(o))
-        after = await eventually(lambda: second.service(KEY) and second.service(KEY).image, "the resumed controller")
+        after = await wait_until_async(lambda: second.service(KEY) and second.service(KEY).image, timeout=15,
+                                       what="the resumed controller")
         assert after.cluster_id == before.cluster_id
         assert after.topic("orders").topic_id == before.topic("orders").topic_id
         assert after.version >= before.version

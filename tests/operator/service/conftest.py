@@ -3,21 +3,16 @@
 Each test gets its own controller on a free port with its own state file
 (service_helpers.Controller), and talks to it through the real
 ControllerClient or raw HTTP. Helper code lives in service_helpers.py beside
-this file; the folder is put on sys.path because the suite runs with
---import-mode=importlib.
+this file (pyproject's pytest `pythonpath` lists this folder).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from service_helpers import Controller  # noqa: E402
+from service_helpers import Controller
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from pathlib import Path
@@ -122,14 +121,3 @@ class Controller:
         image = await self.image()
         return next(b for b in image["brokers"] if b["broker_id"] == broker_id)
 
-
-async def eventually(check, *, timeout_s: float = 3.0, interval_s: float = 0.02) -> None:
-    """Await `check()` (async, returns bool) until true, or fail after `timeout_s`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        if await check():
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        await asyncio.sleep(interval_s)

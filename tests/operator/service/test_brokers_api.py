@@ -6,9 +6,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from service_helpers import Controller, eventually
+from service_helpers import Controller
 
 from tinystream.controller_client import ControllerRefused
+from tinystream.testing.waiting import wait_until_async
 
 
 async def test_register_starts_fenced_and_a_caught_up_heartbeat_unfences(controller: Controller) -> None:
@@ -88,7 +89,7 @@ async def test_a_silent_broker_is_fenced_after_the_session_timeout(tmp_path: Pat
             async def one_fenced() -> bool:
                 return (await ctl.broker_record(1))["fenced"] is True
 
-            await eventually(one_fenced, timeout_s=4.0)
+            await wait_until_async(one_fenced, timeout=4.0, what="broker 1 fenced")
             fenced_at = loop.time()
             assert fenced_at - before >= 0.95 and fenced_at - started < 3.0
             assert (await ctl.broker_record(2))["fenced"] is False  # heartbeats kept it alive

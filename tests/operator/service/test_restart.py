@@ -7,9 +7,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from service_helpers import Controller, eventually
+from service_helpers import Controller
 
 from tinystream.operator.service import FileStateStore, StateFileError, monotonic_ms
+from tinystream.testing.waiting import wait_until_async
 
 
 async def test_restart_keeps_the_image_and_restarts_sessions(tmp_path: Path) -> None:
@@ -50,7 +51,7 @@ async def test_restart_keeps_the_image_and_restarts_sessions(tmp_path: Path) -> 
         async def two_and_three_fenced() -> bool:
             return {2, 3} <= await fenced()
 
-        await eventually(two_and_three_fenced, timeout_s=4.0)
+        await wait_until_async(two_and_three_fenced, timeout=4.0, what="brokers 2 and 3 fenced")
         assert loop.time() - restarted >= 0.95
     finally:
         await second.stop()

@@ -13,7 +13,6 @@ here); without them the tests skip and say so.
 from __future__ import annotations
 
 import itertools
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,6 @@ import pytest
 from tinystream.testing.kube_control_plane import BUILD_COMMAND, KubeControlPlane, missing_binaries
 
 ROOT = Path(__file__).resolve().parents[4]
-sys.path.insert(0, str(Path(__file__).parent))  # real_api.py (the suite runs with --import-mode=importlib)
 _namespaces = itertools.count()
 
 

@@ -10,7 +10,6 @@ what it was not given.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime
 import json
@@ -25,6 +24,7 @@ from real_api import RealApi, connection
 from tinystream.operator.k8s.certificates import CertFacts, signed_by
 from tinystream.scram_users import UserStore
 from tinystream.testing.kube_control_plane import KubeControlPlane, k8s_bin_dir, missing_binaries
+from tinystream.testing.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[4]
@@ -251,11 +251,8 @@ async def test_a_deleted_user_secret_comes_back_and_a_tls_certificate_is_renewed
 
 
 async def wait_for_events(events_of, name: str, reason: str, timeout: float = 15.0) -> list[dict]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (found := await events_of(name, reason)):
-        assert asyncio.get_running_loop().time() < deadline, f"no {reason} Event for {name}"
-        await asyncio.sleep(0.2)
-    return found
+    return await wait_until_async(lambda: events_of(name, reason), timeout=timeout, interval=0.2,
+                                  what=f"a {reason} Event for {name}")
 
 
 @pytest.mark.parametrize("verb,resource", [
