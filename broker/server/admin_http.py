@@ -32,7 +32,7 @@ from tinystream.broker.groups.stats import GroupStats
 from tinystream.broker.handlers.context import BrokerContext
 from tinystream.broker.server.readiness import Readiness, replicated_readiness
 from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.controller_auth import bearer, read_secret
+from tinystream.controller_auth import TokenFile, bearer
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -44,7 +44,10 @@ class AdminHttp:
         self._ctx = ctx
         self._runner: web.AppRunner | None = None
         token_file = ctx.settings.admin_token_file
-        self._token = read_secret(token_file) if token_file else None
+        # Read at each guarded request (again only once the file changed): a Secret's new key reaches a
+        # running pod's volume late, and a token file not readable yet refuses everyone instead of
+        # stopping the broker.
+        self._token = TokenFile(token_file) if token_file else None
         self._open_paths = {"/healthz", "/readyz"} | ({"/metrics"} if ctx.settings.admin_metrics_public else set())
         app = web.Application(middlewares=[self._authenticate])
         app.router.add_get("/healthz", self._healthz)
@@ -63,7 +66,12 @@ class AdminHttp:
         if self._token is None or request.path in self._open_paths:
             return await handler(request)
         given = bearer(request.headers.get("Authorization")) or ""
-        if not hmac.compare_digest(given.encode(), self._token.encode()):
+        try:
+            expected = self._token()
+        except (OSError, ValueError):
+            return _json({"error": "unauthorized", "message": "the admin token file (admin.token.file) cannot be "
+                          "read yet: nobody is let in"}, status=401)
+        if not hmac.compare_digest(given.encode(), expected.encode()):
             return _json({"error": "unauthorized", "message": "this endpoint needs the admin token "
                           "(Authorization: Bearer ...; admin.token.file)"}, status=401)
         return await handler(request)

@@ -11,7 +11,7 @@ the token, not the token, and is HttpOnly and SameSite=Strict; the views are
 read-only, so there is no state a forged request could change.
 
 Who serves which token: the Kubernetes operator its login Secret's
-(operator/k8s/dashboard_login.py), `tinystream controller` its admin token
+(operator/k8s/master_secret.py), `tinystream controller` its admin token
 (`tinystream token --admin`). `tinystream dev` serves its dashboard on
 127.0.0.1 without a login, and says so.
 """

@@ -63,3 +63,24 @@ async def test_public_metrics_open_metrics_alone(tmp_path):
                     assert r.status == 401, path
     finally:
         await broker.stop()
+
+
+async def test_a_token_file_not_there_yet_refuses_everyone_and_is_read_once_it_appears(tmp_path):
+    """On an upgrade the Secret's new admin-token key may reach a pod's volume after the broker starts:
+    the broker serves (probes pass), lets nobody into its data, and takes the token once it is there."""
+    token_file = tmp_path / "admin.token"
+    broker = Broker(test_settings(tmp_path / "data", **{"admin.token.file": str(token_file)}))
+    await broker.start()
+    try:
+        base = broker.info.admin_url
+        async with aiohttp.ClientSession() as http:
+            async with http.get(base + "/readyz") as r:
+                assert r.status == 200
+            for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": "Bearer anything"}):
+                async with http.get(base + "/api/broker", headers=headers) as r:
+                    assert r.status == 401 and "cannot be read" in (await r.json())["message"]
+            token_file.write_text("late-token\n")
+            async with http.get(base + "/api/broker", headers={"Authorization": "Bearer late-token"}) as r:
+                assert r.status == 200
+    finally:
+        await broker.stop()

@@ -5,7 +5,9 @@ out for `bind(0)` is one it also uses as the local port of outgoing
 connections: a test that keeps such a port for a broker's restart (a pod
 keeps its ports) could find it taken by some client's connection for as long
 as that connection lives, and the broker then fails at every start. A port
-below the range is taken only by an explicit bind, which the check here sees.
+below the range is taken only by an explicit bind, which the check here sees,
+and never handed out twice by one process (a test asks for several ports
+before any is bound).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST = 20000  # above the ports services usually take
 _TRIES = 200
+_handed_out: set[int] = set()  # this process's: a port checked free is not bound until its broker starts
 
 
 def _ephemeral_start() -> int:
@@ -42,7 +45,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     if top - _LOWEST >= 1000:
         for _ in range(_TRIES):
             port = random.randint(_LOWEST, top)
-            if _bindable(host, port):
+            if port not in _handed_out and _bindable(host, port):
+                _handed_out.add(port)
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # an odd range: let the OS choose
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
