@@ -20,6 +20,9 @@ in tinystream/cli/__init__.py; `python -m tinystream.operator.k8s` works already
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import logging
 import os
 import socket
 import zlib
@@ -46,6 +49,7 @@ from tinystream.operator.k8s.metrics import OperatorMetrics
 from tinystream.operator.k8s.model import OperatorContext
 
 DEFAULT_CRDS_DIRS = (Path("/opt/tinystream/crds"), Path.cwd() / "crds")
+log = logging.getLogger(__name__)
 
 
 def _flag_in(environ: Mapping[str, str], name: str, default: bool = False) -> bool:
@@ -124,7 +128,10 @@ def operator_secrets(settings: OperatorSettings) -> tuple[str, str]:
         master, login = asyncio.run(_from_refs(settings.secret_ref, settings.dashboard_login_ref))
         if login is not None:
             return master, login
-        return master, ensure_secret_file(Path.home() / ".tinystream" / "operator-dashboard.token")
+        # A chart from before dashboard.login.ref: no file to write in a read-only pod, so a token nobody is
+        # given (derived from the master secret): the dashboard stays closed until the ref is set.
+        log.warning("dashboard.login.ref is not set: the dashboard lets nobody in (upgrade the chart)")
+        return master, hmac.new(master.encode(), b"tinystream dashboard login", hashlib.sha256).hexdigest()
     secret_file = Path(settings.secret_file or Path.home() / ".tinystream" / "operator-controller.secret")
     return ensure_secret_file(secret_file), ensure_secret_file(secret_file.parent / "operator-dashboard.token")
 

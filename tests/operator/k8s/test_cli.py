@@ -64,3 +64,13 @@ def test_replicas_get_distinct_peering_priorities():
     assert len(set(priorities)) == 3 and all(p > 0 for p in priorities)
     assert peering_priority({"HOSTNAME": pods[0]}) == priorities[0]  # stable across restarts of one pod name
     assert peering_priority({"TINYSTREAM_OPERATOR_PRIORITY": "42", "HOSTNAME": pods[0]}) == 42
+
+
+def test_outside_a_cluster_the_dashboard_login_is_a_file_made_once_beside_the_master_secret(tmp_path):
+    from tinystream.config.settings import OperatorSettings
+
+    settings = OperatorSettings.model_validate({"controller.secret.file": str(tmp_path / "master.secret")})
+    master, login = cli.operator_secrets(settings)
+    assert (tmp_path / "operator-dashboard.token").read_text().strip() == login
+    assert login != master and cli.operator_secrets(settings) == (master, login)  # a restart reads the same
+    assert (tmp_path / "operator-dashboard.token").stat().st_mode & 0o077 == 0  # the owner's alone
