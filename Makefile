@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow test-all test-kind tools venv clean help lint k8s-binaries
+.PHONY: demo test test-slow test-all test-kind kind-prereqs tools venv clean help lint k8s-binaries
 
 # The real Kubernetes control plane the operator's fast tier starts as processes (tests/operator/k8s/api_server).
 K8S_FAST_TIER := etcd kube-apiserver kube-controller-manager kubectl helm
@@ -67,13 +67,17 @@ test-slow: $(VENV)/.tools
 
 # The real-cluster suite: every Kubernetes binary (Go module proxy), then the
 # offline kind node image where kind's stock one cannot be pulled (podman,
-# root), then e2e/kind on a 3-node kind cluster. Measured on 2 cores: warm ~17 min
+# root), then e2e/kind on a 3-node kind cluster. Measured on 2 cores: warm ~27 min
 # (almost all of it the suite); cold adds the binaries (~17-25 min), the node image
 # (~2.5 min), the broker and Spark images (~4 min).
-test-kind: $(VENV)/.installed
+test-kind: $(VENV)/.installed kind-prereqs
+	$(BIN)/python -m pytest e2e/kind -m kind -v $(PYTEST_ARGS)
+
+# What the kind suite needs beyond `make tools`: the other Kubernetes binaries and the offline node
+# image. .ci/run builds it in the background (niced) while the default suite runs.
+kind-prereqs:
 	bash tools/k8s/build-binaries.sh
 	bash tools/k8s/build-node-image.sh --if-needed
-	$(BIN)/python -m pytest e2e/kind -m kind -v $(PYTEST_ARGS)
 
 test-all: test test-slow
 

@@ -31,6 +31,9 @@ WANTED=("$@")
 
 command -v go >/dev/null || { echo "k8s build: go is not on PATH; install Go first" >&2; exit 1; }
 mkdir -p "$OUT" "$WORK"
+# One builder at a time (.ci/run builds the kind tier's binaries beside the tests): a second waits, then finds them built.
+exec 9>"$OUT/.build.lock"
+flock 9
 
 version_of() {  # the version a binary is pinned to
   case "$1" in
