@@ -26,7 +26,7 @@ _DISABLED = "no authorizer is configured on the broker (authorizer.class.name)"
 
 
 def _refusal(ctx: BrokerContext, call: Call, operation: AclOperation) -> tuple[ErrorCode, str] | None:
-    if ctx.authorizer is None or ctx.access is None:
+    if ctx.authorizer is None:
         return ErrorCode.security_disabled, _DISABLED
     if not authz.allowed_cluster(ctx, call, operation):
         return ErrorCode.cluster_authorization_failed, f"{operation.name} on the cluster is not allowed"
@@ -49,7 +49,6 @@ async def handle_create_acls(ctx: BrokerContext, call: Call) -> Any:
         if not problem:
             valid.append(b)
     if valid:
-        assert ctx.access is not None
         outcome = await ctx.access.create_acls(valid)
         if outcome.error != ErrorCode.none:
             results = [(outcome.error, outcome.message) if r[0] == ErrorCode.none else r for r in results]
@@ -99,7 +98,6 @@ async def handle_delete_acls(ctx: BrokerContext, call: Call) -> Any:
         if not problem:
             valid.append((i, f))
     if valid:
-        assert ctx.access is not None
         outcome = await ctx.access.delete_acls([f for _, f in valid])
         for n, (i, _) in enumerate(valid):
             matched = outcome.matched[n] if n < len(outcome.matched) else ()

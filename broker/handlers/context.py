@@ -6,7 +6,7 @@ of their own, so each can be tested with a context built from in-memory parts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tinystream.broker.control.access import AccessAdmin
@@ -15,7 +15,6 @@ from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.producer_ids import ProducerIdManager
 from tinystream.broker.coordinators.txn_service import TransactionService
-from tinystream.broker.fetch_sessions.cache import FetchSessionCache
 from tinystream.broker.fetch_sessions.context import FetchSessionManager
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metrics.broker_metrics import BrokerMetrics
@@ -33,8 +32,10 @@ from tinystream.scram_users import UserStore
 CLOSE_CONNECTION = object()
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BrokerContext:
+    """Built once, by `app` (broker/assembly/), and never changed: local or controller mode chose the parts."""
+
     settings: BrokerSettings
     cluster: ClusterView
     topics: TopicManager
@@ -42,25 +43,25 @@ class BrokerContext:
     producer_ids: ProducerIdManager
     metrics: BrokerMetrics
     advertised: tuple[ApiRange, ...]
+    # Where CreateAcls / DeleteAcls / AlterUserScramCredentials take effect (control/access.py): a file beside
+    # this broker's metadata, or the controller.
+    access: AccessAdmin
+    # The SCRAM users this broker authenticates (sasl.users.file, plus the image's credentials).
+    users: UserStore
+    # The listener brokers use (replication, transaction markers): only there may a request act as a broker.
+    inter_broker_listener: str
+    # Principals that may act as brokers on it (security/listener.py broker_principals); empty where that
+    # listener authenticates no one: then no client is a broker, whatever it claims.
+    broker_principals: frozenset[str]
+    # Incremental fetch sessions (KIP-227), sized from max.incremental.fetch.session.cache.slots.
+    fetch_sessions: FetchSessionManager
     groups: GroupService | None = None  # None when the broker runs without a group coordinator
     transactions: TransactionService | None = None  # None without a group coordinator (offsets need one)
     control: ControllerSession | None = None  # set with controller.url: the session and its applied image
     forwarding: ForwardedTopicAdmin | None = None  # set with controller.url: topic admin goes to the controller
-    # The listener brokers use (replication, transaction markers): only there may a request act as a broker.
-    # None: no listener check (contexts built by tests).
-    inter_broker_listener: str | None = None
-    # Principals that may act as brokers on it (security/listener.py broker_principals); empty where that
-    # listener authenticates no one: then no client is a broker, whatever it claims.
-    broker_principals: frozenset[str] = frozenset()
-    # Incremental fetch sessions (KIP-227); `app` sizes the cache from max.incremental.fetch.session.cache.slots.
-    fetch_sessions: FetchSessionManager = field(default_factory=lambda: FetchSessionManager(FetchSessionCache()))
     # authorizer.class.name set: the ACL authorizer (its ACLs come from the controller's image, or from
     # acls.json in the metadata dir for a broker without a controller); None: everything is allowed.
     authorizer: Authorizer | None = None
-    # The SCRAM users this broker authenticates (sasl.users.file, plus the image's credentials).
-    users: UserStore | None = None
-    # Where CreateAcls / DeleteAcls / AlterUserScramCredentials take effect (control/access.py).
-    access: AccessAdmin | None = None
 
     def from_broker(self, client: ClientInfo) -> bool:
         """Whether `client` may act as a broker: a follower's Fetch with its replica_id, WriteTxnMarkers, ...
@@ -69,7 +70,7 @@ class BrokerContext:
         principal, on the inter-broker listener (CVE-2018-1288: a client on any other listener never
         is). A listener that authenticates no one proves nothing, so on it no client is a broker.
         """
-        if self.inter_broker_listener is not None and client.listener != self.inter_broker_listener:
+        if client.listener != self.inter_broker_listener:
             return False
         return client.auth.principal in self.broker_principals
 

@@ -73,16 +73,14 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, call: Call) ->
     body = call.body
     names = [d.name for d in body.deletions] + [u.name for u in body.upsertions]
     errors: dict[str, tuple[ErrorCode, str]] = {}
-    if ctx.access is None:
-        errors = dict.fromkeys(names, (ErrorCode.unknown_server_error, "no credential store on this broker"))
-    elif not authz.allowed_cluster(ctx, call, AclOperation.ALTER):
+    if not authz.allowed_cluster(ctx, call, AclOperation.ALTER):
         errors = dict.fromkeys(names, (ErrorCode.cluster_authorization_failed, "ALTER on the cluster is not allowed"))
     keys = Counter((d.name, d.mechanism) for d in body.deletions) + Counter((u.name, u.mechanism)
                                                                              for u in body.upsertions)
     for (name, _), count in keys.items():
         if count > 1:
             errors.setdefault(name, (ErrorCode.duplicate_resource, f"user {name!r} names a mechanism twice"))
-    protected = ctx.users.file_only if ctx.users is not None else frozenset()
+    protected = ctx.users.file_only
     for name in names:
         if name in protected:
             errors.setdefault(name, (ErrorCode.unacceptable_credential, f"user {name!r} is the brokers' own "
@@ -92,7 +90,7 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, call: Call) ->
         mechanism = MECHANISMS.get(d.mechanism)
         if mechanism is None:
             errors.setdefault(d.name, (ErrorCode.unsupported_sasl_mechanism, f"unknown mechanism {d.mechanism}"))
-        elif ctx.users is None or ctx.users.replicated.get(d.name, {}).get(mechanism) is None:
+        elif ctx.users.replicated.get(d.name, {}).get(mechanism) is None:
             errors.setdefault(d.name, (ErrorCode.resource_not_found,
                                        f"user {d.name!r} has no {mechanism} credential to delete"))
         else:
@@ -115,7 +113,6 @@ async def handle_alter_user_scram_credentials(ctx: BrokerContext, call: Call) ->
     ok_deletions = [(n, m) for n, m in deletions if n not in errors]
     ok_upsertions = [record for n, record in upsertions if n not in errors]
     if ok_deletions or ok_upsertions:
-        assert ctx.access is not None
         outcome = await ctx.access.alter_scram(ok_upsertions, ok_deletions)
         if outcome.error != ErrorCode.none:
             for n in {n for n, _ in ok_deletions} | {r["user"] for r in ok_upsertions}:
