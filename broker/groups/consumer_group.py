@@ -210,6 +210,24 @@ def _normalise(assignment: Mapping[str, frozenset[int]]) -> dict[str, frozenset[
     return {t: frozenset(ps) for t, ps in assignment.items() if ps}
 
 
+def _apply_request(member: ConsumerMember, r: HeartbeatRequest) -> ConsumerMember:
+    """The member with what the heartbeat sent; a field the request leaves out (None, or -1 for the
+    rebalance timeout) keeps its value, as Kafka's heartbeats send only what changed."""
+    return replace(
+        member,
+        instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
+        rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+        rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+        server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
+        subscribed_topic_names=tuple(sorted(set(r.subscribed_topic_names)))
+        if r.subscribed_topic_names is not None else member.subscribed_topic_names,
+        subscribed_topic_regex=(r.subscribed_topic_regex or None)
+        if r.subscribed_topic_regex is not None else member.subscribed_topic_regex,
+        client_id=r.client_id,
+        client_host=r.client_host,
+    )
+
+
 class ConsumerGroup:
     """A KIP-848 consumer group: members, epochs, target assignment, committed offsets."""
 
@@ -399,65 +417,91 @@ class ConsumerGroup:
                                "all its partitions and rejoin.")
 
     def _heartbeat(self, r: HeartbeatRequest, topics: TopicImage, now: int) -> HeartbeatOutcome:
+        """Kafka's order: find the member (refusing what the epochs or instance ids do not allow),
+        1. create or update it, bumping the group epoch, 2. recompute the target assignment if the
+        epoch moved (`_refresh`), 3. reconcile this member with its target; then answer."""
         joining = r.member_epoch == 0
-        static_replaced: ConsumerMember | None = None
         if r.instance_id is None:
-            member = self.members.get(r.member_id)
-            if member is None:
-                if not joining:
-                    raise _Refused(ErrorCode.unknown_member_id,
-                                   f"Member {r.member_id} is not a member of group {self.group_id}.")
-                member = self._new_member(r.member_id)
-            elif joining:
-                # A known member rejoining (after FENCED_MEMBER_EPOCH, or a lost join answer): it dropped
-                # its partitions, so it starts over with the target it already has.
-                member = replace(member, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE,
-                                 assigned={}, pending_revocation={})
-            else:
-                self._check_epoch(member, r.member_epoch, r.owned)
+            member, static_replaced = self._dynamic_member(r, joining), None
         else:
-            existing = self.static_member(r.instance_id)
-            if joining:
-                if existing is None or existing.member_id == r.member_id:
-                    member = self._new_member(r.member_id) if existing is None else replace(
-                        existing, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE,
-                        assigned={}, pending_revocation={})
-                else:
-                    if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                        raise _Refused(ErrorCode.unreleased_instance_id,
-                                       f"Static member {r.member_id} with instance id {r.instance_id} cannot join "
-                                       f"the group because the instance id is owned by {existing.member_id} member.")
-                    # KIP-848 static membership: the new incarnation takes over the old one's assignment.
-                    static_replaced = existing
-                    member = replace(existing, member_id=r.member_id, member_epoch=0, previous_member_epoch=-1,
-                                     state=MemberState.STABLE)
-            else:
-                if existing is None:
-                    raise _Refused(ErrorCode.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
-                if existing.member_id != r.member_id:
-                    raise _Refused(ErrorCode.fenced_instance_id,
-                                   f"Static member {r.member_id} with instance id {r.instance_id} was fenced by "
-                                   f"member {existing.member_id}.")
-                self._check_epoch(existing, r.member_epoch, r.owned)
-                member = existing
+            member, static_replaced = self._static_member(r, r.instance_id, joining)
         if member.member_id not in self.members and static_replaced is None and len(self.members) >= self.max_size:
             raise _Refused(ErrorCode.group_max_size_reached,
                            f"The consumer group has reached its maximum capacity of {self.max_size} members.")
-
-        # 1. Create or update the member; bump the group epoch on a subscription or metadata change.
-        updated = replace(
-            member,
-            instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
-            rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
-            server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
-            subscribed_topic_names=tuple(sorted(set(r.subscribed_topic_names)))
-            if r.subscribed_topic_names is not None else member.subscribed_topic_names,
-            subscribed_topic_regex=(r.subscribed_topic_regex or None)
-            if r.subscribed_topic_regex is not None else member.subscribed_topic_regex,
-            client_id=r.client_id,
-            client_host=r.client_host,
+        epoch_changed = self._update_member(member, _apply_request(member, r), static_replaced, r, topics, now)
+        # Step 3: reconcile the member with its target.
+        after = self._reconcile(self.members[member.member_id], r.owned, now)
+        self._put(after)
+        self.session_deadlines[after.member_id] = now + self.session_timeout_ms
+        # The full assignment goes out on a join, on a full request (a client that lost track), or on a change.
+        full = r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None and r.owned is not None
+        send = joining or full or _normalise(after.assigned) != _normalise(member.assigned)
+        return HeartbeatOutcome(
+            result=HeartbeatResult(
+                error=_OK,
+                member_id=after.member_id,
+                member_epoch=after.member_epoch,
+                heartbeat_interval_ms=self.heartbeat_interval_ms,
+                assignment=_normalise(after.assigned) if send else None,
+            ),
+            epoch_changed=epoch_changed,
         )
+
+    def _dynamic_member(self, r: HeartbeatRequest, joining: bool) -> ConsumerMember:
+        """The member a heartbeat without an instance id speaks for; only epoch 0 may create one."""
+        member = self.members.get(r.member_id)
+        if member is None:
+            if not joining:
+                raise _Refused(ErrorCode.unknown_member_id,
+                               f"Member {r.member_id} is not a member of group {self.group_id}.")
+            return self._new_member(r.member_id)
+        if joining:
+            # A known member rejoining (after FENCED_MEMBER_EPOCH, or a lost join answer): it dropped
+            # its partitions, so it starts over with the target it already has.
+            return replace(member, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE,
+                           assigned={}, pending_revocation={})
+        self._check_epoch(member, r.member_epoch, r.owned)
+        return member
+
+    def _static_member(
+        self, r: HeartbeatRequest, instance_id: str, joining: bool
+    ) -> tuple[ConsumerMember, ConsumerMember | None]:
+        """The member a static member's heartbeat speaks for, and the old incarnation it replaces (if
+        any): an instance id belongs to one member id at a time, handed over only after a static leave."""
+        existing = self.static_member(instance_id)
+        if not joining:
+            if existing is None:
+                raise _Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+            if existing.member_id != r.member_id:
+                raise _Refused(ErrorCode.fenced_instance_id,
+                               f"Static member {r.member_id} with instance id {instance_id} was fenced by "
+                               f"member {existing.member_id}.")
+            self._check_epoch(existing, r.member_epoch, r.owned)
+            return existing, None
+        if existing is None:
+            return self._new_member(r.member_id), None
+        if existing.member_id == r.member_id:
+            return replace(existing, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE,
+                           assigned={}, pending_revocation={}), None
+        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _Refused(ErrorCode.unreleased_instance_id,
+                           f"Static member {r.member_id} with instance id {instance_id} cannot join "
+                           f"the group because the instance id is owned by {existing.member_id} member.")
+        # KIP-848 static membership: the new incarnation takes over the old one's assignment.
+        return replace(existing, member_id=r.member_id, member_epoch=0, previous_member_epoch=-1,
+                       state=MemberState.STABLE), existing
+
+    def _update_member(
+        self,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        static_replaced: ConsumerMember | None,
+        r: HeartbeatRequest,
+        topics: TopicImage,
+        now: int,
+    ) -> bool:
+        """Step 1: store the updated member (in place of a replaced static incarnation); a new member
+        or a new subscription bumps the group epoch. Returns whether the group epoch moved."""
         is_new = member.member_id not in self.members and static_replaced is None
         bump = is_new or (
             updated.subscribed_topic_names != member.subscribed_topic_names
@@ -476,26 +520,7 @@ class ConsumerGroup:
             self._regex_views.pop(updated.member_id, None)
         if is_new:
             self.stats.joins += 1
-        epoch_changed = self._refresh(topics, bump, now, RebalanceCause.JOIN)
-
-        # 3. Reconcile this member with its target.
-        before = self.members[updated.member_id]
-        after = self._reconcile(before, r.owned, now)
-        self._put(after)
-        self.session_deadlines[after.member_id] = now + self.session_timeout_ms
-
-        full = r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None and r.owned is not None
-        send = joining or full or _normalise(after.assigned) != _normalise(member.assigned)
-        return HeartbeatOutcome(
-            result=HeartbeatResult(
-                error=_OK,
-                member_id=after.member_id,
-                member_epoch=after.member_epoch,
-                heartbeat_interval_ms=self.heartbeat_interval_ms,
-                assignment=_normalise(after.assigned) if send else None,
-            ),
-            epoch_changed=epoch_changed,
-        )
+        return self._refresh(topics, bump, now, RebalanceCause.JOIN)
 
     def _new_member(self, member_id: str) -> ConsumerMember:
         return ConsumerMember(member_id=member_id)

@@ -365,7 +365,19 @@ class Group:
         member = self.members.get(member_id)
         if member is None:
             return _join_error(member_id, ErrorCode.unknown_member_id)
+        return self._rejoin(member, protos, session_timeout_ms, rebalance_timeout_ms, now)
 
+    def _rejoin(
+        self,
+        member: Member,
+        protos: tuple[tuple[str, bytes], ...],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        now: int,
+    ) -> JoinOutcome:
+        """A known member joins again: a retry with nothing new is answered with this generation,
+        anything else (new protocols, or the leader asking for a new assignment) rebalances."""
+        member_id = member.member_id
         if self.state is GroupState.PREPARING_REBALANCE:
             return self._update_member_and_rebalance(member, protos, session_timeout_ms, rebalance_timeout_ms, now)
         if self.state is GroupState.COMPLETING_REBALANCE:
