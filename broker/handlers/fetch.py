@@ -1,5 +1,9 @@
 """Fetch (key 1, v4-14): stored batches, byte for byte, with long polling.
 
+Flow: who fetches (once), the fetch session's partitions, the gates per
+partition (`fetch_gates`: trust, ACL, topic id, replica, divergence), one
+read of the rest through the purgatory, the session's answer, the response.
+
 - Sessions (KIP-227, `fetch_session` and `fetch_sessions`): a full fetch
   (epoch 0) opens a session when the cache has room; an incremental one
   (epoch > 0) names only changed partitions, the session supplies the rest,
@@ -34,12 +38,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz, fetch_session
+from tinystream.broker.fetch_sessions.cache import PartitionRequest
+from tinystream.broker.handlers import authz, fetch_gates, fetch_session
 from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition
@@ -54,47 +60,16 @@ MAX_WAIT_MS = 30_000
 
 async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
-    version = call.version
-    replica_id = getattr(body, "replica_id", -1)
-    requests: list[FetchPartition] = []
-    diverging: dict[TopicPartition, tuple[int, int]] = {}
-    answered: dict[TopicPartition, FetchedPartition] = {}  # decided before reading
-    # A follower's Fetch moves the high watermark: believe replica_id only from a broker on the
-    # inter-broker listener, with CLUSTER_ACTION when an authorizer is on.
-    peer = (replica_id >= 0 and ctx.from_broker(call.client) and ctx.cluster.is_peer(replica_id)
-            and authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION))
-    may_read = authz.topic_filter(ctx, call, AclOperation.READ)
-    session = fetch_session.open_context(ctx, call, privileged=peer)
+    fetcher = _fetcher(ctx, call)
+    session = fetch_session.open_context(ctx, call, privileged=fetcher.peer)
     if session.error != ErrorCode.none:
         return _top_level_error(call, session.error)
-    for tp, p in session.partitions:
-        requests.append(
-            FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, ctx.settings.fetch_max_bytes),
-                           p.current_leader_epoch)
-        )
-        if (replica_id >= 0 and not peer) or (not peer and not may_read(tp.topic)):
-            answered[tp] = FetchedPartition(tp, ErrorCode.topic_authorization_failed)
-            continue
-        if fetch_session.unknown_topic_id(ctx, tp, p):
-            answered[tp] = FetchedPartition(tp, ErrorCode.unknown_topic_id)
-            continue
-        partition = ctx.replicas.get(tp)
-        if partition is None:
-            continue  # the read answers UNKNOWN_TOPIC_OR_PARTITION
-        if peer and replica_id not in partition.state.replicas:
-            answered[tp] = FetchedPartition(tp, ErrorCode.not_leader_or_follower)
-            continue
-        last_epoch = p.last_fetched_epoch
-        if last_epoch >= 0 and partition.is_leader:
-            epoch, end = partition.end_offset_for_epoch(last_epoch)
-            if epoch < last_epoch or end < p.fetch_offset:
-                diverging[tp] = (epoch, end)
-                hw = partition.high_watermark
-                answered[tp] = FetchedPartition(tp, ErrorCode.none, hw, hw, partition.log_start_offset, b"")
+    requests, answered, diverging = _gate(ctx, fetcher, session.partitions)
     live = [r for r in requests if r.tp not in answered]
+    peer = fetcher.peer
     fetched = await ctx.replicas.fetch(
         live,
-        replica_id=replica_id if peer else -1,
+        replica_id=fetcher.replica_id if peer else -1,
         min_bytes=body.min_bytes,
         max_bytes=min(getattr(body, "max_bytes", 2**31 - 1), ctx.settings.fetch_max_bytes),  # Kafka's broker cap
         # An error or a divergence already decided answers at once (Kafka's fetchMessages).
@@ -106,8 +81,41 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     if carried.error != ErrorCode.none:
         return _top_level_error(call, carried.error)
     read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
-    return _response(ctx, call, carried.results, diverging, read_committed, version, carried.session_id,
+    return _response(ctx, call, carried.results, diverging, read_committed, call.version, carried.session_id,
                      fetch_session.topic_ids(session))
+
+
+def _fetcher(ctx: BrokerContext, call: Call) -> fetch_gates.Fetcher:
+    """Who fetches. A follower's Fetch moves the high watermark: believe replica_id only from a broker on
+    the inter-broker listener, with CLUSTER_ACTION when an authorizer is on."""
+    replica_id = getattr(call.body, "replica_id", -1)
+    peer = (replica_id >= 0 and ctx.from_broker(call.client) and ctx.cluster.is_peer(replica_id)
+            and authz.allowed_cluster(ctx, call, AclOperation.CLUSTER_ACTION))
+    return fetch_gates.Fetcher.of(replica_id=replica_id, peer=peer,
+                                  may_read=authz.topic_filter(ctx, call, AclOperation.READ), topic=ctx.topics.store.get)
+
+
+def _gate(
+    ctx: BrokerContext, fetcher: fetch_gates.Fetcher, partitions: Iterable[tuple[TopicPartition, PartitionRequest]]
+) -> tuple[list[FetchPartition], dict[TopicPartition, FetchedPartition], dict[TopicPartition, tuple[int, int]]]:
+    """(what to read, answers decided before reading, divergences): every partition through the gates;
+    a refused one is answered with its error, a diverged one with its epoch and no records."""
+    requests: list[FetchPartition] = []
+    answered: dict[TopicPartition, FetchedPartition] = {}
+    diverging: dict[TopicPartition, tuple[int, int]] = {}
+    cap = ctx.settings.fetch_max_bytes
+    replicas = ctx.replicas
+    for tp, p in partitions:
+        requests.append(FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch))
+        partition = replicas.get(tp)
+        error = fetch_gates.refusal(fetcher, tp, p, partition)
+        if error is not None:
+            answered[tp] = FetchedPartition(tp, error)
+        elif partition is not None and (found := fetch_gates.diverging_epoch(p, partition)) is not None:
+            diverging[tp] = found
+            hw = partition.high_watermark
+            answered[tp] = FetchedPartition(tp, ErrorCode.none, hw, hw, partition.log_start_offset, b"")
+    return requests, answered, diverging
 
 
 def _aborted(call: Call, r: FetchedPartition, read_committed: bool) -> tuple[Any, ...] | None:

@@ -60,15 +60,6 @@ def _name(ctx: BrokerContext, topic: Any, by_id: bool) -> str:
     return spec.name if spec is not None else f"\0{topic.topic_id}"
 
 
-def unknown_topic_id(ctx: BrokerContext, tp: TopicPartition, request: PartitionRequest) -> bool:
-    """By id (v13+): the id names no topic, or the topic of that name was deleted and created again
-    since the session cached it: UNKNOWN_TOPIC_ID, as Kafka answers."""
-    if request.topic_id is None:
-        return False
-    spec = ctx.topics.store.get(tp.topic)
-    return spec is None or spec.topic_id != request.topic_id
-
-
 def topic_ids(context: FetchContext) -> dict[str, UUID | None]:
     """Each topic's id as the request (or its session) named it, for the response's topic_id fields."""
     return {tp.topic: p.topic_id for tp, p in context.partitions}

@@ -1,5 +1,10 @@
 """Produce (key 0): v3-11 served; v0-2 advertised for librdkafka and refused per partition.
 
+Flow: what the request allows (once), the gates per partition
+(`produce_gates`: transactional id, ACL, version, acks, topic, one batch),
+the value schema, KIP-890 verification, one append of every batch, the wait
+for acks=all, the response.
+
 Per partition, before the log sees the bytes (Kafka's ProduceRequest.validateRecords):
 exactly one RecordBatch v2 (INVALID_RECORD for none, several, or another
 magic; CORRUPT_MESSAGE for a cut batch), zstd only from v7
@@ -39,97 +44,83 @@ from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz
+from tinystream.broker.handlers import authz, produce_gates
 from tinystream.broker.handlers.context import CLOSE_CONNECTION, BrokerContext, Call
 from tinystream.broker.protocol.codec import encode_with, millis, to_millis
 from tinystream.broker.replication.partition import AppendOutcome
 from tinystream.broker.storage.batch import (
-    BATCH_HEADER_SIZE,
     CODEC_MASK,
-    LOG_OVERHEAD,
-    MAGIC,
     TRANSACTIONAL_BIT,
     BatchHeader,
     first_is_transactional,
-    read_header,
 )
-from tinystream.broker.storage.compression import Compression
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics import value_schema
 
-_ZSTD_MIN_VERSION = 7  # KIP-110
-_VALID_ACKS = (0, 1, -1)
 _RECORD_ERRORS_MIN_VERSION = 8  # KIP-467
 
-
-def check_records(records: bytes | None, version: int) -> tuple[ErrorCode, str | None, BatchHeader | None]:
-    """(error, message, batch header) for one partition's records."""
-    if not records:
-        return ErrorCode.invalid_record, "a produce request must carry one record batch per partition", None
-    size = len(records)
-    if size < BATCH_HEADER_SIZE:
-        return ErrorCode.corrupt_message, f"{size} bytes cannot hold a record batch header", None
-    header = read_header(records)
-    if header.magic != MAGIC:
-        return ErrorCode.invalid_record, f"only record batch v2 is accepted, got magic {header.magic}", None
-    declared = header.length + LOG_OVERHEAD
-    if declared > size:
-        return ErrorCode.corrupt_message, f"batch declares {declared} bytes, {size} received", None
-    if declared < size:
-        return ErrorCode.invalid_record, f"produce v{version} carries exactly one record batch per partition", None
-    if header.attributes & CODEC_MASK == Compression.ZSTD and version < _ZSTD_MIN_VERSION:
-        return ErrorCode.unsupported_compression_type, f"zstd needs produce v{_ZSTD_MIN_VERSION}+", None
-    return ErrorCode.none, None, header
+#: (partition, the batch's bytes, its header): what the log appends.
+Batch = tuple[TopicPartition, memoryview, BatchHeader]
 
 
 async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     acks = body.acks
-    version = call.version
-    legacy = version < 3
-    rejected: dict[TopicPartition, AppendOutcome] = {}
-    batches: list[tuple[TopicPartition, memoryview, tuple]] = []
-    unverified: list[tuple[TopicPartition, memoryview, BatchHeader]] = []
+    writer = _writer(ctx, call)
     txn_id: str | None = getattr(body, "transactional_id", None)
     order: list[TopicPartition] = []
-    # Authorization (authz.RULES), as Kafka's: transactional batches need a transactional id the caller
-    # may WRITE (else the whole request is refused), then WRITE on each topic.
-    transactional = any(first_is_transactional(p.records) for t in body.topic_data for p in t.partition_data)
-    txn_refused = transactional and (
-        txn_id is None or not authz.allowed(ctx, call, AclOperation.WRITE, authz.TXN, txn_id))
-    may_write = authz.topic_filter(ctx, call, AclOperation.WRITE)
+    rejected: dict[TopicPartition, AppendOutcome] = {}
+    batches: list[Batch] = []
+    unverified: list[Batch] = []
     for topic in body.topic_data:
         name = topic.name
         spec = ctx.topics.get(name)
         for pdata in topic.partition_data:
             tp = TopicPartition(name, pdata.index)
             order.append(tp)
-            if txn_refused:
-                rejected[tp] = AppendOutcome(ErrorCode.transactional_id_authorization_failed)
-            elif not may_write(name):
-                rejected[tp] = AppendOutcome(ErrorCode.topic_authorization_failed)
-            elif legacy:
-                rejected[tp] = AppendOutcome(ErrorCode.unsupported_version, message="produce v0-2 is not supported")
-            elif acks not in _VALID_ACKS:
-                rejected[tp] = AppendOutcome(ErrorCode.invalid_required_acks, message=f"acks={acks}")
-            elif spec is None or not 0 <= pdata.index < spec.partitions:
-                rejected[tp] = AppendOutcome(ErrorCode.unknown_topic_or_partition)
-            elif spec.internal:
-                rejected[tp] = AppendOutcome(ErrorCode.invalid_topic_exception, message=f"{name} is an internal topic")
+            refused = produce_gates.refusal(writer, tp, spec)
+            if refused is not None:
+                rejected[tp] = refused
+                continue
+            error, message, header = produce_gates.check_records(pdata.records, writer.version)
+            if header is None:
+                rejected[tp] = AppendOutcome(error, message=message)
+            elif (schema := spec.configs.get(value_schema.SCHEMA_CONFIG)) and (
+                refused := await _schema_check(ctx, tp, pdata.records, header, schema)
+            ):
+                rejected[tp] = refused
+            elif header.attributes & TRANSACTIONAL_BIT and txn_id and _needs_verification(ctx, txn_id, tp, header):
+                unverified.append((tp, memoryview(pdata.records), header))
             else:
-                error, message, header = check_records(pdata.records, version)
-                if header is None:
-                    rejected[tp] = AppendOutcome(error, message=message)
-                elif (schema := spec.configs.get(value_schema.SCHEMA_CONFIG)) and (
-                    refused := await _schema_check(ctx, tp, pdata.records, header, schema)
-                ):
-                    rejected[tp] = refused
-                elif header.attributes & TRANSACTIONAL_BIT and txn_id and _needs_verification(ctx, txn_id, tp, header):
-                    unverified.append((tp, memoryview(pdata.records), header))
-                else:
-                    batches.append((tp, memoryview(pdata.records), header))
+                batches.append((tp, memoryview(pdata.records), header))
     if unverified:  # KIP-890: only these wait (for their coordinator) before the request's appends
         batches += await _verify(ctx, txn_id, unverified, rejected)
+    outcomes = _append(ctx, batches, rejected, acks)
+    if acks == 0:
+        return CLOSE_CONNECTION if rejected or any(o.error != ErrorCode.none for o in outcomes.values()) else None
+    if acks == -1 and batches:
+        outcomes = await ctx.replicas.wait_replicated(outcomes, to_millis(body.timeout))
+    if writer.version < produce_gates.FIRST_SERVED_VERSION:
+        return _legacy_response(call, order, outcomes)
+    return _response(call, order, outcomes)
+
+
+def _writer(ctx: BrokerContext, call: Call) -> produce_gates.Writer:
+    """What the request allows (authz.RULES), as Kafka's: transactional batches need a transactional id the
+    caller may WRITE (else the whole request is refused), then WRITE on each topic."""
+    body = call.body
+    txn_id: str | None = getattr(body, "transactional_id", None)
+    transactional = any(first_is_transactional(p.records) for t in body.topic_data for p in t.partition_data)
+    refused = transactional and (txn_id is None or not authz.allowed(ctx, call, AclOperation.WRITE, authz.TXN, txn_id))
+    return produce_gates.Writer.of(version=call.version, acks=body.acks, transactional_id_refused=refused,
+                                   may_write=authz.topic_filter(ctx, call, AclOperation.WRITE))
+
+
+def _append(
+    ctx: BrokerContext, batches: list[Batch], rejected: dict[TopicPartition, AppendOutcome], acks: int
+) -> dict[TopicPartition, AppendOutcome]:
+    """Append every batch before the first await (pipelined requests reach the log in order), count what
+    went in and what failed; returns every partition's outcome, the refused ones included."""
     outcomes = ctx.replicas.append(batches, required_acks=acks) if batches else {}
     metrics = ctx.metrics
     for tp, _batch, header in batches:
@@ -140,13 +131,7 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     for outcome in outcomes.values():
         if outcome.error != ErrorCode.none:
             metrics.produce_errors.labels(outcome.error.name).inc()
-    if acks == 0:
-        return CLOSE_CONNECTION if rejected or any(o.error != ErrorCode.none for o in outcomes.values()) else None
-    if acks == -1 and batches:
-        outcomes = await ctx.replicas.wait_replicated(outcomes, to_millis(body.timeout))
-    if legacy:
-        return _legacy_response(call, order, outcomes)
-    return _response(call, order, outcomes)
+    return outcomes
 
 
 def _needs_verification(ctx: BrokerContext, transactional_id: str, tp: TopicPartition, header: BatchHeader) -> bool:
@@ -169,9 +154,9 @@ def _needs_verification(ctx: BrokerContext, transactional_id: str, tp: TopicPart
 async def _verify(
     ctx: BrokerContext,
     transactional_id: str | None,
-    unverified: list[tuple[TopicPartition, memoryview, BatchHeader]],
+    unverified: list[Batch],
     rejected: dict[TopicPartition, AppendOutcome],
-) -> list[tuple[TopicPartition, memoryview, BatchHeader]]:
+) -> list[Batch]:
     """Ask the transactional id's coordinator (here, or another broker) about each partition; returns
     the batches to append, and puts the refused ones into `rejected`.
 
@@ -180,7 +165,7 @@ async def _verify(
     NOT_ENOUGH_REPLICAS, retriable for every client version, as Kafka maps it.
     """
     assert ctx.transactions is not None and transactional_id
-    by_producer: dict[tuple[int, int], list[tuple[TopicPartition, memoryview, BatchHeader]]] = {}
+    by_producer: dict[tuple[int, int], list[Batch]] = {}
     for item in unverified:
         by_producer.setdefault((item[2].producer_id, item[2].producer_epoch), []).append(item)
     accepted = []

@@ -10,7 +10,7 @@ nothing for them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -116,6 +116,17 @@ class _BrokerStateCollector(Collector):
         return under, offline
 
     def collect(self):
+        yield from self._replication_families()
+        purgatory = getattr(self._ctx.replicas, "purgatory", None)
+        yield GaugeMetricFamily("tinystream_purgatory_size",
+                                "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
+                                value=purgatory.waiting if purgatory is not None else 0)
+        yield from self._fetch_session_families()
+        yield from self._group_families()
+        yield self._transaction_family()
+
+    def _replication_families(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """Partitions under-replicated or offline now, and the ISR and leader changes seen between scrapes."""
         under, offline = self.observe()
         yield GaugeMetricFamily("tinystream_under_replicated_partitions",
                                 "Partitions led here whose ISR is smaller than their replica set", value=under)
@@ -127,26 +138,30 @@ class _BrokerStateCollector(Collector):
                                   value=self.isr_expands)
         yield CounterMetricFamily("tinystream_leader_elections",
                                   "Leader epochs this broker took over as leader", value=self.leader_elections)
-        purgatory = getattr(self._ctx.replicas, "purgatory", None)
-        yield GaugeMetricFamily("tinystream_purgatory_size",
-                                "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
-                                value=purgatory.waiting if purgatory is not None else 0)
+
+    def _fetch_session_families(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """KIP-227's cache, as Kafka's NumIncrementalFetchSessions and friends; nothing without sessions."""
         sessions = getattr(self._ctx, "fetch_sessions", None)
-        if sessions is not None:  # KIP-227; Kafka's NumIncrementalFetchSessions and friends
-            yield GaugeMetricFamily("tinystream_fetch_sessions", "Incremental fetch sessions cached",
-                                    value=len(sessions.cache))
-            yield GaugeMetricFamily("tinystream_fetch_session_partitions",
-                                    "Partitions held across all fetch sessions", value=sessions.cache.partitions)
-            yield CounterMetricFamily("tinystream_fetch_session_evictions",
-                                      "Fetch sessions evicted to make room for new ones", value=sessions.cache.evictions)
-            kinds = CounterMetricFamily("tinystream_fetch_session_requests",
-                                        "Fetch requests by session context (full, incremental, sessionless, error)",
-                                        labels=["kind"])
-            for kind, n in sorted(sessions.requests.items(), key=lambda kv: kv[0].value):
-                kinds.add_metric([kind.value], n)
-            yield kinds
-            yield CounterMetricFamily("tinystream_fetch_requests_by_topic_id",
-                                      "Fetch requests naming topics by id (v13+, KIP-516)", value=sessions.by_topic_id)
+        if sessions is None:
+            return
+        yield GaugeMetricFamily("tinystream_fetch_sessions", "Incremental fetch sessions cached",
+                                value=len(sessions.cache))
+        yield GaugeMetricFamily("tinystream_fetch_session_partitions",
+                                "Partitions held across all fetch sessions", value=sessions.cache.partitions)
+        yield CounterMetricFamily("tinystream_fetch_session_evictions",
+                                  "Fetch sessions evicted to make room for new ones", value=sessions.cache.evictions)
+        kinds = CounterMetricFamily("tinystream_fetch_session_requests",
+                                    "Fetch requests by session context (full, incremental, sessionless, error)",
+                                    labels=["kind"])
+        for kind, n in sorted(sessions.requests.items(), key=lambda kv: kv[0].value):
+            kinds.add_metric([kind.value], n)
+        yield kinds
+        yield CounterMetricFamily("tinystream_fetch_requests_by_topic_id",
+                                  "Fetch requests naming topics by id (v13+, KIP-516)", value=sessions.by_topic_id)
+
+    def _group_families(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """Lag and committed offsets of the groups coordinated here, KIP-848 groups' epochs and members,
+        and what happened to the groups; the families are there (empty) without a coordinator."""
         lag = GaugeMetricFamily("tinystream_consumer_group_lag",
                                 "High watermark minus committed offset, for groups coordinated here",
                                 labels=["group", "topic", "partition"])
@@ -167,12 +182,7 @@ class _BrokerStateCollector(Collector):
             for listing in coordinator.list_groups():
                 consumer_group = coordinator.consumer_group(listing.group_id)
                 if consumer_group is not None:
-                    group_epoch.add_metric([listing.group_id], consumer_group.group_epoch)
-                    by_state: dict[str, int] = {}
-                    for member in consumer_group.members.values():
-                        by_state[member.state.value] = by_state.get(member.state.value, 0) + 1
-                    for state, n in sorted(by_state.items()):
-                        group_members.add_metric([listing.group_id, state], n)
+                    _add_consumer_group(group_epoch, group_members, listing.group_id, consumer_group)
                 stats = coordinator.stats(listing.group_id)
                 if stats is not None:
                     activity.add(listing.group_id, stats)
@@ -187,6 +197,9 @@ class _BrokerStateCollector(Collector):
         yield group_epoch
         yield group_members
         yield from activity.families()
+
+    def _transaction_family(self) -> GaugeMetricFamily:
+        """Transactional ids coordinated here, by state (empty without a transaction coordinator)."""
         states = GaugeMetricFamily("tinystream_transactional_ids",
                                    "Transactional ids coordinated here, by transaction state", labels=["state"])
         transactions = getattr(self._ctx, "transactions", None)
@@ -196,7 +209,18 @@ class _BrokerStateCollector(Collector):
                 by_state[d.state.kafka_name] = by_state.get(d.state.kafka_name, 0) + 1
             for state, n in sorted(by_state.items()):
                 states.add_metric([state], n)
-        yield states
+        return states
+
+
+def _add_consumer_group(group_epoch: GaugeMetricFamily, group_members: GaugeMetricFamily, group_id: str,
+                        consumer_group: Any) -> None:
+    """One KIP-848 group's epoch, and its members counted by reconciliation state."""
+    group_epoch.add_metric([group_id], consumer_group.group_epoch)
+    by_state: dict[str, int] = {}
+    for member in consumer_group.members.values():
+        by_state[member.state.value] = by_state.get(member.state.value, 0) + 1
+    for state, n in sorted(by_state.items()):
+        group_members.add_metric([group_id, state], n)
 
 
 class _GroupActivity:

@@ -357,12 +357,7 @@ class LogSegment:
             return records.pread(first_size, pos), base, base + delta + 1
         end = min(size, pos + max_bytes)
         if limit_offset < next_offset:
-            stop = self.locate(limit_offset, size)
-            if stop is not None:
-                stop_pos, stop_fields = stop
-                if stop_fields[F_BASE_OFFSET] < limit_offset:
-                    stop_pos += stop_fields[F_LENGTH] + LOG_OVERHEAD
-                end = min(end, stop_pos)
+            end = self._end_before_limit(end, limit_offset, size)
         if end <= start + buf_len:
             data = memoryview(buf)[pos - start : end - start]
         else:
@@ -374,21 +369,37 @@ class LogSegment:
         # index entry near the end first (a 1 MiB fetch of small batches).
         walk = pos + first_size
         if end - walk > self._interval:
-            entry = self.index.entry_at_or_before_position(end - BATCH_HEADER_SIZE)
-            if entry is not None and entry[1] > walk:
-                candidate = entry[1]
-                if candidate + length_at(data, candidate - pos) + LOG_OVERHEAD <= end:
-                    walk = candidate
-                else:
-                    earlier = self.index.position_before(candidate)
-                    if earlier > walk:
-                        walk = earlier
+            walk = self._walk_from_index(data, pos, walk, end)
         if end - walk < BATCH_HEADER_SIZE:  # no room for another batch (a one-batch read): no walk
             return (data if walk == end else data[: walk - pos]), base, base + delta + 1
         walk, last_base, last_delta = last_whole_batch(data, pos, walk, end, (base, delta))
         if walk != end:
             data = data[: walk - pos]
         return data, base, last_base + last_delta + 1
+
+    def _end_before_limit(self, end: int, limit_offset: int, size: int) -> int:
+        """``end`` cut at the batch holding ``limit_offset`` (kept when it starts below the limit): a
+        read_committed read stops at the last stable offset, a consumer's at the high watermark."""
+        stop = self.locate(limit_offset, size)
+        if stop is None:
+            return end
+        stop_pos, stop_fields = stop
+        if stop_fields[F_BASE_OFFSET] < limit_offset:
+            stop_pos += stop_fields[F_LENGTH] + LOG_OVERHEAD
+        return min(end, stop_pos)
+
+    def _walk_from_index(self, data: memoryview, pos: int, walk: int, end: int) -> int:
+        """Where the walk for the last whole batch may start when more than an index interval follows
+        ``walk``: an index entry near ``end`` whose batch fits, else the entry before it, else ``walk``
+        (a 1 MiB fetch of small batches then walks one interval, not the whole megabyte)."""
+        entry = self.index.entry_at_or_before_position(end - BATCH_HEADER_SIZE)
+        if entry is None or entry[1] <= walk:
+            return walk
+        candidate = entry[1]
+        if candidate + length_at(data, candidate - pos) + LOG_OVERHEAD <= end:
+            return candidate
+        earlier = self.index.position_before(candidate)
+        return earlier if earlier > walk else walk
 
     def find_by_timestamp(self, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
         """(max timestamp, base offset) of the first batch with maxTimestamp >= ts and last offset >= min_offset."""

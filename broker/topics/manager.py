@@ -201,6 +201,34 @@ class TopicManager:
         validate_only: bool = False,
         internal_allowed: bool = False,
     ) -> TopicResult:
+        refused = self._check_name(name, internal_allowed=internal_allowed)
+        if refused is not None:
+            return refused
+        sized = self._size(num_partitions, replication_factor, assignments)
+        if isinstance(sized, TopicResult):
+            return sized
+        num_partitions, replication_factor = sized
+        refused = self._check_size(num_partitions, replication_factor) or self.check_room(num_partitions)
+        if refused is not None:
+            return refused
+        try:
+            overrides = validate(configs or {})
+        except InvalidConfig as exc:
+            return TopicResult(ErrorCode.invalid_config, str(exc))
+        spec = TopicSpec(
+            name=name,
+            topic_id=uuid.uuid4(),
+            partitions=num_partitions,
+            replication_factor=replication_factor,
+            configs=overrides,
+        )
+        if validate_only:
+            return TopicResult(ErrorCode.none, spec=spec)
+        return self._created(spec, self._open_new(spec, range(num_partitions)))
+
+    def _check_name(self, name: str, *, internal_allowed: bool) -> TopicResult | None:
+        """Kafka's name rules, then a name not taken (also by a topic being created, or one that differs
+        only in '.' vs '_', which collide in metric names); '__' names are the broker's own."""
         try:
             validate_topic_name(name)
         except InvalidTopicName as exc:
@@ -214,6 +242,13 @@ class TopicManager:
             return TopicResult(
                 ErrorCode.invalid_topic_exception, f"topic {name!r} collides with existing topic {other!r} ('.' vs '_')"
             )
+        return None
+
+    def _size(
+        self, num_partitions: int, replication_factor: int, assignments: Mapping[int, list[int]] | None
+    ) -> tuple[int, int] | TopicResult:
+        """(partitions, replication factor): from explicit assignments (checked), else as asked, with -1
+        meaning the broker's num.partitions / default.replication.factor (KIP-464)."""
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
                 return TopicResult(
@@ -228,6 +263,10 @@ class TopicManager:
             num_partitions = self.settings.num_partitions
         if replication_factor == -1:
             replication_factor = self.settings.default_replication_factor
+        return num_partitions, replication_factor
+
+    def _check_size(self, num_partitions: int, replication_factor: int) -> TopicResult | None:
+        """Positive counts, no more partitions than a topic may have here, no more replicas than brokers."""
         if num_partitions <= 0:
             return TopicResult(ErrorCode.invalid_partitions, f"number of partitions must be positive, got {num_partitions}")
         if num_partitions > MAX_PARTITIONS_PER_TOPIC:
@@ -245,23 +284,7 @@ class TopicManager:
                 ErrorCode.invalid_replication_factor,
                 f"replication factor {replication_factor} is larger than the {available} available broker(s)",
             )
-        room = self.check_room(num_partitions)
-        if room is not None:
-            return room
-        try:
-            overrides = validate(configs or {})
-        except InvalidConfig as exc:
-            return TopicResult(ErrorCode.invalid_config, str(exc))
-        spec = TopicSpec(
-            name=name,
-            topic_id=uuid.uuid4(),
-            partitions=num_partitions,
-            replication_factor=replication_factor,
-            configs=overrides,
-        )
-        if validate_only:
-            return TopicResult(ErrorCode.none, spec=spec)
-        return self._created(spec, self._open_new(spec, range(num_partitions)))
+        return None
 
     async def create_async(self, name: str, **kwargs: object) -> TopicResult:
         """`create`, with each partition's files made on a worker thread, OPEN_SLICE partitions at once, so

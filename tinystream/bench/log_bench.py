@@ -108,67 +108,104 @@ def bench_size(size: int, total_bytes: int, fsync: bool, workdir: Path, advance=
     block = max(1, min(count, 4 * MIB // size))
     samples: dict[str, list[float]] = {k: [] for k in ("log_append", "plain_append", "log_read", "plain_read")}
     fetch_best = float("inf")
-    clock = time.perf_counter
     for round_ in range(ROUNDS):
         log_dir = workdir / f"log-{size}-{round_}"
         plain_path = workdir / f"plain-{size}-{round_}.bin"
         log = SegmentedLog.open(log_dir, LogConfig(flush_messages=1 if fsync else None), now_ms=0)
         try:
-            append = log.append
-            with open(plain_path, "wb") as plain:
-                write, fileno = plain.write, plain.fileno()
-                for index, start in enumerate(range(0, count, block)):
-                    todo = range(min(block, count - start))
-                    for side in ("log", "plain") if index % 2 == 0 else ("plain", "log"):
-                        began = clock()
-                        if side == "log":
-                            for _ in todo:
-                                append(batch, leader_epoch=0, now_ms=0)
-                        elif fsync:
-                            for _ in todo:
-                                write(batch)
-                                plain.flush()
-                                _fdatasync(fileno)
-                        else:
-                            for _ in todo:
-                                write(batch)
-                        samples[f"{side}_append"].append((clock() - began) / len(todo))
-            read = log.read
-            offset = log_read = 0
-            with open(plain_path, "rb") as plain:
-                plain_read = plain.read
-                for index, start in enumerate(range(0, count, block)):
-                    todo = range(min(block, count - start))
-                    for side in ("log", "plain") if index % 2 == 0 else ("plain", "log"):
-                        began = clock()
-                        if side == "log":
-                            for _ in todo:
-                                result = read(offset, size)
-                                offset = result.next_offset
-                                log_read += len(result.data)
-                        else:
-                            for _ in todo:
-                                plain_read(size)
-                        samples[f"{side}_read"].append((clock() - began) / len(todo))
-            began = clock()
-            offset = fetched = 0
-            while offset < log.log_end_offset:
-                result = read(offset, max(MIB, size))
-                fetched += len(result.data)
-                offset = result.next_offset
-            fetch_best = min(fetch_best, clock() - began)
+            _append_blocks(log, plain_path, batch, count=count, block=block, fsync=fsync, samples=samples)
+            log_read = _read_blocks(log, plain_path, size, count=count, block=block, samples=samples)
+            seconds, fetched = _fetch_all(log, size)
+            fetch_best = min(fetch_best, seconds)
             if log_read != nbytes or fetched != nbytes or plain_path.stat().st_size != nbytes:
                 raise RuntimeError(f"read back {log_read} / {fetched} bytes of the log, wrote {nbytes}")
         finally:
             log.delete()  # no final fsync: it is not part of the figures
             plain_path.unlink(missing_ok=True)
         advance()
-    per_batch = {key: min(values) for key, values in samples.items()}
+    return _size_figures(size, count, {key: min(values) for key, values in samples.items()}, fetch_best)
+
+
+def _sides(index: int) -> tuple[str, str]:
+    """Which side goes first in block `index`: alternating, so neither always meets a cold cache first."""
+    return ("log", "plain") if index % 2 == 0 else ("plain", "log")
+
+
+def _append_blocks(
+    log: SegmentedLog, plain_path: Path, batch: bytes, *, count: int, block: int, fsync: bool,
+    samples: dict[str, list[float]],
+) -> None:
+    """Append `count` copies of `batch` to the log and to a plain file, block by block, timing each
+    block per batch into `samples` (log_append, plain_append). With fsync the plain file fdatasyncs
+    every write, as flush.messages=1 makes the log do."""
+    append = log.append
+    clock = time.perf_counter
+    with open(plain_path, "wb") as plain:
+        write, fileno = plain.write, plain.fileno()
+        for index, start in enumerate(range(0, count, block)):
+            todo = range(min(block, count - start))
+            for side in _sides(index):
+                began = clock()
+                if side == "log":
+                    for _ in todo:
+                        append(batch, leader_epoch=0, now_ms=0)
+                elif fsync:
+                    for _ in todo:
+                        write(batch)
+                        plain.flush()
+                        _fdatasync(fileno)
+                else:
+                    for _ in todo:
+                        write(batch)
+                samples[f"{side}_append"].append((clock() - began) / len(todo))
+
+
+def _read_blocks(
+    log: SegmentedLog, plain_path: Path, size: int, *, count: int, block: int, samples: dict[str, list[float]]
+) -> int:
+    """Read everything back one batch per call from both sides, block by block, timing each block per
+    batch into `samples` (log_read, plain_read); returns the bytes the log gave, to be checked."""
+    read = log.read
+    clock = time.perf_counter
+    offset = log_read = 0
+    with open(plain_path, "rb") as plain:
+        plain_read = plain.read
+        for index, start in enumerate(range(0, count, block)):
+            todo = range(min(block, count - start))
+            for side in _sides(index):
+                began = clock()
+                if side == "log":
+                    for _ in todo:
+                        result = read(offset, size)
+                        offset = result.next_offset
+                        log_read += len(result.data)
+                else:
+                    for _ in todo:
+                        plain_read(size)
+                samples[f"{side}_read"].append((clock() - began) / len(todo))
+    return log_read
+
+
+def _fetch_all(log: SegmentedLog, size: int) -> tuple[float, int]:
+    """(seconds, bytes) to read the whole log in 1 MiB requests, as a consumer's fetches would."""
+    read = log.read
+    clock = time.perf_counter
+    began = clock()
+    offset = fetched = 0
+    while offset < log.log_end_offset:
+        result = read(offset, max(MIB, size))
+        fetched += len(result.data)
+        offset = result.next_offset
+    return clock() - began, fetched
+
+
+def _size_figures(size: int, count: int, per_batch: dict[str, float], fetch_best: float) -> dict:
+    """The figures of one batch size, from each side's fastest seconds per batch."""
     return {
         "batch_bytes": size,
         "batch_size": human_size(size),
         "batches": count,
-        "bytes": nbytes,
+        "bytes": count * size,
         "append": {
             "log": _rate(size, per_batch["log_append"]),
             "plain": _rate(size, per_batch["plain_append"]),

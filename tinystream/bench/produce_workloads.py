@@ -75,29 +75,70 @@ class ProduceError(RuntimeError):
 async def _raw_produce(target: Target, spec: ProduceSpec, records: int, *, label: str,
                        topic_config: dict[str, str] | None = None) -> RunResult:
     host, port = target.host_port
-    control = await WireConnection.open(host, port)
-    try:
-        await ensure_topic(control, spec.topic, spec.partitions, config=topic_config)
-        before = await end_offsets(control, spec.topic, spec.partitions)
-    finally:
-        await control.close()
-
+    before = await _prepare_topic(host, port, spec, topic_config)
     per_batch = records_per_batch(spec.batch_bytes, spec.record_size)
     batch = make_batch(per_batch, spec.record_size, compression=spec.compression, json_values=spec.schema is not None)
     connections = max(1, min(spec.connections, spec.partitions))
     owned = [[p for p in range(spec.partitions) if p % connections == c] for c in range(connections)]
     acks = ACKS[spec.acks]
-    prepared = [
-        PreparedRequest.from_request(ProduceRequest(
-            transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-            topic_data=(TopicProduceData(name=TopicName(spec.topic), partition_data=tuple(
-                PartitionProduceData(index=i32(p), records=batch) for p in parts)),),
-        ))
-        for parts in owned
-    ]
+    prepared = [_produce_request(spec.topic, parts, batch, acks) for parts in owned]
     per_request = [per_batch * len(parts) for parts in owned]
-    # Requests are dealt round-robin over the connections until the records are covered;
-    # each connection then sends its share with `in_flight` requests outstanding.
+    quotas, total_requests, covered = _deal(per_request, records)
+
+    conns = [await WireConnection.open(host, port) for _ in range(connections)]
+    latencies = Latencies()
+    progress = Progress(label, covered, enabled=spec.progress)
+    errors: list = []
+    start = time.perf_counter()
+    try:
+        await _send_shares(conns, prepared, per_request, quotas, acks=acks, spec=spec, progress=progress,
+                           latencies=latencies, errors=errors)
+        if acks == 0:
+            await _wait_for_offsets(conns[0], spec, before, covered)
+        elapsed = time.perf_counter() - start
+        # Trust, but verify: the end offsets must have moved by exactly what was acknowledged.
+        after = await end_offsets(conns[0], spec.topic, spec.partitions)
+    finally:
+        for conn in conns:
+            await conn.close()
+    if errors:
+        raise ProduceError(f"{len(errors)} partition errors, first: {errors[:3]}")
+    stored = sum(after[p] - before.get(p, 0) for p in after)
+    verified = stored == covered
+    return RunResult(
+        target=target.name, bootstrap=target.bootstrap, client="raw", operation="produce",
+        records=covered, bytes=covered * spec.record_size, seconds=elapsed, latency_ms=latencies.summary(),
+        latency_unit="request", requests=total_requests, version=target.version,
+        verified=verified,
+        problem="" if verified else f"{covered} records acknowledged but the end offsets moved by {stored}",
+        extra={"records_per_batch": per_batch, "batch_bytes": len(batch), "connections": connections,
+               "in_flight_per_connection": spec.in_flight, "acks": spec.acks, "compression": spec.compression},
+    )
+
+
+async def _prepare_topic(host: str, port: int, spec: ProduceSpec, topic_config: dict[str, str] | None) -> dict[int, int]:
+    """The topic exists (with `topic_config`); returns its end offsets before the run, to verify against."""
+    control = await WireConnection.open(host, port)
+    try:
+        await ensure_topic(control, spec.topic, spec.partitions, config=topic_config)
+        return await end_offsets(control, spec.topic, spec.partitions)
+    finally:
+        await control.close()
+
+
+def _produce_request(topic: str, partitions: list[int], batch: bytes, acks: int) -> PreparedRequest:
+    """One connection's request, encoded once and sent again and again: the same batch to each partition it owns."""
+    return PreparedRequest.from_request(ProduceRequest(
+        transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        topic_data=(TopicProduceData(name=TopicName(topic), partition_data=tuple(
+            PartitionProduceData(index=i32(p), records=batch) for p in partitions)),),
+    ))
+
+
+def _deal(per_request: list[int], records: int) -> tuple[list[int], int, int]:
+    """(requests per connection, requests, records covered): requests are dealt round-robin over the
+    connections until the records are covered, so the last request may overshoot `records`."""
+    connections = len(per_request)
     quotas = [0] * connections
     total_requests = 0
     covered = 0
@@ -105,11 +146,16 @@ async def _raw_produce(target: Target, spec: ProduceSpec, records: int, *, label
         quotas[total_requests % connections] += 1
         covered += per_request[total_requests % connections]
         total_requests += 1
+    return quotas, total_requests, covered
 
-    conns = [await WireConnection.open(host, port) for _ in range(connections)]
-    latencies = Latencies()
-    progress = Progress(label, covered, enabled=spec.progress)
-    state = {"acked": 0, "sent": 0, "errors": []}
+
+async def _send_shares(
+    conns: list[WireConnection], prepared: list[PreparedRequest], per_request: list[int], quotas: list[int], *,
+    acks: int, spec: ProduceSpec, progress: Progress, latencies: Latencies, errors: list,
+) -> None:
+    """Each connection sends its share with `spec.in_flight` senders, so that many requests are outstanding
+    on it; latency is per request. acks=0 has no answers to time: only the records sent are counted."""
+    state = {"acked": 0, "sent": 0}
     remaining = list(quotas)
 
     async def sender(index: int) -> None:
@@ -126,34 +172,11 @@ async def _raw_produce(target: Target, spec: ProduceSpec, records: int, *, label
             started = time.perf_counter()
             payload = await conn.send(req)
             latencies.add(time.perf_counter() - started)
-            _check_produce(payload, state["errors"])
+            _check_produce(payload, errors)
             state["acked"] += n
             progress.update(state["acked"], state["acked"] * spec.record_size)
 
-    start = time.perf_counter()
-    try:
-        await asyncio.gather(*(sender(c) for c in range(connections) for _ in range(spec.in_flight)))
-        if acks == 0:
-            await _wait_for_offsets(conns[0], spec, before, covered)
-        elapsed = time.perf_counter() - start
-        # Trust, but verify: the end offsets must have moved by exactly what was acknowledged.
-        after = await end_offsets(conns[0], spec.topic, spec.partitions)
-    finally:
-        for conn in conns:
-            await conn.close()
-    if state["errors"]:
-        raise ProduceError(f"{len(state['errors'])} partition errors, first: {state['errors'][:3]}")
-    stored = sum(after[p] - before.get(p, 0) for p in after)
-    verified = stored == covered
-    return RunResult(
-        target=target.name, bootstrap=target.bootstrap, client="raw", operation="produce",
-        records=covered, bytes=covered * spec.record_size, seconds=elapsed, latency_ms=latencies.summary(),
-        latency_unit="request", requests=total_requests, version=target.version,
-        verified=verified,
-        problem="" if verified else f"{covered} records acknowledged but the end offsets moved by {stored}",
-        extra={"records_per_batch": per_batch, "batch_bytes": len(batch), "connections": connections,
-               "in_flight_per_connection": spec.in_flight, "acks": spec.acks, "compression": spec.compression},
-    )
+    await asyncio.gather(*(sender(c) for c in range(len(conns)) for _ in range(spec.in_flight)))
 
 
 def _check_produce(payload, errors: list) -> None:
@@ -250,6 +273,28 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
     )
 
     asyncio.run(_ensure_topic_at(target, spec))
+    conf = _confluent_config(target, spec)
+    values = payloads(1024, spec.record_size)
+    latencies = Latencies()
+    errors: list[str] = []
+    run = _ConfluentRun(Producer, conf, spec, values, latencies, errors)
+    if spec.warmup_records:
+        run.produce(spec.warmup_records, f"{target.name} warm-up", False)
+        latencies.samples_ms.clear()
+    elapsed, transactions = run.produce(spec.records, target.name, spec.progress)
+    return RunResult(
+        target=target.name, bootstrap=target.bootstrap, client="confluent", operation="produce",
+        records=spec.records, bytes=spec.records * spec.record_size, seconds=elapsed,
+        latency_ms=latencies.summary(), latency_unit="record (1 in 100 sampled)", version=target.version,
+        extra={"acks": "all" if conf["acks"] == -1 else spec.acks, "compression": spec.compression,
+               "batch.size": spec.batch_bytes, "linger.ms": 5, "idempotent": conf["enable.idempotence"],
+               **({"records_per_transaction": spec.txn_records, "transactions": transactions}
+                  if spec.txn_records else {})},
+    )
+
+
+def _confluent_config(target: Target, spec: ProduceSpec) -> dict:
+    """librdkafka's settings for the run: large local queues, so the Python loop, not the queue, is the limit."""
     conf = {
         "bootstrap.servers": target.bootstrap, "acks": ACKS[spec.acks], "linger.ms": 5,
         "batch.size": spec.batch_bytes, "compression.type": spec.compression,
@@ -259,33 +304,51 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
     }
     if spec.idempotent or spec.txn_records:
         conf["acks"] = -1  # idempotence and transactions need acks=all
-    values = payloads(1024, spec.record_size)
-    latencies = Latencies()
-    errors: list[str] = []
+    return conf
 
-    def sampled(err, msg):
+
+class _ConfluentRun:
+    """One producer per `produce` call (warm-up, then the measured run), sharing latencies and errors."""
+
+    def __init__(self, producer_class, conf: dict, spec: ProduceSpec, values: list[bytes], latencies: Latencies,
+                 errors: list[str]) -> None:
+        self.producer_class = producer_class
+        self.conf = conf
+        self.spec = spec
+        self.values = values
+        self.latencies = latencies
+        self.errors = errors
+
+    def sampled(self, err, msg) -> None:
         if err is not None:
-            errors.append(str(err))
+            self.errors.append(str(err))
         elif msg.latency() is not None:
-            latencies.add(msg.latency())
+            self.latencies.add(msg.latency())
 
-    def failed_only(err, msg):
+    def failed_only(self, err, msg) -> None:
         if err is not None:
-            errors.append(str(err))
+            self.errors.append(str(err))
 
-    transactions = 0
-
-    def produce(count: int, label: str, show: bool) -> float:
-        nonlocal transactions
-        txn = spec.txn_records
-        producer = Producer({**conf, "transactional.id": f"bench-{spec.topic}-{label}"} if txn else conf)
-        if txn:
+    def start(self, label: str):
+        """A producer ready to send: its producer id fetched before the clock starts."""
+        conf, spec = self.conf, self.spec
+        producer = self.producer_class(
+            {**conf, "transactional.id": f"bench-{spec.topic}-{label}"} if spec.txn_records else conf)
+        if spec.txn_records:
             producer.init_transactions(60)  # the producer id and epoch, before the clock starts
         elif conf["enable.idempotence"]:
             # The idempotent producer gets its id asynchronously (InitProducerId, ~0.5 s in librdkafka): one
             # unmeasured record waits for it, as init_transactions does for the transactional one.
-            producer.produce(spec.topic, value=values[0], partition=0, on_delivery=failed_only)
+            producer.produce(spec.topic, value=self.values[0], partition=0, on_delivery=self.failed_only)
             producer.flush(60)
+        return producer
+
+    def produce(self, count: int, label: str, show: bool) -> tuple[float, int]:
+        """(seconds, transactions committed) for `count` records, one produce() call each; 1 in 100 timed."""
+        spec, values = self.spec, self.values
+        txn = spec.txn_records
+        producer = self.start(label)
+        sampled, failed_only = self.sampled, self.failed_only
         progress = Progress(label, count, enabled=show)
         start = time.perf_counter()
         transactions = 0
@@ -311,23 +374,9 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
             transactions += 1
         remaining = producer.flush(120)
         elapsed = time.perf_counter() - start
-        if remaining or errors:
-            raise ProduceError(f"confluent: {remaining} undelivered, errors {errors[:3]}")
-        return elapsed
-
-    if spec.warmup_records:
-        produce(spec.warmup_records, f"{target.name} warm-up", False)
-        latencies.samples_ms.clear()
-    elapsed = produce(spec.records, target.name, spec.progress)
-    return RunResult(
-        target=target.name, bootstrap=target.bootstrap, client="confluent", operation="produce",
-        records=spec.records, bytes=spec.records * spec.record_size, seconds=elapsed,
-        latency_ms=latencies.summary(), latency_unit="record (1 in 100 sampled)", version=target.version,
-        extra={"acks": "all" if conf["acks"] == -1 else spec.acks, "compression": spec.compression,
-               "batch.size": spec.batch_bytes, "linger.ms": 5, "idempotent": conf["enable.idempotence"],
-               **({"records_per_transaction": spec.txn_records, "transactions": transactions}
-                  if spec.txn_records else {})},
-    )
+        if remaining or self.errors:
+            raise ProduceError(f"confluent: {remaining} undelivered, errors {self.errors[:3]}")
+        return elapsed, transactions
 
 
 # --------------------------------------------------------------------------- java
