@@ -2,6 +2,7 @@
 
     connection.py       KafkaServer / KafkaConnection: asyncio sockets around connection_core, ordered answers
     connection_core.py  one connection's decisions, no I/O: framing, limits, budget bytes, login, idle (pure)
+    request_logs.py     what is logged about a request: rate-limited bad input, extras naming the request
     dispatcher.py       RequestDispatcher: decoded request -> handler (handlers.HANDLERS) -> framed answer
     admin_http.py       /healthz /readyz /metrics and the JSON admin API (aiohttp)
     readiness.py        when a broker is ready for traffic (pure)

@@ -23,9 +23,8 @@ login's delay, idle closes: see connection_core.py); its own jobs are:
 - bad input (oversized or malformed frame, unknown API or version) is logged
   once and closes only that connection; an ApiVersions request at a version we
   do not know gets the v0-layout UNSUPPORTED_VERSION answer (KIP-511 rule) and
-  the connection stays open. Log lines about a request carry `client_id`,
-  `correlation_id`, `api` and `peer` as record extras, so a JSON log
-  (`--log-format json`) can be searched by them.
+  the connection stays open; what is logged about a request is in
+  request_logs.py.
 
 `KafkaServer` is one listener (broker/security/listener_config.py): it owns the
 listening socket, its connections' limits (admission.py: the listener's
@@ -45,10 +44,9 @@ import itertools
 import logging
 import socket
 import ssl
-import struct
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from tinystream.broker.handlers.context import CLOSE_CONNECTION
 from tinystream.broker.protocol import api_versions
@@ -70,6 +68,7 @@ from tinystream.broker.server.connection_core import (
     Start,
     Ticket,
 )
+from tinystream.broker.server.request_logs import BadInputLog, decoded_extras, request_extras
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +77,6 @@ def _named(frame: memoryview | bytes, exc: MalformedRequest) -> MalformedRequest
     """The same error, prefixed with the API, version and correlation id the frame declares."""
     api_key, version, correlation_id = peek(frame)
     return MalformedRequest(f"{api_versions.api_name(api_key)} v{version} correlation_id={correlation_id}: {exc}")
-
-
-def _extras(request: Request) -> dict[str, object]:
-    header = request.header
-    return {"api": api_versions.api_name(header.api_key), "api_version": header.api_version,
-            "correlation_id": header.correlation_id, "client_id": header.client_id}
 
 
 class Dispatcher(Protocol):
@@ -100,57 +93,6 @@ class Dispatcher(Protocol):
         """Whether this API is advertised (others close the connection like unknown ones)."""
 
 
-class BadInputLog:
-    """Logs bad input at WARNING, at most `burst` lines per `period` seconds.
-
-    A flood of garbage (a fuzzer, a port scanner) must not flood the log; what
-    was held back is counted in the next line that gets through.
-    """
-
-    def __init__(self, burst: int = 20, period: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self._burst = burst
-        self._period = period
-        self._clock = clock
-        self._window_start = clock()
-        self._count = 0
-        self._suppressed = 0
-
-    def warning(self, message: str, *args: Any, extra: dict[str, object] | None = None) -> None:
-        now = self._clock()
-        if now - self._window_start >= self._period:
-            self._window_start = now
-            self._count = 0
-        if self._count >= self._burst:
-            self._suppressed += 1
-            return
-        self._count += 1
-        if self._suppressed:
-            message += " (%d similar messages suppressed)"
-            args = (*args, self._suppressed)
-            self._suppressed = 0
-        log.warning(message, *args, extra=extra)
-
-
-def request_extras(frame: memoryview | bytes) -> dict[str, object]:
-    """Log extras naming a request from its raw frame; best effort, as the frame may be malformed.
-
-    Request header v1+ (every API we serve but ControlledShutdown v0):
-    api_key int16, api_version int16, correlation_id int32, client_id nullable string.
-    """
-    if len(frame) < _PEEK.size:
-        return {}
-    api_key, version, correlation_id = _PEEK.unpack_from(frame, 0)
-    extras: dict[str, object] = {
-        "api": api_versions.api_name(api_key), "api_version": version, "correlation_id": correlation_id,
-    }
-    if len(frame) >= _PEEK.size + 2:
-        (length,) = _I16.unpack_from(frame, _PEEK.size)
-        start = _PEEK.size + 2
-        if 0 <= length <= len(frame) - start:
-            extras["client_id"] = bytes(frame[start:start + length]).decode("utf-8", "replace")
-    return extras
-
-
 class InFlight:
     """A request started on a connection: its answer (a future), log extras naming it, and its ticket (the
     budget bytes it holds until answered)."""
@@ -165,8 +107,6 @@ class InFlight:
 
 WRITE_BUFFER_HIGH = 4 * 1024 * 1024  # buffered answer bytes before writing (and then reading) pauses
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
-_PEEK = struct.Struct(">hhi")
-_I16 = struct.Struct(">h")
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -354,7 +294,7 @@ class KafkaConnection(asyncio.Protocol):
             self._carry_out(refused, extra=request_extras(frame))
             return
         task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
-        self._queue(task, header.api_key, request.held, _extras(request))
+        self._queue(task, header.api_key, request.held, decoded_extras(request))
 
     def _start_large_request(self, frame: memoryview) -> None:
         """Decode a large request on a worker thread, so heartbeats and other connections keep moving.
@@ -598,7 +538,7 @@ class KafkaServer:
         self.requests: ByteBudget[KafkaConnection] = ByteBudget(queued_max_request_bytes)
         # Answer bytes in transport buffers, every connection (clients not reading); Fetches wait on it.
         self.answers: ByteBudget[KafkaConnection] = ByteBudget(queued_max_request_bytes)
-        self.bad_input = BadInputLog()
+        self.bad_input = BadInputLog(log)
         self._idle_timeout = self.limits.idle_timeout_s
         self._connections: set[KafkaConnection] = set()
         self._ids = itertools.count(1)
