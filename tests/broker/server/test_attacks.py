@@ -153,7 +153,7 @@ async def test_frames_still_arriving_are_held_to_the_request_budget(broker, sett
         assert growth < 40 * MIB, f"RSS grew {growth / MIB:.0f} MiB for 6 half-sent 40 MiB frames"
         # One reservation (non-strict, as Kafka's pool: it may overshoot the 1 MiB budget); the others wait.
         assert broker.server.queued_bytes == 40 * MIB, broker.server.queued_bytes
-        buffered = sorted(c._decoder.buffered for c in broker.server._connections)
+        buffered = sorted(c.buffered for c in broker.server._connections)
         assert buffered[-1] >= 19 * MIB and sum(buffered[:-1]) < 6 * MIB, buffered
     finally:
         proc.kill()

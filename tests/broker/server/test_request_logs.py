@@ -7,7 +7,7 @@ import json
 import logging
 import struct
 
-from tinystream.broker.server.connection import request_extras
+from tinystream.broker.server.request_logs import request_extras
 from tinystream.log_format import JsonFormatter
 
 
