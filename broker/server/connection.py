@@ -590,22 +590,11 @@ class KafkaServer:
             if self._on_connections_changed:
                 self._on_connections_changed(len(self._connections))
 
-    # -- the queued-request budget (queued.max.request.bytes) ----------------------------
+    # -- the queued-request budget (queued.max.request.bytes): each connection's core takes and gives back ---
 
     @property
     def queued_bytes(self) -> int:
         return self.requests.used
-
-    def take_bytes(self, size: int) -> None:
-        self.requests.take(size)
-
-    def return_bytes(self, size: int) -> None:
-        if size:
-            self.requests.give_back(size)
-
-    def over_budget(self, conn: KafkaConnection) -> bool:
-        """Whether `conn` must wait to start requests; it is told (budget_freed) when it may go on."""
-        return self.requests.must_wait(conn)
 
     # -- answers waiting for their clients (same bound, counted apart: only Fetches wait on it) ------
 
