@@ -32,7 +32,7 @@ from tinystream.broker.assembly.storage import build_storage
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.fetch_sessions.cache import FetchSessionCache
 from tinystream.broker.fetch_sessions.context import FetchSessionManager
-from tinystream.broker.handlers.context import BrokerContext
+from tinystream.broker.handlers.shared.context import BrokerContext
 from tinystream.broker.maintenance import Maintenance, jobs
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ListenerAddress
 from tinystream.broker.protocol.api_versions import advertised

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinystream.broker.assembly.security import Security
-from tinystream.broker.handlers.context import BrokerContext
+from tinystream.broker.handlers.shared.context import BrokerContext
 from tinystream.broker.metrics.broker_metrics import BrokerMetrics
 from tinystream.broker.security.listener import principal_mapper, reloading_server_context
 from tinystream.broker.security.listener_config import Listener

@@ -4,7 +4,7 @@ CreateTopics, DeleteTopics, CreatePartitions and the config alters go to the
 controller (KIP-590's forwarding, over the controller API); the answer waits
 until this broker has applied the image that holds the change, so a client
 that then asks this broker for Metadata sees it. A controller refusal comes
-back as its Kafka error code. `handlers/topic_admin.py` picks this or the
+back as its Kafka error code. `handlers/shared/topic_routing.py` picks this or the
 standalone `TopicManager`.
 """
 

@@ -34,7 +34,7 @@ from tinystream.broker.handlers import (
     topics_admin,
     transactions,
 )
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol import api_versions as keys
 
 Handler = Callable[[BrokerContext, Call], Awaitable[Any]]

@@ -18,8 +18,8 @@ from typing import Any
 
 from tinystream.acls import AclBinding, AclBindingFilter, AclOperation, validate_binding, validate_filter
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared import authz
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 
 _DISABLED = "no authorizer is configured on the broker (authorizer.class.name)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol import api_versions as keys
 from tinystream.broker.protocol.api_versions import ApiRange
 from tinystream.broker.protocol.codec import RequestHeader, encode_response, millis, schemas

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 
 BROKERS_ENDPOINT = 1

@@ -21,8 +21,8 @@ from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz, topic_admin
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared import authz, topic_routing
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.topics.config import (
     TOPIC_CONFIGS,
@@ -182,7 +182,7 @@ async def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -
             overrides[change.name] = ",".join(current)
         else:
             return ErrorCode.invalid_request, f"unknown config operation {op}"
-    result = await topic_admin.set_configs(ctx, spec.name, overrides, validate_only=validate_only)
+    result = await topic_routing.set_configs(ctx, spec.name, overrides, validate_only=validate_only)
     return result.error, result.message
 
 
@@ -204,7 +204,7 @@ async def handle_alter_configs(ctx: BrokerContext, call: Call) -> Any:
                 if resource.resource_name not in ctx.topics.store:
                     error, message = ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name!r} does not exist"
                 else:
-                    result = await topic_admin.set_configs(
+                    result = await topic_routing.set_configs(
                         ctx, resource.resource_name, overrides, validate_only=body.validate_only
                     )
                     error, message = result.error, result.message

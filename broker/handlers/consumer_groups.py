@@ -29,9 +29,9 @@ from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.consumer_group import HeartbeatRequest
 from tinystream.broker.groups.results import ConsumerGroupDescription, ConsumerMemberDescription
-from tinystream.broker.handlers import authz
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers.described_group import RowLayout, describable, described_group
+from tinystream.broker.handlers.shared import authz
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
 
 CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinystream.acls import AclOperation
-from tinystream.broker.handlers import authz
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from tinystream.broker.handlers.shared import authz
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 
 
 @dataclass(frozen=True, slots=True)

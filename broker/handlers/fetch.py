@@ -45,8 +45,9 @@ from uuid import UUID
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.fetch_sessions.cache import PartitionRequest
-from tinystream.broker.handlers import authz, fetch_gates, fetch_session
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers import fetch_gates, fetch_session
+from tinystream.broker.handlers.shared import authz
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition
 from tinystream.broker.storage.topic_partition import TopicPartition

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from tinystream.broker.fetch_sessions.cache import PartitionRequest
 from tinystream.broker.fetch_sessions.context import FetchAnswer, FetchContext, Outcome
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.storage.topic_partition import TopicPartition
 
 #: Fetch v13+ names topics by id (KIP-516); v12 and below by name.

@@ -32,9 +32,9 @@ from typing import Any
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.groups.results import GroupDescription
-from tinystream.broker.handlers import authz, topic_admin
-from tinystream.broker.handlers.context import BrokerContext, Call
 from tinystream.broker.handlers.described_group import RowLayout, describable, described_group
+from tinystream.broker.handlers.shared import authz, topic_routing
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from tinystream.broker.protocol.codec import millis, to_millis
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -84,7 +84,7 @@ async def _find(ctx: BrokerContext, call: Call, key_type: int, key: str) -> tupl
         me = ctx.cluster.local.on(listener) or ctx.cluster.local
         return ErrorCode.none, None, me.broker_id, me.host, me.port
     # Replicated: the coordinator is the leader of the group's __consumer_offsets partition.
-    result = await topic_admin.ensure_offsets_topic(ctx)
+    result = await topic_routing.ensure_offsets_topic(ctx)
     if result.error != ErrorCode.none:
         return ErrorCode.coordinator_not_available, result.message, -1, "", -1
     state = ctx.topics.partition_state(TopicPartition(OFFSETS_TOPIC, ctx.groups.partition_for(key)))
@@ -100,7 +100,7 @@ async def _find_transaction_coordinator(ctx: BrokerContext, key: str,
         return ErrorCode.coordinator_not_available, "this broker runs no transaction coordinator", -1, "", -1
     if not key:
         return ErrorCode.invalid_request, "a transactional id is required", -1, "", -1
-    result = await topic_admin.ensure_transaction_state_topic(ctx)
+    result = await topic_routing.ensure_transaction_state_topic(ctx)
     if result.error != ErrorCode.none:
         return ErrorCode.coordinator_not_available, result.message, -1, "", -1
     state = ctx.topics.partition_state(TopicPartition(TRANSACTION_STATE_TOPIC, ctx.transactions.partition_for(key)))

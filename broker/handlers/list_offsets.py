@@ -28,8 +28,8 @@ from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode, code_for_log_error
-from tinystream.broker.handlers import authz
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared import authz
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.replication.partition import Partition
 from tinystream.broker.storage.base import LogError

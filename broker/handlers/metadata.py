@@ -19,8 +19,8 @@ from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz, topic_admin
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared import authz, topic_routing
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.metadata.topics import InvalidTopicName, TopicSpec, validate_topic_name
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -79,7 +79,7 @@ async def _lookup(ctx: BrokerContext, call: Call, item: Any, allow_auto: bool) -
     if not (authz.allowed_cluster(ctx, call, AclOperation.CREATE)
             or authz.allowed(ctx, call, AclOperation.CREATE, authz.TOPIC, name)):
         return _error_entry(call, name, ErrorCode.topic_authorization_failed)
-    result = await topic_admin.auto_create(ctx, name)
+    result = await topic_routing.auto_create(ctx, name)
     if result.spec is None or result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
         error = result.error if result.error != ErrorCode.none else ErrorCode.unknown_topic_or_partition
         return _error_entry(call, name, error)

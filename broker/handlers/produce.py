@@ -44,8 +44,9 @@ from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz, produce_gates
-from tinystream.broker.handlers.context import CLOSE_CONNECTION, BrokerContext, Call
+from tinystream.broker.handlers import produce_gates
+from tinystream.broker.handlers.shared import authz
+from tinystream.broker.handlers.shared.context import CLOSE_CONNECTION, BrokerContext, Call
 from tinystream.broker.protocol.codec import encode_with, millis, to_millis
 from tinystream.broker.replication.partition import AppendOutcome
 from tinystream.broker.storage.batch import (

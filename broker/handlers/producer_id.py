@@ -27,8 +27,8 @@ from typing import Any
 from tinystream.acls import AclOperation
 from tinystream.broker.coordinators.producer_ids import ProducerIdsUnavailable
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared import authz
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.handlers.transactions import client_error
 from tinystream.broker.protocol.codec import millis, to_millis
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.security.sasl import AuthenticationFailed, IllegalSaslState, Stage
 

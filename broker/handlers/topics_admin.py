@@ -20,8 +20,8 @@ from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz, topic_admin
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared import authz, topic_routing
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.topics.config import describe
 
@@ -40,7 +40,7 @@ async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
         configs = {c.name: c.value for c in topic.configs}
-        result = await topic_admin.create_topic(
+        result = await topic_routing.create_topic(
             ctx,
             topic.name,
             num_partitions=topic.num_partitions,
@@ -105,7 +105,7 @@ async def handle_delete_topics(ctx: BrokerContext, call: Call) -> Any:
             responses.append(_deleted(call, name if topic_id is None else None, topic_id,
                                       ErrorCode.topic_authorization_failed, None))
             continue
-        result = await topic_admin.delete_topic(ctx, name)
+        result = await topic_routing.delete_topic(ctx, name)
         responses.append(
             _deleted(call, name, result.spec.topic_id if result.spec else topic_id, result.error, result.message)
         )
@@ -133,7 +133,7 @@ async def handle_create_partitions(ctx: BrokerContext, call: Call) -> Any:
             error, message = ErrorCode.topic_authorization_failed, None
         else:
             assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
-            result = await topic_admin.create_partitions(
+            result = await topic_routing.create_partitions(
                 ctx, topic.name, topic.count, assignments=assignments, validate_only=body.validate_only
             )
             error, message = result.error, result.message

@@ -34,8 +34,8 @@ from typing import Any
 from tinystream.acls import AclOperation
 from tinystream.broker.coordinators.txn_markers import write_local_markers
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers import authz, topic_admin
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared import authz, topic_routing
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC
 from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -138,7 +138,7 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, call: Call) -> Any:
         return call.respond(throttle_time=millis(0), error_code=ErrorCode.group_authorization_failed)
     if coordinator is None or ctx.groups is None:
         return call.respond(throttle_time=millis(0), error_code=ErrorCode.coordinator_not_available)
-    ensured = await topic_admin.ensure_offsets_topic(ctx)
+    ensured = await topic_routing.ensure_offsets_topic(ctx)
     if ensured.error != ErrorCode.none:
         return call.respond(throttle_time=millis(0), error_code=ErrorCode.coordinator_not_available)
     partition = (OFFSETS_TOPIC, ctx.groups.partition_for(body.group_id))

@@ -29,7 +29,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tinystream.broker.groups.stats import GroupStats
-from tinystream.broker.handlers.context import BrokerContext
+from tinystream.broker.handlers.shared.context import BrokerContext
 from tinystream.broker.server.readiness import Readiness, replicated_readiness
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.controller_auth import TokenFile, bearer

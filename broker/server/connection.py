@@ -48,7 +48,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from tinystream.broker.handlers.context import CLOSE_CONNECTION
+from tinystream.broker.handlers.shared.context import CLOSE_CONNECTION
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest

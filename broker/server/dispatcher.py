@@ -14,7 +14,7 @@ from typing import Any
 
 from tinystream.broker.handlers import HANDLERS, Handler
 from tinystream.broker.handlers.api_versions import unsupported_version_response
-from tinystream.broker.handlers.context import CLOSE_CONNECTION, BrokerContext, Call
+from tinystream.broker.handlers.shared.context import CLOSE_CONNECTION, BrokerContext, Call
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, encode_response, schemas
 from tinystream.broker.security.peer import ClientInfo

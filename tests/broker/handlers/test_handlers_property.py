@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kio.index import load_request_schema
 from kio.static.primitive import Records
 
-from tinystream.broker.handlers.context import CLOSE_CONNECTION
+from tinystream.broker.handlers.shared.context import CLOSE_CONNECTION
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, RequestHeader
 from tinystream.broker.security.peer import ClientInfo

@@ -20,8 +20,8 @@ from tinystream.acls import AclOperation
 from tinystream.broker.app import Broker
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import HANDLERS
-from tinystream.broker.handlers.authz import RULES
 from tinystream.broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from tinystream.broker.handlers.shared.authz import RULES
 from tinystream.broker.protocol.client import KafkaClient, SaslLogin, SaslRefused
 from tinystream.broker.storage.batch import Record
 from tinystream.testing.broker import (

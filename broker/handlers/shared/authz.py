@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tinystream.acls import CLUSTER_NAME, AclOperation, ResourceType
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.handlers.context import BrokerContext, Call
+from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol import api_versions as keys
 
 Op = AclOperation

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tinystream.broker.handlers.context import BrokerContext
+from tinystream.broker.handlers.shared.context import BrokerContext
 from tinystream.broker.topics.manager import TopicResult
 
 
