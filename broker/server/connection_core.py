@@ -411,6 +411,8 @@ class ConnectionCore:
     def refuse_login(self) -> list[Action]:
         """Read nothing more, close a little later. Closing at once races the client: a socket closed with
         the client's next bytes unread is reset, and a client can lose the refusal before reading it."""
+        if self.closed:  # closed meanwhile (a bad frame read while the refusal was being written): nothing to do
+            return []
         self._follow_login()
         self._apply(Event.LOGIN_REFUSED)
         self.login_refused = True

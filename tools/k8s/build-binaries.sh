@@ -33,7 +33,7 @@ command -v go >/dev/null || { echo "k8s build: go is not on PATH; install Go fir
 mkdir -p "$OUT" "$WORK"
 # One builder at a time (.ci/run builds the kind tier's binaries beside the tests): a second waits, then finds them built.
 exec 9>"$OUT/.build.lock"
-flock 9
+flock -w 3600 9 || { echo "k8s build: another build has held $OUT/.build.lock for an hour" >&2; exit 1; }
 
 version_of() {  # the version a binary is pinned to
   case "$1" in
