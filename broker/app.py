@@ -101,15 +101,10 @@ class Broker:
         self._fatal = asyncio.Event()  # set when the broker must stop on its own (ControllerSession.fatal_error)
         storage = build_storage(settings, self.plan, in_memory=in_memory, clock=clock)
         security = build_security(settings, self.plan)
-        mode = (ControllerControl(settings, storage, security, clock) if settings.controller_url
-                else LocalControl(storage, security))
+        mode = (ControllerControl(settings, storage, security, clock, on_fatal=lambda _message: self._fatal.set())
+                if settings.controller_url else LocalControl(storage, security))
         coordination = build_coordination(settings, storage, mode.producer_ids, clock=clock, with_groups=with_groups)
-        if isinstance(mode, ControllerControl):
-            control = mode.finish(coordination.groups, coordination.transactions,
-                                  on_fatal=lambda _message: self._fatal.set())
-            self.fetchers = mode.fetchers
-        else:
-            control = mode.finish(coordination.groups, coordination.transactions)
+        control = mode.finish(coordination.groups, coordination.transactions)
         self.ctx = BrokerContext(
             settings=settings, cluster=storage.cluster, topics=storage.topics, replicas=storage.replicas,
             producer_ids=control.producer_ids, metrics=storage.metrics,
@@ -130,6 +125,7 @@ class Broker:
         self.groups, self.transactions = coordination.groups, coordination.transactions
         self.control: ControllerSession | None = control.session
         self.inter_broker_credentials: InterBrokerCredentials | None = control.credentials
+        self.fetchers = control.fetchers  # None without a controller
         self.servers: dict[str, KafkaServer] = network.servers
         self.server = self.servers[self.listener.name]  # the client-facing one
         self.admin = network.admin

@@ -41,6 +41,7 @@ class Control:
     session: ControllerSession | None = None
     forwarding: ForwardedTopicAdmin | None = None  # topic admin goes to the controller
     credentials: InterBrokerCredentials | None = None  # how replica fetchers and markers reach other brokers
+    fetchers: ReplicaFetcherManager | None = None  # followers fetching from their leaders
 
 
 class LocalControl:
@@ -51,6 +52,7 @@ class LocalControl:
         self.producer_ids = ProducerIdManager(FileBlockSource(storage.logs.metadata_dir))
 
     def finish(self, groups: GroupService | None, transactions: TransactionService | None) -> Control:
+        """The coordinators are the controller mode's business (its image drives them); here only files."""
         access = LocalAccessAdmin(self._storage.logs.metadata_dir, authorizer=self._security.authorizer,
                                   users=self._security.users)
         return Control(access=access, producer_ids=self.producer_ids)
@@ -60,9 +62,10 @@ class ControllerControl:
     """Replicated mode: a session with the controller, which hands out producer-id blocks (`finish` makes it)."""
 
     def __init__(self, settings: BrokerSettings, storage: Storage, security: Security,
-                 clock: Callable[[], int]) -> None:
+                 clock: Callable[[], int], *, on_fatal: Callable[[str], None]) -> None:
         assert settings.controller_url
         self._settings, self._storage, self._security, self._clock = settings, storage, security, clock
+        self._on_fatal = on_fatal
         storage.replicas.use_hw_checkpoint(HighWatermarkCheckpoint(storage.logs.metadata_dir))
         self.credentials = inter_broker_credentials(security.plan.inter_broker)
         self.controller = ControllerClient(
@@ -79,8 +82,7 @@ class ControllerControl:
         assert self._session is not None, "producer ids asked for before the broker was assembled"
         return await self._session.allocate_producer_ids()
 
-    def finish(self, groups: GroupService | None, transactions: TransactionService | None,
-               *, on_fatal: Callable[[str], None]) -> Control:
+    def finish(self, groups: GroupService | None, transactions: TransactionService | None) -> Control:
         s, storage, clock = self._settings, self._storage, self._clock
         if transactions is not None:  # WriteTxnMarkers and KIP-890 verification go to the inter-broker listener
             transactions.markers.credentials = self.credentials
@@ -92,7 +94,7 @@ class ControllerControl:
             settings=s, controller=self.controller, cluster=storage.cluster, topics=storage.topics,
             replicas=storage.replicas, fetchers=self.fetchers, applier=applier, clock=clock,
             adopt_cluster_id=lambda cluster_id: storage.adopt_cluster_id(s.broker_id, cluster_id),
-            on_fatal=on_fatal,
+            on_fatal=self._on_fatal,
         )
         self._session = session
         forwarding = ForwardedTopicAdmin(settings=s, controller=self.controller, session=session,
@@ -100,7 +102,7 @@ class ControllerControl:
         # ACLs and SCRAM credentials are cluster metadata: changed through the controller, applied from its image.
         access = ForwardedAccessAdmin(controller=self.controller, session=session)
         return Control(access=access, producer_ids=self.producer_ids, session=session, forwarding=forwarding,
-                       credentials=self.credentials)
+                       credentials=self.credentials, fetchers=self.fetchers)
 
 
 def controller_token(settings: BrokerSettings) -> TokenFile | None:
