@@ -468,16 +468,11 @@ class ConsumerGroup:
     ) -> tuple[ConsumerMember, ConsumerMember | None]:
         """The member a static member's heartbeat speaks for, and the old incarnation it replaces (if
         any): an instance id belongs to one member id at a time, handed over only after a static leave."""
-        existing = self.static_member(instance_id)
         if not joining:
-            if existing is None:
-                raise _Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-            if existing.member_id != r.member_id:
-                raise _Refused(ErrorCode.fenced_instance_id,
-                               f"Static member {r.member_id} with instance id {instance_id} was fenced by "
-                               f"member {existing.member_id}.")
-            self._check_epoch(existing, r.member_epoch, r.owned)
-            return existing, None
+            owned = self._owned_static_member(instance_id, r.member_id)
+            self._check_epoch(owned, r.member_epoch, r.owned)
+            return owned, None
+        existing = self.static_member(instance_id)
         if existing is None:
             return self._new_member(r.member_id), None
         if existing.member_id == r.member_id:
@@ -522,19 +517,25 @@ class ConsumerGroup:
             self.stats.joins += 1
         return self._refresh(topics, bump, now, RebalanceCause.JOIN)
 
+    def _owned_static_member(self, instance_id: str, member_id: str) -> ConsumerMember:
+        """The static member `member_id` claims to be by its instance id (a heartbeat or a static leave):
+        refused when the instance id is unknown, or held by another member id (it was fenced)."""
+        existing = self.static_member(instance_id)
+        if existing is None:
+            raise _Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise _Refused(ErrorCode.fenced_instance_id,
+                           f"Static member {member_id} with instance id {instance_id} was fenced by "
+                           f"member {existing.member_id}.")
+        return existing
+
     def _new_member(self, member_id: str) -> ConsumerMember:
         return ConsumerMember(member_id=member_id)
 
     def _leave(self, r: HeartbeatRequest, topics: TopicImage, now: int) -> HeartbeatOutcome:
         if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             assert r.instance_id is not None
-            existing = self.static_member(r.instance_id)
-            if existing is None:
-                raise _Refused(ErrorCode.unknown_member_id, f"Instance id {r.instance_id} is unknown.")
-            if existing.member_id != r.member_id:
-                raise _Refused(ErrorCode.fenced_instance_id,
-                               f"Static member {r.member_id} with instance id {r.instance_id} was fenced by "
-                               f"member {existing.member_id}.")
+            existing = self._owned_static_member(r.instance_id, r.member_id)
             # A static member that will come back keeps its assignment (no rebalance) until its session ends.
             self._put(replace(existing, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH))
             self.revocation_deadlines.pop(existing.member_id, None)
