@@ -5,18 +5,31 @@ is used; elsewhere tools/build-base-image.sh makes a Debian bookworm base by
 debootstrap. TINYSTREAM_BASE_IMAGE chooses one outright. The kind suite's
 offline path builds with podman instead of Docker (`engine="podman"`): same
 Dockerfile, same local base, in podman's store.
+
+`ensure_image` builds each image once per source tree, whichever engine asks
+first: the image carries a label with a hash of its Dockerfile and the files
+a build can see, and an engine that lacks it copies it from the other one
+(save | load) instead of building again. .ci/run runs the slow suites (Docker)
+beside the kind suite (podman): the broker and Spark images were each built
+twice, ~3 and ~5 minutes a time on 2 cores.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_BASE = "tinystream-base:bookworm"
 UPSTREAM_BASE = "python:3.11-slim-bookworm"
+CONTEXT_LABEL = "io.tinystream.build-context"
+LOCKS = ROOT / ".cache" / "images"
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True, engine: str = "docker"
@@ -55,6 +68,81 @@ def base_image(engine: str = "docker") -> str:
     return LOCAL_BASE if engine == "docker" else f"localhost/{LOCAL_BASE}"
 
 
-def build_image(tag: str, dockerfile: str = "Dockerfile", engine: str = "docker") -> None:
-    docker("build", "-q", "-f", str(ROOT / dockerfile), "--build-arg", f"BASE_IMAGE={base_image(engine)}", "-t", tag,
-           str(ROOT), timeout=1800, engine=engine)
+def build_image(tag: str, dockerfile: str = "Dockerfile", engine: str = "docker", label: str = "") -> None:
+    labels = ["--label", f"{CONTEXT_LABEL}={label}"] if label else []
+    docker("build", "-q", "-f", str(ROOT / dockerfile), "--build-arg", f"BASE_IMAGE={base_image(engine)}", *labels,
+           "-t", tag, str(ROOT), timeout=1800, engine=engine)
+
+
+def context_key(dockerfile: str) -> str:
+    """A hash of the Dockerfile and of every file git sees in the tree (tracked or not, unignored).
+
+    A superset of the build context (.dockerignore leaves tests, tools and charts out): an edit
+    anywhere means a new build, never a stale image."""
+    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                            check=True).stdout.split(b"\0")
+    digest = hashlib.sha256(dockerfile.encode())
+    for name in sorted(n for n in listed if n):
+        path = ROOT / os.fsdecode(name)
+        if path.is_file():
+            digest.update(name + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _engines_up() -> list[str]:
+    up = ["docker"] if engine_problem() is None else []
+    if shutil.which("podman") and docker("info", check=False, engine="podman", timeout=60).returncode == 0:
+        up.append("podman")
+    return up
+
+
+def _image_with(engine: str, key: str) -> str | None:
+    """An image of `engine` labelled with `key`, by id (bare hex: the form both engines accept)."""
+    found = docker("images", "-q", "--no-trunc", "--filter", f"label={CONTEXT_LABEL}={key}", check=False,
+                   engine=engine).stdout.split()
+    return found[0].removeprefix("sha256:") if found else None
+
+
+@contextmanager
+def _build_lock(dockerfile: str) -> Iterator[None]:
+    """One builder per Dockerfile across processes: the other suite waits, then copies."""
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    with open(LOCKS / (dockerfile.replace("/", "_") + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def ensure_image(tag: str, dockerfile: str = "Dockerfile", engine: str = "docker") -> str:
+    """`tag` in `engine`'s store, for this source tree: kept, copied from the other engine, or built.
+
+    Returns which of the three happened (the suites print it with the time it took)."""
+    key = context_key(dockerfile)
+    with _build_lock(dockerfile):
+        own = _image_with(engine, key)
+        if own is not None:
+            docker("tag", own, tag, engine=engine)
+            return "kept"
+        for other in (e for e in _engines_up() if e != engine):
+            source = _image_with(other, key)
+            if source is not None:
+                _copy(other, source, engine)
+                docker("tag", source, tag, engine=engine)  # save | load keeps the image id
+                return f"copied from {other}"
+        build_image(tag, dockerfile, engine, label=key)
+        return "built"
+
+
+def _copy(source_engine: str, image_id: str, target_engine: str) -> None:
+    saver = subprocess.Popen([source_engine, "save", image_id], stdout=subprocess.PIPE)
+    try:
+        loaded = subprocess.run([target_engine, "load"], stdin=saver.stdout, capture_output=True, text=True,
+                                timeout=900)
+    finally:
+        assert saver.stdout is not None
+        saver.stdout.close()
+        saver.wait(timeout=900)
+    if saver.returncode != 0 or loaded.returncode != 0:
+        raise AssertionError(f"{source_engine} save | {target_engine} load failed:\n{loaded.stdout}\n{loaded.stderr}")

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_build import ROOT, build_image, docker, engine_problem
+from image_build import ROOT, docker, engine_problem, ensure_image
 
 from tinystream.testing import waiting
 from tinystream.testing.peers.ports import free_port
@@ -43,7 +43,7 @@ def image() -> str:
     problem = engine_problem()
     if problem:
         pytest.skip(f"image tests need a Docker engine: {problem}")
-    build_image(TAG)
+    print(f"image {TAG}: {ensure_image(TAG)}")
     return TAG
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_build import build_image, docker, engine_problem
+from image_build import docker, engine_problem, ensure_image
 
 from tinystream.testing.peers.ports import free_port
 
@@ -29,7 +29,7 @@ def spark_image() -> str:
     problem = engine_problem()
     if problem:
         pytest.skip(f"Spark image tests need a Docker engine: {problem}")
-    build_image(TAG, "spark-on-k8s/k8s/Dockerfile")
+    print(f"image {TAG}: {ensure_image(TAG, 'spark-on-k8s/k8s/Dockerfile')}")
     return TAG
 
 
