@@ -71,6 +71,7 @@ CREATE_ACLS = 30
 DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
@@ -152,6 +153,7 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3),
     ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
     ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+    ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),  # v0 is gone from Kafka 4 (KIP-896)
     ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
     ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),

@@ -445,6 +445,7 @@ REFUSALS = [
     ("IncrementalAlterConfigs", lambda: request(44, 1, validate_only=True, resources=(entity(
         44, 1, "AlterConfigsResource", resource_type=2, resource_name=T, configs=(entity(
             44, 1, "AlterableConfig", name="retention.ms", config_operation=0, value="1"),)),)), TOPIC_DENIED),
+    ("DescribeLogDirs", lambda: request(35, 4, topics=None), CLUSTER_DENIED),
     ("DescribeClientQuotas", lambda: request(48, 1, components=(), strict=False), CLUSTER_DENIED),
     ("DescribeUserScramCredentials", lambda: request(50, 0, users=None), CLUSTER_DENIED),
     ("AlterUserScramCredentials", lambda: request(51, 0, upsertions=(), deletions=(entity(
