@@ -73,6 +73,17 @@ class ForwardedTopicAdmin:
                               config=dict(t.config))
         return TopicResult(ErrorCode.none, spec=spec)
 
+    async def elect_preferred_leaders(self, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, str | None]:
+        """ElectLeaders (preferred): the controller moves each leader to its first replica where that one
+        is in sync; answered once this broker applied the result."""
+        try:
+            reply = await self.controller.elect_preferred_leaders(partitions)
+        except ControllerClientError as exc:
+            return error_code(exc), exc.message
+        if not await self.session.wait_for_version(reply.metadata_version):
+            return ErrorCode.request_timed_out, "the election did not reach this broker in time"
+        return ErrorCode.none, None
+
     async def _refresh(self) -> None:
         with contextlib.suppress(ControllerClientError):
             await self.session.pull(wait_ms=0)

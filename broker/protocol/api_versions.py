@@ -75,6 +75,7 @@ DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLIENT_QUOTAS = 48
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
@@ -157,6 +158,7 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
     ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
+    ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2),  # preferred only (elect_leaders.py)
     ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
     ApiRange(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1),  # always empty: no quotas (client_quotas.py)
     ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),  # KIP-554

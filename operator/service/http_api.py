@@ -527,7 +527,10 @@ async def alter_partition(request: web.Request) -> web.Response:
 
 
 async def elect_preferred_leaders(request: web.Request) -> web.Response:
-    _require_admin(request)
+    # A broker forwards its clients' ElectLeaders (their ACL checked there). A preferred election
+    # only gives leadership back to an in-sync first replica, which the controller also does
+    # on its own every leader.imbalance.check.interval: nothing a broker could abuse.
+    _require_broker_or_admin(request)
     body: ElectLeadersRequest = await _body(request, ElectLeadersRequest)
     decision = await _run(request, ElectPreferredLeaders(partitions=body.partitions))
     changed = [a.to_dict() for a in decision.actions if isinstance(a, LeaderChanged)]

@@ -91,6 +91,7 @@ RULES: dict[int, tuple[Check, ...]] = {
                                      Check(Op.ALTER_CONFIGS, CLUSTER, "broker configs")),
     keys.DESCRIBE_CLIENT_QUOTAS: (Check(Op.DESCRIBE_CONFIGS, CLUSTER),),
     keys.DESCRIBE_LOG_DIRS: (Check(Op.DESCRIBE, CLUSTER),),
+    keys.ELECT_LEADERS: (Check(Op.ALTER, CLUSTER),),
     keys.DESCRIBE_USER_SCRAM_CREDENTIALS: (Check(Op.DESCRIBE, CLUSTER),),
     keys.ALTER_USER_SCRAM_CREDENTIALS: (Check(Op.ALTER, CLUSTER),),
     keys.DESCRIBE_CLUSTER: (Check(Op.DESCRIBE, CLUSTER, "cluster_authorized_operations only: Kafka answers all"),),

@@ -446,6 +446,8 @@ REFUSALS = [
         44, 1, "AlterConfigsResource", resource_type=2, resource_name=T, configs=(entity(
             44, 1, "AlterableConfig", name="retention.ms", config_operation=0, value="1"),)),)), TOPIC_DENIED),
     ("DescribeLogDirs", lambda: request(35, 4, topics=None), CLUSTER_DENIED),
+    ("ElectLeaders", lambda: request(43, 2, election_type=0, topic_partitions=(entity(
+        43, 2, "TopicPartitions", topic=T, partitions=(0,)),)), CLUSTER_DENIED),
     ("DescribeClientQuotas", lambda: request(48, 1, components=(), strict=False), CLUSTER_DENIED),
     ("DescribeUserScramCredentials", lambda: request(50, 0, users=None), CLUSTER_DENIED),
     ("AlterUserScramCredentials", lambda: request(51, 0, upsertions=(), deletions=(entity(

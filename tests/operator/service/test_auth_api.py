@@ -63,7 +63,6 @@ async def test_a_broker_acts_only_as_itself(controller: Controller):
 
 @pytest.mark.parametrize(("method", "path", "body"), [
     ("POST", "/v1/reassignments", {"assignments": [{"topic": "t", "partition": 0, "replicas": [2]}]}),
-    ("POST", "/v1/elections/preferred", {}),
     ("POST", "/v1/brokers/1/drain", None),
     ("DELETE", "/v1/brokers/1", None),
 ])
@@ -78,6 +77,8 @@ async def test_brokers_may_forward_topic_admin_and_the_admin_may_do_all(controll
                                                                    "replication_factor": 1},
                                              token=broker_token(controller, 1))
     assert status == 201, reply
+    status, reply = await controller.request("POST", "/v1/elections/preferred", {}, token=broker_token(controller, 1))
+    assert status == 200, reply  # a forwarded ElectLeaders (preferred: only ever back to an in-sync replica)
     status, reply = await controller.request("POST", "/v1/elections/preferred", {})  # the admin's token
     assert status == 200, reply
 

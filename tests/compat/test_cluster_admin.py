@@ -1,0 +1,93 @@
+"""Cluster admin through Kafka's own tools and the clients' admin APIs, against both brokers.
+
+Same requests, same assertions on TinyStream and Apache Kafka (one broker each):
+- log dirs (kafka-log-dirs.sh, kafka-python): every partition of the topic is in
+  one log dir, the dir has no error, the sizes add up to what was written;
+- leader election (kafka-leader-election.sh, confluent-kafka): on one broker the
+  preferred replica always leads, so every election is "not needed"; an unknown
+  partition is named as such. The election that moves a leader needs several
+  brokers: tests/broker/handlers/test_elect_leaders.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import compat_helpers as ch
+import pytest
+from compat_helpers import require_client
+
+from tinystream.testing.peers.apache_kafka import run_java_tool
+
+pytestmark = pytest.mark.compat
+
+LOG_DIRS_COMMAND = "org.apache.kafka.tools.LogDirsCommand"
+LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"
+
+
+@pytest.fixture
+def written_topic(bootstrap, new_topic) -> str:
+    name = new_topic(partitions=2)
+    ch.produce("confluent", bootstrap, name, ch.make_records(40, pad_to=200))
+    return name
+
+
+def test_kafka_log_dirs_describe(bootstrap, written_topic):
+    require_client("java")
+    out = run_java_tool(LOG_DIRS_COMMAND, ["--bootstrap-server", bootstrap, "--describe",
+                                           "--topic-list", written_topic], timeout=90)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    (broker,) = report["brokers"]
+    partitions = {p["partition"]: p for d in broker["logDirs"] for p in d["partitions"]}
+    assert all(d["error"] is None and d["logDir"].startswith("/") for d in broker["logDirs"])
+    assert set(partitions) == {f"{written_topic}-0", f"{written_topic}-1"}
+    assert sum(p["size"] for p in partitions.values()) > 40 * 200
+    assert all(p["offsetLag"] == 0 and p["isFuture"] is False for p in partitions.values())
+
+
+def test_kafka_python_describe_log_dirs(bootstrap, written_topic):
+    require_client("kafka-python")
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    try:
+        answer = admin.describe_log_dirs({written_topic: [0, 1]})
+    finally:
+        admin.close()
+    text = json.dumps(answer, default=str)
+    assert written_topic in text, text[:2000]
+    sizes = [p["partition_size"] for broker in _as_list(answer) for d in _dirs(broker) for t in d["topics"]
+             if t["name"] == written_topic for p in t["partitions"]]
+    assert len(sizes) == 2 and sum(sizes) > 40 * 200, text[:2000]
+
+
+def _as_list(answer):
+    return answer if isinstance(answer, list) else list(answer.values())
+
+
+def _dirs(broker):
+    return broker["results"] if "results" in broker else broker["log_dirs"]
+
+
+def test_kafka_leader_election_preferred(bootstrap, written_topic):
+    require_client("java")
+    out = run_java_tool(LEADER_ELECTION_COMMAND, ["--bootstrap-server", bootstrap, "--election-type", "preferred",
+                                                  "--topic", written_topic, "--partition", "1"], timeout=90)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert f"Valid replica already elected for partitions {written_topic}-1" in out.stdout, out.stdout
+    everything = run_java_tool(LEADER_ELECTION_COMMAND, ["--bootstrap-server", bootstrap, "--election-type",
+                                                         "preferred", "--all-topic-partitions"], timeout=90)
+    assert everything.returncode == 0, everything.stdout[-2000:] + everything.stderr[-2000:]
+    assert "Successfully completed" not in everything.stdout  # nothing to move on one broker
+
+
+def test_confluent_elect_leaders(bootstrap, written_topic):
+    require_client("confluent")
+    from confluent_kafka import ElectionType, TopicPartition
+
+    admin = ch.confluent_admin(bootstrap)
+    wanted = [TopicPartition(written_topic, 0), TopicPartition(written_topic + "-absent", 0)]
+    answers = admin.elect_leaders(ElectionType.PREFERRED, wanted).result(timeout=30)
+    by_topic = {tp.topic: error and error.name() for tp, error in answers.items()}  # a KafkaError per partition
+    assert by_topic == {written_topic: "ELECTION_NOT_NEEDED", written_topic + "-absent": "UNKNOWN_TOPIC_OR_PART"}  # librdkafka's name
