@@ -47,7 +47,7 @@ def _counts(bootstrap: str, topic: str, expect_keys: int) -> dict[str, int]:
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
         last: dict[str, int] = {}
-        deadline, quiet = time.time() + 30, None
+        deadline, quiet = time.time() + 90, None  # a JVM, a rebalance and EOS commits on a loaded machine
         while time.time() < deadline:
             msg = consumer.poll(0.3)
             if msg is not None and not msg.error():
@@ -87,7 +87,10 @@ def test_word_count_is_exact_across_a_broker_restart(own_broker, tmp_path):  # n
                             src, dst, str(tmp_path / "state"), "60"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert _counts(bootstrap, dst, 13) == dict(Counter(first)), "counts before the restart"
+        before = _counts(bootstrap, dst, 13)
+        if before != dict(Counter(first)):
+            app.kill()
+            raise AssertionError(f"counts before the restart: {before}\n{app.communicate(timeout=30)[0][-6000:]}")
         restart()
         send(second, len(first))
         out, _ = app.communicate(timeout=150)
