@@ -27,7 +27,8 @@ from tinystream.operator.k8s.cluster_tls import ForeignSecret, ensure_security
 from tinystream.operator.k8s.conditions import ClusterReason, merge_condition, ready
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.deps import Deps
-from tinystream.operator.k8s.external import LISTENER_LABEL, certificate_hosts
+from tinystream.operator.k8s.errors import Forbidden
+from tinystream.operator.k8s.external import LISTENER_LABEL, certificate_hosts, node_addresses
 from tinystream.operator.k8s.model import API_VERSION, ClusterSpec
 from tinystream.operator.k8s.reconcile import (
     Action,
@@ -140,14 +141,20 @@ class ClusterReconciler:
         return [s for s in services if LISTENER_LABEL in ((s.get("metadata") or {}).get("labels") or {})]
 
     async def _external_hosts(self, spec: ClusterSpec) -> frozenset[str]:
-        """The external names the broker certificate carries: the addresses of the nodes the broker pods
-        run on (status.hostIP), the load balancers' addresses, every advertisedHost."""
+        """The external names the broker certificate carries: every node's address (a broker advertises its
+        node's, and may be moved to any node: the certificate does not change with a pod's move), the load
+        balancers' addresses, every advertisedHost."""
         if not any(listener.tls for listener in spec.external):
             return frozenset()
-        pods = await self.deps.kube().list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
+        try:
+            nodes = await self.deps.kube().list("v1", "Node")
+        except Forbidden:  # a chart from before external listeners: the broker pods' nodes only
+            pods = await self.deps.kube().list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
+            addresses = [(p.get("status") or {}).get("hostIP") or "" for p in pods]
+        else:
+            addresses = node_addresses(nodes)
         services = {s["metadata"]["name"]: s for s in await self._external_services(spec)}
-        return certificate_hosts(spec, node_addresses=[(p.get("status") or {}).get("hostIP") or "" for p in pods],
-                                 services=services)
+        return certificate_hosts(spec, node_addresses=addresses, services=services)
 
     async def observe(self, spec: ClusterSpec) -> Observed:
         client, controller = self.deps.kube(), self.deps.controller

@@ -164,6 +164,12 @@ def certificate_hosts(cluster: ClusterSpec, *, node_addresses: Iterable[str],
     return frozenset(hosts)
 
 
+def node_addresses(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The InternalIP and ExternalIP addresses of `nodes` (a node port answers on each of them)."""
+    return sorted({a["address"] for node in nodes for a in (node.get("status") or {}).get("addresses") or ()
+                   if a.get("type") in ("InternalIP", "ExternalIP") and a.get("address")})
+
+
 def split_hosts(hosts: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
     """(DNS names, IP addresses): a certificate names them in different SAN kinds."""
     dns, ips = set(), set()

@@ -16,6 +16,7 @@ from tinystream.operator.k8s.external import (
     advertised_addresses,
     certificate_hosts,
     external_services,
+    node_addresses,
     split_hosts,
     stale_services,
     start_command,
@@ -203,3 +204,11 @@ def test_the_broker_accepts_the_rendered_listeners() -> None:
     assert (by_name["EXT"].advertised_host, by_name["EXT"].advertised_port) == ("10.89.0.5", 31000)
     assert by_name["CLIENT"].advertised_host == "demo-broker-0.demo-brokers.ns.svc"
     assert by_name["MTLS"].protocol == "SSL"
+
+
+def test_node_addresses_are_the_internal_and_external_ones() -> None:
+    nodes = [{"status": {"addresses": [{"type": "InternalIP", "address": "10.89.0.2"},
+                                       {"type": "Hostname", "address": "worker"}]}},
+             {"status": {"addresses": [{"type": "ExternalIP", "address": "198.51.100.4"},
+                                       {"type": "InternalIP", "address": "10.89.0.3"}]}}, {}]
+    assert node_addresses(nodes) == ["10.89.0.2", "10.89.0.3", "198.51.100.4"]
