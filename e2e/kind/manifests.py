@@ -133,6 +133,7 @@ spec:
 
 SECURE = "secure"  # a second cluster, secured by default: TLS + SCRAM-SHA-512 + ACLs (test_kind_secured.py)
 SECURE_TOPIC = "secure-writes"
+EXTERNAL = "ext"  # the secured cluster's external listener
 SECURE_CLIENT_POD = "secure-client"
 
 
@@ -151,6 +152,12 @@ spec:
     size: 1Gi
     deleteClaim: true
   # No security fields: the defaults are TLS, SCRAM-SHA-512, ACLs (deny by default), mTLS replication.
+  # One external listener (node ports), for clients on the host (test_kind_secured.py), TLS + SCRAM too.
+  listeners:
+    external:
+      - name: {EXTERNAL}
+        port: 9094
+        type: nodeport
   certificates:
     validityDays: 30
     renewalDays: 5

@@ -8,20 +8,35 @@ an application gets (the CA's Secret and its user's Secret). Then the broker
 certificate is renewed (annotation) while an acks=all writer runs: new
 connections see the new certificate without a broker restart, and no
 acknowledged record is lost. Brokers replicate on their own listener (mTLS with the broker certificate),
-which a NetworkPolicy opens to broker pods only.
+which a NetworkPolicy opens to broker pods only. A client on the host (outside the cluster) produces and
+consumes through the external listener's node ports, over TLS + SCRAM, across a broker failover.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kind_helpers import IMAGE_REPO, IMAGE_TAGS, Kube, measure
 from kind_workload import Client, Writer, wait_until
-from manifests import NAMESPACE, SECURE, SECURE_CLIENT_POD, SECURE_TOPIC, secure_client_pod, secured_cluster, users
+from manifests import (
+    EXTERNAL,
+    NAMESPACE,
+    SECURE,
+    SECURE_CLIENT_POD,
+    SECURE_TOPIC,
+    secure_client_pod,
+    secured_cluster,
+    users,
+)
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
@@ -75,7 +90,7 @@ def test_the_operator_made_the_credentials_and_the_brokers_run_tls_and_scram(sec
     secrets = {s["metadata"]["name"] for s in secured.json("secrets")["items"]}
     assert {f"{SECURE}-cluster-ca-cert", f"{SECURE}-broker-tls", f"{SECURE}-broker-users", "app", "nobody"} <= secrets
     config = secured.json("configmap", f"{SECURE}-config")["data"]["broker.toml"]
-    assert '"listener.security.protocol.map" = "CLIENT:SASL_SSL,REPLICATION:SSL"' in config
+    assert '"listener.security.protocol.map" = "CLIENT:SASL_SSL,REPLICATION:SSL,EXT:SASL_SSL"' in config
     assert '"inter.broker.listener.name" = "REPLICATION"' in config and "StandardAuthorizer" in config
     assert secured.json("networkpolicy", f"{SECURE}-broker")["spec"]["ingress"][1]["ports"][0]["port"] == 9093
     assert secured.json("tsu", "app")["status"]["acls"] == 3
@@ -156,6 +171,102 @@ def test_certificate_renewal_under_a_writer_loses_nothing_and_restarts_no_broker
     now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in
            secured.json("pods", "-l", f"tinystream.io/cluster={SECURE}")["items"]}
     assert now == restarts  # the same pods: renewed without a restart
+
+
+def _secret(kube: Kube, name: str, key: str) -> str:
+    return base64.b64decode(kube.json("secret", name)["data"][key]).decode()
+
+
+def _external_client(kube: Kube, tmp: Path) -> tuple[dict[str, str], set[str]]:
+    """A librdkafka config for the host: a node's address and the bootstrap node port, the cluster's CA,
+    the app user's SCRAM password (what a user outside the cluster is given); and every node's address."""
+    nodes = kube.json("nodes", namespace=None)["items"]
+    addresses = {a["address"] for n in nodes for a in n["status"]["addresses"] if a["type"] == "InternalIP"}
+    worker = next(a["address"] for n in nodes if "control-plane" not in n["metadata"]["name"]
+                  for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+    port = kube.json("service", f"{SECURE}-{EXTERNAL}-bootstrap")["spec"]["ports"][0]["nodePort"]
+    ca = tmp / "ca.crt"
+    ca.write_text(_secret(kube, f"{SECURE}-cluster-ca-cert", "ca.crt"))
+    return {"bootstrap.servers": f"{worker}:{port}", "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "app", "sasl.password": _secret(kube, "app", "password"),
+            "ssl.ca.location": str(ca)}, addresses  # the broker certificate names the node addresses (IP SANs)
+
+
+def test_a_host_client_uses_the_node_ports_over_tls_and_scram_across_a_failover(secured, tmp_path):
+    kube = secured
+    conf, addresses = _external_client(kube, tmp_path)
+    ports = {int(s["metadata"]["labels"]["tinystream.io/broker"]): s["spec"]["ports"][0]["nodePort"]
+             for s in kube.json("services", "-l", f"tinystream.io/listener={EXTERNAL}")["items"]
+             if "tinystream.io/broker" in s["metadata"]["labels"]}
+
+    def described():  # the certificate with the node addresses may still be on its way to the brokers
+        try:
+            return AdminClient(conf).list_topics(SECURE_TOPIC, timeout=10)
+        except Exception:  # noqa: BLE001 - KafkaException while the handshake is refused
+            return None
+    metadata = wait_until(described, timeout=180, what="metadata through the bootstrap node port", interval=3)
+    advertised = {b.id: (b.host, b.port) for b in metadata.brokers.values()}
+    assert {b: port for b, (_, port) in advertised.items()} == ports, (advertised, ports)
+    assert {host for host, _ in advertised.values()} <= addresses, advertised
+
+    run = uuid.uuid4().hex[:8]
+    acked: set[str] = set()
+    failed: list[str] = []
+
+    def delivered(err, msg) -> None:
+        (failed.append(str(err)) if err else acked.add(msg.value().decode().rstrip()))
+
+    producer = Producer({**conf, "acks": "all", "linger.ms": 5, "message.timeout.ms": 120000})
+    started = time.monotonic()
+    for i in range(3000):  # the throughput of a host client through the node ports, 1 KiB records
+        producer.produce(SECURE_TOPIC, f"{run}-warm-{i}".encode().ljust(1024, b" "), on_delivery=delivered)
+        producer.poll(0)
+    producer.flush(60)
+    warm_s = time.monotonic() - started
+    measure("external listener: host producer, 3000 records acks=all through node ports (TLS + SCRAM)",
+            f"{3000 / warm_s:.0f} records/s ({len(acked)} acknowledged)")
+
+    stop = threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            producer.produce(SECURE_TOPIC, f"{run}-{i}".encode(), on_delivery=delivered)
+            producer.poll(0.01)
+            i += 1
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    time.sleep(3)
+    leader = metadata.topics[SECURE_TOPIC].partitions[0].leader
+    victim = f"{SECURE}-broker-{leader}"
+    uid = kube.json("pod", victim)["metadata"]["uid"]
+    failover = time.monotonic()
+    kube.kubectl("delete", "pod", victim, "--wait=false")
+    wait_until(lambda: (p := kube.json("pod", victim))["metadata"]["uid"] != uid and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", [])),
+        timeout=300, what=f"{victim} back and ready", interval=2)
+    back = time.monotonic() - failover
+    before = len(acked)
+    wait_until(lambda: len(acked) > before + 50, timeout=120, what="records acknowledged after the failover")
+    stop.set()
+    writer.join()
+    producer.flush(120)
+
+    consumer = Consumer({**conf, "group.id": f"external-{run}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(SECURE_TOPIC, p, OFFSET_BEGINNING) for p in metadata.topics[SECURE_TOPIC].partitions])
+    read: set[str] = set()
+    deadline = time.monotonic() + 120
+    while not acked <= read and time.monotonic() < deadline:
+        for msg in consumer.consume(500, timeout=1):
+            if not msg.error() and msg.value().startswith(run.encode()):
+                read.add(msg.value().decode().rstrip())
+    consumer.close()
+    lost = acked - read
+    measure("external listener: host client across the leader's pod deletion",
+            f"{len(acked)} acknowledged, {len(read)} read, {len(lost)} lost, {len(failed)} not acknowledged; "
+            f"{victim} back in {back:.0f} s")
+    assert not lost, sorted(lost)[:10]
+    wait_until(lambda: ready(kube, "tsc", SECURE), timeout=300, what="the secured cluster Ready again")
 
 
 def test_users_and_cluster_go_and_helm_uninstall_keeps_the_crds(secured):

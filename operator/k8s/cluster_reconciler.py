@@ -27,6 +27,8 @@ from tinystream.operator.k8s.cluster_tls import ForeignSecret, ensure_security
 from tinystream.operator.k8s.conditions import ClusterReason, merge_condition, ready
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.deps import Deps
+from tinystream.operator.k8s.errors import Forbidden
+from tinystream.operator.k8s.external import LISTENER_LABEL, certificate_hosts, node_addresses
 from tinystream.operator.k8s.model import API_VERSION, ClusterSpec
 from tinystream.operator.k8s.reconcile import (
     Action,
@@ -115,7 +117,8 @@ class ClusterReconciler:
             raise kopf.TemporaryError("the operator has no master secret to make certificates and passwords with")
         try:
             outcome = await ensure_security(deps.kube(), spec, self.issued.latest(spec.uid, status),
-                                            master=deps.master_secret, ctx=deps.ctx, now=deps.clock())
+                                            master=deps.master_secret, ctx=deps.ctx, now=deps.clock(),
+                                            external_hosts=await self._external_hosts(spec))
         except ForeignSecret as exc:  # never mount (or write into) a Secret that is not the cluster's
             condition = ready(False, ClusterReason.SECRET_NOT_OWNED, str(exc), generation=spec.generation)
             if self.reported.changed(body, status, condition.reason):
@@ -130,6 +133,28 @@ class ClusterReconciler:
                               f"{outcome.issued_because}")
         if outcome.certificates is not None:
             patch.status["certificates"] = outcome.certificates
+
+    async def _external_services(self, spec: ClusterSpec) -> list[dict[str, Any]]:
+        """The cluster's external listeners' Services there now (by their listener label)."""
+        services = await self.deps.kube().list("v1", "Service", spec.namespace,
+                                               labels={"tinystream.io/cluster": spec.name})
+        return [s for s in services if LISTENER_LABEL in ((s.get("metadata") or {}).get("labels") or {})]
+
+    async def _external_hosts(self, spec: ClusterSpec) -> frozenset[str]:
+        """The external names the broker certificate carries: every node's address (a broker advertises its
+        node's, and may be moved to any node: the certificate does not change with a pod's move), the load
+        balancers' addresses, every advertisedHost."""
+        if not any(listener.tls for listener in spec.external):
+            return frozenset()
+        try:
+            nodes = await self.deps.kube().list("v1", "Node")
+        except Forbidden:  # a chart from before external listeners: the broker pods' nodes only
+            pods = await self.deps.kube().list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
+            addresses = [(p.get("status") or {}).get("hostIP") or "" for p in pods]
+        else:
+            addresses = node_addresses(nodes)
+        services = {s["metadata"]["name"]: s for s in await self._external_services(spec)}
+        return certificate_hosts(spec, node_addresses=addresses, services=services)
 
     async def observe(self, spec: ClusterSpec) -> Observed:
         client, controller = self.deps.kube(), self.deps.controller
@@ -155,6 +180,8 @@ class ClusterReconciler:
             current = await client.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], spec.namespace)
             if current is not None:
                 objects[(obj["kind"], obj["metadata"]["name"])] = current
+        for service in await self._external_services(spec):  # those of a removed listener too, to delete
+            objects[("Service", service["metadata"]["name"])] = service
         if not spec.dashboard:
             dashboard = await client.get("v1", "Service", Names.of(spec).dashboard, spec.namespace)
             if dashboard is not None:

@@ -42,6 +42,7 @@ from tinystream.operator.k8s.certificates import (
     renewal_reason,
 )
 from tinystream.operator.k8s.errors import Conflict, KubeApiError, NotFound
+from tinystream.operator.k8s.external import split_hosts
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.resources import Names, broker_user, labels, owner_reference
 from tinystream.scram_users import UserStore
@@ -137,10 +138,12 @@ async def _create_or_replace_data(client: KubeClient, secret: dict[str, Any]) ->
 
 
 async def ensure_security(client: KubeClient, cluster: ClusterSpec, status: Mapping[str, Any] | None, *,
-                          master: str, ctx: OperatorContext, now: datetime.datetime) -> SecurityOutcome:
+                          master: str, ctx: OperatorContext, now: datetime.datetime,
+                          external_hosts: frozenset[str] = frozenset()) -> SecurityOutcome:
     """Make (or renew) the Secrets spec.listeners asks for: the SCRAM users whenever brokers or clients log
     in with SCRAM (a cluster without TLS replicates as the inter-broker user), the CA and broker
-    certificate with TLS."""
+    certificate with TLS; the certificate names `external_hosts` too (external.certificate_hosts), and a
+    change of them renews it."""
     names = Names.of(cluster)
     if cluster.needs_scram_users:
         users = UserStore()
@@ -152,14 +155,16 @@ async def ensure_security(client: KubeClient, cluster: ClusterSpec, status: Mapp
         return SecurityOutcome()
     ca = cluster_ca(master, cluster)
     await _create_once(client, _secret(cluster, names.ca_cert, {"ca.crt": ca.cert_pem}))
-    dns = broker_dns_names(cluster.name, cluster.namespace, ctx.cluster_domain)
+    dns = broker_dns_names(cluster.name, cluster.namespace, ctx.cluster_domain) | external_hosts
     current = IssuedRecord.from_status((status or {}).get("certificates"))
     reason = renewal_reason(current, ca=ca, dns_names=dns, renew_token=cluster.renew_token, now=now,
                             renewal_days=cluster.cert_renewal_days)
     if reason is None:
         assert current is not None
         return SecurityOutcome(certificates=current.to_status())
-    broker = issue(ca, broker_user(cluster), dns, now=now, days=cluster.cert_validity_days)
+    dns_names, ip_addresses = split_hosts(dns)
+    broker = issue(ca, broker_user(cluster), dns_names, now=now, days=cluster.cert_validity_days,
+                   ip_addresses=ip_addresses)
     await _create_or_replace_data(client, _secret(cluster, names.broker_tls, {
         "broker.pem": broker.cert_pem + broker.key_pem, "ca.crt": ca.cert_pem}))
     record = IssuedRecord.of(broker, ca, dns, cluster.renew_token)

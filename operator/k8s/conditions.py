@@ -32,6 +32,7 @@ class ClusterReason(str, enum.Enum):
     WAITING_FOR_CONTROLLER = "WaitingForController"
     INVALID_BROKER_CONFIG = "InvalidBrokerConfig"
     SECRET_NOT_OWNED = "SecretNotOwned"  # a Secret the cluster needs is there under another owner
+    WAITING_FOR_EXTERNAL_ADDRESSES = "WaitingForExternalAddresses"  # a node port or load balancer not known yet
 
 
 class TopicReason(str, enum.Enum):

@@ -54,6 +54,59 @@ def _authentication(listeners: Mapping[str, Any]) -> str | None:
     return None if kind == NONE else str(kind)
 
 
+NODEPORT = "nodeport"
+LOADBALANCER = "loadbalancer"
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalBroker:
+    """One entry of listeners.external[].brokers: what the user fixes for one broker."""
+
+    broker: int
+    node_port: int | None = None
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalListener:
+    """One entry of spec.listeners.external (Strimzi's nodeport / loadbalancer listener)."""
+
+    name: str  # lower case, as written; the broker's listener is name.upper()
+    port: int
+    type: str = NODEPORT  # nodeport or loadbalancer
+    tls: bool = DEFAULT_TLS
+    authentication: str | None = DEFAULT_AUTHENTICATION  # scram-sha-512, tls; None: none
+    bootstrap_node_port: int | None = None
+    brokers: tuple[ExternalBroker, ...] = ()
+
+    @property
+    def listener(self) -> str:
+        return self.name.upper()
+
+    @property
+    def security_protocol(self) -> str:
+        sasl = self.authentication == "scram-sha-512"
+        return {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
+                (True, True): "SASL_SSL"}[(self.tls, sasl)]
+
+    def overrides(self, broker: int) -> ExternalBroker:
+        return next((b for b in self.brokers if b.broker == broker), ExternalBroker(broker))
+
+    @classmethod
+    def from_spec(cls, item: Mapping[str, Any]) -> ExternalListener:
+        brokers = tuple(
+            ExternalBroker(broker=int(b["broker"]),
+                           node_port=int(b["nodePort"]) if b.get("nodePort") else None,
+                           advertised_host=str(b["advertisedHost"]) if b.get("advertisedHost") else None,
+                           advertised_port=int(b["advertisedPort"]) if b.get("advertisedPort") else None)
+            for b in item.get("brokers") or ())
+        node_port = (item.get("bootstrap") or {}).get("nodePort")
+        return cls(name=str(item["name"]), port=int(item["port"]), type=str(item.get("type") or NODEPORT),
+                   tls=bool(item.get("tls", DEFAULT_TLS)), authentication=_authentication(item),
+                   bootstrap_node_port=int(node_port) if node_port else None, brokers=brokers)
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
     name: str
@@ -77,6 +130,7 @@ class ClusterSpec:
     tls: bool = False  # spec.listeners.tls: TLS on the Kafka port with the cluster CA's certificate
     authentication: str | None = None  # spec.listeners.authentication.type: scram-sha-512 or tls; None: none
     super_users: tuple[str, ...] | None = None  # spec.authorization.superUsers; None: type none, no authorizer
+    external: tuple[ExternalListener, ...] = ()  # spec.listeners.external
     cert_validity_days: int = 365
     cert_renewal_days: int = 30
     renew_token: str = ""  # the tinystream.io/renew-certificates annotation: a new value renews now
@@ -99,6 +153,12 @@ class ClusterSpec:
             found.append("listeners.authentication is none: every client is anonymous")
         if self.super_users is None:
             found.append("authorization is none: every client may do anything")
+        for listener in self.external:
+            if not listener.tls:
+                found.append(f"listeners.external {listener.name} has no tls: clients outside talk in plain text")
+            if listener.authentication is None:
+                found.append(f"listeners.external {listener.name} authentication is none: "
+                             "every client from outside is anonymous")
         return tuple(found)
 
     @property
@@ -110,7 +170,8 @@ class ClusterSpec:
     @property
     def needs_scram_users(self) -> bool:
         """Whether brokers mount the SCRAM users Secret: clients use SCRAM, or brokers replicate with it."""
-        return self.authentication == "scram-sha-512" or self.replication_protocol == "SASL_PLAINTEXT"
+        return (self.authentication == "scram-sha-512" or self.replication_protocol == "SASL_PLAINTEXT"
+                or any(listener.authentication == "scram-sha-512" for listener in self.external))
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
@@ -139,6 +200,7 @@ class ClusterSpec:
             tls=bool(listeners.get("tls", DEFAULT_TLS)),
             authentication=_authentication(listeners),
             super_users=_super_users(spec.get("authorization")),
+            external=tuple(ExternalListener.from_spec(item) for item in listeners.get("external") or ()),
             cert_validity_days=int(certificates.get("validityDays", 365)),
             cert_renewal_days=int(certificates.get("renewalDays", 30)),
             renew_token=str((meta.get("annotations") or {}).get(RENEW_CERTIFICATES_ANNOTATION) or ""),

@@ -23,8 +23,11 @@ ends the pass with the reason that becomes the Ready condition:
      the StatefulSet shrinks only when they hold none.
 3. plan_owned_objects: owned objects whose desired fields differ from the
    observed ones are applied (create-or-patch); a disabled dashboard's Service
-   is deleted. Then wait_for_statefulset and hold_scale_down stop the pass
-   while the StatefulSet is new or a scale-down is blocked or draining.
+   and external Services no listener needs are deleted. Then
+   wait_for_external_addresses, wait_for_statefulset and hold_scale_down stop
+   the pass while an external listener's address is not known (the brokers'
+   config waits for it), the StatefulSet is new or a scale-down is blocked or
+   draining.
 4. plan_roll: rolling update (the StatefulSet is OnDelete): one broker at a
    time, highest ordinal first, only when every broker is ready and every ISR
    is full; a broker that leads partitions first hands leadership away
@@ -48,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinystream.operator.k8s.conditions import ClusterReason, Condition, merge_condition, ready, secure_condition
+from tinystream.operator.k8s.external import ExternalAddresses, advertised_addresses, stale_services
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.resources import (
     Names,
@@ -346,12 +350,24 @@ def _plan_scale_down(spec: ClusterSpec, observed: Observed, current: int, phase:
                  (ClusterReason.SCALING_DOWN, f"scaling down from {current} to {spec.brokers} brokers"))
 
 
+def external_addresses(spec: ClusterSpec, observed: Observed, *, replicas: int) -> ExternalAddresses:
+    """The brokers' external addresses from the observed external Services (external.py)."""
+    services = {name: obj for (kind, name), obj in observed.objects.items() if kind == "Service"}
+    return advertised_addresses(spec, services, replicas=replicas)
+
+
 def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorContext, *,
                        replicas: int) -> tuple[Action, ...]:
-    """3. Apply the owned objects that differ from the observed ones; delete a disabled dashboard's Service."""
+    """3. Apply the owned objects that differ from the observed ones; delete a disabled dashboard's Service
+    and the external Services no listener needs. While an external address is not known yet (a Service
+    just made, a load balancer not provisioned) the ConfigMap and the StatefulSet wait: brokers restart
+    once, with every address."""
     actions: list[Action] = []
-    for obj in owned_objects(spec, ctx, replicas=replicas):
+    addresses = external_addresses(spec, observed, replicas=replicas)
+    for obj in owned_objects(spec, ctx, replicas=replicas, addresses=addresses):
         key = (obj["kind"], obj["metadata"]["name"])
+        if addresses.waiting and key[0] in ("ConfigMap", "StatefulSet"):
+            continue
         existing = observed.objects.get(key)
         if key[0] == "StatefulSet" and existing is not None:
             # Claim templates are immutable; keep the existing ones (resizing is a PVC expansion).
@@ -361,6 +377,8 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
             actions.append(Apply(obj, create=existing is None))
     if not serves_dashboard(spec, ctx) and ("Service", Names.of(spec).dashboard) in observed.objects:
         actions.append(Delete("v1", "Service", Names.of(spec).dashboard))
+    actions += [Delete("v1", "Service", name) for name in stale_services(spec, observed.objects.values(),
+                                                                         replicas=replicas)]
     return tuple(actions)
 
 
@@ -369,6 +387,16 @@ def wait_for_statefulset(p: ClusterPass) -> Step:
     if p.observed.statefulset(p.spec) is not None:
         return Step()
     return Step(end=End(Phase.CREATING, ClusterReason.CREATING, f"creating {p.spec.brokers} broker(s)"))
+
+
+def wait_for_external_addresses(p: ClusterPass) -> Step:
+    """An external listener's address not known yet: the brokers' config waits for it (plan_owned_objects)."""
+    waiting = external_addresses(p.spec, p.observed, replicas=p.scale.replicas).waiting
+    if not waiting:
+        return Step()
+    return Step(end=End(p.scale.phase, ClusterReason.WAITING_FOR_EXTERNAL_ADDRESSES,
+                        f"external listeners: waiting for {', '.join(waiting[:3])}"
+                        + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else "")))
 
 
 def hold_scale_down(p: ClusterPass) -> Step:
@@ -463,7 +491,8 @@ def plan_rebalance(p: ClusterPass) -> Step:
 
 
 # After the owned objects, in order; the first End stops the pass. The last step always ends it.
-STEPS = (wait_for_statefulset, hold_scale_down, plan_roll, wait_for_brokers, plan_rebalance)
+STEPS = (wait_for_external_addresses, wait_for_statefulset, hold_scale_down, plan_roll, wait_for_brokers,
+         plan_rebalance)
 
 
 # --- the decision -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ For a cluster `demo` in namespace `ns`:
     PodDisruptionBudget demo-broker      maxUnavailable 1: a drain never takes two brokers
     NetworkPolicy      demo-broker       (secured clusters) the replication port admits broker pods only
     StatefulSet        demo-broker       the brokers, one PVC each
+    Service            demo-<l>-bootstrap, demo-<l>-N   per external listener <l> (external.py)
 
 Every object carries an owner reference to the cluster (controller=true), so
 deleting the cluster deletes them (Kubernetes' garbage collector), and the
@@ -35,6 +36,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from tinystream.config.settings import BrokerSettings
+from tinystream.operator.k8s.external import (
+    ADDRESSES_FILE,
+    BROKER_LABEL,
+    LISTENER_LABEL,
+    ExternalAddresses,
+    ExternalService,
+    external_services,
+    listener_config,
+    start_command,
+)
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
 
 DATA_DIR = "/var/lib/tinystream"
@@ -189,10 +200,14 @@ def security_config(cluster: ClusterSpec) -> dict[str, ConfigValue]:
     inter-broker SCRAM user. A NetworkPolicy (network_policy) admits only broker pods to REPLICATION.
     """
     protocol, replication = cluster.security_protocol, cluster.replication_protocol
+    external, external_protocols, external_settings = listener_config(cluster)
     config: dict[str, ConfigValue] = {
-        "listeners": f"CLIENT://0.0.0.0:{cluster.kafka_port},REPLICATION://0.0.0.0:{REPLICATION_PORT}",
-        "listener.security.protocol.map": f"CLIENT:{protocol},REPLICATION:{replication}",
+        "listeners": ",".join([f"CLIENT://0.0.0.0:{cluster.kafka_port}", f"REPLICATION://0.0.0.0:{REPLICATION_PORT}",
+                               *external]),
+        "listener.security.protocol.map": ",".join([f"CLIENT:{protocol}", f"REPLICATION:{replication}",
+                                                    *external_protocols]),
         "inter.broker.listener.name": "REPLICATION",
+        **external_settings,
     }
     principals = []
     if cluster.tls:
@@ -227,7 +242,8 @@ def network_policy(cluster: ClusterSpec) -> dict[str, Any]:
             "policyTypes": ["Ingress"],
             "ingress": [
                 {"ports": [{"port": cluster.kafka_port, "protocol": "TCP"},
-                           {"port": cluster.admin_port, "protocol": "TCP"}]},
+                           {"port": cluster.admin_port, "protocol": "TCP"},
+                           *({"port": listener.port, "protocol": "TCP"} for listener in cluster.external)]},
                 {"ports": [{"port": REPLICATION_PORT, "protocol": "TCP"}],
                  "from": [{"podSelector": {"matchLabels": selector_labels(cluster)}}]},
             ],
@@ -285,12 +301,17 @@ def render_toml(cluster: ClusterSpec, config: Mapping[str, ConfigValue]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def config_map(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Any]:
+def config_map(cluster: ClusterSpec, ctx: OperatorContext,
+               addresses: ExternalAddresses | None = None) -> dict[str, Any]:
+    """broker.toml, and with external listeners each broker's advertised external addresses (external.py)."""
+    data = {CONFIG_FILE: render_toml(cluster, broker_config(cluster, ctx))}
+    if cluster.external:
+        data[ADDRESSES_FILE] = (addresses or ExternalAddresses()).render()
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(cluster, Names.of(cluster).config),
-        "data": {CONFIG_FILE: render_toml(cluster, broker_config(cluster, ctx))},
+        "data": data,
     }
 
 
@@ -330,6 +351,30 @@ def client_service(cluster: ClusterSpec) -> dict[str, Any]:
             "selector": selector_labels(cluster),
             "ports": [{"name": "kafka", "port": cluster.kafka_port, "targetPort": "kafka", "protocol": "TCP"}],
         },
+    }
+
+
+def external_service(cluster: ClusterSpec, service: ExternalService) -> dict[str, Any]:
+    """A Service of an external listener: the bootstrap (every broker) or one broker's (its pod alone, by the
+    StatefulSet's pod-name label). externalTrafficPolicy Cluster: a node port answers on every node."""
+    listener = service.listener
+    meta = _metadata(cluster, service.name, "external")
+    meta["labels"][LISTENER_LABEL] = listener.name
+    selector = selector_labels(cluster)
+    if service.broker is not None:
+        meta["labels"][BROKER_LABEL] = str(service.broker)
+        selector = {**selector, "statefulset.kubernetes.io/pod-name": Names.of(cluster).pod(service.broker)}
+    port: dict[str, Any] = {"name": listener.name, "port": listener.port, "targetPort": listener.port,
+                            "protocol": "TCP"}
+    if service.node_port is not None:
+        port["nodePort"] = service.node_port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        # A broker's own Service reaches it before it is ready, as the headless Service does.
+        "spec": {"type": service.service_type, "selector": selector, "ports": [port],
+                 "publishNotReadyAddresses": service.broker is not None},
     }
 
 
@@ -398,6 +443,8 @@ def _broker_container(cluster: ClusterSpec, ctx: OperatorContext, names: Names) 
          "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}}},
         {"name": "TINYSTREAM_ADVERTISED_HOST", "value": f"$(POD_NAME).{names.headless}.$(POD_NAMESPACE).svc"},
     ]
+    if cluster.external:  # the node's address: a nodeport listener advertises it (external.START_SCRIPT)
+        env.append({"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
     container: dict[str, Any] = {
         "name": "broker",
         "image": cluster.image or ctx.broker_image,
@@ -406,7 +453,9 @@ def _broker_container(cluster: ClusterSpec, ctx: OperatorContext, names: Names) 
         "env": env,
         "ports": [{"name": "kafka", "containerPort": cluster.kafka_port, "protocol": "TCP"},
                   {"name": "admin", "containerPort": cluster.admin_port, "protocol": "TCP"},
-                  {"name": "replication", "containerPort": REPLICATION_PORT, "protocol": "TCP"}],
+                  {"name": "replication", "containerPort": REPLICATION_PORT, "protocol": "TCP"},
+                  *({"name": f"x-{listener.name}", "containerPort": listener.port, "protocol": "TCP"}
+                    for listener in cluster.external)],
         # Startup: log recovery after a crash scans the active segments; allow 10 minutes.
         "startupProbe": _probe("/healthz", period=5, failures=120),
         # Liveness: the process answers. Readiness: registered with the controller and caught up.
@@ -420,6 +469,10 @@ def _broker_container(cluster: ClusterSpec, ctx: OperatorContext, names: Names) 
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }
+    if cluster.external:
+        del container["args"]
+        container["command"] = start_command(addresses_file=f"{CONFIG_DIR}/{ADDRESSES_FILE}",
+                                             config_file=f"{CONFIG_DIR}/{CONFIG_FILE}")
     if cluster.resources:
         container["resources"] = dict(cluster.resources)
     if cluster.tls:
@@ -508,10 +561,13 @@ def serves_dashboard(cluster: ClusterSpec, ctx: OperatorContext) -> bool:
     return cluster.dashboard and ctx.dashboard_port > 0
 
 
-def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int) -> list[dict[str, Any]]:
-    """Every object the cluster should own, in a safe creation order (config before pods)."""
-    cm = config_map(cluster, ctx)
+def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int,
+                  addresses: ExternalAddresses | None = None) -> list[dict[str, Any]]:
+    """Every object the cluster should own, in a safe creation order (config before pods); `addresses`:
+    the brokers' external addresses (external.advertised_addresses), for the ConfigMap."""
+    cm = config_map(cluster, ctx, addresses)
     objects = [cm, headless_service(cluster), client_service(cluster), controller_service(cluster, ctx)]
+    objects += [external_service(cluster, s) for s in external_services(cluster, replicas=replicas)]
     if serves_dashboard(cluster, ctx):
         objects.append(dashboard_service(cluster, ctx))
     objects.append(network_policy(cluster))

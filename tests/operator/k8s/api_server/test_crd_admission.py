@@ -69,6 +69,17 @@ def test_a_secured_cluster_is_accepted(control_plane, namespace) -> None:
     assert stored["spec"]["listeners"]["tls"] is False and stored["spec"]["authorization"] == {"type": "none"}
 
 
+def test_external_listeners_are_accepted_with_their_defaults(control_plane, namespace) -> None:
+    external = [{"name": "ext", "port": 9094, "type": "nodeport", "bootstrap": {"nodePort": 30900},
+                 "brokers": [{"broker": 0, "nodePort": 30901, "advertisedHost": "kafka-0.example.com"}]},
+                {"name": "lb", "port": 9095, "type": "loadbalancer", "authentication": {"type": "tls"}}]
+    status, stored = create(control_plane, namespace, with_spec(CLUSTER, listeners__external=external))
+    assert status == 201, stored
+    ext, lb = stored["spec"]["listeners"]["external"]
+    assert (ext["tls"], ext["authentication"]) == (True, {"type": "scram-sha-512"})
+    assert (lb["tls"], lb["authentication"]) == (True, {"type": "tls"})
+
+
 @pytest.mark.parametrize("change,expected", [
     ({"brokers": 0}, "should be greater than or equal to 1"),
     ({"brokers": 101}, "should be less than or equal to 100"),
@@ -91,6 +102,34 @@ def test_a_secured_cluster_is_accepted(control_plane, namespace) -> None:
     ({"listeners__authentication": {"type": "kerberos"}}, "Unsupported value"),
     ({"listeners__authentication": {"type": "none"}}, "authorization needs listeners.authentication"),
     ({"certificates": {"validityDays": 10, "renewalDays": 10}}, "renewalDays must be below"),
+    # spec.listeners.external (issue 23)
+    ({"listeners__external": [{"name": "Ext", "port": 9094, "type": "nodeport"}]}, "should match"),
+    ({"listeners__external": [{"name": "external12345", "port": 9094, "type": "nodeport"}]}, "Too long"),
+    ({"listeners__external": [{"name": "ext", "port": 9094, "type": "ingress"}]}, "Unsupported value"),
+    ({"listeners__external": [{"name": "ext", "port": 80, "type": "nodeport"}]}, "greater than or equal to 1024"),
+    ({"listeners__external": [{"name": "ext", "type": "nodeport"}]}, "Required value"),
+    ({"listeners__external": [{"name": "client", "port": 9094, "type": "nodeport"}]},
+     "must not be client or replication"),
+    ({"listeners__external": [{"name": "ext", "port": 9093, "type": "nodeport"}]}, "replication listener"),
+    ({"listeners__external": [{"name": "ext", "port": 9092, "type": "nodeport"}]},
+     "must differ from listeners.kafka and listeners.admin"),
+    ({"listeners__external": [{"name": "a", "port": 9094, "type": "nodeport"},
+                              {"name": "a", "port": 9095, "type": "nodeport"}]}, "name must be unique"),
+    ({"listeners__external": [{"name": "a", "port": 9094, "type": "nodeport"},
+                              {"name": "b", "port": 9094, "type": "nodeport"}]}, "port must be unique"),
+    ({"listeners__tls": False, "listeners__authentication": {"type": "none"}, "authorization": {"type": "none"},
+      "listeners__external": [{"name": "ext", "port": 9094, "type": "nodeport"}]},
+     "an external listener with tls needs listeners.tls"),
+    ({"listeners__external": [{"name": "ext", "port": 9094, "type": "nodeport", "tls": False,
+                               "authentication": {"type": "tls"}}]}, "authentication.type tls needs tls"),
+    ({"listeners__external": [{"name": "ext", "port": 9094, "type": "loadbalancer",
+                               "bootstrap": {"nodePort": 30000}}]}, "nodePort is for type nodeport only"),
+    ({"listeners__external": [{"name": "ext", "port": 9094, "type": "nodeport",
+                               "brokers": [{"broker": 0}, {"broker": 0}]}]}, "names each broker once"),
+    ({"listeners__external": [{"name": "ext", "port": 9094, "type": "nodeport",
+                               "brokers": [{"broker": 0, "advertisedHost": "a host"}]}]}, "should match"),
+    ({"listeners__external": [{"name": "ext", "port": 9094, "type": "nodeport",
+                               "brokers": [{"broker": 0, "nodePort": 70000}]}]}, "less than or equal to 65535"),
 ])
 def test_a_bad_cluster_is_refused_by_the_api_server(control_plane, namespace, change, expected) -> None:
     message = refusal(*create(control_plane, namespace, with_spec(CLUSTER, **change)))

@@ -80,3 +80,29 @@ async def test_a_topic_the_controller_cannot_place_reports_it_in_status(api, con
     await api.create(TS, "topics", topic("wide", replicationFactor=5))
     wide = await api.wait_for(TS, "topics", "wide", lambda o: ready_condition(o), timeout=30)
     assert ready_condition(wide)["reason"] == "ReplicationFactorTooLarge"
+
+
+async def test_external_listener_services_get_node_ports_that_the_brokers_advertise(api, controller) -> None:
+    external = [{"name": "ext", "port": 9094, "type": "nodeport", "brokers": [{"broker": 1, "nodePort": 30911}]}]
+    cluster = {**CLUSTER, "spec": {**CLUSTER["spec"], "brokers": 2, "listeners": {"external": external}}}
+    await api.create(TS, "tinystreamclusters", cluster)
+    services = {}
+    for name in ("demo-ext-bootstrap", "demo-ext-0", "demo-ext-1"):
+        services[name] = await api.wait_for("v1", "services", name, lambda o: o is not None, timeout=30)
+        assert services[name]["spec"]["type"] == "NodePort"
+    assert services["demo-ext-1"]["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == "demo-broker-1"
+    allocated = services["demo-ext-0"]["spec"]["ports"][0]["nodePort"]  # the API server's pick
+    assert services["demo-ext-1"]["spec"]["ports"][0]["nodePort"] == 30911
+    config = await api.wait_for("v1", "configmaps", "demo-config", lambda o: o is not None, timeout=30)
+    assert config["data"]["external-listeners"] == f"0 EXT - {allocated}\n1 EXT - 30911\n"
+    assert "EXT://0.0.0.0:9094" in config["data"]["broker.toml"]
+    sts = await api.wait_for("apps/v1", "statefulsets", "demo-broker", lambda o: o is not None, timeout=30)
+    assert sts["spec"]["template"]["spec"]["containers"][0]["command"][0] == "/bin/sh"
+
+    # The listener removed: its Services go, and the brokers' config no longer has it.
+    await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"listeners": {"external": None}}})
+    for name in services:
+        await api.wait_for("v1", "services", name, lambda o: o is None, timeout=30)
+    config = await api.wait_for("v1", "configmaps", "demo-config",
+                                lambda o: "external-listeners" not in o["data"], timeout=30)
+    assert "EXT://" not in config["data"]["broker.toml"]
