@@ -32,6 +32,18 @@ class ClusterReason(str, enum.Enum):
     WAITING_FOR_CONTROLLER = "WaitingForController"
     INVALID_BROKER_CONFIG = "InvalidBrokerConfig"
     SECRET_NOT_OWNED = "SecretNotOwned"  # a Secret the cluster needs is there under another owner
+    RESIZING_STORAGE = "ResizingStorage"  # the StatefulSet is re-created for a larger claim template
+
+
+class StorageReason(str, enum.Enum):
+    """The `StorageResized` condition's reasons (volume_expansion.py)."""
+
+    AT_SIZE = "ClaimsAtRequestedSize"
+    RESIZING = "ClaimsResizing"
+    FILE_SYSTEM_RESIZE_PENDING = "FileSystemResizePending"
+    NOT_EXPANDABLE = "StorageClassNotExpandable"
+    CLASS_NOT_FOUND = "StorageClassNotFound"
+    SHRINK_REFUSED = "ShrinkRefused"
 
 
 class TopicReason(str, enum.Enum):
