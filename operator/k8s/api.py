@@ -60,6 +60,8 @@ KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind("v1", "Service", "services"),
     Kind("v1", "Pod", "pods"),
     Kind("v1", "Node", "nodes", namespaced=False),
+    Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    Kind("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False),
     Kind("apps/v1", "StatefulSet", "statefulsets"),
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
@@ -185,10 +187,16 @@ class KubeClient:
         path = kind_of(api_version, kind).path(namespace, name, subresource)
         return await self._request("PATCH", path, body=patch, content_type=JSON_PATCH if json_patch else MERGE)
 
-    async def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
-        """True when deleted (or deletion started), False when already gone."""
+    async def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None, *,
+                     propagation: str | None = None) -> bool:
+        """True when deleted (or deletion started), False when already gone.
+
+        `propagation`: the DeleteOptions propagationPolicy (Orphan keeps the dependents).
+        """
+        body = None if propagation is None else {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                 "propagationPolicy": propagation}
         try:
-            await self._request("DELETE", kind_of(api_version, kind).path(namespace, name))
+            await self._request("DELETE", kind_of(api_version, kind).path(namespace, name), body=body)
         except NotFound:
             return False
         return True

@@ -3,8 +3,9 @@
 - secure: make (or renew) the Secrets spec.listeners asks for
   (cluster_tls.ensure_security); a Secret held by another owner stops the pass
   (SecretNotOwned, retried in 30 s).
-- observe: the owned objects, the broker pods, the Topics' largest
-  replication factor, the nodes' racks and the controller's view.
+- observe: the owned objects, the broker pods and their data claims (and
+  the claims' StorageClass), the Topics' largest replication factor, the
+  nodes' racks and the controller's view.
 - plan: reconcile.plan_cluster, pure.
 - execute: each action through EXECUTORS, a table keyed by the action's
   type; the actions for the controller core go to it in one call.
@@ -41,11 +42,13 @@ from tinystream.operator.k8s.reconcile import (
     EndRollDrain,
     MoveLeadership,
     Observed,
+    OrphanStatefulSet,
     Rebalance,
     plan_cluster,
     status_conditions,
 )
 from tinystream.operator.k8s.resources import Names, owned_objects, selector_labels
+from tinystream.operator.k8s.volume_expansion import Claim, ExpandClaim, StorageClassView
 
 
 @dataclass
@@ -73,6 +76,19 @@ async def _delete_pod(run: Execution, action: DeletePod) -> None:
     await run.client.delete("v1", "Pod", action.name, run.spec.namespace)
 
 
+async def _expand_claim(run: Execution, action: ExpandClaim) -> None:
+    kopf.info(run.body, reason="ExpandingVolume", message=f"{action.name}: requesting {action.size}")
+    await run.client.patch("v1", "PersistentVolumeClaim", action.name, run.spec.namespace,
+                           {"spec": {"resources": {"requests": {"storage": action.size}}}})
+
+
+async def _orphan_statefulset(run: Execution, action: OrphanStatefulSet) -> None:
+    # Claim templates are immutable: the StatefulSet goes (its pods and claims stay) and comes back with new ones.
+    kopf.info(run.body, reason="RecreatingStatefulSet",
+              message=f"{action.name}: deleted with its pods orphaned, re-created with claims of {run.spec.storage_size}")
+    await run.client.delete("apps/v1", "StatefulSet", action.name, run.spec.namespace, propagation="Orphan")
+
+
 async def _to_controller(run: Execution, action: BrokerAction) -> None:
     run.for_controller.append(action)
 
@@ -82,6 +98,8 @@ EXECUTORS: Mapping[type, Executor] = {
     Apply: _apply,
     Delete: _delete,
     DeletePod: _delete_pod,
+    ExpandClaim: _expand_claim,
+    OrphanStatefulSet: _orphan_statefulset,
     MoveLeadership: _to_controller,
     DrainBrokers: _to_controller,
     Rebalance: _to_controller,
@@ -165,13 +183,15 @@ class ClusterReconciler:
                      for t in await client.list(API_VERSION, "Topic", spec.namespace)
                      if (t.get("spec") or {}).get("cluster") == spec.name]
         racks = await self._racks(spec, broker_pods)
+        claims = await self._claims(spec)
         partitions = await controller.partitions(key)  # opens the cluster's controller on first use
         return Observed(objects=objects, pods=broker_pods, partitions=partitions,
                         max_replication_factor=max(topic_rfs, default=0),
                         fenced=await controller.fenced(key), racks=racks,
                         drained_for_roll=await controller.drained_for_roll(key),
                         registered=await controller.registered(key),
-                        cluster_id=await controller.cluster_id(key))
+                        cluster_id=await controller.cluster_id(key),
+                        claims=claims, storage_class=await self._storage_class(spec, claims))
 
     async def _objects(self, spec: ClusterSpec) -> dict[tuple[str, str], dict[str, Any]]:
         client = self.deps.kube()
@@ -192,6 +212,17 @@ class ClusterReconciler:
         pods = await self.deps.kube().list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
         return tuple(BrokerPod.from_pod(p) for p in pods
                      if p["metadata"]["name"].startswith(Names.of(spec).statefulset + "-"))
+
+    async def _claims(self, spec: ClusterSpec) -> tuple[Claim, ...]:
+        prefix = f"data-{Names.of(spec).statefulset}-"
+        claims = await self.deps.kube().list("v1", "PersistentVolumeClaim", spec.namespace, labels=selector_labels(spec))
+        return tuple(Claim.from_pvc(c) for c in claims
+                     if c["metadata"]["name"].startswith(prefix) and c["metadata"]["name"][len(prefix):].isdigit())
+
+    async def _storage_class(self, spec: ClusterSpec, claims: tuple[Claim, ...]) -> StorageClassView | None:
+        name = next((c.storage_class for c in claims if c.storage_class), spec.storage_class)
+        found = await self.deps.kube().get("storage.k8s.io/v1", "StorageClass", name) if name else None
+        return StorageClassView.from_object(found) if found is not None else None
 
     async def _racks(self, spec: ClusterSpec, pods: tuple[BrokerPod, ...]) -> dict[int, str]:
         racks: dict[int, str] = {}

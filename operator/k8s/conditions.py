@@ -33,6 +33,18 @@ class ClusterReason(str, enum.Enum):
     INVALID_BROKER_CONFIG = "InvalidBrokerConfig"
     SECRET_NOT_OWNED = "SecretNotOwned"  # a Secret the cluster needs is there under another owner
     WAITING_FOR_EXTERNAL_ADDRESSES = "WaitingForExternalAddresses"  # a node port or load balancer not known yet
+    RESIZING_STORAGE = "ResizingStorage"  # the StatefulSet is re-created for a larger claim template
+
+
+class StorageReason(str, enum.Enum):
+    """The `StorageResized` condition's reasons (volume_expansion.py)."""
+
+    AT_SIZE = "ClaimsAtRequestedSize"
+    RESIZING = "ClaimsResizing"
+    FILE_SYSTEM_RESIZE_PENDING = "FileSystemResizePending"
+    NOT_EXPANDABLE = "StorageClassNotExpandable"
+    CLASS_NOT_FOUND = "StorageClassNotFound"
+    SHRINK_REFUSED = "ShrinkRefused"
 
 
 class TopicReason(str, enum.Enum):

@@ -23,11 +23,14 @@ ends the pass with the reason that becomes the Ready condition:
      the StatefulSet shrinks only when they hold none.
 3. plan_owned_objects: owned objects whose desired fields differ from the
    observed ones are applied (create-or-patch); a disabled dashboard's Service
-   and external Services no listener needs are deleted. Then
-   wait_for_external_addresses, wait_for_statefulset and hold_scale_down stop
-   the pass while an external listener's address is not known (the brokers'
-   config waits for it), the StatefulSet is new or a scale-down is blocked or
-   draining.
+   and external Services no listener needs are deleted. plan_volumes
+   (volume_expansion.py): a larger spec.storage.size expands the claims, and
+   the StatefulSet (claim templates are immutable) is deleted with orphan
+   propagation and re-created on the next pass; the pass stops meanwhile
+   (ResizingStorage). Then wait_for_external_addresses, wait_for_statefulset
+   and hold_scale_down stop the pass while an external listener's address is
+   not known (the brokers' config waits for it), the StatefulSet is new or a
+   scale-down is blocked or draining.
 4. plan_roll: rolling update (the StatefulSet is OnDelete): one broker at a
    time, highest ordinal first, only when every broker is ready and every ISR
    is full; a broker that leads partitions first hands leadership away
@@ -35,8 +38,8 @@ ends the pass with the reason that becomes the Ready condition:
    ISR and its readiness, so from then on the checks look past that broker.
 5. wait_for_brokers, plan_rebalance: every broker ready; brokers that host no
    replica get a fair share; else Ready.
-6. cluster_status, status_conditions: the status fields, the Ready and
-   Secure conditions.
+6. cluster_status, status_conditions: the status fields, the Ready,
+   Secure and StorageResized conditions.
 
 Without a controller view (`observed.partitions is None`, the controller core
 not attached), the ISR checks cannot be made: rolls then wait for pod
@@ -60,6 +63,7 @@ from tinystream.operator.k8s.resources import (
     owned_objects,
     serves_dashboard,
 )
+from tinystream.operator.k8s.volume_expansion import Claim, ExpandClaim, StorageClassView, StoragePlan, plan_storage
 
 REVISION_LABEL = "controller-revision-hash"
 WAIT_S = 5.0  # how soon to look again while waiting for pods or ISRs
@@ -123,6 +127,8 @@ class Observed:
     racks: Mapping[int, str] = field(default_factory=dict)
     registered: frozenset[int] | None = None  # brokers the controller knows; None: no controller view
     cluster_id: str | None = None
+    claims: tuple[Claim, ...] = ()  # the brokers' data claims
+    storage_class: StorageClassView | None = None  # the claims' StorageClass; None: not found (or none named)
 
     def statefulset(self, cluster: ClusterSpec) -> Mapping[str, Any] | None:
         return self.objects.get(("StatefulSet", Names.of(cluster).statefulset))
@@ -151,6 +157,13 @@ class Delete:
 class DeletePod:
     name: str
     broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanStatefulSet:
+    """Delete the StatefulSet with propagationPolicy Orphan: its pods and claims stay (volume_expansion.py)."""
+
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +196,8 @@ class BrokerDown:
     reason: str
 
 
-Action = Apply | Delete | DeletePod | MoveLeadership | DrainBrokers | Rebalance | EndRollDrain
+Action = (Apply | Delete | DeletePod | MoveLeadership | DrainBrokers | Rebalance | EndRollDrain | ExpandClaim
+          | OrphanStatefulSet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +207,7 @@ class ClusterPlan:
     condition: Condition
     status: dict[str, Any]  # every status field but conditions
     requeue_after: float | None = None
+    storage: Condition | None = None  # StorageResized; None: not decided in this pass (invalid config)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -302,9 +317,11 @@ class ClusterPass:
         return sorted((p for p in self.observed.pods if p.ordinal < self.scale.replicas), key=lambda p: p.ordinal)
 
 
-def _plan(spec: ClusterSpec, observed: Observed, actions: Sequence[Action], end: End) -> ClusterPlan:
+def _plan(spec: ClusterSpec, observed: Observed, actions: Sequence[Action], end: End,
+          storage: StoragePlan | None = None) -> ClusterPlan:
     return ClusterPlan(tuple(actions), end.phase, ready(end.ok, end.reason, end.message, generation=spec.generation),
-                       cluster_status(spec, observed, end.phase), None if end.ok else end.requeue)
+                       cluster_status(spec, observed, end.phase), None if end.ok else end.requeue,
+                       storage.condition if storage is not None else None)
 
 
 # --- the steps, in order ------------------------------------------------------------------
@@ -382,10 +399,47 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
     return tuple(actions)
 
 
+def template_size(statefulset: Mapping[str, Any] | None) -> str | None:
+    """The size of the StatefulSet's `data` claim template; None without a StatefulSet."""
+    for claim in (statefulset or {}).get("spec", {}).get("volumeClaimTemplates") or ():
+        if (claim.get("metadata") or {}).get("name") == "data":
+            return str(claim["spec"]["resources"]["requests"]["storage"])
+    return None
+
+
+def plan_volumes(spec: ClusterSpec, observed: Observed, scale: Scale) -> StoragePlan:
+    """3b. A larger spec.storage.size: expand the claims, re-create the StatefulSet (volume_expansion.py)."""
+    sts = observed.statefulset(spec)
+    current = int(sts.get("spec", {}).get("replicas", 0)) if sts is not None else None
+    if sts is not None and (sts.get("metadata") or {}).get("deletionTimestamp"):
+        sts = None  # going already (hold_for_new_template waits): its template is not deleted twice
+    class_name = next((c.storage_class for c in observed.claims if c.storage_class), spec.storage_class)
+    return plan_storage(size=spec.storage_size, claims=observed.claims, replicas=max(scale.replicas, spec.brokers),
+                        template_size=template_size(sts), storage_class=observed.storage_class,
+                        class_name=class_name, scaling=current is not None and current != spec.brokers,
+                        generation=spec.generation)
+
+
+def hold_for_new_template(spec: ClusterSpec, observed: Observed, storage: StoragePlan) -> End | None:
+    """The StatefulSet is deleted (orphaning its pods) or still going: stop the pass until it is re-created."""
+    sts = observed.statefulset(spec)
+    name = Names.of(spec).statefulset
+    if storage.recreate_statefulset:
+        return End(Phase.RUNNING, ClusterReason.RESIZING_STORAGE,
+                   f"re-creating StatefulSet {name} with claims of {spec.storage_size}; its pods keep running")
+    if sts is not None and (sts.get("metadata") or {}).get("deletionTimestamp"):
+        return End(Phase.RUNNING, ClusterReason.RESIZING_STORAGE,
+                   f"waiting for StatefulSet {name} to go (orphan deletion) before re-creating it")
+    return None
+
+
 def wait_for_statefulset(p: ClusterPass) -> Step:
     """No StatefulSet yet: the owned objects create it, and the pass stops."""
     if p.observed.statefulset(p.spec) is not None:
         return Step()
+    if p.observed.pods:  # re-created (a larger claim template, or deleted by hand): it adopts the pods
+        return Step(end=End(Phase.CREATING, ClusterReason.CREATING,
+                            f"creating the StatefulSet; it adopts the {len(p.observed.pods)} broker pod(s) there"))
     return Step(end=End(Phase.CREATING, ClusterReason.CREATING, f"creating {p.spec.brokers} broker(s)"))
 
 
@@ -505,20 +559,30 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
     if invalid is not None:
         return _plan(spec, observed, (), invalid)
     scale = plan_scale(spec, observed)
+    storage = plan_volumes(spec, observed, scale)
     owned = plan_owned_objects(spec, observed, ctx, replicas=scale.replicas)
-    actions = [*scale.actions, *owned]
+    held = hold_for_new_template(spec, observed, storage)
+    if held is not None:  # no StatefulSet update in this pass: it is (being) deleted
+        owned = tuple(a for a in owned if not (isinstance(a, Apply) and a.key[0] == "StatefulSet"))
+    actions: list[Action] = [*scale.actions, *owned, *storage.expand]
+    if storage.recreate_statefulset:
+        actions.append(OrphanStatefulSet(Names.of(spec).statefulset))
+    if held is not None:
+        return _plan(spec, observed, actions, held, storage)
     sts_changing = any(isinstance(a, Apply) and a.key[0] == "StatefulSet" for a in owned)
     current = ClusterPass(spec, observed, scale, sts_changing)
     for step in STEPS:
         result = step(current)
         actions += result.actions
         if result.end is not None:
-            return _plan(spec, observed, actions, result.end)
+            return _plan(spec, observed, actions, result.end, storage)
     raise AssertionError("plan_rebalance always ends the pass")
 
 
 def status_conditions(spec: ClusterSpec, plan: ClusterPlan,
                       previous: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """7. The status conditions after a pass: Ready from the plan, Secure from spec's opt-outs."""
+    """7. The status conditions after a pass: Ready and StorageResized from the plan, Secure from spec's opt-outs."""
     conditions = merge_condition(previous, plan.condition)
+    if plan.storage is not None:
+        conditions = merge_condition(conditions, plan.storage)
     return merge_condition(conditions, secure_condition(spec.insecure, generation=spec.generation))

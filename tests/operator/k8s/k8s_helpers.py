@@ -148,11 +148,24 @@ def _cel_nodes(schema: Mapping[str, Any], value: Any, old: Any, path: str
             yield from _cel_nodes(schema["items"], item, None, f"{path}[{i}]")
 
 
+def _kubernetes_cel_functions() -> dict[str, Any]:
+    """The part of Kubernetes' CEL quantity library the CRDs use: quantity(s).compareTo(quantity(t))."""
+    import celpy
+
+    from tinystream.operator.k8s.volume_expansion import quantity
+
+    def compare_to(a: Any, b: Any) -> Any:
+        return celpy.celtypes.IntType((a > b) - (a < b))
+
+    return {"quantity": lambda text: quantity(str(text)), "compareTo": compare_to}
+
+
 def cel_errors(schema: Mapping[str, Any], obj: Any, old: Any = None) -> list[str]:
     """Messages of the CEL rules `obj` breaks (`old`: the stored object on an update)."""
     import celpy
 
     env = celpy.Environment()
+    functions = _kubernetes_cel_functions()
     errors: list[str] = []
     for path, node, value, old_value in _cel_nodes(schema, obj, old, ""):
         for rule in node.get("x-kubernetes-validations", []):
@@ -164,7 +177,7 @@ def cel_errors(schema: Mapping[str, Any], obj: Any, old: Any = None) -> list[str
             if transition:
                 activation["oldSelf"] = celpy.json_to_cel(old_value)
             try:
-                result = env.program(env.compile(expr)).evaluate(activation)
+                result = env.program(env.compile(expr), functions=functions).evaluate(activation)
             except celpy.CELEvalError as exc:  # the API server refuses on evaluation errors too
                 errors.append(f"{path or '/'}: {rule.get('message', expr)} (evaluation error: {exc.args[0]})")
                 continue

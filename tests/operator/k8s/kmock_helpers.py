@@ -39,6 +39,8 @@ RESOURCES = [
     ("v1/configmaps", "ConfigMap", True, set()),
     ("v1/secrets", "Secret", True, set()),
     ("v1/pods", "Pod", True, {"status"}),
+    ("v1/persistentvolumeclaims", "PersistentVolumeClaim", True, {"status"}),
+    ("storage.k8s.io/v1/storageclasses", "StorageClass", False, set()),
     ("v1/events", "Event", True, set()),
     ("v1/nodes", "Node", False, {"status"}),
     ("v1/namespaces", "Namespace", False, {"status"}),

@@ -188,6 +188,14 @@ def test_cluster_storage_class_is_immutable(cluster_crd):
     assert admission_errors(cluster_crd, grown, old=CLUSTER) == []
 
 
+def test_cluster_storage_size_grows_and_never_shrinks(cluster_crd):
+    assert admission_errors(cluster_crd, with_spec(CLUSTER, storage__size="30Gi"), old=CLUSTER) == []
+    assert admission_errors(cluster_crd, with_spec(CLUSTER, storage__size="0.5Ti"), old=CLUSTER) == []
+    for smaller in ("10Gi", "20G", "19Gi"):
+        errors = admission_errors(cluster_crd, with_spec(CLUSTER, storage__size=smaller), old=CLUSTER)
+        assert any("storage.size cannot shrink" in e for e in errors), (smaller, errors)
+
+
 # --- Topic admission ----------------------------------------------------------------------
 
 def test_full_topic_is_accepted(topic_crd):

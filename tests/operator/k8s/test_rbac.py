@@ -2,7 +2,8 @@
 
 The operator runs against KMock through a scenario that makes it use every
 permission (CRD upgrade at start-up, peering, create, status, a roll, a
-dashboard switched off, rack lookup, topic finalizers, events); each request
+dashboard switched off, rack lookup, topic finalizers, events, a volume
+expansion); each request
 it sent (kopf's and its own, told apart by User-Agent) is turned into an
 RBAC verb and resource and checked against the rendered Roles.
 """
@@ -67,6 +68,19 @@ async def scenario(api: Api, server) -> None:
     await api.delete(TS, "topics", "t1")
     await api.delete(TS, "topics", "t2")
     await api.wait_for(TS, "topics", "t2", lambda o: o is None)
+    # A larger storage size on an expandable class: the claim is patched, the StatefulSet deleted and re-created.
+    await api.in_namespace(None).create("storage.k8s.io/v1", "storageclasses", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"},
+        "provisioner": "x", "allowVolumeExpansion": True})
+    await api.create("v1", "persistentvolumeclaims", {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+        "name": "data-demo-broker-0", "labels": sts["spec"]["selector"]["matchLabels"]},
+        "spec": {"storageClassName": "fast", "resources": {"requests": {"storage": "10Gi"}}},
+        "status": {"phase": "Bound", "capacity": {"storage": "10Gi"}}})
+    await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"storage": {"size": "20Gi"}}})
+    await api.wait_for("v1", "persistentvolumeclaims", "data-demo-broker-0",
+                       lambda o: o["spec"]["resources"]["requests"]["storage"] == "20Gi")
+    await api.wait_for("apps/v1", "statefulsets", "demo-broker", lambda o: o is not None and o["spec"][
+        "volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "20Gi")
     # Dashboard off: its Service is deleted.
     await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"dashboard": {"enabled": False}}})
     await api.wait_for("v1", "services", "demo-dashboard", lambda o: o is None)
@@ -107,6 +121,7 @@ async def test_every_operator_call_is_granted_by_the_chart(kmock, tmp_path):
     verbs_seen = {(v, r) for v, _, r, _ in calls}
     # The scenario did exercise the risky permissions.
     assert {("delete", "pods"), ("delete", "services"), ("get", "nodes"), ("patch", "customresourcedefinitions"),
-            ("patch", "clusterkopfpeerings"), ("create", "events"), ("patch", "topics")} <= verbs_seen, verbs_seen
+            ("patch", "clusterkopfpeerings"), ("create", "events"), ("patch", "topics"),
+            ("patch", "persistentvolumeclaims"), ("delete", "statefulsets"), ("get", "storageclasses")} <= verbs_seen, verbs_seen
     missing = sorted(c for c in calls if not granted(rules, verb=c[0], group=c[1], resource=c[2], name=c[3]))
     assert missing == [], f"calls the chart's RBAC does not grant: {missing}"

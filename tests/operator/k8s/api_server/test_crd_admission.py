@@ -177,6 +177,21 @@ def test_update_rules_partitions_grow_and_identity_and_storage_class_stay(contro
     assert "storageClass is immutable" in refusal(*control_plane.request("PUT", cluster_path, changed))
 
 
+def test_storage_size_grows_and_a_shrink_is_refused_by_the_api_server(control_plane, namespace) -> None:
+    status, _ = create(control_plane, namespace, CLUSTER, dry_run=False)  # storage.size 20Gi
+    assert status == 201
+    path = f"{GROUP}/namespaces/{namespace}/tinystreamclusters/demo"
+
+    def resize(size: str) -> tuple[int, dict]:
+        return control_plane.request("PUT", path, with_spec(control_plane.request("GET", path)[1], storage__size=size))
+
+    assert resize("0.5Ti")[0] == 200  # quantities compare by value (Kubernetes CEL's quantity library)
+    status, body = resize("500G")  # 500e9 < 0.5 * 2^40
+    assert status == 422, body
+    assert "storage.size cannot shrink" in body["message"]
+    assert resize("512Gi")[0] == 200  # the same size, written differently
+
+
 def test_scale_subresource_sets_brokers_and_status_ignores_spec(control_plane, namespace) -> None:
     status, _ = create(control_plane, namespace, CLUSTER, dry_run=False)
     assert status == 201
