@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -115,19 +116,25 @@ class ClusterReconciler:
         self.deps = deps
         self.reported = ReportedReasons()
         self.issued = IssuedCertificates()
+        self._passes: dict[str, asyncio.Lock] = {}  # per cluster uid: one pass at a time
 
     async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
-        spec = ClusterSpec.from_resource(body)
-        await self.secure(spec, body, status, patch)
-        plan = plan_cluster(spec, status, await self.observe(spec), ctx=self.deps.ctx)
-        await self.execute(spec, plan, body, logger)
-        self.report(spec, plan, body, status, patch)
-        return plan
+        """One pass: observe, plan, act, report. kopf runs a cluster's change handler and its health timer
+        concurrently; two passes at once would act twice on one observation (two creates of one Service
+        racing for its node port, a pod deleted twice in a roll), so a cluster's passes take turns."""
+        async with self._passes.setdefault(_uid(body), asyncio.Lock()):
+            spec = ClusterSpec.from_resource(body)
+            await self.secure(spec, body, status, patch)
+            plan = plan_cluster(spec, status, await self.observe(spec), ctx=self.deps.ctx)
+            await self.execute(spec, plan, body, logger)
+            self.report(spec, plan, body, status, patch)
+            return plan
 
     def forget(self, body: Any) -> None:
-        uid = (body.get("metadata") or {}).get("uid") or ""
+        uid = _uid(body)
         self.reported.forget(uid)
         self.issued.forget(uid)
+        self._passes.pop(uid, None)
 
     async def secure(self, spec: ClusterSpec, body: Any, status: Any, patch: kopf.Patch) -> None:
         deps = self.deps
@@ -257,3 +264,7 @@ class ClusterReconciler:
         for k, v in plan.status.items():
             patch.status[k] = v
         patch.status["conditions"] = status_conditions(spec, plan, previous)
+
+
+def _uid(body: Any) -> str:
+    return str((body.get("metadata") or {}).get("uid") or "")
