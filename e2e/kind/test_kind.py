@@ -98,7 +98,7 @@ def test_operator_is_running(kube):
     ("zero partitions", bad_topic("bad-partitions", "  partitions: 0\n  replicationFactor: 1"),
      "spec.partitions"),
     ("an unknown topic config key", bad_topic("bad-key", "  partitions: 1\n  replicationFactor: 1\n"
-                                                         "  config:\n    flush.ms: 10"),
+                                                         "  config:\n    retention.hours: 10"),
      "unknown topic config key"),
     ("min ISR above the replication factor", bad_topic("bad-isr", "  partitions: 1\n  replicationFactor: 1\n"
                                                                   "  config:\n    min.insync.replicas: 2"),

@@ -28,12 +28,19 @@ broker set with as few moves as possible:
   preferred leaders are spread as evenly as the placement allows (the new
   brokers get leaderships too), changing as few first replicas as possible.
 
-Feed its result to `ReassignPartitions(assignments=...)`.
+`plan_replication_factor` gives one topic's partitions a new number of
+replicas (a Topic resource's replicationFactor, Kafka's
+kafka-reassign-partitions precedent): fewer keeps the in-sync replicas and
+the preferred leader first; more adds the least-loaded brokers, racks the
+partition does not use yet first.
+
+Feed either result to `ReassignPartitions(assignments=...)`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from tinystream.operator.controller.errors import ControllerError, PlacementError
@@ -118,6 +125,49 @@ def plan_reassignment(
         for key in keys
         if final[key] != current[key]
     ]
+
+
+def plan_replication_factor(
+    state: ControllerState | MetadataImage, topic: str, replication_factor: int, brokers: Iterable[int]
+) -> list[ReplicaAssignment]:
+    """Targets giving every partition of `topic` `replication_factor` replicas among `brokers` (the live
+    ones); only partitions whose replica count changes are listed. Lowering keeps in-sync replicas before
+    the others and keeps their order (the preferred leader stays first); raising appends, one at a time,
+    the broker carrying the fewest replicas of the cluster, preferring a rack the partition lacks. Raises
+    PlacementError: an unknown topic, or more replicas than brokers."""
+    image = state if isinstance(state, MetadataImage) else state.image
+    record = image.topic(topic)
+    if record is None:
+        raise PlacementError(ControllerError.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic!r}")
+    live = sorted(set(brokers))
+    if not 1 <= replication_factor <= len(live):
+        raise PlacementError(ControllerError.INVALID_REPLICATION_FACTOR,
+                             f"replication factor {replication_factor} needs as many live brokers; "
+                             f"{len(live)} available")
+    load = Counter(b for _, p in image.iter_partitions() for b in p.target_replicas)
+    rack = {b: (image.brokers[b].rack if b in image.brokers else None) for b in live}
+    plan = []
+    for partition in record.partitions:
+        current = partition.target_replicas
+        if len(current) == replication_factor:
+            continue
+        if len(current) > replication_factor:
+            keep = sorted(sorted(current, key=lambda b: (b not in partition.isr, current.index(b)))[:replication_factor],
+                          key=current.index)
+            target = tuple(keep)
+        else:
+            grown = list(current)
+            while len(grown) < replication_factor:
+                used = {rack.get(b) for b in grown} - {None}
+                pick = min((b for b in live if b not in grown),
+                           key=lambda b: (rack[b] is not None and rack[b] in used, load[b], b))
+                grown.append(pick)
+                load[pick] += 1
+            target = tuple(grown)
+        for gone in set(current) - set(target):
+            load[gone] -= 1
+        plan.append(ReplicaAssignment(topic=topic, partition=partition.partition, replicas=target))
+    return plan
 
 
 def _move_replicas(

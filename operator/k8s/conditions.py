@@ -59,6 +59,7 @@ class TopicReason(str, enum.Enum):
     TOPIC_NAME_CHANGED = "TopicNameChanged"
     CONTROLLER_UNAVAILABLE = "ControllerUnavailable"
     UNDER_REPLICATED = "UnderReplicated"
+    REPLICATION_FACTOR_CHANGING = "ReplicationFactorChanging"
     CONTROLLER_REFUSED = "ControllerRefused"
     # The controller core's refusals, by Kafka error (the message starts with the Kafka name).
     INVALID_REPLICATION_FACTOR = "InvalidReplicationFactor"

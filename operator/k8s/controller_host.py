@@ -17,7 +17,8 @@
   and retry; a cluster whose status cannot be read or written is
   ControllerUnavailable to the handlers.
 - Topic actions become core events (CreateTopic, CreatePartitions,
-  AlterTopicConfig, DeleteTopic); a refusal comes back as ControllerRefused
+  AlterTopicConfig, DeleteTopic; a new replication factor becomes
+  ReassignPartitions onto the live brokers, `plan_replication_factor`); a refusal comes back as ControllerRefused
   with the Kafka error name. Broker actions: MoveLeadership -> DrainBroker
   (KIP-841 controlled shutdown: leaders move to other ISR members) until
   the restart: the core ends it when the broker registers again, and keeps
@@ -73,7 +74,7 @@ from tinystream.operator.controller.config import overrides_from_settings
 from tinystream.operator.controller.errors import StateFormatError
 from tinystream.operator.controller.events import AlterScramCredentials, CreateAcls, DeleteAcls
 from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
-from tinystream.operator.controller.reassignment import plan_reassignment
+from tinystream.operator.controller.reassignment import plan_reassignment, plan_replication_factor
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.controller_secret import SecretSource, broker_admin_token
@@ -82,7 +83,7 @@ from tinystream.operator.k8s.errors import KubeApiError
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.status_store import ClusterStatusStore
-from tinystream.operator.k8s.topics import AlterConfig, GrowPartitions, TopicAction, TopicView
+from tinystream.operator.k8s.topics import AlterConfig, ChangeReplicationFactor, GrowPartitions, TopicAction, TopicView
 from tinystream.operator.k8s.topics import CreateTopic as CreateTopicAction
 from tinystream.operator.k8s.users import UserAccessPlan
 from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
@@ -297,7 +298,8 @@ class OperatorController:
             return None
         return tuple(
             PartitionView(topic=name, partition=p.partition, leader=p.leader, replicas=tuple(p.replicas),
-                          isr=tuple(p.isr), leader_epoch=p.leader_epoch)
+                          isr=tuple(p.isr), leader_epoch=p.leader_epoch, adding=tuple(p.adding_replicas),
+                          removing=tuple(p.removing_replicas))
             for name, p in service.image.iter_partitions())
 
     def _brokers_where(self, cluster: ClusterKey, flag: str) -> frozenset[int]:
@@ -352,6 +354,15 @@ class OperatorController:
                 event = CreatePartitions(topic=action.name, count=action.partitions)
             elif isinstance(action, AlterConfig):
                 event = AlterTopicConfig(topic=action.name, config=dict(action.config))
+            elif isinstance(action, ChangeReplicationFactor):
+                live = [b for b, r in service.image.brokers.items() if not r.fenced and not r.drained]
+                try:
+                    plan = plan_replication_factor(service.image, action.name, action.replication_factor, live)
+                except PlacementError as exc:
+                    raise ControllerRefused(exc.error.name, exc.message) from exc
+                if not plan:
+                    continue
+                event = ReassignPartitions(assignments=tuple(plan))
             else:  # pragma: no cover - the union is closed
                 raise TypeError(f"unknown topic action {action!r}")
             await self._submit(service, event)

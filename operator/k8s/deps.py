@@ -27,6 +27,9 @@ class Deps:
     ctx: OperatorContext = field(default_factory=OperatorContext)
     controller: ControllerPort = field(default_factory=UnattachedController)
     health_interval_s: float = 10.0
+    # How often Topic status takes leaders and ISR from the controller (in memory; written only on a change):
+    # a failover shows in status within this, not within a full reconcile's period (30 s by default).
+    placement_interval_s: float = 2.0
     # How often each TinyStreamUser's Secret is made again if deleted and its certificate renewed if due.
     user_secret_interval_s: float = 60.0
     crds_dir: Any = None  # a Path: upgrade installed CRDs from it at start-up; None: leave them

@@ -237,6 +237,29 @@ class TopicSpec:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """One partition as the controller core has it: what the cluster and Topic decisions read."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader_epoch: int = 0
+    adding: tuple[int, ...] = ()  # a reassignment under way (KIP-455): replicas joining ...
+    removing: tuple[int, ...] = ()  # ... and leaving once they have
+
+    @property
+    def under_replicated(self) -> bool:
+        return not set(self.replicas) <= set(self.isr)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas once a reassignment under way is done."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+
 VALUE_SCHEMA_KEY = "tinystream.value.schema"
 
 

@@ -55,7 +55,7 @@ from typing import Any
 
 from tinystream.operator.k8s.conditions import ClusterReason, Condition, merge_condition, ready, secure_condition
 from tinystream.operator.k8s.external import ExternalAddresses, advertised_addresses, stale_services
-from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
+from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, PartitionView
 from tinystream.operator.k8s.resources import (
     Names,
     broker_config_problems,
@@ -100,20 +100,6 @@ class BrokerPod:
                    revision=(meta.get("labels") or {}).get(REVISION_LABEL),
                    terminating=bool(meta.get("deletionTimestamp")),
                    node=(pod.get("spec") or {}).get("nodeName"))
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionView:
-    topic: str
-    partition: int
-    leader: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader_epoch: int = 0
-
-    @property
-    def under_replicated(self) -> bool:
-        return not set(self.replicas) <= set(self.isr)
 
 
 @dataclass(frozen=True, slots=True)

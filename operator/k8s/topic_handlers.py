@@ -1,8 +1,10 @@
 """kopf handlers for Topic: each a thin call into topic_reconciler.TopicReconciler.
 
-create/update/resume validate and apply; a timer refreshes the partition
-state in status. Delete has a finalizer (the data must be removed), released
-whenever the topic cannot be deleted any more (topic_reconciler.py).
+create/update/resume validate and apply; a timer repeats that pass every
+deps.health_interval_s and, between, copies leaders and ISR from the
+controller into status when they change (every deps.placement_interval_s),
+so a failover shows in seconds.
+Delete has a finalizer (the data must be removed), released whenever the topic cannot be deleted any more (topic_reconciler.py).
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     async def topic_changed(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
         await reconciler.reconcile(body, status, patch, logger)
 
-    @kopf.timer(*TOPICS, interval=deps.health_interval_s, initial_delay=deps.health_interval_s,
-                id=handler_id("topic_health"), registry=registry)
+    # One timer per Topic (a second one made kopf's stop of both at deletion race the finalizer): every
+    # tick refreshes leaders and ISR in status; every health_interval_s it is the full pass (topic_reconciler).
+    tick_s = min(deps.placement_interval_s, deps.health_interval_s)
+
+    @kopf.timer(*TOPICS, interval=tick_s, initial_delay=tick_s, id=handler_id("topic_health"), registry=registry)
     @deps.metrics.instrument("topic_health")
     async def topic_health(body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
-        await reconciler.reconcile(body, status, patch, logger)
+        await reconciler.tick(body, status, patch, logger)
 
     @kopf.on.delete(*TOPICS, id=handler_id("topic_deleted"), registry=registry)
     @deps.metrics.instrument("topic_deleted")

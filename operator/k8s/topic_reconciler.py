@@ -4,7 +4,11 @@
   core has it.
 - validate: topics.validate_topic, pure; the first problem is the Ready reason.
 - apply: topics.plan_topic through the controller port; the partitions'
-  placement goes to status, with Ready=False while an ISR is incomplete.
+  placement goes to status, with Ready=False while an ISR is incomplete or
+  a replication-factor change moves replicas (topics.placement_condition).
+- refresh placement (the timer's ticks between full passes): leaders and
+  ISR in status follow the controller's changes within seconds (a failover),
+  written only when they changed.
 - report: an Event per change of the Ready reason (Warning when not ready).
 - delete: the topic's data is removed; the finalizer is released whenever
   that cannot be done any more (the cluster is gone, or the controller is
@@ -13,6 +17,7 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +29,12 @@ from tinystream.operator.k8s.conditions import Condition, TopicReason, merge_con
 from tinystream.operator.k8s.controller_port import ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, TopicSpec
-from tinystream.operator.k8s.topics import TopicView, plan_topic, validate_topic
+from tinystream.operator.k8s.topics import TopicView, partition_rows, placement_condition, plan_topic, validate_topic
 
 TOPIC_DELETE_TRIES = 3
+# The Ready reasons placement_condition gives: the ones refresh_placement may replace.
+PLACEMENT_REASONS = frozenset({TopicReason.READY.value, TopicReason.UNDER_REPLICATED.value,
+                               TopicReason.REPLICATION_FACTOR_CHANGING.value})
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +50,21 @@ class TopicReconciler:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
         self.reported = ReportedReasons()
+        self.last_full: dict[str, datetime.datetime] = {}  # by uid: when the last full pass ran
+
+    async def tick(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> None:
+        """The timer: the full pass once deps.health_interval_s has gone by since the last one, else the
+        placement refresh."""
+        uid = (body.get("metadata") or {}).get("uid") or ""
+        last = self.last_full.get(uid)
+        if last is None or (self.deps.clock() - last).total_seconds() >= self.deps.health_interval_s:
+            await self.reconcile(body, status, patch, logger)
+        else:
+            await self.refresh_placement(body, status, patch)
 
     async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> None:
         spec = TopicSpec.from_resource(body)
+        self.last_full[spec.uid] = self.deps.clock()
         observed = await self.observe(spec)
         problems = validate_topic(spec, cluster_brokers=observed.cluster_brokers, existing=observed.existing,
                                   created_name=(status or {}).get("topicName"))
@@ -79,17 +99,28 @@ class TopicReconciler:
         except ControllerRefused as exc:
             return ready(False, refusal_reason(exc.error), str(exc), generation=spec.generation)
         patch.status["topicName"] = spec.topic_name
-        patch.status["partitions"] = [
-            {"partition": p.partition, "leader": p.leader, "leaderEpoch": p.leader_epoch,
-             "replicas": list(p.replicas), "isr": list(p.isr)} for p in sorted(partitions, key=lambda p: p.partition)]
-        under = [p for p in partitions if p.under_replicated]
-        if under:
-            return ready(False, TopicReason.UNDER_REPLICATED,
-                         f"{len(under)} of {len(partitions)} partitions have an incomplete ISR",
-                         generation=spec.generation)
-        return ready(True, TopicReason.READY,
-                     f"{len(partitions)} partitions, replication factor {spec.replication_factor}",
-                     generation=spec.generation)
+        patch.status["partitions"] = partition_rows(partitions)
+        return placement_condition(spec, partitions)
+
+    async def refresh_placement(self, body: Any, status: Any, patch: kopf.Patch) -> None:
+        """Leaders, ISR and moving replicas in status as the controller has them now, and the Ready they imply;
+        nothing is written when they are as status says. Only over a status the last full pass wrote for this
+        generation with the placement's own reasons: a spec problem or a refusal stays until that pass."""
+        spec = TopicSpec.from_resource(body)
+        status = status or {}
+        reason = next((c.get("reason") for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+        if status.get("observedGeneration") != spec.generation or reason not in PLACEMENT_REASONS:
+            return
+        try:
+            everything = await self.deps.controller.partitions(ClusterKey(spec.namespace, spec.cluster))
+        except ControllerUnavailable:
+            return
+        partitions = [p for p in everything or () if p.topic == spec.topic_name]
+        rows = partition_rows(partitions)
+        if not partitions or rows == status.get("partitions"):
+            return
+        patch.status["partitions"] = rows
+        self.report(spec, placement_condition(spec, partitions), body, status, patch)
 
     def report(self, spec: TopicSpec, condition: Condition, body: Any, status: Any, patch: kopf.Patch) -> None:
         previous = (status or {}).get("conditions") or []
@@ -101,6 +132,7 @@ class TopicReconciler:
 
     async def delete(self, body: Any, status: Any, retry: int, logger: logging.Logger) -> None:
         self.reported.forget((body.get("metadata") or {}).get("uid") or "")
+        self.last_full.pop((body.get("metadata") or {}).get("uid") or "", None)
         spec = TopicSpec.from_resource(body)
         if await self.deps.kube().get(API_VERSION, CLUSTER_KIND, spec.cluster, spec.namespace) is None:
             logger.info("cluster %s is gone; nothing to delete, releasing the topic", spec.cluster)

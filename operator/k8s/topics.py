@@ -1,40 +1,41 @@
-"""Topic decisions: can this spec be applied, and what changes on the controller.
+"""Topic decisions: can this spec be applied, what changes on the controller, and what status says.
 
 `validate_topic` returns every problem with the spec as seen against its
 cluster (the CRD cannot see the cluster: RF > brokers) and against what
-exists (partitions cannot shrink, the topic name cannot change). The
-handler reports the first as the Ready=False reason and all of them in the
-message; nothing is changed on the controller while any problem stands, and
-nothing breaks: fixing the spec (or growing the cluster) clears it.
+exists (partitions cannot shrink, the topic name cannot change). Config
+keys and values are checked against the one topic-config table
+(tinystream/config/topic_configs.py), as the controller and the brokers
+check them. The handler reports the first problem as the Ready=False reason
+and all of them in the message; nothing is changed on the controller while
+any problem stands, and nothing breaks: fixing the spec (or growing the
+cluster) clears it.
 
 `plan_topic` compares the spec with the controller's view of the topic and
-lists the changes (create, grow partitions, alter config), in the order
-Kafka's admin API would apply them.
+lists the changes (create, grow partitions, change the replication factor,
+alter config), in the order Kafka's admin API would apply them; a new
+replication factor is a reassignment (KIP-455), planned by the controller.
+
+`placement_condition` is the Ready condition the partitions imply:
+reassigning (a replication-factor change under way), under-replicated, or ready.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tinystream.operator.controller.topic_config import schema_error
-from tinystream.operator.k8s.conditions import TopicReason
-from tinystream.operator.k8s.model import VALUE_SCHEMA_KEY, ConfigValue, TopicSpec
+from tinystream.config.topic_configs import InvalidConfig, parse
+from tinystream.operator.controller.topic_config import TOPIC_CONFIGS, schema_error
+from tinystream.operator.k8s.conditions import Condition, TopicReason, ready
+from tinystream.operator.k8s.model import VALUE_SCHEMA_KEY, ConfigValue, PartitionView, TopicSpec
 
 # Kafka's Topic.validate(): 1..249 legal characters, not "." or "..".
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # fullmatch: "$" would let a name end in a newline
 
-# The Topic CRD's config keys (Kafka names) and their lower bounds (Kafka's TopicConfig validators).
-LONG_KEYS: dict[str, int] = {
-    "retention.ms": -1,
-    "retention.bytes": -1,
-    "min.insync.replicas": 1,
-    "max.message.bytes": 0,
-    "segment.bytes": 14,
-}
-CLEANUP_POLICIES = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
-ALLOWED_KEYS = frozenset(LONG_KEYS) | {"cleanup.policy", VALUE_SCHEMA_KEY}  # the schema comes from spec.schema
+# The keys spec.config takes: every topic config of the table but the value schema, which is spec.schema.
+# The Topic CRD lists the same names in a CEL rule (tests/operator/k8s/test_crds.py checks they agree).
+SPEC_CONFIG_KEYS = tuple(sorted(k for k in TOPIC_CONFIGS if k != VALUE_SCHEMA_KEY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,21 +67,18 @@ def config_problems(config: Mapping[str, ConfigValue]) -> list[Problem]:
     problems = []
     for key in sorted(config):
         value = config[key]
-        if key not in ALLOWED_KEYS:
+        if key not in TOPIC_CONFIGS:
             problems.append(Problem(TopicReason.UNKNOWN_CONFIG_KEY,
-                                    f"unknown topic config {key!r}; allowed: {', '.join(sorted(ALLOWED_KEYS))}"))
+                                    f"unknown topic config {key!r} (the Topic docs list the {len(SPEC_CONFIG_KEYS)} "
+                                    f"accepted keys)"))
         elif key == VALUE_SCHEMA_KEY:
             if (why := schema_error(value)) is not None:
                 problems.append(Problem(TopicReason.INVALID_CONFIG_VALUE, f"spec.schema {why}"))
-        elif key == "cleanup.policy":
-            if str(value) not in CLEANUP_POLICIES:
-                problems.append(Problem(TopicReason.INVALID_CONFIG_VALUE,
-                                        f"cleanup.policy={value!r}: expected delete, compact or compact,delete"))
         else:
-            number = _as_long(value)
-            if number is None or number < LONG_KEYS[key]:
-                problems.append(Problem(TopicReason.INVALID_CONFIG_VALUE,
-                                        f"{key}={value!r}: expected a whole number >= {LONG_KEYS[key]}"))
+            try:
+                parse(key, value)
+            except InvalidConfig as exc:
+                problems.append(Problem(TopicReason.INVALID_CONFIG_VALUE, f"{key}={value!r}: {exc}"))
     return problems
 
 
@@ -139,7 +137,15 @@ class AlterConfig:
     config: Mapping[str, ConfigValue | None]  # None deletes an override (IncrementalAlterConfigs DELETE)
 
 
-TopicAction = CreateTopic | GrowPartitions | AlterConfig
+@dataclass(frozen=True, slots=True)
+class ChangeReplicationFactor:
+    """Every partition to `replication_factor` replicas: a reassignment the controller plans and runs."""
+
+    name: str
+    replication_factor: int
+
+
+TopicAction = CreateTopic | GrowPartitions | ChangeReplicationFactor | AlterConfig
 
 
 def _normalized(config: Mapping[str, ConfigValue]) -> dict[str, str]:
@@ -153,9 +159,40 @@ def plan_topic(spec: TopicSpec, existing: TopicView | None) -> list[TopicAction]
     actions: list[TopicAction] = []
     if spec.partitions > existing.partitions:
         actions.append(GrowPartitions(spec.topic_name, spec.partitions))
+    if spec.replication_factor != existing.replication_factor:
+        actions.append(ChangeReplicationFactor(spec.topic_name, spec.replication_factor))
     want, have = _normalized(spec.config), _normalized(existing.config)
     if want != have:
         change: dict[str, ConfigValue | None] = {k: v for k, v in spec.config.items() if have.get(k) != str(v)}
         change.update({k: None for k in have if k not in want})
         actions.append(AlterConfig(spec.topic_name, change))
     return actions
+
+
+def partition_rows(partitions: Sequence[PartitionView]) -> list[dict[str, object]]:
+    """status.partitions: placement, leader and ISR by partition (and the replicas moving, while they move)."""
+    rows: list[dict[str, object]] = []
+    for p in sorted(partitions, key=lambda p: p.partition):
+        row: dict[str, object] = {"partition": p.partition, "leader": p.leader, "leaderEpoch": p.leader_epoch,
+                                  "replicas": list(p.replicas), "isr": list(p.isr)}
+        if p.adding:
+            row["addingReplicas"] = list(p.adding)
+        if p.removing:
+            row["removingReplicas"] = list(p.removing)
+        rows.append(row)
+    return rows
+
+
+def placement_condition(spec: TopicSpec, partitions: Sequence[PartitionView]) -> Condition:
+    """Ready as the partitions say: a replication-factor change under way, an incomplete ISR, or ready."""
+    moving = [p for p in partitions if p.adding or p.removing or len(p.target) != spec.replication_factor]
+    if moving:
+        return ready(False, TopicReason.REPLICATION_FACTOR_CHANGING,
+                     f"replication factor changing to {spec.replication_factor}: {len(moving)} of {len(partitions)} "
+                     f"partitions moving (new replicas join once they have caught up)", generation=spec.generation)
+    under = [p for p in partitions if p.under_replicated]
+    if under:
+        return ready(False, TopicReason.UNDER_REPLICATED,
+                     f"{len(under)} of {len(partitions)} partitions have an incomplete ISR", generation=spec.generation)
+    return ready(True, TopicReason.READY, f"{len(partitions)} partitions, replication factor {spec.replication_factor}",
+                 generation=spec.generation)

@@ -27,6 +27,7 @@ from tinystream.operator.controller import (
     TopicRecord,
     plan_reassignment,
 )
+from tinystream.operator.controller.reassignment import plan_replication_factor
 
 
 def _reassign(cluster: Cluster, topic: str, index: int, replicas, *, ok: bool = True):
@@ -264,3 +265,46 @@ def test_scale_down_end_to_end_with_drain(cluster: Cluster) -> None:
     assert all(4 not in p.replicas and not p.reassigning for _, p in cluster.image.iter_partitions())
     assert cluster.image.leaderships(4) == ()
     assert spread(cluster.replica_counts([1, 2, 3])) <= 1
+
+
+# -- a topic's replication factor (plan_replication_factor) --------------------------------------------------------
+
+
+def test_raising_the_replication_factor_adds_the_least_loaded_brokers(cluster: Cluster) -> None:
+    cluster.start_brokers([1, 2, 3, 4])
+    cluster.create("busy", partitions=1, rf=2, replica_assignment=((1, 2),))
+    cluster.create("t", partitions=2, rf=1, replica_assignment=((1,), (3,)))
+    plan = plan_replication_factor(cluster.image, "t", 2, [1, 2, 3, 4])
+    # 4 carries nothing, 3 one replica (of t itself): t-0 takes 4 first; t-1 then 2 (one replica, lowest id).
+    assert plan == [ReplicaAssignment(topic="t", partition=0, replicas=(1, 4)),
+                    ReplicaAssignment(topic="t", partition=1, replicas=(3, 2))]
+    cluster.apply(ReassignPartitions(assignments=tuple(plan)))
+    assert cluster.partition("t", 0).adding_replicas == (4,)  # joins once in sync, as any reassignment
+
+
+def test_raising_prefers_a_rack_the_partition_lacks(cluster: Cluster) -> None:
+    cluster.start_brokers([1, 2, 3], racks={1: "a", 2: "a", 3: "b"})
+    cluster.create("busy", partitions=2, rf=1, replica_assignment=((3,), (3,)))
+    cluster.create("t", partitions=1, rf=1, replica_assignment=((1,),))
+    assert plan_replication_factor(cluster.image, "t", 2, [1, 2, 3]) == [
+        ReplicaAssignment(topic="t", partition=0, replicas=(1, 3))]  # rack b, though 3 carries more
+
+
+def test_lowering_keeps_in_sync_replicas_and_the_preferred_leader(cluster: Cluster) -> None:
+    cluster.start_brokers([1, 2, 3])
+    cluster.create("t", partitions=1, rf=3, replica_assignment=((1, 2, 3),))
+    cluster.alter_isr("t", 0, (1, 3))
+    assert plan_replication_factor(cluster.image, "t", 2, [1, 2, 3]) == [
+        ReplicaAssignment(topic="t", partition=0, replicas=(1, 3))]  # 2 is out of sync: it goes
+    assert plan_replication_factor(cluster.image, "t", 3, [1, 2, 3]) == []  # unchanged: nothing to do
+
+
+def test_a_replication_factor_above_the_live_brokers_is_refused(cluster: Cluster) -> None:
+    cluster.start_brokers([1, 2])
+    cluster.create("t", partitions=1, rf=1)
+    with pytest.raises(PlacementError) as info:
+        plan_replication_factor(cluster.image, "t", 3, [1, 2])
+    assert info.value.error is ControllerError.INVALID_REPLICATION_FACTOR and "2 available" in info.value.message
+    with pytest.raises(PlacementError) as unknown:
+        plan_replication_factor(cluster.image, "missing", 1, [1, 2])
+    assert unknown.value.error is ControllerError.UNKNOWN_TOPIC_OR_PARTITION

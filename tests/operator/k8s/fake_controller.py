@@ -13,9 +13,16 @@ from dataclasses import dataclass, field
 
 from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
 from tinystream.operator.controller.placement import assign_replicas
-from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerUnavailable
+from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.reconcile import PartitionView
-from tinystream.operator.k8s.topics import AlterConfig, CreateTopic, GrowPartitions, TopicAction, TopicView
+from tinystream.operator.k8s.topics import (
+    AlterConfig,
+    ChangeReplicationFactor,
+    CreateTopic,
+    GrowPartitions,
+    TopicAction,
+    TopicView,
+)
 from tinystream.operator.k8s.users import UserAccessPlan
 
 
@@ -29,6 +36,7 @@ class FakeController:
     broker_calls: list[BrokerAction] = field(default_factory=list)
     acls: set[AclRecord] = field(default_factory=set)
     credentials: dict[tuple[str, str], ScramCredentialRecord] = field(default_factory=dict)
+    leaders: dict[tuple[ClusterKey, str, int], int] = field(default_factory=dict)  # elections; else the first replica
 
     async def start(self, client: object) -> None:
         return None
@@ -49,9 +57,13 @@ class FakeController:
     async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:
         if not self.available:
             return None
-        return tuple(PartitionView(name, i, reps[0], reps, reps)
+        return tuple(PartitionView(name, i, self.leaders.get((key, name, i), reps[0]), reps, reps)
                      for (key, name), assignment in sorted(self.placement.items()) if key == cluster
                      for i, reps in enumerate(assignment))
+
+    def elect(self, cluster: ClusterKey, topic: str, partition: int, leader: int) -> None:
+        """A leader election, as a failover makes one."""
+        self.leaders[(cluster, topic, partition)] = leader
 
     async def fenced(self, cluster: ClusterKey) -> frozenset[int]:
         return frozenset()
@@ -80,6 +92,15 @@ class FakeController:
                     replication_factor=view.replication_factor, start_index=0, replica_shift=0,
                     first_partition=view.partitions)
                 self.topics[key] = TopicView(view.name, action.partitions, view.replication_factor, view.config)
+            elif isinstance(action, ChangeReplicationFactor):  # done at once: no replica has to catch up
+                if action.replication_factor > len(self.brokers):
+                    raise ControllerRefused("INVALID_REPLICATION_FACTOR", f"only {len(self.brokers)} brokers")
+                view = self.topics[key]
+                self.placement[key] = [
+                    tuple(reps[:action.replication_factor]) + tuple(
+                        b for b in self.brokers if b not in reps)[:max(0, action.replication_factor - len(reps))]
+                    for reps in self.placement[key]]
+                self.topics[key] = TopicView(view.name, view.partitions, action.replication_factor, view.config)
             elif isinstance(action, AlterConfig):
                 view = self.topics[key]
                 config = {**view.config, **{k: v for k, v in action.config.items() if v is not None}}

@@ -12,6 +12,7 @@ from k8s_requirements import require
 require('yaml', 'jsonschema', 'celpy', 'kubernetes_validate')
 
 import copy
+import re
 
 import pytest
 from k8s_helpers import (
@@ -25,6 +26,8 @@ from k8s_helpers import (
     structural_errors,
     version_schema,
 )
+
+from tinystream.operator.k8s.topics import SPEC_CONFIG_KEYS
 
 CLUSTER = {
     "apiVersion": "tinystream.io/v1alpha1",
@@ -200,6 +203,17 @@ def test_cluster_storage_size_grows_and_never_shrinks(cluster_crd):
 
 def test_full_topic_is_accepted(topic_crd):
     assert admission_errors(topic_crd, TOPIC) == []
+
+
+def test_topic_config_takes_every_key_of_the_topic_config_table(topic_crd):
+    """The CEL rule's names are the table's (tinystream/config/topic_configs.py): one source, checked here."""
+    config = version_schema(topic_crd)["properties"]["spec"]["properties"]["config"]
+    (rule,) = [r["rule"] for r in config["x-kubernetes-validations"] if r["rule"].startswith("self.all(k, k in [")]
+    assert re.findall(r"'([^']+)'", rule) == list(SPEC_CONFIG_KEYS)
+    assert config["maxProperties"] == len(SPEC_CONFIG_KEYS)
+    every = {key: "1" for key in SPEC_CONFIG_KEYS} | {"cleanup.policy": "compact", "min.insync.replicas": 1,
+                                                   "segment.bytes": 1048576}
+    assert admission_errors(topic_crd, with_spec(TOPIC, config=every)) == []
 
 
 @pytest.mark.parametrize("change,expected", [

@@ -151,6 +151,14 @@ async def test_topic_status_and_refusals_come_from_the_core(server, api, tmp_pat
             await api.patch(TS, "topics", "orders", {"spec": {"partitions": 3}, "metadata": {"generation": 2}})
             await api.wait_for(TS, "topics", "orders", lambda o: len(o["status"].get("partitions") or []) == 3)
 
+            # A new replication factor above the live brokers (3 in spec, 1 registered): the core's planner
+            # refuses the reassignment, status says why, and nothing moves.
+            await api.patch(TS, "topics", "orders", {"spec": {"replicationFactor": 2}, "metadata": {"generation": 3}})
+            refused = await api.wait_for(TS, "topics", "orders",
+                                         lambda o: ready_condition(o).get("reason") == "InvalidReplicationFactor")
+            assert "1 available" in ready_condition(refused)["message"], ready_condition(refused)
+            assert all(len(p.replicas) == 1 for p in controller.service(KEY).image.topic("orders").partitions)
+
             # Cluster status: the broker as the controller sees it (no pod in KMock: none is claimed).
             status = (await api.wait_for(
                 TS, "tinystreamclusters", "demo",

@@ -6,9 +6,22 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tinystream.operator.controller.topic_config import TOPIC_CONFIGS
 from tinystream.operator.k8s.conditions import Condition, TopicReason, merge_condition, ready
 from tinystream.operator.k8s.model import TopicSpec
-from tinystream.operator.k8s.topics import AlterConfig, CreateTopic, GrowPartitions, TopicView, plan_topic, validate_topic
+from tinystream.operator.k8s.reconcile import PartitionView
+from tinystream.operator.k8s.topics import (
+    SPEC_CONFIG_KEYS,
+    AlterConfig,
+    ChangeReplicationFactor,
+    CreateTopic,
+    GrowPartitions,
+    TopicView,
+    partition_rows,
+    placement_condition,
+    plan_topic,
+    validate_topic,
+)
 
 
 def topic(**spec):
@@ -87,3 +100,38 @@ def test_spec_schema_becomes_the_value_schema_config():
     assert plan_topic(spec, TopicView("orders", 3, 2, {"tinystream.value.schema": text})) == []  # stable
     bad = validate_topic(topic(schema={"type": "objekt"}), cluster_brokers=3)
     assert reasons(bad) == [TopicReason.INVALID_CONFIG_VALUE] and "spec.schema" in bad[0].message
+
+
+# -- every topic config of the table; the replication factor as a reassignment; placement in status ---------------
+
+
+def test_every_config_the_table_has_is_accepted_with_its_own_rules():
+    accepted = {"flush.ms": 1000, "segment.ms": "60000", "compression.type": "zstd", "preallocate": "true",
+                "min.cleanable.dirty.ratio": "0.5", "message.timestamp.type": "LogAppendTime",
+                "unclean.leader.election.enable": "false", "delete.retention.ms": 0}
+    assert validate_topic(topic(config=accepted), cluster_brokers=3) == []
+    assert set(SPEC_CONFIG_KEYS) == set(TOPIC_CONFIGS) - {"tinystream.value.schema"}
+    problems = validate_topic(topic(config={"flush.mss": 1, "message.timestamp.type": "Now"}), cluster_brokers=3)
+    assert reasons(problems) == [TopicReason.UNKNOWN_CONFIG_KEY, TopicReason.INVALID_CONFIG_VALUE]
+    assert "'flush.mss'" in problems[0].message and "message.timestamp.type" in problems[1].message
+
+
+def test_a_new_replication_factor_is_planned_after_new_partitions():
+    existing = TopicView("orders", 2, 3, {})
+    assert plan_topic(topic(partitions=3, replicationFactor=2), existing) == [
+        GrowPartitions("orders", 3), ChangeReplicationFactor("orders", 2)]
+    assert plan_topic(topic(partitions=2, replicationFactor=3), existing) == []
+
+
+def test_placement_says_changing_then_under_replicated_then_ready():
+    spec = topic(replicationFactor=3)
+    moving = PartitionView("orders", 0, 1, (1, 2, 3), (1, 2), adding=(3,))
+    under = PartitionView("orders", 1, 1, (1, 2, 3), (1, 2))
+    full = PartitionView("orders", 2, 2, (2, 3, 1), (2, 3, 1))
+    assert placement_condition(spec, [moving, under, full]).reason == TopicReason.REPLICATION_FACTOR_CHANGING.value
+    assert "1 of 3 partitions moving" in placement_condition(spec, [moving, under, full]).message
+    assert placement_condition(spec, [under, full]).reason == TopicReason.UNDER_REPLICATED.value
+    assert placement_condition(spec, [full]).status is True
+    # Lowered but the controller not yet told: the partition still has the old count, so not Ready.
+    assert placement_condition(topic(replicationFactor=2), [full]).reason == "ReplicationFactorChanging"
+    assert partition_rows([moving])[0]["addingReplicas"] == [3] and "removingReplicas" not in partition_rows([moving])[0]

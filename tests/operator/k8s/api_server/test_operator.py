@@ -15,6 +15,8 @@ from fake_controller import FakeController
 from kmock_helpers import ready_condition, running_operator
 from real_api import RealApi, connection
 
+from tinystream.operator.k8s.controller_port import ClusterKey
+
 pytestmark = pytest.mark.timeout(120)
 TS = "tinystream.io/v1alpha1"
 CLUSTER = {"apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "demo"},
@@ -106,3 +108,49 @@ async def test_external_listener_services_get_node_ports_that_the_brokers_advert
     config = await api.wait_for("v1", "configmaps", "demo-config",
                                 lambda o: "external-listeners" not in o["data"], timeout=30)
     assert "EXT://" not in config["data"]["broker.toml"]
+
+@pytest.fixture
+async def production_timing(control_plane):
+    """The operator with production's full-pass period (reconcile.interval.s, 30 s): only the placement refresh
+    (deps.placement_interval_s) can bring a controller change into status sooner."""
+    fake = FakeController()
+    async with running_operator(control_plane.url, controller=fake, connection=connection(control_plane),
+                                health_interval_s=30.0):
+        yield fake
+
+
+async def test_a_new_leader_shows_in_topic_status_within_seconds(api, production_timing) -> None:
+    """A failover's new leader reaches Topic status in a few seconds (it took the 30 s full pass before)."""
+    controller = production_timing
+    await api.create(TS, "tinystreamclusters", CLUSTER)
+    await api.create(TS, "topics", topic("orders"))
+    ready = await api.wait_for(TS, "topics", "orders", lambda o: ready_condition(o).get("status") == "True", timeout=30)
+    first = ready["status"]["partitions"][0]
+    other = next(b for b in first["replicas"] if b != first["leader"])
+    controller.elect(ClusterKey(api.ns, "demo"), "orders", 0, other)
+    # 10 s: a bound for a loaded machine (the refresh runs every 2 s), well under the 30 s full pass.
+    await api.wait_for(TS, "topics", "orders", lambda o: o["status"]["partitions"][0]["leader"] == other, timeout=10)
+
+
+async def test_a_topic_changes_its_replication_factor_and_reports_a_bad_one(api, controller) -> None:
+    await api.create(TS, "tinystreamclusters", CLUSTER)
+    await api.create(TS, "topics", topic("events", config={"flush.ms": 1000, "compression.type": "zstd"}))
+    await api.wait_for(TS, "topics", "events", lambda o: ready_condition(o).get("status") == "True", timeout=30)
+    assert controller.topics[(ClusterKey(api.ns, "demo"), "events")].config["flush.ms"] == 1000  # not ignored
+
+    await api.patch(TS, "topics", "events", {"spec": {"replicationFactor": 3}})
+    raised = await api.wait_for(TS, "topics", "events", lambda o: all(
+        len(p["replicas"]) == 3 for p in o["status"]["partitions"]) and ready_condition(o).get("status") == "True",
+        timeout=30)
+    assert "replication factor 3" in ready_condition(raised)["message"]
+
+    await api.patch(TS, "topics", "events", {"spec": {"replicationFactor": 1}})
+    await api.wait_for(TS, "topics", "events", lambda o: all(
+        len(p["replicas"]) == 1 for p in o["status"]["partitions"]) and ready_condition(o).get("status") == "True",
+        timeout=30)
+
+    await api.patch(TS, "topics", "events", {"spec": {"replicationFactor": 4}})  # the cluster has 3 brokers
+    too_many = await api.wait_for(TS, "topics", "events", lambda o: ready_condition(o).get("status") == "False",
+                                  timeout=30)
+    assert ready_condition(too_many)["reason"] == "ReplicationFactorTooLarge", ready_condition(too_many)
+    assert all(len(p["replicas"]) == 1 for p in too_many["status"]["partitions"])  # nothing moved
