@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from real_api import RealApi
 
 from tinystream.testing.kube_control_plane import BUILD_COMMAND, KubeControlPlane, missing_binaries
 
@@ -44,3 +45,10 @@ def namespace(control_plane: KubeControlPlane) -> str:
     assert status == 201, body
     return name
 
+
+@pytest.fixture
+async def api(control_plane, namespace):
+    """The test's namespace through the real API server (closed at teardown)."""
+    client = RealApi(control_plane, namespace)
+    yield client
+    await client.close()

@@ -13,7 +13,7 @@ import base64
 import pytest
 from fake_controller import FakeController
 from kmock_helpers import ready_condition, running_operator
-from real_api import RealApi, connection
+from real_api import connection
 
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.cluster_tls import ForeignSecret, create_secret, replace_secret_data
@@ -33,13 +33,6 @@ def secret(name: str, namespace: str, data: dict[str, str], owner: dict | None =
 
 def decoded(obj: dict) -> dict[str, str]:
     return {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
-
-
-@pytest.fixture
-async def api(control_plane, namespace):
-    client = RealApi(control_plane, namespace)
-    yield client
-    await client.close()
 
 
 async def test_a_secret_of_another_owner_is_never_written(control_plane, namespace, api) -> None:

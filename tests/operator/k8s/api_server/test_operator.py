@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from fake_controller import FakeController
 from kmock_helpers import ready_condition, running_operator
-from real_api import RealApi, connection
+from real_api import connection
 
 from tinystream.operator.k8s.controller_port import ClusterKey
 
@@ -29,13 +29,6 @@ OWNED = [("apps/v1", "statefulsets", "demo-broker"), ("v1", "services", "demo-br
 def topic(name: str, **spec) -> dict:
     return {"apiVersion": TS, "kind": "Topic", "metadata": {"name": name},
             "spec": {"cluster": "demo", "partitions": 3, "replicationFactor": 2, **spec}}
-
-
-@pytest.fixture
-async def api(control_plane, namespace):
-    client = RealApi(control_plane, namespace)
-    yield client
-    await client.close()
 
 
 @pytest.fixture

@@ -61,13 +61,6 @@ def make_volumes(control_plane, namespace: str, storage_class: str) -> None:
 
 
 @pytest.fixture
-async def api(control_plane, namespace):
-    client = RealApi(control_plane, namespace)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
 async def operator(control_plane):
     async with running_operator(control_plane.url, controller=FakeController(), connection=connection(control_plane)):
         yield
