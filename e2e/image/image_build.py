@@ -9,9 +9,14 @@ Dockerfile, same local base, in podman's store.
 `ensure_image` builds each image once per source tree, whichever engine asks
 first: the image carries a label with a hash of its Dockerfile and the files
 a build can see, and an engine that lacks it copies it from the other one
-(save | load) instead of building again. .ci/run runs the slow suites (Docker)
-beside the kind suite (podman): the broker and Spark images were each built
-twice, ~3 and ~5 minutes a time on 2 cores.
+(save | load) instead of building again.
+
+`choose_engine` chooses the engine the image tests run containers with: podman
+where it runs (as root: the kind suite's offline path builds there), else
+Docker. .ci/run runs the slow suites beside the kind suite, and with one
+engine for both each image is built once and stored once: a copy between
+engines holds the image twice, and `docker load` briefly needs twice its
+size again (the Spark image is 1.3 GB; a CI machine ran out of disk there).
 """
 
 from __future__ import annotations
@@ -21,14 +26,18 @@ import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_BASE = "tinystream-base:bookworm"
 UPSTREAM_BASE = "python:3.11-slim-bookworm"
 CONTEXT_LABEL = "io.tinystream.build-context"
+#: `docker(...)` bound to one engine (e2e/image's `cli` fixture)
+Cli = Callable[..., "subprocess.CompletedProcess[str]"]
 LOCKS = ROOT / ".cache" / "images"
 
 
@@ -40,7 +49,23 @@ def docker(*args: str, timeout: float = 120, check: bool = True, engine: str = "
     return result
 
 
+def choose_engine() -> str:
+    """podman where it runs as root, else Docker; skips the calling test (with the reason) where neither does."""
+    if os.geteuid() == 0 and _podman_up():
+        return "podman"
+    problem = engine_problem()
+    if problem:
+        pytest.skip(f"image tests need a container engine: no podman as root, and {problem}")
+    return "docker"
+
+
+def _podman_up() -> bool:
+    return shutil.which("podman") is not None and docker("info", check=False, engine="podman", timeout=60
+                                                         ).returncode == 0
+
+
 def engine_problem() -> str | None:
+    """Why Docker cannot run containers here (None: it can)."""
     if shutil.which("docker") is None:
         return "no docker client (bash tools/install-docker.sh)"
     probe = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
@@ -91,7 +116,7 @@ def context_key(dockerfile: str) -> str:
 
 def _engines_up() -> list[str]:
     up = ["docker"] if engine_problem() is None else []
-    if shutil.which("podman") and docker("info", check=False, engine="podman", timeout=60).returncode == 0:
+    if _podman_up():
         up.append("podman")
     return up
 

@@ -1,7 +1,7 @@
-"""The TinyStream image, built and run in a real Docker engine.
+"""The TinyStream image, built and run in a real container engine (podman as root, else Docker).
 
 Skips (with the reason) where no engine answers: `tools/install-docker.sh`
-installs and starts one where the machine allows. Where Docker Hub is out
+installs and starts Docker where the machine allows. Where Docker Hub is out
 of reach the Dockerfile's base is made locally by tools/build-base-image.sh
 (Debian bookworm by debootstrap); set TINYSTREAM_BASE_IMAGE to choose one.
 
@@ -28,22 +28,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_build import ROOT, docker, engine_problem, ensure_image
+from image_build import ROOT, Cli, ensure_image
 
 from tinystream.testing import waiting
 from tinystream.testing.peers.ports import free_port
 
-TAG = "tinystream:e2e-image"
+TAG = "localhost/tinystream:e2e-image"  # localhost/: the same name in podman and Docker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
-    problem = engine_problem()
-    if problem:
-        pytest.skip(f"image tests need a Docker engine: {problem}")
-    print(f"image {TAG}: {ensure_image(TAG)}")
+def image(engine: str) -> str:
+    print(f"image {TAG} ({engine}): {ensure_image(TAG, engine=engine)}")
     return TAG
 
 
@@ -78,28 +75,28 @@ def round_trip(bootstrap: str, topic: str, n: int = 100) -> list[bytes]:
 
 
 @pytest.fixture
-def container(image: str) -> Iterator[list[str]]:
+def container(image: str, cli: Cli) -> Iterator[list[str]]:
     """Container ids started by a test, removed after it (their logs printed on failure)."""
     started: list[str] = []
     yield started
     for cid in started:
-        logs = docker("logs", "--tail", "30", cid, check=False)
+        logs = cli("logs", "--tail", "30", cid, check=False)
         print(f"--- container {cid[:12]}:\n{logs.stdout}{logs.stderr}")
-        docker("rm", "-f", cid, check=False)
+        cli("rm", "-f", cid, check=False)
 
 
-def test_runs_as_the_non_root_user_with_both_entry_points(image: str) -> None:
-    assert docker("run", "--rm", "--entrypoint", "id", image, "-u").stdout.strip() == "10001"
-    commands = docker("run", "--rm", image, "--help").stdout
+def test_runs_as_the_non_root_user_with_both_entry_points(image: str, cli: Cli) -> None:
+    assert cli("run", "--rm", "--entrypoint", "id", image, "-u").stdout.strip() == "10001"
+    commands = cli("run", "--rm", image, "--help").stdout
     assert "broker" in commands and "operator" in commands
-    assert "--peering" in docker("run", "--rm", image, "operator", "--help").stdout  # kopf is in the image
-    crds = docker("run", "--rm", "--entrypoint", "ls", image, "/opt/tinystream/crds").stdout.split()
+    assert "--peering" in cli("run", "--rm", image, "operator", "--help").stdout  # kopf is in the image
+    crds = cli("run", "--rm", "--entrypoint", "ls", image, "/opt/tinystream/crds").stdout.split()
     assert sorted(crds) == sorted(p.name for p in (ROOT / "crds").iterdir() if p.suffix == ".yaml")
 
 
-def test_plain_docker_run_is_a_standalone_broker(image: str, container: list[str]) -> None:
+def test_plain_docker_run_is_a_standalone_broker(image: str, container: list[str], cli: Cli) -> None:
     port, admin = free_port(), free_port()
-    container.append(docker("run", "-d", "-p", f"127.0.0.1:{port}:9092", "-p", f"127.0.0.1:{admin}:8080",
+    container.append(cli("run", "-d", "-p", f"127.0.0.1:{port}:9092", "-p", f"127.0.0.1:{admin}:8080",
                             "-e", "TINYSTREAM_ADVERTISED_HOST=127.0.0.1", "-e", f"TINYSTREAM_ADVERTISED_PORT={port}",
                             image).stdout.strip())
     wait_until(lambda: http_status(f"http://127.0.0.1:{admin}/readyz")[0] == 200, what="the broker to be ready")
@@ -114,7 +111,7 @@ def test_plain_docker_run_is_a_standalone_broker(image: str, container: list[str
         assert out.strip() == b"from-kcat"
 
 
-def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str], tmp_path: Path) -> None:
+def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str], tmp_path: Path, cli: Cli) -> None:
     pytest.importorskip("kopf", reason="the operator extra renders the pod spec")
     if os.geteuid() != 0:
         pytest.skip("giving the data volume to the image's user (uid 10001) needs root")
@@ -184,7 +181,7 @@ def test_broker_runs_as_the_statefulset_runs_it(image: str, container: list[str]
             os.chown(path, RUN_AS, RUN_AS)
         # Host networking stands in for the pod network: the ports are this test's, the rest is the pod's.
         replication = free_port()
-        container.append(docker(
+        container.append(cli(
             "run", "-d", "--network", "host", "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--user", f"{RUN_AS}:{RUN_AS}",
             "-v", f"{etc}:{CONFIG_DIR}:ro", "-v", f"{data}:{DATA_DIR}", "-v", f"{tokens}:{TOKENS_MOUNT}:ro",

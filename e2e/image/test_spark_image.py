@@ -1,4 +1,4 @@
-"""The Spark image (spark-on-k8s/k8s/Dockerfile), built and run in a real Docker engine.
+"""The Spark image (spark-on-k8s/k8s/Dockerfile), built and run in a real container engine.
 
 Skips where no engine answers, like test_image.py. The image must run an
 example pipeline as is (PySpark, Java, pyarrow and the connector inside),
@@ -15,21 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_build import docker, engine_problem, ensure_image
+from image_build import Cli, ensure_image
 
 from tinystream.testing.peers.ports import free_port
 
-TAG = "tinystream-spark:e2e-image"
+TAG = "localhost/tinystream-spark:e2e-image"  # localhost/: the same name in podman and Docker
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
-def spark_image() -> str:
-    problem = engine_problem()
-    if problem:
-        pytest.skip(f"Spark image tests need a Docker engine: {problem}")
-    print(f"image {TAG}: {ensure_image(TAG, 'spark-on-k8s/k8s/Dockerfile')}")
+def spark_image(engine: str) -> str:
+    print(f"image {TAG} ({engine}): {ensure_image(TAG, 'spark-on-k8s/k8s/Dockerfile', engine=engine)}")
     return TAG
 
 
@@ -51,9 +48,9 @@ def broker(tmp_path: Path) -> Iterator[str]:
         process.wait(20)
 
 
-def test_example_pipeline_runs_in_the_image(spark_image: str, broker: str) -> None:
+def test_example_pipeline_runs_in_the_image(spark_image: str, broker: str, cli: Cli) -> None:
     # Host networking: the container reaches the broker on loopback, as a pod reaches the client Service.
-    run = docker("run", "--rm", "--network", "host", spark_image, "python", "/opt/tinystream/pipelines/tumbling.py",
+    run = cli("run", "--rm", "--network", "host", spark_image, "python", "/opt/tinystream/pipelines/tumbling.py",
                  "--bootstrap", broker, "--generate", "300", timeout=600)
     assert "rows in page-views-10s" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
 
@@ -67,8 +64,8 @@ def test_example_pipeline_runs_in_the_image(spark_image: str, broker: str) -> No
     assert rows and len(rows) >= rows_printed  # every window row the job printed is in the output topic
 
 
-def test_driver_entry_point_runs_spark_submit(spark_image: str) -> None:
-    out = docker("run", "--rm", "-e", "SPARK_DRIVER_BIND_ADDRESS=127.0.0.1", spark_image, "driver", "--version",
+def test_driver_entry_point_runs_spark_submit(spark_image: str, cli: Cli) -> None:
+    out = cli("run", "--rm", "-e", "SPARK_DRIVER_BIND_ADDRESS=127.0.0.1", spark_image, "driver", "--version",
                  timeout=120)
     assert "version 4." in out.stdout + out.stderr
-    assert docker("run", "--rm", "--entrypoint", "id", spark_image, "-u").stdout.strip() == "185"
+    assert cli("run", "--rm", "--entrypoint", "id", spark_image, "-u").stdout.strip() == "185"
