@@ -84,6 +84,18 @@ class ForwardedTopicAdmin:
             return ErrorCode.request_timed_out, "the election did not reach this broker in time"
         return ErrorCode.none, None
 
+    async def reassign_partitions(self, assignments: Mapping[tuple[str, int], tuple[int, ...] | None]
+                                  ) -> tuple[ErrorCode, str | None]:
+        """AlterPartitionReassignments (KIP-455): the controller starts (or, for None, cancels) each move,
+        all or none; answered once this broker applied the result."""
+        try:
+            reply = await self.controller.reassign_partitions(assignments)
+        except ControllerClientError as exc:
+            return error_code(exc), exc.message
+        if not await self.session.wait_for_version(reply.metadata_version):
+            return ErrorCode.request_timed_out, "the reassignment did not reach this broker in time"
+        return ErrorCode.none, None
+
     async def _refresh(self) -> None:
         with contextlib.suppress(ControllerClientError):
             await self.session.pull(wait_ms=0)

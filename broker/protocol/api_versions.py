@@ -77,6 +77,8 @@ CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
 DESCRIBE_CLIENT_QUOTAS = 48
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
@@ -160,6 +162,8 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2),  # preferred only (elect_leaders.py)
     ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+    ApiRange(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),  # KIP-455 (partition_reassignments.py)
+    ApiRange(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
     ApiRange(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1),  # always empty: no quotas (client_quotas.py)
     ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),  # KIP-554
     ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),

@@ -6,7 +6,10 @@ Same requests, same assertions on TinyStream and Apache Kafka (one broker each):
 - leader election (kafka-leader-election.sh, confluent-kafka): on one broker the
   preferred replica always leads, so every election is "not needed"; an unknown
   partition is named as such. The election that moves a leader needs several
-  brokers: tests/broker/handlers/test_elect_leaders.py.
+  brokers: tests/broker/handlers/test_elect_leaders.py;
+- reassignment (kafka-reassign-partitions.sh): on one broker a partition can only be
+  "moved" to where it is, which completes at once; a broker that does not exist is
+  refused with Kafka's reason. Moves between brokers: test_partition_reassignments.py.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ pytestmark = pytest.mark.compat
 
 LOG_DIRS_COMMAND = "org.apache.kafka.tools.LogDirsCommand"
 LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"
+REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
 @pytest.fixture
@@ -91,3 +95,27 @@ def test_confluent_elect_leaders(bootstrap, written_topic):
     answers = admin.elect_leaders(ElectionType.PREFERRED, wanted).result(timeout=30)
     by_topic = {tp.topic: error and error.name() for tp, error in answers.items()}  # a KafkaError per partition
     assert by_topic == {written_topic: "ELECTION_NOT_NEEDED", written_topic + "-absent": "UNKNOWN_TOPIC_OR_PART"}  # librdkafka's name
+
+
+def test_kafka_reassign_partitions_execute_verify_and_refuse(bootstrap, written_topic, tmp_path):
+    require_client("java")
+    admin = ch.confluent_admin(bootstrap)  # held: librdkafka fails the futures of a handle that is collected
+    (broker_id,) = [n.id for n in admin.describe_cluster().result(timeout=30).nodes]
+    plan = tmp_path / "plan.json"
+
+    def reassign(action: str, replicas: list[int]):
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": written_topic, "partition": 0, "replicas": replicas, "log_dirs": ["any"] * len(replicas)}]}))
+        return run_java_tool(REASSIGN_COMMAND, ["--bootstrap-server", bootstrap, action,
+                                                "--reassignment-json-file", str(plan)], timeout=90)
+
+    executed = reassign("--execute", [broker_id])
+    assert executed.returncode == 0, executed.stdout[-2000:] + executed.stderr[-2000:]
+    assert "Successfully started partition reassignment" in executed.stdout, executed.stdout
+    verified = reassign("--verify", [broker_id])
+    assert verified.returncode == 0, verified.stdout[-2000:] + verified.stderr[-2000:]
+    assert f"Reassignment of partition {written_topic}-0 is completed" in verified.stdout, verified.stdout
+    refused = reassign("--execute", [broker_id + 100])
+    assert refused.returncode != 0
+    assert "Unknown broker id" in refused.stdout + refused.stderr or "INVALID_REPLICA_ASSIGNMENT" in (
+        refused.stdout + refused.stderr).upper().replace(" ", "_"), refused.stdout[-2000:] + refused.stderr[-2000:]

@@ -92,6 +92,8 @@ RULES: dict[int, tuple[Check, ...]] = {
     keys.DESCRIBE_CLIENT_QUOTAS: (Check(Op.DESCRIBE_CONFIGS, CLUSTER),),
     keys.DESCRIBE_LOG_DIRS: (Check(Op.DESCRIBE, CLUSTER),),
     keys.ELECT_LEADERS: (Check(Op.ALTER, CLUSTER),),
+    keys.ALTER_PARTITION_REASSIGNMENTS: (Check(Op.ALTER, CLUSTER),),
+    keys.LIST_PARTITION_REASSIGNMENTS: (Check(Op.DESCRIBE, CLUSTER),),
     keys.DESCRIBE_USER_SCRAM_CREDENTIALS: (Check(Op.DESCRIBE, CLUSTER),),
     keys.ALTER_USER_SCRAM_CREDENTIALS: (Check(Op.ALTER, CLUSTER),),
     keys.DESCRIBE_CLUSTER: (Check(Op.DESCRIBE, CLUSTER, "cluster_authorized_operations only: Kafka answers all"),),

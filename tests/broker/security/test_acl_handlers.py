@@ -448,6 +448,11 @@ REFUSALS = [
     ("DescribeLogDirs", lambda: request(35, 4, topics=None), CLUSTER_DENIED),
     ("ElectLeaders", lambda: request(43, 2, election_type=0, topic_partitions=(entity(
         43, 2, "TopicPartitions", topic=T, partitions=(0,)),)), CLUSTER_DENIED),
+    ("AlterPartitionReassignments", lambda: request(45, 1, timeout=ms(seconds=5), allow_replication_factor_change=True,
+                                                    topics=(entity(45, 1, "ReassignableTopic", name=T, partitions=(
+                                                        entity(45, 1, "ReassignablePartition", partition_index=0,
+                                                               replicas=(1,)),)),)), CLUSTER_DENIED),
+    ("ListPartitionReassignments", lambda: request(46, 0, timeout=ms(seconds=5), topics=None), CLUSTER_DENIED),
     ("DescribeClientQuotas", lambda: request(48, 1, components=(), strict=False), CLUSTER_DENIED),
     ("DescribeUserScramCredentials", lambda: request(50, 0, users=None), CLUSTER_DENIED),
     ("AlterUserScramCredentials", lambda: request(51, 0, upsertions=(), deletions=(entity(

@@ -62,11 +62,10 @@ async def test_a_broker_acts_only_as_itself(controller: Controller):
 
 
 @pytest.mark.parametrize(("method", "path", "body"), [
-    ("POST", "/v1/reassignments", {"assignments": [{"topic": "t", "partition": 0, "replicas": [2]}]}),
     ("POST", "/v1/brokers/1/drain", None),
     ("DELETE", "/v1/brokers/1", None),
 ])
-async def test_a_broker_may_not_move_partitions_or_fence_others(controller: Controller, method, path, body):
+async def test_a_broker_may_not_drain_or_unregister_others(controller: Controller, method, path, body):
     status, reply = await controller.request(method, path, body, token=broker_token(controller, 2))
     assert status == 403 and "admin only" in reply["message"], reply
 
@@ -81,6 +80,11 @@ async def test_brokers_may_forward_topic_admin_and_the_admin_may_do_all(controll
     assert status == 200, reply  # a forwarded ElectLeaders (preferred: only ever back to an in-sync replica)
     status, reply = await controller.request("POST", "/v1/elections/preferred", {})  # the admin's token
     assert status == 200, reply
+    move = {"assignments": [{"topic": "t", "partition": 0, "replicas": [1]}]}  # a forwarded reassignment
+    status, reply = await controller.request("POST", "/v1/reassignments", move, token=broker_token(controller, 1))
+    assert status == 200, reply
+    status, reply = await controller.request("POST", "/v1/reassignments", move, token=None)
+    assert status == 401, reply
 
 
 def test_tokens_name_their_principal_and_only_their_secret_verifies_them():
