@@ -20,6 +20,8 @@ from tinystream.operator.k8s.ca_lifecycle import (
     rolled_marker,
 )
 from tinystream.operator.k8s.certificates import IssuedRecord, broker_dns_names, derived_ca, issue, renewal_reason
+from tinystream.operator.k8s.cluster_tls import generation_ca, signing_ca
+from tinystream.operator.k8s.model import ClusterSpec
 from tinystream.operator.k8s.reconcile import BrokerPod
 
 DAY = datetime.timedelta(days=1)
@@ -174,3 +176,17 @@ def test_a_broker_certificate_renews_before_expiry_but_not_past_its_ca() -> None
     clipped_record = IssuedRecord.of(clipped, ca, dns, "")
     assert clipped_record.not_after == CREATED + 100 * DAY
     assert renewal_reason(clipped_record, now=CREATED + 95 * DAY, **due) is None  # the CA's rotation renews it
+
+
+async def test_tls_users_are_signed_by_the_ca_of_the_phase_and_trust_the_bundle() -> None:
+    body = {"metadata": {"name": "demo", "namespace": "ns", "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"security": {"clusterCa": {"validityDays": 100, "renewalDays": 10}}}}
+    _, state = steps(SPEC, None, CREATED)
+    trusting, state = steps(SPEC, state, CREATED + 91 * DAY)
+    signing, _ = steps(SPEC, state, CREATED + 92 * DAY, rolled=trusting.marker)
+    now = CREATED + 92 * DAY
+    for plan, signer in ((trusting, 0), (signing, 1)):
+        spec = ClusterSpec.from_resource({**body, "status": {"clusterCa": plan.state.to_status()}})
+        ca, bundle = await signing_ca(None, "master", spec, now=now)  # type: ignore[arg-type]  # no Secret read
+        assert ca.cert_pem == generation_ca("master", spec, plan.trusted[signer]).cert_pem
+        assert bundle.count("BEGIN CERTIFICATE") == 2 and ca.cert_pem in bundle
