@@ -1,4 +1,4 @@
-"""One pass over a TinyStreamCluster: secure -> observe -> plan (pure) -> execute -> report.
+"""One pass over a TinyStreamCluster: observe -> secure -> plan (pure) -> execute -> report.
 
 - observe: the owned objects, the broker pods and their data claims (and
   the claims' StorageClass), the Topics' largest replication factor, the
