@@ -40,20 +40,27 @@ class ReportedReasons:
 
 
 class IssuedCertificates:
-    """The broker certificate (status.certificates) each cluster was last issued by this process."""
+    """The broker certificate (status.certificates) and CA state (status.clusterCa) each cluster was last
+    given by this process: kopf's next body may not show the status patch yet."""
 
     def __init__(self) -> None:
         self._issued: dict[str, dict[str, str]] = {}
+        self._ca: dict[str, dict[str, Any]] = {}
 
     def latest(self, uid: str, status: Any) -> dict[str, Any]:
-        """`status` with the certificates issued here since in place of its own."""
-        return {**(status or {}), "certificates": self._issued.get(uid) or (status or {}).get("certificates")}
+        """`status` with the certificates and CA state recorded here since in place of its own."""
+        return {**(status or {}), "certificates": self._issued.get(uid) or (status or {}).get("certificates"),
+                "clusterCa": self._ca.get(uid) or (status or {}).get("clusterCa")}
 
     def record(self, uid: str, certificates: dict[str, str]) -> None:
         self._issued[uid] = certificates
 
+    def record_ca(self, uid: str, cluster_ca: dict[str, Any]) -> None:
+        self._ca[uid] = cluster_ca
+
     def forget(self, uid: str) -> None:
         self._issued.pop(uid, None)
+        self._ca.pop(uid, None)
 
 
 class UserSecretPasses:

@@ -29,7 +29,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 #: Certificates are back-dated this much: clocks of nodes and pods differ.
@@ -136,7 +136,7 @@ def issue(ca: KeyPair, common_name: str, dns_names: frozenset[str], *, now: date
     key, key_pem = _new_key()
     ca_cert = ca.certificate
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    assert isinstance(ca_key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey))  # a provided CA may be RSA
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
@@ -206,7 +206,8 @@ def renewal_reason(current: IssuedRecord | None, *, ca: KeyPair, dns_names: froz
     """Why a certificate must be issued again, or None while the one in force is good.
 
     The broker certificate's rule, and a tls TinyStreamUser's (users.plan_user_secret: no DNS names,
-    no renew token)."""
+    no renew token). Expiry renews only when a new certificate would live longer: one that ends with its
+    CA (issue() clips it there) waits for the CA's rotation (ca_lifecycle.py), which re-issues it."""
     if current is None:
         return "no certificate recorded yet"
     if current.ca != fingerprint(ca.cert_pem):
@@ -215,6 +216,7 @@ def renewal_reason(current: IssuedRecord | None, *, ca: KeyPair, dns_names: froz
         return "the certificate names other hosts"
     if current.renew_token != renew_token:
         return f"renewal asked for (tinystream.io/renew-certificates: {renew_token!r})"
-    if current.not_after - now <= datetime.timedelta(days=renewal_days):
+    ends_with_ca = current.not_after >= ca.certificate.not_valid_after_utc - datetime.timedelta(seconds=1)
+    if current.not_after - now <= datetime.timedelta(days=renewal_days) and not ends_with_ca:
         return f"the certificate expires {current.not_after.isoformat()} (renewal window {renewal_days} days)"
     return None

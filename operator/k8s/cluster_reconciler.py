@@ -1,11 +1,13 @@
-"""One pass over a TinyStreamCluster: secure -> observe -> plan (pure) -> execute -> report.
+"""One pass over a TinyStreamCluster: observe -> secure -> plan (pure) -> execute -> report.
 
-- secure: make (or renew) the Secrets spec.listeners asks for
-  (cluster_tls.ensure_security); a Secret held by another owner stops the pass
-  (SecretNotOwned, retried in 30 s).
 - observe: the owned objects, the broker pods and their data claims (and
   the claims' StorageClass), the Topics' largest replication factor, the
   nodes' racks and the controller's view.
+- secure: make (or renew) the Secrets spec.listeners asks for
+  (cluster_tls.ensure_security) and take the CA's lifecycle a step on
+  (ca_lifecycle.py, from the roll observed); a Secret held by another owner
+  (SecretNotOwned) or a provided CA that cannot be used (CaUnusable) stops
+  the pass, retried in 30 s.
 - plan: reconcile.plan_cluster, pure.
 - execute: each action through EXECUTORS, a table keyed by the action's
   type; the actions for the controller core go to it in one call.
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,8 +27,9 @@ from typing import Any, get_args
 import kopf
 
 from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.ca_lifecycle import rolled_marker
 from tinystream.operator.k8s.caches import IssuedCertificates, ReportedReasons
-from tinystream.operator.k8s.cluster_tls import ForeignSecret, ensure_security
+from tinystream.operator.k8s.cluster_tls import ForeignSecret, SecurityOutcome, ensure_security
 from tinystream.operator.k8s.conditions import ClusterReason, merge_condition, ready
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.deps import Deps
@@ -124,8 +128,9 @@ class ClusterReconciler:
         racing for its node port, a pod deleted twice in a roll), so a cluster's passes take turns."""
         async with self._passes.setdefault(_uid(body), asyncio.Lock()):
             spec = ClusterSpec.from_resource(body)
-            await self.secure(spec, body, status, patch)
-            plan = plan_cluster(spec, status, await self.observe(spec), ctx=self.deps.ctx)
+            observed = await self.observe(spec)
+            spec = await self.secure(spec, body, status, patch, observed)
+            plan = plan_cluster(spec, status, observed, ctx=self.deps.ctx)
             await self.execute(spec, plan, body, logger)
             self.report(spec, plan, body, status, patch)
             return plan
@@ -136,14 +141,18 @@ class ClusterReconciler:
         self.issued.forget(uid)
         self._passes.pop(uid, None)
 
-    async def secure(self, spec: ClusterSpec, body: Any, status: Any, patch: kopf.Patch) -> None:
+    async def secure(self, spec: ClusterSpec, body: Any, status: Any, patch: kopf.Patch,
+                     observed: Observed) -> ClusterSpec:
+        """The Secrets, and the CA step (ca_lifecycle.py): the spec comes back with the CA marker the pod
+        template carries in this pass."""
         deps = self.deps
         if deps.master_secret is None:
             raise kopf.TemporaryError("the operator has no master secret to make certificates and passwords with")
+        rolled = rolled_marker(observed.statefulset(spec), observed.pods, replicas=spec.brokers)
         try:
             outcome = await ensure_security(deps.kube(), spec, self.issued.latest(spec.uid, status),
                                             master=deps.master_secret, ctx=deps.ctx, now=deps.clock(),
-                                            external_hosts=await self._external_hosts(spec))
+                                            external_hosts=await self._external_hosts(spec), rolled=rolled)
         except ForeignSecret as exc:  # never mount (or write into) a Secret that is not the cluster's
             condition = ready(False, ClusterReason.SECRET_NOT_OWNED, str(exc), generation=spec.generation)
             if self.reported.changed(body, status, condition.reason):
@@ -158,6 +167,31 @@ class ClusterReconciler:
                               f"{outcome.issued_because}")
         if outcome.certificates is not None:
             patch.status["certificates"] = outcome.certificates
+        return self._ca_step(spec, body, status, patch, outcome)
+
+    def _ca_step(self, spec: ClusterSpec, body: Any, status: Any, patch: kopf.Patch,
+                 outcome: SecurityOutcome) -> ClusterSpec:
+        """Record the CA state and its condition; a provided CA that cannot be used stops the pass."""
+        plan = outcome.ca
+        if plan is None:
+            return spec
+        conditions = merge_condition((status or {}).get("conditions") or [], plan.condition)
+        if plan.problem:
+            condition = ready(False, ClusterReason.CA_UNUSABLE, plan.condition.message, generation=spec.generation)
+            if self.reported.changed(body, status, condition.reason):
+                kopf.warn(body, reason=plan.condition.reason, message=plan.condition.message)
+            patch.status["conditions"] = merge_condition(conditions, condition)
+            raise kopf.TemporaryError(plan.condition.message, delay=30)
+        patch.status["conditions"] = conditions  # report() merges the others into these
+        if plan.started:
+            kopf.info(body, reason="CaRotationStarted", message=plan.started)
+        if outcome.ca_status is not None:
+            previous = (self.issued.latest(spec.uid, status).get("clusterCa") or {}).get("phase")
+            if previous and previous != outcome.ca_status["phase"]:
+                kopf.info(body, reason="CaRotation", message=f"cluster CA: {previous} -> {outcome.ca_status['phase']}")
+            self.issued.record_ca(spec.uid, outcome.ca_status)
+            patch.status["clusterCa"] = outcome.ca_status
+        return dataclasses.replace(spec, ca_marker=plan.marker)
 
     async def _external_services(self, spec: ClusterSpec) -> list[dict[str, Any]]:
         """The cluster's external listeners' Services there now (by their listener label)."""
@@ -256,7 +290,7 @@ class ClusterReconciler:
             kopf.warn(body, reason="BrokerActionRefused", message=str(exc))
 
     def report(self, spec: ClusterSpec, plan: ClusterPlan, body: Any, status: Any, patch: kopf.Patch) -> None:
-        previous = (status or {}).get("conditions") or []
+        previous = patch.status.get("conditions") or (status or {}).get("conditions") or []
         if self.reported.changed(body, status, plan.condition.reason):
             event = kopf.info if plan.condition.status else kopf.warn
             if plan.condition.status is not False or plan.phase.value != "Creating":

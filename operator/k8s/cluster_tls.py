@@ -2,8 +2,9 @@
 
 For a cluster `demo`:
 
-    Secret demo-cluster-ca-cert   ca.crt                    clients trust the brokers with it
-    Secret demo-broker-tls        broker.pem (chain + key), ca.crt    (tls) renewed in place
+    Secret demo-cluster-ca-cert   ca.crt (the trust bundle)   clients trust the brokers with it
+    Secret demo-broker-tls        broker.pem (chain + key), ca.crt (the bundle)   (tls) renewed in place
+    Secret demo-cluster-ca        ca.crt, ca.key     the user's own CA (generateCertificateAuthority false): read only
     Secret demo-broker-users      users.json, broker-password         (scram-sha-512, or no tls) made once
 
 Without TLS brokers replicate as the inter-broker SCRAM user, so that Secret is made for a cluster with
@@ -12,7 +13,8 @@ neither TLS nor authentication too.
 The operator may create and patch Secrets but not read them, so everything it
 needs again is derived from its master secret (controller_secret.py) and the
 cluster's uid: the CA (certificates.derived_ca) and the inter-broker password;
-what it issued is remembered in status.certificates. A renewal patches the
+what it issued is remembered in status.certificates, the CA's generation and rotation phase in
+status.clusterCa (ca_lifecycle.py: a rotation rolls the brokers three times). A renewal patches the
 Secret's data; the kubelet updates the mounted files and the brokers reload
 them for new connections, with no restart (certificates.py says when).
 
@@ -33,15 +35,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinystream.operator.k8s.api import KubeClient
+from tinystream.operator.k8s.ca_lifecycle import CaPlan, CaReason, CaState, Generation, ProvidedCa, check_provided, plan_ca
 from tinystream.operator.k8s.certificates import (
     IssuedRecord,
     KeyPair,
     broker_dns_names,
     derived_ca,
+    hosts_digest,
     issue,
     renewal_reason,
 )
-from tinystream.operator.k8s.errors import Conflict, KubeApiError, NotFound
+from tinystream.operator.k8s.errors import Conflict, Forbidden, KubeApiError, NotFound
 from tinystream.operator.k8s.external import split_hosts
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.resources import Names, broker_user, labels, owner_reference
@@ -56,6 +60,8 @@ class SecurityOutcome:
 
     certificates: dict[str, str] | None = None
     issued_because: str | None = None
+    ca: CaPlan | None = None  # the CA step (TLS only): its condition, marker and whether it stops the pass
+    ca_status: dict[str, Any] | None = None  # status.clusterCa to record
 
 
 def derived_secret(master: str, cluster: ClusterSpec, purpose: str) -> bytes:
@@ -65,10 +71,10 @@ def derived_secret(master: str, cluster: ClusterSpec, purpose: str) -> bytes:
 
 
 def cluster_ca(master: str, cluster: ClusterSpec) -> KeyPair:
-    created = (datetime.datetime.fromisoformat(cluster.created.replace("Z", "+00:00")) if cluster.created
-               else datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC))
+    """The first generation's key with CA_VALIDITY_DAYS: the controller API's CA (controller_tls.py), which
+    does not rotate with the Kafka listeners' CA (ca_lifecycle.py)."""
     return derived_ca(derived_secret(master, cluster, "cluster-ca"), cluster.name, cluster.namespace,
-                      created=created, days=CA_VALIDITY_DAYS)
+                      created=cluster_created(cluster), days=CA_VALIDITY_DAYS)
 
 
 def broker_password(master: str, cluster: ClusterSpec) -> str:
@@ -137,13 +143,87 @@ async def _create_or_replace_data(client: KubeClient, secret: dict[str, Any]) ->
         await replace_secret_data(client, secret)
 
 
+def generation_ca(master: str, cluster: ClusterSpec, generation: Generation) -> KeyPair:
+    """A generated CA of the cluster: generation 0 is `cluster_ca`'s key, each later one a key of its own."""
+    purpose = "cluster-ca" if generation.number == 0 else f"cluster-ca-{generation.number}"
+    return derived_ca(derived_secret(master, cluster, purpose), cluster.name, cluster.namespace,
+                      created=generation.created, days=generation.validity_days)
+
+
+def cluster_created(cluster: ClusterSpec) -> datetime.datetime:
+    return (datetime.datetime.fromisoformat(cluster.created.replace("Z", "+00:00")) if cluster.created
+            else datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC))
+
+
+async def read_provided_ca(client: KubeClient, cluster: ClusterSpec, *,
+                           now: datetime.datetime) -> tuple[ProvidedCa, KeyPair | None]:
+    """The user's CA Secret (generateCertificateAuthority false), checked; read only, never written.
+
+    The operator has no `get` on Secrets by default: the user grants it on this one Secret (a Role with
+    resourceNames, docs/security.md); until then the condition says so."""
+    name = cluster.cluster_ca.secret_name
+    try:
+        secret = await client.get("v1", "Secret", name, cluster.namespace)
+    except Forbidden:
+        return ProvidedCa(problem=CaReason.SECRET_FORBIDDEN,
+                          detail="the operator may not read it; grant its service account get on this one "
+                                 "Secret (a Role with resourceNames, see docs/security.md)"), None
+    if secret is None:
+        return ProvidedCa(problem=CaReason.SECRET_MISSING, detail="not found"), None
+    data = secret.get("data") or {}
+
+    def text(key: str) -> str | None:
+        try:
+            return base64.b64decode(data[key]).decode() if data.get(key) else None
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+    cert_pem, key_pem = text("ca.crt"), text("ca.key")
+    provided = check_provided(cert_pem, key_pem, now=now)
+    return provided, (KeyPair(provided.cert_pem, key_pem or "") if provided.cert_pem else None)
+
+
+def _ca_pair(master: str, cluster: ClusterSpec, generation: Generation, provided: KeyPair | None) -> KeyPair | None:
+    if not generation.provided:
+        return generation_ca(master, cluster, generation)
+    if provided is not None and generation.same_ca(provided.cert_pem):
+        return provided
+    return None
+
+
+def _bundle(master: str, cluster: ClusterSpec, plan: CaPlan) -> str:
+    return "".join(g.provided or generation_ca(master, cluster, g).cert_pem for g in plan.trusted)
+
+
+async def cluster_ca_plan(client: KubeClient, cluster: ClusterSpec, status: Mapping[str, Any] | None, *,
+                          now: datetime.datetime, rolled: str | None) -> tuple[CaPlan, KeyPair | None]:
+    """The CA step's plan (ca_lifecycle.plan_ca) from status.clusterCa, with the user's Secret read if asked."""
+    provided, pair = (await read_provided_ca(client, cluster, now=now) if not cluster.cluster_ca.generate
+                      else (None, None))
+    status = status or {}
+    plan = plan_ca(cluster.cluster_ca, CaState.from_status(status.get("clusterCa")), now=now,
+                   created=cluster_created(cluster), legacy=bool(status.get("certificates")), provided=provided,
+                   rolled=rolled, generation=cluster.generation)
+    return plan, pair
+
+
+async def signing_ca(client: KubeClient, master: str, cluster: ClusterSpec, *,
+                     now: datetime.datetime) -> tuple[KeyPair, str] | None:
+    """The CA that signs new certificates of the cluster now (a tls user's), and the trust bundle (PEM);
+    None while none may sign (the provided CA's Secret is unusable)."""
+    plan, pair = await cluster_ca_plan(client, cluster, {"clusterCa": cluster.ca_status}, now=now, rolled=None)
+    signer = plan.signer or (plan.trusted[-1] if plan.trusted else None)
+    ca = _ca_pair(master, cluster, signer, pair) if signer is not None else None
+    return (ca, _bundle(master, cluster, plan)) if ca is not None else None
+
+
 async def ensure_security(client: KubeClient, cluster: ClusterSpec, status: Mapping[str, Any] | None, *,
                           master: str, ctx: OperatorContext, now: datetime.datetime,
-                          external_hosts: frozenset[str] = frozenset()) -> SecurityOutcome:
+                          external_hosts: frozenset[str] = frozenset(), rolled: str | None = None) -> SecurityOutcome:
     """Make (or renew) the Secrets spec.listeners asks for: the SCRAM users whenever brokers or clients log
-    in with SCRAM (a cluster without TLS replicates as the inter-broker user), the CA and broker
+    in with SCRAM (a cluster without TLS replicates as the inter-broker user), the CA bundle and broker
     certificate with TLS; the certificate names `external_hosts` too (external.certificate_hosts), and a
-    change of them renews it."""
+    change of them renews it. `rolled`: the CA marker every broker runs with (ca_lifecycle.rolled_marker)."""
     names = Names.of(cluster)
     if cluster.needs_scram_users:
         users = UserStore()
@@ -153,19 +233,33 @@ async def ensure_security(client: KubeClient, cluster: ClusterSpec, status: Mapp
             "users.json": json.dumps(users.to_json(), indent=1), "broker-password": password}))
     if not cluster.tls:
         return SecurityOutcome()
-    ca = cluster_ca(master, cluster)
-    await _create_once(client, _secret(cluster, names.ca_cert, {"ca.crt": ca.cert_pem}))
+    plan, provided = await cluster_ca_plan(client, cluster, status, now=now, rolled=rolled)
+    if plan.problem:
+        return SecurityOutcome(ca=plan)
+    bundle = _bundle(master, cluster, plan)
+    written = hosts_digest(frozenset({bundle}))
+    ca_status = {**plan.state.to_status(), "bundle": written}
+    bundle_changed = ((status or {}).get("clusterCa") or {}).get("bundle") != written
+    ca_secret = _secret(cluster, names.ca_cert, {"ca.crt": bundle})
+    await (_create_or_replace_data(client, ca_secret) if bundle_changed else _create_once(client, ca_secret))
     dns = broker_dns_names(cluster.name, cluster.namespace, ctx.cluster_domain) | external_hosts
     current = IssuedRecord.from_status((status or {}).get("certificates"))
-    reason = renewal_reason(current, ca=ca, dns_names=dns, renew_token=cluster.renew_token, now=now,
-                            renewal_days=cluster.cert_renewal_days)
+    signer = plan.signer or (plan.trusted[-1] if current is None else None)
+    ca = _ca_pair(master, cluster, signer, provided) if signer is not None else None
+    reason = (renewal_reason(current, ca=ca, dns_names=dns, renew_token=cluster.renew_token, now=now,
+                             renewal_days=cluster.cert_renewal_days) if ca is not None else None)
     if reason is None:
-        assert current is not None
-        return SecurityOutcome(certificates=current.to_status())
+        if bundle_changed:  # the broker certificate stays; the brokers' trust bundle changes (a roll follows)
+            tls_secret = _secret(cluster, names.broker_tls, {"ca.crt": bundle})
+            if not await create_secret(client, tls_secret):
+                await patch_owned_secret(client, tls_secret, [
+                    {"op": "add", "path": "/data/ca.crt", "value": tls_secret["data"]["ca.crt"]}])
+        return SecurityOutcome(certificates=current.to_status() if current else None, ca=plan, ca_status=ca_status)
+    assert ca is not None
     dns_names, ip_addresses = split_hosts(dns)
     broker = issue(ca, broker_user(cluster), dns_names, now=now, days=cluster.cert_validity_days,
                    ip_addresses=ip_addresses)
     await _create_or_replace_data(client, _secret(cluster, names.broker_tls, {
-        "broker.pem": broker.cert_pem + broker.key_pem, "ca.crt": ca.cert_pem}))
+        "broker.pem": broker.cert_pem + broker.key_pem, "ca.crt": bundle}))
     record = IssuedRecord.of(broker, ca, dns, cluster.renew_token)
-    return SecurityOutcome(certificates=record.to_status(), issued_because=reason)
+    return SecurityOutcome(certificates=record.to_status(), issued_because=reason, ca=plan, ca_status=ca_status)

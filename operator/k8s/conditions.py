@@ -32,6 +32,7 @@ class ClusterReason(str, enum.Enum):
     WAITING_FOR_CONTROLLER = "WaitingForController"
     INVALID_BROKER_CONFIG = "InvalidBrokerConfig"
     SECRET_NOT_OWNED = "SecretNotOwned"  # a Secret the cluster needs is there under another owner
+    CA_UNUSABLE = "CaUnusable"  # the provided CA's Secret is missing, unreadable, invalid or expired
     WAITING_FOR_EXTERNAL_ADDRESSES = "WaitingForExternalAddresses"  # a node port or load balancer not known yet
     RESIZING_STORAGE = "ResizingStorage"  # the StatefulSet is re-created for a larger claim template
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinystream.operator.k8s.ca_lifecycle import CaSpec
+
 GROUP = "tinystream.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -30,6 +32,8 @@ ConfigValue = str | int | float | bool
 
 #: A new value on a TinyStreamCluster renews its broker certificate at once (as Strimzi's force-renew).
 RENEW_CERTIFICATES_ANNOTATION = "tinystream.io/renew-certificates"
+#: A new value on a TinyStreamCluster rotates its cluster CA (as Strimzi's strimzi.io/force-renew on the CA Secret).
+FORCE_RENEW_CA_ANNOTATION = "tinystream.io/force-renew-ca"
 
 
 # Secure by default: a spec that says nothing about security gets all of it (the CRD's defaults say the
@@ -52,6 +56,16 @@ def _authentication(listeners: Mapping[str, Any]) -> str | None:
     """listeners.authentication.type; None when it is none (every client anonymous)."""
     kind = (listeners.get("authentication") or {"type": DEFAULT_AUTHENTICATION}).get("type") or DEFAULT_AUTHENTICATION
     return None if kind == NONE else str(kind)
+
+
+def _cluster_ca(meta: Mapping[str, Any], security: Mapping[str, Any]) -> CaSpec:
+    """spec.security.clusterCa (as Strimzi's clusterCa): a provided CA's Secret is <name>-cluster-ca by default."""
+    ca = security.get("clusterCa") or {}
+    generate = bool(ca.get("generateCertificateAuthority", True))
+    return CaSpec(generate=generate, validity_days=int(ca.get("validityDays", 365)),
+                  renewal_days=int(ca.get("renewalDays", 30)),
+                  secret_name="" if generate else str(ca.get("secretName") or f"{meta['name']}-cluster-ca"),
+                  force_token=str((meta.get("annotations") or {}).get(FORCE_RENEW_CA_ANNOTATION) or ""))
 
 
 NODEPORT = "nodeport"
@@ -135,6 +149,9 @@ class ClusterSpec:
     cert_renewal_days: int = 30
     renew_token: str = ""  # the tinystream.io/renew-certificates annotation: a new value renews now
     created: str = ""  # metadata.creationTimestamp (the cluster CA's validity starts there)
+    cluster_ca: CaSpec = field(default_factory=CaSpec)  # spec.security.clusterCa (ca_lifecycle.py)
+    ca_status: Mapping[str, Any] = field(default_factory=dict)  # status.clusterCa as last written: who signs
+    ca_marker: str = ""  # the pod template's CA annotation, set by the reconciler after the CA step
 
     @property
     def security_protocol(self) -> str:
@@ -205,6 +222,8 @@ class ClusterSpec:
             cert_renewal_days=int(certificates.get("renewalDays", 30)),
             renew_token=str((meta.get("annotations") or {}).get(RENEW_CERTIFICATES_ANNOTATION) or ""),
             created=str(meta.get("creationTimestamp") or ""),
+            cluster_ca=_cluster_ca(meta, spec.get("security") or {}),
+            ca_status=dict((body.get("status") or {}).get("clusterCa") or {}),
         )
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tinystream.config.settings import BrokerSettings
+from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION
 from tinystream.operator.k8s.external import (
     ADDRESSES_FILE,
     BROKER_LABEL,
@@ -535,6 +536,8 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
     pod_annotations = {CONFIG_HASH_ANNOTATION: cfg_hash}
     if cluster.rack_topology_key:
         pod_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key
+    if cluster.tls and cluster.ca_marker:  # a CA rotation's phase: each one rolls the brokers (ca_lifecycle.py)
+        pod_annotations[CA_ANNOTATION] = cluster.ca_marker
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -22,7 +22,7 @@ from typing import Any
 
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.certificates import IssuedRecord, KeyPair, issue
-from tinystream.operator.k8s.cluster_tls import cluster_ca, create_secret, replace_secret_data
+from tinystream.operator.k8s.cluster_tls import create_secret, replace_secret_data, signing_ca
 from tinystream.operator.k8s.model import API_VERSION, USER_KIND, ClusterSpec, UserSpec
 from tinystream.operator.k8s.users import SecretChange, plan_user_secret, secret_change
 
@@ -48,8 +48,9 @@ def password_files(user: UserSpec, password: str) -> dict[str, str]:
         f'username="{user.name}" password="{password}";')}
 
 
-def certificate_files(ca: KeyPair, cert: KeyPair) -> dict[str, str]:
-    return {"user.crt": cert.cert_pem, "user.key": cert.key_pem, "ca.crt": ca.cert_pem}
+def certificate_files(bundle: str, cert: KeyPair) -> dict[str, str]:
+    """A tls user's files: ca.crt is the cluster's trust bundle (two CAs while one rotates)."""
+    return {"user.crt": cert.cert_pem, "user.key": cert.key_pem, "ca.crt": bundle}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +74,13 @@ async def ensure_user_secret(client: KubeClient, user: UserSpec, cluster: Cluste
         plan = plan_user_secret(user, current=None, ca=None, now=now, renewal_days=cluster.cert_renewal_days)
         created = await create_secret(client, user_secret(user, password_files(user, user_password(master, user))))
         return SecretPass(secret_change(plan, recorded=recorded, created=created))
-    ca = cluster_ca(master, cluster)
+    signing = await signing_ca(client, master, cluster, now=now)
+    if signing is None:  # the cluster's provided CA cannot be used now (its condition says why): next pass
+        return SecretPass(None, current)
+    ca, bundle = signing
     plan = plan_user_secret(user, current=current, ca=ca, now=now, renewal_days=cluster.cert_renewal_days)
     cert = issue(ca, user.name, frozenset(), now=now, days=cluster.cert_validity_days)
-    secret = user_secret(user, certificate_files(ca, cert))
+    secret = user_secret(user, certificate_files(bundle, cert))
     created = await create_secret(client, secret)
     if not created and plan.renew is not None:
         await replace_secret_data(client, secret)

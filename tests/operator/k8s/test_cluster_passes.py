@@ -15,7 +15,7 @@ class Recording(ClusterReconciler):
         super().__init__(deps=None)  # type: ignore[arg-type]
         self.running = self.most = 0
 
-    async def secure(self, *args: Any) -> None:
+    async def observe(self, *args: Any) -> None:  # the pass's first I/O
         self.running += 1
         self.most = max(self.most, self.running)
         await asyncio.sleep(0.05)

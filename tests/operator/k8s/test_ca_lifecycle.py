@@ -1,0 +1,192 @@
+"""The cluster CA's lifecycle, planned with an injected clock: renewal, force-renew, three rolls, a provided CA."""
+
+from __future__ import annotations
+
+import datetime
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tinystream.operator.k8s.ca_lifecycle import (
+    CA_ANNOTATION,
+    CaPhase,
+    CaReason,
+    CaSpec,
+    CaState,
+    check_provided,
+    plan_ca,
+    rolled_marker,
+)
+from tinystream.operator.k8s.certificates import IssuedRecord, broker_dns_names, derived_ca, issue, renewal_reason
+from tinystream.operator.k8s.cluster_tls import generation_ca, signing_ca
+from tinystream.operator.k8s.model import ClusterSpec
+from tinystream.operator.k8s.reconcile import BrokerPod
+
+DAY = datetime.timedelta(days=1)
+CREATED = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+SPEC = CaSpec(validity_days=100, renewal_days=10)
+
+
+def steps(spec: CaSpec, state: CaState | None, now: datetime.datetime, rolled: str | None = None, **kw):
+    plan = plan_ca(spec, state, now=now, created=CREATED, rolled=rolled, **kw)
+    return plan, CaState.from_status(plan.state.to_status())  # as status keeps it: a restart resumes from it
+
+
+def test_a_new_cluster_starts_with_generation_0_and_no_roll_marker() -> None:
+    plan, _ = steps(SPEC, None, CREATED + DAY)
+    assert plan.state.current.number == 0 and plan.state.phase is CaPhase.STEADY
+    assert plan.state.current.not_after == CREATED + 100 * DAY
+    assert plan.marker == ""  # an upgraded operator does not roll anything
+    assert plan.condition.reason == CaReason.VALID.value and plan.condition.status is True
+    legacy, _ = steps(SPEC, None, CREATED + DAY, legacy=True)  # made before CA lifecycles: its CA stays
+    assert legacy.state.current.not_after == CREATED + 3650 * DAY
+
+
+def test_renewal_starts_renewal_days_before_expiry_and_takes_three_complete_rolls() -> None:
+    _, state = steps(SPEC, None, CREATED)
+    before, state = steps(SPEC, state, CREATED + 89 * DAY)
+    assert before.state.phase is CaPhase.STEADY  # 11 days left: not yet
+    plan, state = steps(SPEC, state, CREATED + 91 * DAY)
+    assert plan.state.phase is CaPhase.TRUST_NEW and "expires" in plan.started
+    assert [g.number for g in plan.trusted] == [0, 1] and plan.signer.number == 0
+    assert plan.marker == "trust-0-1" and plan.condition.reason == CaReason.ROTATING.value
+    assert state.next.created == CREATED + 91 * DAY and state.next.validity_days == 100
+    # The roll is not complete (another marker, or none): the phase holds.
+    for rolled in (None, "", "ca-7"):
+        held, _ = steps(SPEC, state, CREATED + 92 * DAY, rolled=rolled)
+        assert held.state.phase is CaPhase.TRUST_NEW and held.started == ""
+    plan, state = steps(SPEC, state, CREATED + 92 * DAY, rolled="trust-0-1")
+    assert plan.state.phase is CaPhase.SIGN_NEW and plan.signer.number == 1
+    assert [g.number for g in plan.trusted] == [0, 1] and plan.marker == "sign-1-trust-0-1"
+    plan, state = steps(SPEC, state, CREATED + 93 * DAY, rolled="sign-1-trust-0-1")
+    assert plan.state.phase is CaPhase.DROP_OLD and [g.number for g in plan.trusted] == [1]
+    assert plan.marker == "ca-1" and plan.signer.number == 1
+    plan, state = steps(SPEC, state, CREATED + 94 * DAY, rolled="ca-1")
+    assert plan.state.phase is CaPhase.STEADY and plan.marker == "ca-1" and plan.state.next is None
+    assert plan.state.current.not_after == CREATED + 191 * DAY
+    assert plan.condition.reason == CaReason.VALID.value and "generation 1" in plan.condition.message
+
+
+def test_force_renew_rotates_on_a_new_annotation_value_only() -> None:
+    _, state = steps(CaSpec(force_token="a"), None, CREATED)  # there at creation: already handled
+    plan, state = steps(CaSpec(force_token="a"), state, CREATED + DAY)
+    assert plan.state.phase is CaPhase.STEADY
+    plan, state = steps(CaSpec(force_token="b"), state, CREATED + DAY)
+    assert plan.state.phase is CaPhase.TRUST_NEW and "force-renew-ca" in plan.started
+    assert state.renew_token == "b"
+
+
+def test_an_operator_restart_mid_rotation_resumes_with_the_same_plan() -> None:
+    _, state = steps(SPEC, None, CREATED)
+    _, state = steps(SPEC, state, CREATED + 95 * DAY)
+    first, _ = steps(SPEC, state, CREATED + 96 * DAY)
+    again, _ = steps(SPEC, CaState.from_status(first.state.to_status()), CREATED + 96 * DAY)
+    assert (again.marker, again.trusted, again.signer) == (first.marker, first.trusted, first.signer)
+
+
+def test_validity_days_changed_applies_to_the_next_ca() -> None:
+    _, state = steps(SPEC, None, CREATED)
+    plan, _ = steps(CaSpec(validity_days=500, renewal_days=10), state, CREATED + DAY)
+    assert plan.state.current.validity_days == 100 and plan.state.phase is CaPhase.STEADY
+
+
+def _ca(name: str, days: int = 365, now: datetime.datetime = CREATED, ca: bool = True) -> tuple[str, str]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - DAY)
+            .not_valid_after(now + days * DAY)
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM).decode(),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()).decode())
+
+
+BYO = CaSpec(generate=False, secret_name="demo-cluster-ca")
+
+
+def test_a_provided_ca_that_is_missing_or_unusable_stops_with_a_condition() -> None:
+    missing = plan_ca(BYO, None, now=CREATED, created=CREATED, provided=None)
+    assert missing.problem and missing.condition.status is False
+    assert missing.condition.reason == CaReason.SECRET_MISSING.value and "demo-cluster-ca" in missing.condition.message
+    cert, key = _ca("mine")
+    other_cert, _ = _ca("other")
+    assert check_provided(cert, key, now=CREATED).cert_pem == cert
+    assert check_provided(other_cert, key, now=CREATED).problem is CaReason.SECRET_INVALID  # key of another
+    assert check_provided(cert, None, now=CREATED).detail == "it has no ca.key"
+    assert check_provided("junk", key, now=CREATED).problem is CaReason.SECRET_INVALID
+    leaf, leaf_key = _ca("leaf", ca=False)
+    assert "not a CA" in check_provided(leaf, leaf_key, now=CREATED).detail
+    expired = check_provided(cert, key, now=CREATED + 400 * DAY)
+    assert expired.problem is CaReason.SECRET_EXPIRED
+    plan = plan_ca(BYO, None, now=CREATED, created=CREATED, provided=expired)
+    assert plan.problem and plan.condition.reason == CaReason.SECRET_EXPIRED.value
+
+
+def test_a_new_ca_in_the_users_secret_is_rotated_to_and_the_old_one_signs_nothing() -> None:
+    old_cert, old_key = _ca("old")
+    plan, state = steps(BYO, None, CREATED, provided=check_provided(old_cert, old_key, now=CREATED))
+    assert plan.state.current.provided == old_cert and plan.signer is not None and not plan.rotating
+    new_cert, new_key = _ca("new")
+    provided = check_provided(new_cert, new_key, now=CREATED)
+    plan, state = steps(BYO, state, CREATED + DAY, provided=provided)
+    assert plan.state.phase is CaPhase.TRUST_NEW and [g.provided for g in plan.trusted] == [old_cert, new_cert]
+    assert plan.signer is None  # the old key left the Secret: the broker certificate stays as it is
+    plan, state = steps(BYO, state, CREATED + DAY, provided=provided, rolled=plan.marker)
+    assert plan.signer.provided == new_cert
+    plan, state = steps(BYO, state, CREATED + DAY, provided=provided, rolled=plan.marker)
+    assert [g.provided for g in plan.trusted] == [new_cert]
+
+
+def test_a_provided_ca_near_expiry_is_reported_not_replaced() -> None:
+    cert, key = _ca("mine", days=20)
+    plan = plan_ca(BYO, None, now=CREATED + 15 * DAY, created=CREATED,
+                   provided=check_provided(cert, key, now=CREATED + 15 * DAY))
+    assert plan.condition.reason == CaReason.EXPIRING.value and not plan.rotating
+
+
+def _sts(annotation: str, *, generation: int = 2, observed: int = 2) -> dict:
+    return {"metadata": {"name": "demo-broker", "generation": generation},
+            "spec": {"template": {"metadata": {"annotations": {CA_ANNOTATION: annotation}}}},
+            "status": {"observedGeneration": observed, "updateRevision": "r2"}}
+
+
+def test_rolled_marker_needs_every_broker_at_the_update_revision_and_ready() -> None:
+    pods = [BrokerPod(f"demo-broker-{i}", i, True, "r2") for i in range(3)]
+    assert rolled_marker(_sts("trust-0-1"), pods, replicas=3) == "trust-0-1"
+    assert rolled_marker(_sts("trust-0-1", observed=1), pods, replicas=3) is None  # template not seen yet
+    assert rolled_marker(_sts("trust-0-1"), pods[:2], replicas=3) is None
+    assert rolled_marker(_sts("trust-0-1"), [*pods[:2], BrokerPod("demo-broker-2", 2, True, "r1")], replicas=3) is None
+    assert rolled_marker(_sts("trust-0-1"), [*pods[:2], BrokerPod("demo-broker-2", 2, False, "r2")], replicas=3) is None
+    assert rolled_marker(None, pods, replicas=3) is None
+
+
+def test_a_broker_certificate_renews_before_expiry_but_not_past_its_ca() -> None:
+    dns = broker_dns_names("demo", "ns", "cluster.local")
+    ca = derived_ca(b"seed", "demo", "ns", created=CREATED, days=100)
+    cert = issue(ca, "broker", dns, now=CREATED, days=30)
+    record = IssuedRecord.of(cert, ca, dns, "")
+    due = dict(ca=ca, dns_names=dns, renew_token="", renewal_days=10)
+    assert renewal_reason(record, now=CREATED + 5 * DAY, **due) is None
+    assert "expires" in renewal_reason(record, now=CREATED + 25 * DAY, **due)  # same CA, a longer life ahead
+    clipped = issue(ca, "broker", dns, now=CREATED + 80 * DAY, days=30)  # ends with its CA
+    clipped_record = IssuedRecord.of(clipped, ca, dns, "")
+    assert clipped_record.not_after == CREATED + 100 * DAY
+    assert renewal_reason(clipped_record, now=CREATED + 95 * DAY, **due) is None  # the CA's rotation renews it
+
+
+async def test_tls_users_are_signed_by_the_ca_of_the_phase_and_trust_the_bundle() -> None:
+    body = {"metadata": {"name": "demo", "namespace": "ns", "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"security": {"clusterCa": {"validityDays": 100, "renewalDays": 10}}}}
+    _, state = steps(SPEC, None, CREATED)
+    trusting, state = steps(SPEC, state, CREATED + 91 * DAY)
+    signing, _ = steps(SPEC, state, CREATED + 92 * DAY, rolled=trusting.marker)
+    now = CREATED + 92 * DAY
+    for plan, signer in ((trusting, 0), (signing, 1)):
+        spec = ClusterSpec.from_resource({**body, "status": {"clusterCa": plan.state.to_status()}})
+        ca, bundle = await signing_ca(None, "master", spec, now=now)  # type: ignore[arg-type]  # no Secret read
+        assert ca.cert_pem == generation_ca("master", spec, plan.trusted[signer]).cert_pem
+        assert bundle.count("BEGIN CERTIFICATE") == 2 and ca.cert_pem in bundle
