@@ -78,6 +78,7 @@ DELETE_GROUPS = 42
 ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
@@ -160,7 +161,8 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
     ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2),  # preferred only (elect_leaders.py)
     ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
-    ApiRange(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1),  # always empty: no quotas (client_quotas.py)
+    ApiRange(DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1),  # client_quotas.py (KIP-546)
+    ApiRange(ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1),
     ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),  # KIP-554
     ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
     ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),

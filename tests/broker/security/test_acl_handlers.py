@@ -449,6 +449,9 @@ REFUSALS = [
     ("ElectLeaders", lambda: request(43, 2, election_type=0, topic_partitions=(entity(
         43, 2, "TopicPartitions", topic=T, partitions=(0,)),)), CLUSTER_DENIED),
     ("DescribeClientQuotas", lambda: request(48, 1, components=(), strict=False), CLUSTER_DENIED),
+    ("AlterClientQuotas", lambda: request(49, 1, validate_only=False, entries=(entity(
+        49, 1, "EntryData", entity=(entity(49, 1, "EntityData", entity_type="client-id", entity_name="c"),),
+        ops=(entity(49, 1, "OpData", key="producer_byte_rate", value=1024.0, remove=False),)),)), CLUSTER_DENIED),
     ("DescribeUserScramCredentials", lambda: request(50, 0, users=None), CLUSTER_DENIED),
     ("AlterUserScramCredentials", lambda: request(51, 0, upsertions=(), deletions=(entity(
         51, 0, "ScramCredentialDeletion", name="alice", mechanism=2),)), CLUSTER_DENIED),
