@@ -116,7 +116,8 @@ class Broker:
                 FetchSessionCache(max_slots=settings.max_incremental_fetch_session_cache_slots)),
             groups=coordination.groups, transactions=coordination.transactions, control=control.session,
             forwarding=control.forwarding, authorizer=security.authorizer,
-            quotas=ClientQuotas(storage.logs.metadata_dir),
+            quotas=ClientQuotas(storage.logs.metadata_dir, samples=settings.quota_window_num,
+                                window_ms=settings.quota_window_size_seconds * 1000),
         )
         client_tls = () if control.credentials is None or control.credentials.tls is None else (control.credentials.tls,)
         network = build_network(settings, self.ctx, security, extra_tls=client_tls)

@@ -38,7 +38,7 @@ async def handle_describe_client_quotas(ctx: BrokerContext, call: Call) -> Any:
         call.make("EntryData",
                   entity=tuple(call.make("EntityData", entity_type=t, entity_name=n) for t, n in entity.components()),
                   values=tuple(call.make("ValueData", key=k, value=v) for k, v in sorted(values.items())))
-        for entity, values in sorted(ctx.quotas.book.entries.items())
+        for entity, values in sorted(ctx.quotas.book.entries.items(), key=lambda item: item[0].sort_key())
         if filter_matches(entity, components, call.body.strict)
     )
     return call.respond(throttle_time=millis(0), error_code=ErrorCode.none, error_message=None, entries=entries)

@@ -80,7 +80,7 @@ class QuotaBook:
 
     def to_json(self) -> dict[str, Any]:
         return {"quotas": [{"entity": e.to_json(), "values": dict(sorted(v.items()))}
-                           for e, v in sorted(self.entries.items())]}
+                           for e, v in sorted(self.entries.items(), key=lambda item: item[0].sort_key())]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> QuotaBook:

@@ -34,7 +34,7 @@ KEYS: dict[str, bool] = {
 _LONG_MAX = float(2**63 - 1)
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class Entity:
     """A quota entity: user and client-id, each absent (not part of it), a name, or the default.
 
@@ -50,6 +50,10 @@ class Entity:
     def of(cls, components: Iterable[tuple[str, str | None]]) -> Entity:
         parts = dict(components)
         return cls(USER in parts, parts.get(USER), CLIENT_ID in parts, parts.get(CLIENT_ID))
+
+    def sort_key(self) -> tuple[bool, str, bool, str]:
+        """A stable order for listings and the file (a default, None, sorts first)."""
+        return (self.has_user, self.user or "", self.has_client, self.client_id or "")
 
     def components(self) -> tuple[tuple[str, str | None], ...]:
         out: list[tuple[str, str | None]] = []
