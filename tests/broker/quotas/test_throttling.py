@@ -57,8 +57,9 @@ def rate_between(delivered: list[tuple[float, int]], since: float) -> float:
     return sum(n for _, n in after) / (after[-1][0] - since)
 
 
-def test_a_producer_over_its_quota_is_throttled_and_another_is_not(tmp_path):
-    broker = BrokerThread(test_settings(tmp_path, **{"quota.window.num": 3}))
+def quota_broker(tmp_path, samples: int) -> BrokerThread:
+    """A broker with quota-t, producer_byte_rate QUOTA on client id "noisy", consumer_byte_rate on "reader"."""
+    broker = BrokerThread(test_settings(tmp_path, **{"quota.window.num": samples}))
     broker.start()
 
     async def setup(_b):
@@ -66,13 +67,24 @@ def test_a_producer_over_its_quota_is_throttled_and_another_is_not(tmp_path):
         try:
             await create_topic(client, "quota-t", 1)
             return await client.request(alter(([("client-id", "noisy")],
-                                               [("producer_byte_rate", float(QUOTA), False)])))
+                                               [("producer_byte_rate", float(QUOTA), False)]),
+                                              ([("client-id", "reader")],
+                                               [("consumer_byte_rate", float(QUOTA), False)])))
         finally:
             await client.close()
 
     try:
         reply = broker.call(setup)
-        assert [e.error_code for e in reply.entries] == [ErrorCode.none]
+        assert [e.error_code for e in reply.entries] == [ErrorCode.none] * 2
+    except BaseException:
+        broker.stop()
+        raise
+    return broker
+
+
+def test_a_producer_over_its_quota_is_throttled_and_another_is_not(tmp_path):
+    broker = quota_broker(tmp_path, 3)
+    try:
         noisy = produce_for(broker.bootstrap, "quota-t", "noisy", RUN_S)
         quiet = produce_for(broker.bootstrap, "quota-t", "quiet", 1.5)
         metrics = broker.call(lambda b: b.metrics.exposition().decode())
@@ -91,3 +103,54 @@ def test_a_producer_over_its_quota_is_throttled_and_another_is_not(tmp_path):
     assert not quiet["throttles"], quiet["throttles"]
     assert quiet_rate > 3 * QUOTA, quiet_rate
     assert 'tinystream_quota_throttled_total{quota="produce"}' in metrics
+
+
+def consume_for(bootstrap: str, topic: str, client_id: str, seconds: float) -> dict:
+    throttles: list[tuple[float, float]] = []
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"g-{client_id}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "throttle_cb": lambda event: throttles.append((time.monotonic(), event.throttle_time)),
+    })
+    consumer.subscribe([topic])
+    received = 0
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < seconds:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                received += len(msg.value())
+    finally:
+        consumer.close()
+    return {"throttles": throttles, "rate": received / seconds}
+
+
+def test_a_consumer_over_its_quota_is_throttled_and_another_is_not(tmp_path):
+    broker = quota_broker(tmp_path, 3)
+    try:
+        produce_for(broker.bootstrap, "quota-t", "writer", 1.0)  # a few MB to read
+        reader = consume_for(broker.bootstrap, "quota-t", "reader", 4.0)
+        other = consume_for(broker.bootstrap, "quota-t", "other", 2.0)
+    finally:
+        broker.stop()
+    print(f"\nconsumer quota {QUOTA} B/s: throttled reader {reader['rate']:.0f} B/s over 4 s "
+          f"({len(reader['throttles'])} throttle events); unthrottled client-id {other['rate']:.0f} B/s")
+    assert reader["throttles"] and max(s for _, s in reader["throttles"]) > 0
+    assert not other["throttles"]
+    assert reader["rate"] < other["rate"] / 3
+    # a fresh rate allows (samples - 1) s of quota at once, then the quota: at most ~(2 + 4) x QUOTA in 4 s
+    assert reader["rate"] < 3 * QUOTA, reader["rate"]
+
+
+@pytest.mark.slow
+def test_with_kafkas_default_window_the_throttled_rate_settles_at_the_quota(tmp_path):
+    """Kafka's 11 samples of 1 s, 25 s of producing: from the first throttle on, the rate is the quota's."""
+    broker = quota_broker(tmp_path, 11)
+    try:
+        noisy = produce_for(broker.bootstrap, "quota-t", "noisy", 25.0)
+    finally:
+        broker.stop()
+    assert noisy["throttles"]
+    measured = rate_between(noisy["delivered"], noisy["throttles"][0][0])
+    print(f"\nquota {QUOTA} B/s (11 x 1 s window): {measured:.0f} B/s after the first throttle")
+    assert 0.5 * QUOTA < measured < 1.5 * QUOTA, measured
