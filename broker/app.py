@@ -29,6 +29,7 @@ from tinystream.broker.assembly.coordination import build_coordination
 from tinystream.broker.assembly.network import build_network
 from tinystream.broker.assembly.security import build_security
 from tinystream.broker.assembly.storage import build_storage
+from tinystream.broker.control.quotas import ClientQuotas
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.fetch_sessions.cache import FetchSessionCache
 from tinystream.broker.fetch_sessions.context import FetchSessionManager
@@ -115,6 +116,8 @@ class Broker:
                 FetchSessionCache(max_slots=settings.max_incremental_fetch_session_cache_slots)),
             groups=coordination.groups, transactions=coordination.transactions, control=control.session,
             forwarding=control.forwarding, authorizer=security.authorizer,
+            quotas=ClientQuotas(storage.logs.metadata_dir, samples=settings.quota_window_num,
+                                window_ms=settings.quota_window_size_seconds * 1000),
         )
         client_tls = () if control.credentials is None or control.credentials.tls is None else (control.credentials.tls,)
         network = build_network(settings, self.ctx, security, extra_tls=client_tls)

@@ -82,6 +82,7 @@ HANDLERS: dict[int, Handler] = {
     keys.CREATE_ACLS: acls.handle_create_acls,
     keys.DELETE_ACLS: acls.handle_delete_acls,
     keys.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
+    keys.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
     keys.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
     keys.ELECT_LEADERS: elect_leaders.handle_elect_leaders,
     keys.ALTER_PARTITION_REASSIGNMENTS: partition_reassignments.handle_alter_partition_reassignments,

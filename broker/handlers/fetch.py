@@ -169,4 +169,18 @@ def _response(
         by_topic.setdefault(r.tp.topic, []).append(call.make("PartitionData", **fields))
     responses = tuple(call.make("FetchableTopicResponse", topic=t, topic_id=topic_ids.get(t), partitions=tuple(ps))
                       for t, ps in by_topic.items())
-    return call.respond(throttle_time=millis(0), error_code=ErrorCode.none, session_id=session_id, responses=responses)
+    throttle_ms = 0 if ctx.from_broker(call.client) else _throttle(ctx, call, sum(r.size for r in results))
+    return call.respond(throttle_time=millis(throttle_ms), error_code=ErrorCode.none, session_id=session_id,
+                        responses=responses)
+
+
+def _throttle(ctx: BrokerContext, call: Call, size: int) -> int:
+    """The consumer_byte_rate gate (Kafka's QuotaManagers.fetch): the answer's record bytes count against the
+    client's quota. Kafka answers a throttled Fetch empty; this broker sends what it read (the fetch session
+    already holds those positions) and mutes the connection for the throttle time, so the rate still
+    averages to the quota. Followers are not client-quota'd (Kafka has a separate replication quota)."""
+    throttle_ms = ctx.quotas.record_fetch(call.client.auth.principal, call.header.client_id, size)
+    if throttle_ms:
+        call.client.throttle.throttle(throttle_ms)
+        ctx.metrics.observe_throttle("fetch", throttle_ms)
+    return throttle_ms

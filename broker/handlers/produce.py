@@ -97,13 +97,25 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
     if unverified:  # KIP-890: only these wait (for their coordinator) before the request's appends
         batches += await _verify(ctx, txn_id, unverified, rejected)
     outcomes = _append(ctx, batches, rejected, acks)
+    throttle_ms = _throttle(ctx, call)
     if acks == 0:
         return CLOSE_CONNECTION if rejected or any(o.error != ErrorCode.none for o in outcomes.values()) else None
     if acks == -1 and batches:
         outcomes = await ctx.replicas.wait_replicated(outcomes, to_millis(body.timeout))
     if writer.version < produce_gates.FIRST_SERVED_VERSION:
-        return _legacy_response(call, order, outcomes)
-    return _response(call, order, outcomes)
+        return _legacy_response(call, order, outcomes, throttle_ms)
+    return _response(call, order, outcomes, throttle_ms)
+
+
+def _throttle(ctx: BrokerContext, call: Call) -> int:
+    """The producer_byte_rate gate (Kafka's QuotaManagers.produce): the request's bytes count against the
+    client's quota; over it, the answer says how long and the connection reads nothing for that long."""
+    size = sum(len(p.records or b"") for t in call.body.topic_data for p in t.partition_data)
+    throttle_ms = ctx.quotas.record_produce(call.client.auth.principal, call.header.client_id, size)
+    if throttle_ms:
+        call.client.throttle.throttle(throttle_ms)
+        ctx.metrics.observe_throttle("produce", throttle_ms)
+    return throttle_ms
 
 
 def _writer(ctx: BrokerContext, call: Call) -> produce_gates.Writer:
@@ -231,7 +243,8 @@ def _append_time(ms: int) -> datetime.datetime | None:
     return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-def _response(call: Call, order: list[TopicPartition], outcomes: dict[TopicPartition, AppendOutcome]) -> Any:
+def _response(call: Call, order: list[TopicPartition], outcomes: dict[TopicPartition, AppendOutcome],
+              throttle_ms: int) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for tp in order:
         o = outcomes[tp]
@@ -250,7 +263,7 @@ def _response(call: Call, order: list[TopicPartition], outcomes: dict[TopicParti
     responses = tuple(
         call.make("TopicProduceResponse", name=name, partition_responses=tuple(parts)) for name, parts in by_topic.items()
     )
-    return call.respond(responses=responses, throttle_time=millis(0))
+    return call.respond(responses=responses, throttle_time=millis(throttle_ms))
 
 
 def _record_errors(call: Call, outcome: AppendOutcome) -> tuple:
@@ -268,7 +281,8 @@ _PARTITION_V0 = struct.Struct(">ihq")
 _PARTITION_V2 = struct.Struct(">ihqq")
 
 
-def _legacy_response(call: Call, order: list[TopicPartition], outcomes: dict[TopicPartition, AppendOutcome]) -> bytes:
+def _legacy_response(call: Call, order: list[TopicPartition], outcomes: dict[TopicPartition, AppendOutcome],
+                     throttle_ms: int) -> bytes:
     """Produce v0-2 responses: kio has no schema for them, and the layout is three fields.
 
     v0: [topic string, [partition int32, error int16, base_offset int64]]
@@ -291,6 +305,6 @@ def _legacy_response(call: Call, order: list[TopicPartition], outcomes: dict[Top
                 else:
                     buffer.write(_PARTITION_V0.pack(tp.partition, o.error.value, o.base_offset))
         if version >= 1:
-            buffer.write(_I32.pack(0))
+            buffer.write(_I32.pack(throttle_ms))
 
     return encode_with(write, call.header.correlation_id, None)

@@ -268,6 +268,11 @@ class BrokerMetrics:
                                      registry=self.registry)
         self.response_bytes = Counter("tinystream_response_bytes", "Response frame bytes sent, by API", ["api"],
                                       registry=self.registry)
+        self.throttled = Counter("tinystream_quota_throttled", "Requests a client quota throttled, by quota type",
+                                 ["quota"], registry=self.registry)
+        self.throttle_seconds = Counter("tinystream_quota_throttle_seconds",
+                                        "Throttle time handed to clients over their quotas, by quota type", ["quota"],
+                                        registry=self.registry)
         self.bytes_in = Counter("tinystream_bytes_in", "Record batch bytes appended, by topic", ["topic"], registry=self.registry)
         self.bytes_out = Counter("tinystream_bytes_out", "Record batch bytes fetched, by topic", ["topic"],
                                  registry=self.registry)
@@ -322,6 +327,11 @@ class BrokerMetrics:
         children = self._topic(topic)
         children[0].inc(size)
         children[2].inc(records)
+
+    def observe_throttle(self, quota: str, throttle_ms: int) -> None:
+        """A produce or fetch over its client quota (Kafka's per-client throttle-time metric, summed)."""
+        self.throttled.labels(quota).inc()
+        self.throttle_seconds.labels(quota).inc(throttle_ms / 1000)
 
     def record_out(self, topic: str, size: int) -> None:
         self._topic(topic)[1].inc(size)

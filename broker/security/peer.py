@@ -40,6 +40,23 @@ class ConnectionAuth:
         return self.session_expires_at is not None and now >= self.session_expires_at
 
 
+@dataclass(slots=True)
+class ChannelThrottle:
+    """A quota's throttle, handed from a handler to its connection: mute reading this long once answered.
+
+    Kafka mutes the channel for the throttle time after sending a throttled response (KIP-219); the
+    handler says how long (`throttle`), the connection takes it when it writes the answer (`take`)."""
+
+    pending_ms: int = 0
+
+    def throttle(self, ms: int) -> None:
+        self.pending_ms = max(self.pending_ms, ms)
+
+    def take(self) -> int:
+        ms, self.pending_ms = self.pending_ms, 0
+        return ms
+
+
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
     """Who sent a request (for groups' client_host, for logs, and for what it may do)."""
@@ -49,3 +66,4 @@ class ClientInfo:
     port: int
     auth: ConnectionAuth = field(default_factory=ConnectionAuth)
     listener: str | None = None  # the listener it came in on (None: a test's context, no listener)
+    throttle: ChannelThrottle = field(default_factory=ChannelThrottle)  # quota throttles, for the connection

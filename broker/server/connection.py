@@ -125,6 +125,8 @@ class KafkaConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._draining = False
         self._handshake: asyncio.Future[None] | None = None  # a TLS listener's handshake, once admitted
+        self._muted_until = 0.0  # time.monotonic() a quota throttle ends (0: not muted)
+        self._unmute_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------
 
@@ -202,6 +204,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._core.close()
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
         self._server.release(self)
         self.recount_unwritten()
         self._core.release()  # every budget byte it held, once (a decode still running hands back none)
@@ -387,6 +391,8 @@ class KafkaConnection(asyncio.Protocol):
                 return
         self._flush(ready)
         core.answer_written(time.monotonic())
+        if (throttle_ms := self._client.throttle.take()) > 0 and not core.closed:
+            self._mute(throttle_ms / 1000)
         if self._pending and self._pending[0].answer.done() and not core.writing_paused and not core.closed:
             asyncio.get_running_loop().call_soon(self._on_done, None)  # the rest, once this write left
         self._update_reading()
@@ -412,6 +418,25 @@ class KafkaConnection(asyncio.Protocol):
             self._perform([change])
             if isinstance(change, ResumeReading):
                 self._drain()  # frames received before the pause
+
+    def _mute(self, delay_s: float) -> None:
+        """A quota throttled this client: read nothing more from it for `delay_s` (Kafka mutes the channel)."""
+        until = time.monotonic() + delay_s
+        if self._muted_until >= until:
+            return
+        self._muted_until = until
+        self._core.muted = True
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+        self._unmute_timer = asyncio.get_running_loop().call_later(delay_s, self._unmute)
+
+    def _unmute(self) -> None:
+        self._unmute_timer = None
+        self._muted_until = 0.0
+        self._core.muted = False
+        if not self._core.closed:
+            self._update_reading()
+            self._drain()
 
     # -- carrying out the core's decisions ---------------------------------------------
 

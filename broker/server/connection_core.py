@@ -11,7 +11,8 @@ core decides; the core never touches a socket, a task or the clock:
   (wait: more bytes are needed, or a limit holds the connection);
 - `reading()` says when reading must pause or may resume (`PauseReading`,
   `ResumeReading`): while `max_in_flight` requests are unanswered, while the
-  client does not read its answers (`writing_paused`), while a Fetch waits for
+  client does not read its answers (`writing_paused`), while a quota throttles
+  it (`muted`, Kafka's channel mute after a throttled answer), while a Fetch waits for
   the previous one or for the server's unread answers, or while the server's
   request budget (queued.max.request.bytes) is spent;
 - `admit(api_key, api_version, now)` refuses what this broker does not serve,
@@ -200,6 +201,7 @@ class ConnectionCore:
         self._fetches = 0  # of which Fetches
         self.reading_paused = False
         self.writing_paused = False  # the client is not reading its answers (the transport's buffer is full)
+        self.muted = False  # a client quota throttles it: nothing is read until the adapter unmutes (KIP-219)
         self.last_active = now
 
     # -- state --------------------------------------------------------------------------
@@ -313,7 +315,7 @@ class ConnectionCore:
 
     def must_wait(self) -> bool:
         """Whether reading and starting requests pause (registers with the budget to be told when not)."""
-        if (self.login_refused or self.writing_paused or len(self._tickets) >= self.limits.max_in_flight
+        if (self.login_refused or self.writing_paused or self.muted or len(self._tickets) >= self.limits.max_in_flight
                 or (self._held is not None and self._fetch_must_wait())):
             return True
         # A reserved frame is already counted: it may finish arriving and start, whatever the budget.

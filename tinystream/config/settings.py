@@ -172,6 +172,10 @@ class BrokerSettings(ComponentSettings):
     # Incremental fetch sessions kept (KIP-227; Kafka's default 1000). 0: none, every fetch is a full fetch.
     max_incremental_fetch_session_cache_slots: int = kafka_field(
         1000, "max.incremental.fetch.session.cache.slots", ge=0)
+    # Client quotas' sampled rate (Kafka's ClientQuotaManager): this many samples...
+    quota_window_num: int = kafka_field(11, "quota.window.num", ge=2)
+    # ... of this many seconds each (a fresh client may burst quota x (samples - 1) x this).
+    quota_window_size_seconds: int = kafka_field(1, "quota.window.size.seconds", ge=1)
     # One host may not take every connection (parked sockets would lock followers and clients out).
     max_connections_per_ip: int = kafka_field(250, "max.connections.per.ip", ge=1)
     # Request bytes the broker holds unanswered, all connections together; reading pauses beyond it (-1: no limit).

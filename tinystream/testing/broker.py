@@ -198,6 +198,21 @@ def fetch_request(
     )
 
 
+def alter_client_quotas_request(*entries: Any, validate_only: bool = False, version: int = 1) -> Any:
+    """AlterClientQuotas: each entry ([(entity type, name or None), ...], [(key, value, remove), ...])."""
+    return request(49, version, validate_only=validate_only, entries=tuple(
+        entity(49, version, "EntryData",
+               entity=tuple(entity(49, version, "EntityData", entity_type=t, entity_name=n) for t, n in comps),
+               ops=tuple(entity(49, version, "OpData", key=k, value=v, remove=r) for k, v, r in ops))
+        for comps, ops in entries))
+
+
+def describe_client_quotas_request(components: Any = (), *, strict: bool = False, version: int = 1) -> Any:
+    """DescribeClientQuotas: components (entity type, match type 0 exact / 1 default / 2 any, name)."""
+    return request(48, version, strict=strict, components=tuple(
+        entity(48, version, "ComponentData", entity_type=t, match_type=m, match=n) for t, m, n in components))
+
+
 def create_topics_request(
     topics: list[tuple[str, int, int]] | list[tuple[str, int, int, dict[str, str]]],
     *,

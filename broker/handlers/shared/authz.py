@@ -90,6 +90,7 @@ RULES: dict[int, tuple[Check, ...]] = {
     keys.INCREMENTAL_ALTER_CONFIGS: (Check(Op.ALTER_CONFIGS, TOPIC),
                                      Check(Op.ALTER_CONFIGS, CLUSTER, "broker configs")),
     keys.DESCRIBE_CLIENT_QUOTAS: (Check(Op.DESCRIBE_CONFIGS, CLUSTER),),
+    keys.ALTER_CLIENT_QUOTAS: (Check(Op.ALTER_CONFIGS, CLUSTER),),
     keys.DESCRIBE_LOG_DIRS: (Check(Op.DESCRIBE, CLUSTER),),
     keys.ELECT_LEADERS: (Check(Op.ALTER, CLUSTER),),
     keys.ALTER_PARTITION_REASSIGNMENTS: (Check(Op.ALTER, CLUSTER),),

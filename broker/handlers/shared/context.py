@@ -6,11 +6,12 @@ of their own, so each can be tested with a context built from in-memory parts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tinystream.broker.control.access import AccessAdmin
 from tinystream.broker.control.forwarding import ForwardedTopicAdmin
+from tinystream.broker.control.quotas import ClientQuotas
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.producer_ids import ProducerIdManager
@@ -62,6 +63,8 @@ class BrokerContext:
     # authorizer.class.name set: the ACL authorizer (its ACLs come from the controller's image, or from
     # acls.json in the metadata dir for a broker without a controller); None: everything is allowed.
     authorizer: Authorizer | None = None
+    # Client quotas (control/quotas.py): what AlterClientQuotas stores and Produce / Fetch are throttled by.
+    quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(None))
 
     def from_broker(self, client: ClientInfo) -> bool:
         """Whether `client` may act as a broker: a follower's Fetch with its replica_id, WriteTxnMarkers, ...

@@ -240,3 +240,14 @@ def test_the_state_table_refuses_events_out_of_order():
     assert c.closed and c.reading() is None and c.next_action(2.0) is None
     with pytest.raises(IllegalTransition):
         c.ready(2.0)
+
+
+def test_a_muted_connection_starts_nothing_and_pauses_reading_until_unmuted():
+    c = core()
+    c.muted = True  # a client quota throttled it (Kafka mutes the channel for the throttle time)
+    c.receive_data(request(correlation_id=1))
+    assert c.next_action(0.0) is None
+    assert c.reading() == PauseReading()
+    c.muted = False
+    assert c.reading() == ResumeReading()
+    assert len(starts(c)) == 1

@@ -44,9 +44,11 @@ from tinystream.broker.storage.batch import Compression
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import (
     acl_creation,
+    alter_client_quotas_request,
     create_acls_request,
     create_topic,
     create_topics_request,
+    describe_client_quotas_request,
     entity,
     fetch_request,
     now_batch,
@@ -123,6 +125,9 @@ def corpus() -> list[bytes]:
                                        pattern_type_filter=1, principal_filter=None, host_filter=None,
                                        operation=1, permission_type=1),)),
         request(48, 1, components=(), strict=False),
+        alter_client_quotas_request(([("user", None), ("client-id", "fuzz")], [("producer_byte_rate", 1e6, False)]),
+                                    validate_only=True),
+        describe_client_quotas_request([("client-id", 2, None)], strict=True, version=0),
         request(50, 0, users=None),
         request(51, 0, deletions=(entity(51, 0, "ScramCredentialDeletion", name="nobody", mechanism=1),),
                 upsertions=(entity(51, 0, "ScramCredentialUpsertion", name="fuzz-user", mechanism=2, iterations=4096,

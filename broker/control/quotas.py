@@ -1,0 +1,71 @@
+"""Client quotas: where AlterClientQuotas takes effect and what Produce and Fetch are measured against.
+
+The quotas are kept in `<metadata dir>/quotas.json` ({"quotas": [{"entity":
+{"user": "alice", "client-id": null}, "values": {"producer_byte_rate": ...}}]},
+null = <default>), written atomically, read at start: they survive a restart.
+Under a controller this is still the file of the broker that took the request:
+quotas are not yet cluster metadata in the controller's image (docs/operations.md
+says so), and Kafka enforces them per broker anyway.
+
+`ClientQuotas` owns one ClientQuotaManager per byte-rate key (quotas/manager.py,
+pure) and the clock; the handlers ask it for a throttle time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from tinystream.atomic_file import write_atomically
+from tinystream.broker.quotas.book import QuotaBook
+from tinystream.broker.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Entity
+from tinystream.broker.quotas.manager import ClientQuotaManager
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def user_of(principal: str) -> str:
+    """Kafka quotas name a user by the principal's name: "User:alice" -> "alice" (ANONYMOUS when none)."""
+    return principal.split(":", 1)[1] if ":" in principal else principal
+
+
+class ClientQuotas:
+    FILE = "quotas.json"
+
+    def __init__(self, metadata_dir: str | Path | None, *, clock: Callable[[], int] = _monotonic_ms,
+                 samples: int = 11, window_ms: int = 1000) -> None:
+        self.path = Path(metadata_dir) / self.FILE if metadata_dir is not None else None
+        self.clock = clock
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples=samples, window_ms=window_ms)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples=samples, window_ms=window_ms)
+        book = QuotaBook()
+        if self.path is not None and self.path.exists():
+            try:
+                book = QuotaBook.from_json(json.loads(self.path.read_text()))
+            except (ValueError, KeyError, AttributeError, TypeError) as exc:
+                raise ValueError(f"{self.path}: not a client quota file ({exc}); fix or remove it") from exc
+        self._use(book)
+
+    @property
+    def book(self) -> QuotaBook:
+        return self.produce.book
+
+    def _use(self, book: QuotaBook) -> None:
+        self.produce.use(book)
+        self.fetch.use(book)
+
+    def alter(self, changes: Iterable[tuple[Entity, Iterable[tuple[str, float, bool]]]]) -> None:
+        book = self.book.alter(changes)
+        if self.path is not None:
+            write_atomically(self.path, json.dumps(book.to_json(), indent=1).encode(), durable=True)
+        self._use(book)
+
+    def record_produce(self, principal: str, client_id: str | None, size: int) -> int:
+        return self.produce.record(user_of(principal), client_id or "", size, self.clock())
+
+    def record_fetch(self, principal: str, client_id: str | None, size: int) -> int:
+        return self.fetch.record(user_of(principal), client_id or "", size, self.clock())

@@ -1,0 +1,7 @@
+"""Client quotas (KIP-13, KIP-55, KIP-546) as pure logic: no I/O, time passed in.
+
+    entities.py   the entity model (user, client-id, defaults), quota keys, validation, describe filters
+    book.py       the stored quotas and Kafka's resolution order (most specific wins)
+    rate.py       a sampled rate (quota.window.num samples of quota.window.size.seconds) and throttle time
+    manager.py    per-entity rates for one quota type, bounded and expired: record -> throttle ms
+"""
