@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import urllib.error
 import urllib.request
 
@@ -127,3 +128,19 @@ def test_with_a_users_file_every_call_needs_basic_credentials(start_registry, tm
     from confluent_kafka.schema_registry import SchemaRegistryClient
     client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "registry-user:s3cret"})
     assert client.get_subjects() == ["s"]
+
+
+def test_a_changed_users_file_takes_effect_without_a_restart(start_registry, tmp_path):
+    users = tmp_path / "users.json"
+    store = UserStore()
+    store.set_password("alice", "one")
+    store.save(users)
+    url = start_registry(users_file=users).url
+    alice = {"Authorization": "Basic " + base64.b64encode(b"alice:one").decode()}
+    assert call(f"{url}/subjects", headers=alice)[0] == 200
+    assert call(f"{url}/subjects", headers=alice)[0] == 200  # remembered
+    store.set_password("alice", "two")
+    store.save(users)
+    stat = users.stat()
+    os.utime(users, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # a new mtime even on a coarse clock
+    assert call(f"{url}/subjects", headers=alice)[0] == 401
