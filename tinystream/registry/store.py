@@ -81,6 +81,15 @@ class SchemaLog:
             await admin.close()
 
     async def _follow(self) -> None:
+        """Apply records as they come; a broker error is logged and retried (writes wait meanwhile, then time out)."""
+        while True:
+            try:
+                await self._follow_once()
+            except KafkaError as exc:
+                log.warning("reading %s failed (%s); retrying in 1 s", self.topic, exc)
+                await asyncio.sleep(1.0)
+
+    async def _follow_once(self) -> None:
         assert self._consumer is not None
         while True:
             batches = await self._consumer.getmany(self.partition, timeout_ms=500)
