@@ -189,3 +189,29 @@ def test_backward_of_a_change_is_forward_of_its_inverse(old, new):
     assert backward is forward_of_inverse
     full = not compatibility.check(Compatibility.FULL, new_p, [old_p])
     assert full is (backward and not compatibility.check(Compatibility.FORWARD, new_p, [old_p]))
+
+
+json_leaf = st.sampled_from([{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+                             {"enum": ["x", "y"]}, {"enum": ["x"]}, {}])
+
+
+@st.composite
+def json_objects(draw):
+    properties = draw(st.dictionaries(names, json_leaf, max_size=4))
+    schema = {"type": "object", "properties": properties}
+    if draw(st.booleans()):
+        schema["additionalProperties"] = False
+    required = draw(st.lists(st.sampled_from(sorted(properties)), unique=True)) if properties else []
+    if required:
+        schema["required"] = required
+    return schema
+
+
+@settings(max_examples=80, deadline=None)
+@given(json_objects(), json_objects())
+def test_json_schema_properties(old, new):
+    old_p, new_p = jsons(old), jsons(new)
+    for level in Compatibility:
+        assert compatibility.check(level, new_p, [new_p]) == []
+    backward = not compatibility.check(Compatibility.BACKWARD, new_p, [old_p])
+    assert backward is (not compatibility.check(Compatibility.FORWARD, old_p, [new_p]))
