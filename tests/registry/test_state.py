@@ -115,3 +115,21 @@ def test_an_id_race_is_refused_on_apply():
         refused = Record.decode(plan_b.records[0].key_bytes(), plan_b.records[0].value_bytes())
         assert not state.apply(refused)
         assert state.subject_names() == ["x"]
+
+
+def test_two_writers_planning_the_same_version_of_one_subject_keep_the_first():
+    a, b = RegistryState(), RegistryState()
+    setup = [*a.plan_register("s", avro_def(USER)).records]
+    write(a, setup)
+    setup += a.plan_register("other", avro_def(USER2)).records
+    write(a, setup[1:])
+    write(b, setup)
+    plan_a = a.plan_register("s", avro_def(USER2))  # an existing id (2)
+    plan_b = b.plan_register("s", avro_def({"type": "record", "name": "User", "fields": [
+        {"name": "id", "type": "int"}, {"name": "x", "type": "int", "default": 0}]}))  # a new id (3)
+    assert plan_a.version == plan_b.version == 2 and (plan_a.schema_id, plan_b.schema_id) == (2, 3)
+    for state in (a, b):
+        write(state, plan_a.records)
+        loser = plan_b.records[0]
+        assert not state.apply(Record.decode(loser.key_bytes(), loser.value_bytes()))
+        assert state.version("s", 2).schema_id == 2 and 3 not in state.schemas

@@ -50,3 +50,30 @@ def test_concurrent_registrations_on_two_instances_race_for_ids_and_agree(start_
     for text, schema_id in got.items():  # every id answered names the schema that was registered
         for registry in (first, second):
             assert json.loads(registry.server.state.schemas[schema_id].text) == json.loads(text)
+
+
+def test_concurrent_registrations_into_one_subject_keep_every_id_a_version(start_registry):
+    first = start_registry()
+    second = start_registry(topic=first.options.topic)
+    SchemaRegistryClient({"url": first.url}).set_compatibility("shared", "NONE")
+    got: dict[str, int] = {}
+    errors: list[BaseException] = []
+
+    def register(owner: str, url: str) -> None:
+        client = SchemaRegistryClient({"url": url})
+        try:
+            for i in range(10):
+                got[_schema(owner, i)] = client.register_schema("shared", Schema(_schema(owner, i), "AVRO"))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=register, args=(owner, r.url)) for owner, r in (("A", first), ("B", second))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    wait_until(lambda: first.server.state.subjects == second.server.state.subjects, what="the same subjects")
+    versions = first.server.state.versions("shared")
+    assert [v.version for v in versions] == list(range(1, 21))
+    assert sorted(v.schema_id for v in versions) == sorted(got.values())  # no answered id lost its version

@@ -10,8 +10,11 @@ through `apply`.
 Invariants: a schema (type, compact text, references) has one global id
 whatever subject holds it (Confluent); versions of a subject only grow (a new
 version is one past the highest ever seen, soft-deleted ones included); a
-SCHEMA record whose id already names a different schema is refused by
-`apply` (two writers raced for an id; the loser sees it and retries).
+SCHEMA record whose id already names a different schema, or whose subject
+version already holds another id, is refused by `apply` (two writers raced;
+the loser sees it and plans again). Every reader refuses the same records,
+so instances agree; see docs/schema-registry.md for what compaction can do
+to a refused record.
 """
 
 from __future__ import annotations
@@ -91,6 +94,9 @@ class RegistryState:
         schema_id = int(value["id"])
         if self.schemas.get(schema_id, schema) != schema:
             return False
+        held = versions.get(version)
+        if held is not None and held.schema_id != schema_id:
+            return False  # two writers planned the same version of one subject: the first one stays
         self.schemas[schema_id] = schema
         self.ids.setdefault(schema, schema_id)
         self.max_id = max(self.max_id, schema_id)
