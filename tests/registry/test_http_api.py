@@ -60,6 +60,9 @@ def test_register_read_and_the_confluent_error_codes(url):
     assert error(f"{url}/mode", "PUT", {"mode": "SIDEWAYS"}) == (422, 42204)
     assert error(f"{url}/config/s") == (404, 40408)
     assert error(f"{url}/nowhere") == (404, 404)
+    assert error(f"{url}/subjects/t/versions", "POST", {"schema": AVRO_V1, "id": "7"}) == (422, 42201)
+    reference = {"name": "R", "subject": "s", "version": "latest"}
+    assert error(f"{url}/subjects/t/versions", "POST", {"schema": AVRO_V1, "references": [reference]}) == (422, 42201)
     assert error(f"{url}/subjects/s/versions", "POST", raw=b"[1, 2]") == (422, 422)
 
 

@@ -66,10 +66,11 @@ class RegistryApi:
             raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: the body needs a \"schema\" string")
         try:
             schema_type = SchemaType(body.get("schemaType") or "AVRO")
-            references = tuple(Reference(r["name"], r["subject"], parse_version(r["version"]))
-                               for r in body.get("references") or ())
+            references = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in body.get("references") or ())
         except (ValueError, KeyError, TypeError) as exc:
             raise RegistryError(ErrorCode.INVALID_SCHEMA, f"Invalid schema: {exc}") from None
+        if any(r.version < 1 for r in references):
+            raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: a reference names a version from 1")
         return SchemaDef(schema_type, compact(text), references)
 
     def _schema_body(self, schema_id: int, schema: SchemaDef) -> dict[str, Any]:
@@ -126,6 +127,8 @@ class RegistryApi:
         body = await self._body(request)
         schema = self._schema_of(body)
         given_id, given_version = body.get("id"), body.get("version")
+        if given_id is not None and (not isinstance(given_id, int) or isinstance(given_id, bool) or given_id < 1):
+            raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: \"id\" is a number from 1")
         for _ in range(_REGISTER_ATTEMPTS):
             async with self._writing:
                 plan = self.state.plan_register(subject, schema, schema_id=given_id,
@@ -185,7 +188,8 @@ class RegistryApi:
 
     async def put_config(self, request: web.Request) -> web.Response:
         subject = request.match_info.get("subject")
-        level = (await self._body(request)).get("compatibility")
+        body = await self._body(request)
+        level = body.get("compatibility") or body.get("compatibilityLevel")  # set_config() sends the latter
         if not isinstance(level, str):
             raise RegistryError(ErrorCode.INVALID_COMPATIBILITY_LEVEL, "Invalid compatibility level")
         await self._write(lambda: self.state.plan_config(subject, level.upper()))
@@ -195,7 +199,8 @@ class RegistryApi:
         subject = request.match_info.get("subject")
         before = self.state.compatibility(subject)
         if subject is None:
-            await self._write(lambda: self.state.plan_config(None, "BACKWARD"))  # the global level back to the default
+            default = self.state.default_compatibility.value
+            await self._write(lambda: self.state.plan_config(None, default))  # the global level back to the default
         else:
             if subject not in self.state.subjects:
                 raise RegistryError(ErrorCode.SUBJECT_NOT_FOUND, f"Subject '{subject}' not found.")

@@ -52,6 +52,7 @@ class RegistryState:
         self.schemas: dict[int, SchemaDef] = {}
         self.ids: dict[SchemaDef, int] = {}
         self.subjects: dict[str, dict[int, SubjectVersion]] = {}
+        self.default_compatibility = default_compatibility
         self.configs: dict[str | None, Compatibility] = {None: default_compatibility}
         self.modes: dict[str | None, Mode] = {None: DEFAULT_MODE}
         self.max_id = 0
