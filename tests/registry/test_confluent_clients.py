@@ -11,7 +11,7 @@ pytest.importorskip("fastavro")
 pytest.importorskip("authlib")  # confluent-kafka[schemaregistry]
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaRegistryClient, ServerConfig
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -103,6 +103,9 @@ def test_restart_rebuilds_from_the_topic_with_the_same_ids_and_two_instances_agr
     id_c = client.register_schema("a-value", Schema(json.dumps(USER_V2), "AVRO"))
     assert id_a == id_b and id_c != id_a
     client.set_compatibility("b-value", "FULL")
+    client.set_config("a-value", ServerConfig(compatibility_level=ConfigCompatibilityLevel.FORWARD))
+    assert client.get_compatibility("a-value") == "FORWARD"
+    client.delete_config("a-value")
     client.delete_version("b-value", 1)
     first.stop()
 

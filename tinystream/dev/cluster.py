@@ -432,7 +432,11 @@ class LocalCluster:
                                    replication_factor=min(3, len(self.brokers))),
                 env=dict(self.controller.env), log_path=self.log_dir / "schema-registry.log",
                 data_path=self.data_dir / "schema-registry")  # nothing on disk: its state is the _schemas topic
-        self.schema_registry.start()
+        try:
+            self.schema_registry.start()
+        except ClusterError as exc:  # an optional extra: the cluster runs without it (port 8081 taken, ...)
+            self.echo(f"dev: the schema registry did not start ({exc}); the cluster runs without it")
+            self.schema_registry = None
 
     def _start_quietly(self, child: Child) -> None:
         try:
