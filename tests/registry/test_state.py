@@ -97,10 +97,11 @@ def test_modes_readonly_and_import():
     write(state, state.plan_mode(None, "IMPORT"))
     assert register(state, "s", avro_def(USER2), schema_id=42, version=7) == 42
     assert register(state, "s", avro_def(USER), schema_id=43, version=8) == 43  # IMPORT skips the compatibility check
+    assert register(state, "u", avro_def(USER2), schema_id=50, version=1) == 50  # a known schema, another id
     write(state, state.plan_mode(None, "READWRITE"))
     assert state.mode("s") is Mode.READWRITE
     assert codes(lambda: state.plan_register("t", avro_def(USER), schema_id=1)) == 42205
-    assert register(state, "t", avro_def({"type": "long"})) == 44  # past the highest imported id
+    assert register(state, "t", avro_def({"type": "long"})) == 51  # past the highest imported id
     assert codes(lambda: state.plan_mode(None, "IMPORT")) == 42205  # subjects exist: needs force
     assert codes(lambda: state.plan_config(None, "SOMETIMES")) == 42203
 

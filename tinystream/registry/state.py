@@ -151,9 +151,8 @@ class RegistryState:
 
     def lookup(self, subject: str, schema: SchemaDef, *, deleted: bool = False) -> SubjectVersion:
         versions = self.versions(subject, deleted=deleted)
-        schema_id = self.ids.get(schema)
         for candidate in reversed(versions):
-            if candidate.schema_id == schema_id:
+            if self.schemas[candidate.schema_id] == schema:  # by content: IMPORT may give one schema two ids
                 return candidate
         raise RegistryError(ErrorCode.SCHEMA_NOT_FOUND, "Schema not found")
 
