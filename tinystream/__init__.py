@@ -5,7 +5,7 @@ Layers, top down (pyproject.toml's import-linter contracts check them; `make lin
     apps        cli/ (the `tinystream` command), bench/ (benchmarks), dev/ (local cluster),
                 testing/ (test and benchmark tooling)
     components  broker (broker/), operator (operator/: controller core, service, k8s driver,
-                dashboard), spark (spark-on-k8s/connector/)
+                dashboard), spark (spark-on-k8s/connector/), registry/ (the schema registry)
     common      config/ (settings in four layers), controller_client (the control API's client),
                 log_format and foreground (logging, running a server until a signal),
                 scram_users (salted SCRAM credentials: brokers check them, the operator writes them),

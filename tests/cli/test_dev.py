@@ -43,6 +43,10 @@ def test_dev_one_broker_prints_addresses_serves_and_stops_cleanly(tmp_path: Path
             assert response.status == 200
         with urllib.request.urlopen(admin_url + "/metrics", timeout=5) as response:
             assert b"# TYPE" in response.read()
+        registry = [re.search(r"schema-registry=(http://127\.0\.0\.1:\d+)", line) for line in lines]
+        registry_url = next(match.group(1) for match in registry if match)
+        with urllib.request.urlopen(registry_url + "/subjects", timeout=5) as response:
+            assert response.read() == b"[]"
         assert bootstrap is not None
         from kafka import KafkaProducer
 

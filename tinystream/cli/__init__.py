@@ -34,6 +34,7 @@ _COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "status": ("tinystream.cli.status_cmd", "status", ()),
     "operator": ("tinystream.operator.k8s.cli", "operator", ("kopf", "kubernetes")),  # extra [operator]
     "demo": ("tinystream.cli.demo_cmd", "demo", ()),
+    "schema-registry": ("tinystream.cli.registry_cmd", "schema_registry", ("aiokafka", "fastavro")),  # extra [registry]
 }
 
 

@@ -81,18 +81,21 @@ def token(secret_file: str, broker_id: int | None, admin: bool, out: str | None)
               help="Controller API port.  [default: 9091; 0 with --port 0]")
 @click.option("--dashboard-port", type=click.IntRange(0, 65535), default=None,
               help="Dashboard port.  [default: 3200; 0 with --port 0]")
+@click.option("--schema-registry-port", type=click.IntRange(0, 65535), default=None,
+              help="Schema registry port (started when the [registry] extra is installed).  [default: 8081; 0 with --port 0]")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="A setting by its Kafka name, for every broker and/or the controller (whichever knows it; "
                    "e.g. min.insync.replicas=2, broker.session.timeout.ms=3000).")
 def dev(brokers: int, data_dir: str, first_port: int, controller_port: int | None, dashboard_port: int | None,
-        overrides: tuple[str, ...]) -> None:
+        schema_registry_port: int | None, overrides: tuple[str, ...]) -> None:
     """Start a local cluster (controller + N brokers) in the foreground; Ctrl-C stops it cleanly."""
     if first_port and first_port + brokers - 1 > 65535:
         raise click.UsageError(f"--port {first_port} leaves no room for {brokers} brokers")
     try:
         cluster = LocalCluster(brokers=brokers, data_dir=data_dir, first_port=first_port,
                                controller_port=controller_port, dashboard_port=dashboard_port,
-                               overrides=list(overrides), echo=lambda line: click.echo(line))
+                               schema_registry_port=schema_registry_port, overrides=list(overrides),
+                               echo=lambda line: click.echo(line))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     cluster.run_until_stopped()

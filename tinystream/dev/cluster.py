@@ -2,7 +2,8 @@
 
 Start-up order: the controller first (its API URL is every broker's
 `--controller-url`), then the brokers, then (for `tinystream dev`) the
-dashboard inside this supervisor. Each child is a plain
+dashboard inside this supervisor and, when the [registry] extra is installed,
+a `tinystream schema-registry` child on the brokers. Each child is a plain
 `python -m tinystream controller|broker ...` process in its own session
 (Ctrl-C reaches the supervisor only, which stops children in order). Its
 recorded command line and environment alone start it again on its data:
@@ -14,7 +15,7 @@ as a broker.
 
 Readiness is read from each child's stdout: `controller ready url=...`,
 `broker N ready bootstrap=...`, `broker N listener NAME=host:port` and
-`broker N admin=...`. Everything a child
+`broker N admin=...`, `schema-registry=URL`. Everything a child
 writes (stdout and stderr) goes to `<logs>/<name>.log`, appended across
 restarts, so a failed test or a dead broker leaves its story behind.
 
@@ -31,6 +32,7 @@ directly: `kill` (SIGKILL), `stop` (SIGTERM), `start`, `restart`, `pause`
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import re
 import shutil
@@ -52,11 +54,13 @@ READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 CONTROLLER_PORT = 9091  # next to Kafka's 9092, as KRaft's controller listener usually is
 DASHBOARD_PORT = 3200
+SCHEMA_REGISTRY_PORT = 8081  # Confluent's
 
 _CONTROLLER_READY = re.compile(r"controller ready url=(\S+)")
 _BOOTSTRAP = re.compile(r"ready bootstrap=(\S+)")
 _ADMIN = re.compile(r"admin=(http://\S+)")
 _LISTENER = re.compile(r"broker \d+ listener ([A-Z0-9_]+)=(\S+)")
+_REGISTRY = re.compile(r"schema-registry=(http://\S+)")
 _PORT = re.compile(r":(\d+)$")
 
 # Keys `dev` sets itself on each child; a `--set` of one of these would break the layout.
@@ -214,6 +218,10 @@ class Child:
             self.admin_url = match.group(1)
             self._pin("--admin-port", _port(self.admin_url))
             self._ready.set()
+        if match := _REGISTRY.search(line):
+            self.url = match.group(1)
+            self._pin("--port", _port(self.url))
+            self._ready.set()
 
     def _pin(self, flag: str, port: int) -> None:
         """Write an OS-chosen port back into the command line, so a restart keeps the address."""
@@ -279,6 +287,17 @@ def broker_argv(*, broker_id: int, port: int, log_dir: Path, controller_url: str
     return _with_settings(argv, [*(f"{k}={v}" for k, v in (listeners or {}).items()), *overrides])
 
 
+def registry_argv(*, port: int, bootstrap: str, replication_factor: int) -> list[str]:
+    """The schema registry's command line (loopback, no logins: a local cluster's clients have none either)."""
+    return [sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", bootstrap, "--port", str(port),
+            "--replication-factor", str(replication_factor)]
+
+
+def registry_installed() -> bool:
+    """Whether the [registry] extra is there (aiokafka, fastavro); `dev` starts a registry only then."""
+    return all(importlib.util.find_spec(name) is not None for name in ("aiokafka", "fastavro"))
+
+
 def controller_argv(*, port: int, state_file: Path, overrides: Sequence[str]) -> list[str]:
     # The supervisor hosts the cluster's dashboard itself (it knows every broker's admin URL, and
     # keeps answering while the controller is down), so the controller child hosts none.
@@ -302,7 +321,7 @@ class LocalCluster:
     def __init__(self, *, brokers: int, data_dir: str | Path, first_port: int = 9092,
                  overrides: Sequence[str] = (), controller_port: int | None = None,
                  dashboard_port: int | None = None, log_dir: str | Path | None = None,
-                 echo: Callable[[str], None] = print) -> None:
+                 schema_registry_port: int | None = None, echo: Callable[[str], None] = print) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.log_dir = Path(log_dir).resolve() if log_dir else self.data_dir / "logs"
         self.echo = echo
@@ -310,6 +329,9 @@ class LocalCluster:
         self.dashboard_port = (DASHBOARD_PORT if first_port else 0) if dashboard_port is None else dashboard_port
         self.dashboard_url: str | None = None
         self._dashboard: Dashboard | None = None
+        self.schema_registry_port = ((SCHEMA_REGISTRY_PORT if first_port else 0) if schema_registry_port is None
+                                     else schema_registry_port)
+        self.schema_registry: Child | None = None
         to_broker, to_controller = split_settings([*replicated_defaults(brokers), *overrides])
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         port = (CONTROLLER_PORT if first_port else 0) if controller_port is None else controller_port
@@ -337,7 +359,7 @@ class LocalCluster:
 
     @property
     def children(self) -> list[Child]:
-        return [self.controller, *self.brokers]
+        return [self.controller, *self.brokers, *([self.schema_registry] if self.schema_registry else [])]
 
     @property
     def controller_url(self) -> str:
@@ -358,8 +380,9 @@ class LocalCluster:
 
     # -- whole cluster ---------------------------------------------------------------
 
-    def open(self, *, dashboard: bool = False) -> str:
-        """Start the controller, then every broker; returns the bootstrap list. Raises ClusterError."""
+    def open(self, *, dashboard: bool = False, schema_registry: bool = False) -> str:
+        """Start the controller, every broker, then (if asked) the dashboard and a schema registry; returns
+        the bootstrap list. Raises ClusterError."""
         self._stopping = False
         try:
             secret = ensure_secret_file(self.secret_file)
@@ -393,11 +416,27 @@ class LocalCluster:
                     port=self.dashboard_port,
                 )
                 self.dashboard_url = self._dashboard.start()
+            if schema_registry:
+                self._start_schema_registry()
         except BaseException:
             self.failed = True
             self.close()
             raise
         return self.bootstrap
+
+    def _start_schema_registry(self) -> None:
+        if self.schema_registry is None:
+            self.schema_registry = Child(
+                name="schema-registry",
+                argv=registry_argv(port=self.schema_registry_port, bootstrap=self.bootstrap,
+                                   replication_factor=min(3, len(self.brokers))),
+                env=dict(self.controller.env), log_path=self.log_dir / "schema-registry.log",
+                data_path=self.data_dir / "schema-registry")  # nothing on disk: its state is the _schemas topic
+        try:
+            self.schema_registry.start()
+        except ClusterError as exc:  # an optional extra: the cluster runs without it (port 8081 taken, ...)
+            self.echo(f"dev: the schema registry did not start ({exc}); the cluster runs without it")
+            self.schema_registry = None
 
     def _start_quietly(self, child: Child) -> None:
         try:
@@ -415,6 +454,9 @@ class LocalCluster:
                   f"state {self.controller.data_path})")
         if self.dashboard_url:
             self.echo(f"dashboard {self.dashboard_url}  (no login: it listens on 127.0.0.1 alone)")
+        if self.schema_registry is not None and self.schema_registry.url:
+            self.echo(f"schema-registry={self.schema_registry.url}  (Confluent's REST API; no login: 127.0.0.1 alone; "
+                      f"pid {self.schema_registry.pid})")
         for b in self.brokers:
             self.echo(f"broker {b.broker_id} admin {b.admin_url}  (/healthz, /metrics; pid {b.pid}, "
                       f"kafka {b.bootstrap}, data {b.data_path})")
@@ -440,6 +482,8 @@ class LocalCluster:
         if self._dashboard is not None:
             self._dashboard.stop()
             self._dashboard = None
+        if self.schema_registry is not None:
+            self.schema_registry.stop()
         threads = [threading.Thread(target=b.stop) for b in self.brokers if b.running]
         for t in threads:
             t.start()
@@ -460,7 +504,7 @@ class LocalCluster:
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             try:
-                self.open(dashboard=True)
+                self.open(dashboard=True, schema_registry=registry_installed())
             except ClusterError as exc:
                 self.echo(f"dev: {exc}")
                 return

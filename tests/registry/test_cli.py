@@ -1,0 +1,35 @@
+"""`tinystream schema-registry` as a process: it prints its URL, serves, and refuses to bind wide open."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+pytest.importorskip("fastavro")
+
+
+def test_the_command_serves_and_prints_its_url(broker, tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", broker.bootstrap, "--port", "0",
+         "--topic", "_schemas_cli"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline().strip()
+        assert line.startswith("schema-registry=http://127.0.0.1:"), (line, process.stderr.read() if process.poll() else "")
+        url = line.split("=", 1)[1]
+        request = urllib.request.Request(f"{url}/subjects/cli/versions", method="POST",
+                                         data=json.dumps({"schema": '"string"'}).encode())
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert json.loads(response.read()) == {"id": 1}
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_binding_beyond_loopback_needs_a_users_file():
+    result = subprocess.run([sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", "127.0.0.1:1",
+                             "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--users-file" in result.stderr

@@ -1,0 +1,217 @@
+"""Compatibility rules, table-driven (Avro schema resolution, JSON Schema basics), plus properties."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinystream.registry import compatibility
+from tinystream.registry.compatibility import ParsedSchema
+from tinystream.registry.errors import RegistryError
+from tinystream.registry.model import Compatibility, SchemaDef, SchemaType
+
+
+def _no_refs(reference):
+    raise AssertionError(f"unexpected reference {reference}")
+
+
+def avro(obj) -> ParsedSchema:
+    return compatibility.parse(SchemaDef(SchemaType.AVRO, json.dumps(obj)), _no_refs)
+
+
+def jsons(obj) -> ParsedSchema:
+    return compatibility.parse(SchemaDef(SchemaType.JSON, json.dumps(obj)), _no_refs)
+
+
+def record(*fields, name="User"):
+    return {"type": "record", "name": name, "namespace": "t", "fields": list(fields)}
+
+
+def field(name, kind, **extra):
+    return {"name": name, "type": kind, **extra}
+
+
+ENUM_AB = {"type": "enum", "name": "E", "symbols": ["A", "B"]}
+ENUM_ABC = {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}
+
+# (case, old, new, backward-compatible, forward-compatible). BACKWARD: new reads old; FORWARD: old reads new.
+AVRO_CASES = [
+    ("same", record(field("a", "int")), record(field("a", "int")), True, True),
+    ("field added with default", record(field("a", "int")), record(field("a", "int"), field("b", "string", default="")),
+     True, True),
+    ("field added without default", record(field("a", "int")), record(field("a", "int"), field("b", "string")),
+     False, True),
+    ("field removed, it had a default", record(field("a", "int"), field("b", "int", default=0)), record(field("a", "int")),
+     True, True),
+    ("field removed, it had no default", record(field("a", "int"), field("b", "int")), record(field("a", "int")),
+     True, False),
+    ("int to long", record(field("a", "int")), record(field("a", "long")), True, False),
+    ("long to float", record(field("a", "long")), record(field("a", "float")), True, False),
+    ("float to double", record(field("a", "float")), record(field("a", "double")), True, False),
+    ("int to double", record(field("a", "int")), record(field("a", "double")), True, False),
+    ("double to int", record(field("a", "double")), record(field("a", "int")), False, True),
+    ("string to bytes", record(field("a", "string")), record(field("a", "bytes")), True, True),
+    ("int to string", record(field("a", "int")), record(field("a", "string")), False, False),
+    ("enum symbol added", record(field("e", ENUM_AB)), record(field("e", ENUM_ABC)), True, False),
+    ("enum symbol removed", record(field("e", ENUM_ABC)), record(field("e", ENUM_AB)), False, True),
+    ("enum symbol removed, reader default", record(field("e", ENUM_ABC)), record(field("e", {**ENUM_AB, "default": "A"})),
+     True, True),
+    ("type to union with it", record(field("a", "int")), record(field("a", ["null", "int"], default=None)), True, False),
+    ("union branch added", record(field("a", ["null", "int"])), record(field("a", ["null", "int", "string"])), True, False),
+    ("union branch removed", record(field("a", ["null", "int", "string"])), record(field("a", ["null", "int"])), False, True),
+    ("record renamed", record(field("a", "int")), record(field("a", "int"), name="Other"), False, False),
+    ("record renamed with alias", record(field("a", "int")), {**record(field("a", "int"), name="Other"), "aliases": ["t.User"]},
+     True, False),
+    ("field renamed with alias", record(field("a", "int")), record(field("b", "int", aliases=["a"])), True, False),
+    ("array items promoted", record(field("x", {"type": "array", "items": "int"})),
+     record(field("x", {"type": "array", "items": "long"})), True, False),
+    ("map values changed", record(field("x", {"type": "map", "values": "int"})),
+     record(field("x", {"type": "map", "values": "boolean"})), False, False),
+    ("fixed size changed", record(field("f", {"type": "fixed", "name": "F", "size": 4})),
+     record(field("f", {"type": "fixed", "name": "F", "size": 8})), False, False),
+    ("logical type on the same primitive", record(field("d", "int")), record(field("d", {"type": "int", "logicalType": "date"})),
+     True, True),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "backward", "forward"), [c[1:] for c in AVRO_CASES], ids=[c[0] for c in AVRO_CASES])
+def test_avro_rules(old, new, backward, forward):
+    old_p, new_p = avro(old), avro(new)
+    assert (not compatibility.check(Compatibility.BACKWARD, new_p, [old_p])) is backward
+    assert (not compatibility.check(Compatibility.FORWARD, new_p, [old_p])) is forward
+    assert (not compatibility.check(Compatibility.FULL, new_p, [old_p])) is (backward and forward)
+    assert compatibility.check(Compatibility.NONE, new_p, [old_p]) == []
+
+
+def test_avro_recursive_type_terminates():
+    linked = {"type": "record", "name": "Node", "fields": [
+        {"name": "value", "type": "int"}, {"name": "next", "type": ["null", "Node"], "default": None}]}
+    widened = json.loads(json.dumps(linked).replace('"int"', '"long"'))
+    assert compatibility.check(Compatibility.BACKWARD, avro(widened), [avro(linked)]) == []
+    assert compatibility.check(Compatibility.FORWARD, avro(widened), [avro(linked)])
+
+
+def test_transitive_checks_every_version_not_only_the_latest():
+    v1 = avro(record(field("a", "int")))
+    v2 = avro(record(field("a", "int"), field("b", "int", default=0)))
+    v3_no_default = avro(record(field("a", "int"), field("b", "int")))
+    assert compatibility.check(Compatibility.BACKWARD, v3_no_default, [v1, v2]) == []  # v2 has b
+    assert compatibility.check(Compatibility.BACKWARD_TRANSITIVE, v3_no_default, [v1, v2])  # v1 has no b
+    assert compatibility.check(Compatibility.FORWARD_TRANSITIVE, v1, [v1, v2]) == []
+
+
+def test_invalid_avro_is_422_material():
+    with pytest.raises(RegistryError) as caught:
+        avro({"type": "record", "name": "X", "fields": [{"name": "a", "type": "nonsense"}]})
+    assert caught.value.code == 42201
+
+
+OBJ = "object"
+JSON_CASES = [
+    ("same", {"type": OBJ, "properties": {"a": {"type": "string"}}}, {"type": OBJ, "properties": {"a": {"type": "string"}}},
+     True, True),
+    ("property added to a closed model", {"type": OBJ, "properties": {"a": {"type": "string"}}, "additionalProperties": False},
+     {"type": OBJ, "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}, "additionalProperties": False},
+     True, False),
+    ("property added to an open model", {"type": OBJ, "properties": {"a": {"type": "string"}}},
+     {"type": OBJ, "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}, False, True),
+    ("property removed from an open model", {"type": OBJ, "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}},
+     {"type": OBJ, "properties": {"a": {"type": "string"}}}, True, False),
+    ("type changed", {"type": OBJ, "properties": {"a": {"type": "string"}}}, {"type": OBJ, "properties": {"a": {"type": "integer"}}},
+     False, False),
+    ("integer widened to number", {"type": OBJ, "properties": {"a": {"type": "integer"}}},
+     {"type": OBJ, "properties": {"a": {"type": "number"}}}, True, False),
+    ("required added", {"type": OBJ, "properties": {"a": {"type": "string"}}},
+     {"type": OBJ, "properties": {"a": {"type": "string"}}, "required": ["a"]}, False, True),
+    ("enum extended", {"enum": ["x", "y"]}, {"enum": ["x", "y", "z"]}, True, False),
+    ("additionalProperties closed", {"type": OBJ}, {"type": OBJ, "additionalProperties": False}, False, True),
+    ("array items changed", {"type": "array", "items": {"type": "string"}}, {"type": "array", "items": {"type": "integer"}},
+     False, False),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "backward", "forward"), [c[1:] for c in JSON_CASES], ids=[c[0] for c in JSON_CASES])
+def test_json_schema_rules(old, new, backward, forward):
+    old_p, new_p = jsons(old), jsons(new)
+    assert (not compatibility.check(Compatibility.BACKWARD, new_p, [old_p])) is backward
+    assert (not compatibility.check(Compatibility.FORWARD, new_p, [old_p])) is forward
+
+
+def test_invalid_json_schema_is_refused():
+    with pytest.raises(RegistryError) as caught:
+        jsons({"type": 12})
+    assert caught.value.code == 42201
+
+
+# -- properties ----------------------------------------------------------------------------
+PRIMITIVES = ["int", "long", "float", "double", "string", "bytes", "boolean", "null"]
+names = st.sampled_from(["a", "b", "c", "d", "e"])
+avro_types = st.recursive(
+    st.sampled_from(PRIMITIVES),
+    lambda inner: st.one_of(
+        st.builds(lambda items: {"type": "array", "items": items}, inner),
+        st.builds(lambda values: {"type": "map", "values": values}, inner),
+    ),
+    max_leaves=3,
+)
+
+
+@st.composite
+def avro_records(draw):
+    chosen = draw(st.lists(names, unique=True, max_size=4))
+    fields = []
+    for name in chosen:
+        kind = draw(avro_types)
+        entry = {"name": name, "type": kind}
+        if kind == "int" and draw(st.booleans()):
+            entry["default"] = 0
+        fields.append(entry)
+    return record(*fields)
+
+
+@settings(max_examples=60, deadline=None)
+@given(avro_records())
+def test_a_schema_is_compatible_with_itself(schema):
+    parsed = avro(schema)
+    for level in Compatibility:
+        assert compatibility.check(level, parsed, [parsed]) == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(avro_records(), avro_records())
+def test_backward_of_a_change_is_forward_of_its_inverse(old, new):
+    old_p, new_p = avro(old), avro(new)
+    backward = not compatibility.check(Compatibility.BACKWARD, new_p, [old_p])
+    forward_of_inverse = not compatibility.check(Compatibility.FORWARD, old_p, [new_p])
+    assert backward is forward_of_inverse
+    full = not compatibility.check(Compatibility.FULL, new_p, [old_p])
+    assert full is (backward and not compatibility.check(Compatibility.FORWARD, new_p, [old_p]))
+
+
+json_leaf = st.sampled_from([{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+                             {"enum": ["x", "y"]}, {"enum": ["x"]}, {}])
+
+
+@st.composite
+def json_objects(draw):
+    properties = draw(st.dictionaries(names, json_leaf, max_size=4))
+    schema = {"type": "object", "properties": properties}
+    if draw(st.booleans()):
+        schema["additionalProperties"] = False
+    required = draw(st.lists(st.sampled_from(sorted(properties)), unique=True)) if properties else []
+    if required:
+        schema["required"] = required
+    return schema
+
+
+@settings(max_examples=80, deadline=None)
+@given(json_objects(), json_objects())
+def test_json_schema_properties(old, new):
+    old_p, new_p = jsons(old), jsons(new)
+    for level in Compatibility:
+        assert compatibility.check(level, new_p, [new_p]) == []
+    backward = not compatibility.check(Compatibility.BACKWARD, new_p, [old_p])
+    assert backward is (not compatibility.check(Compatibility.FORWARD, old_p, [new_p]))

@@ -1,0 +1,62 @@
+"""`tinystream schema-registry`: a Confluent-compatible schema registry on a TinyStream (or any Kafka) cluster."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from aiokafka.helpers import create_ssl_context
+
+from tinystream.registry.app import RegistryOptions, run
+from tinystream.registry.model import Compatibility
+
+
+@click.command("schema-registry")
+@click.option("--bootstrap", required=True, help="Kafka bootstrap servers (host:port,...) holding the _schemas topic.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; loopback by default. Bind beyond it only with --users-file.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8081, show_default=True, help="HTTP port (0: any free).")
+@click.option("--topic", default="_schemas", show_default=True, help="The compacted topic that stores the schemas.")
+@click.option("--replication-factor", type=click.IntRange(1), default=1, show_default=True,
+              help="Replication factor if the topic has to be created.")
+@click.option("--users-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="SCRAM users file (sasl.users.file): every call then needs HTTP Basic credentials.")
+@click.option("--max-body-bytes", type=click.IntRange(1024), default=1024 * 1024, show_default=True,
+              help="Larger request bodies get 413.")
+@click.option("--security-protocol", type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
+              default="PLAINTEXT", show_default=True, help="How the registry reaches the cluster.")
+@click.option("--sasl-mechanism", type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]), default="SCRAM-SHA-512",
+              show_default=True)
+@click.option("--sasl-username", default=None, help="The registry's own user on the cluster.")
+@click.option("--sasl-password-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="A file holding that user's password (never on the command line).")
+@click.option("--ssl-cafile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="CA bundle that signed the brokers' certificates (SSL, SASL_SSL).")
+@click.option("--compatibility", type=click.Choice([c.value for c in Compatibility]), default="BACKWARD",
+              show_default=True, help="The global compatibility level until one is set through /config.")
+def schema_registry(bootstrap: str, host: str, port: int, topic: str, replication_factor: int, users_file: str | None,
+                    max_body_bytes: int, security_protocol: str, sasl_mechanism: str, sasl_username: str | None,
+                    sasl_password_file: str | None, ssl_cafile: str | None, compatibility: str) -> None:
+    """Run a schema registry (Confluent REST API v1) backed by a compacted topic."""
+    if users_file is None and host not in ("127.0.0.1", "localhost", "::1"):
+        raise click.UsageError("binding beyond loopback needs --users-file (no credentials, no exposure)")
+    client: dict[str, Any] = {"security_protocol": security_protocol}
+    if security_protocol.startswith("SASL"):
+        if not sasl_username or not sasl_password_file:
+            raise click.UsageError(f"{security_protocol} needs --sasl-username and --sasl-password-file")
+        client.update(sasl_mechanism=sasl_mechanism, sasl_plain_username=sasl_username,
+                      sasl_plain_password=Path(sasl_password_file).read_text().strip())
+    if security_protocol.endswith("SSL"):
+        client["ssl_context"] = create_ssl_context(cafile=ssl_cafile)
+    options = RegistryOptions(bootstrap=bootstrap, host=host, port=port, topic=topic,
+                              replication_factor=replication_factor,
+                              users_file=Path(users_file) if users_file else None, max_body_bytes=max_body_bytes,
+                              default_compatibility=Compatibility(compatibility), client_options=tuple(client.items()))
+
+    def announce(url: str) -> None:
+        click.echo(f"schema-registry={url}")
+        sys.stdout.flush()
+
+    run(options, ready=announce)

@@ -1,0 +1,81 @@
+"""One registry process: read `_schemas`, then serve the REST API until stopped.
+
+`RegistryServer` is what the CLI, `tinystream dev` and tests run: `start()`
+returns once the state is rebuilt and the port is bound; `url` says where.
+Without a users file it binds loopback only by default (no credentials: no
+exposure); with one, every call needs HTTP Basic credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tinystream.registry.auth import BasicAuth
+from tinystream.registry.model import Compatibility
+from tinystream.registry.server import DEFAULT_MAX_BODY, RegistryApi, build_app
+from tinystream.registry.state import RegistryState
+from tinystream.registry.store import TOPIC, SchemaLog
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryOptions:
+    bootstrap: str
+    host: str = "127.0.0.1"
+    port: int = 8081  # Confluent's default
+    topic: str = TOPIC
+    replication_factor: int = 1
+    users_file: Path | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    default_compatibility: Compatibility = Compatibility.BACKWARD
+    client_options: tuple[tuple[str, Any], ...] = ()
+
+
+class RegistryServer:
+    def __init__(self, options: RegistryOptions) -> None:
+        self.options = options
+        self.state = RegistryState(default_compatibility=options.default_compatibility)
+        self.store = SchemaLog(self.state, bootstrap=options.bootstrap, topic=options.topic,
+                               replication_factor=options.replication_factor,
+                               client_options=dict(options.client_options))
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> str:
+        await self.store.start()
+        auth = BasicAuth(self.options.users_file) if self.options.users_file else None
+        app = build_app(RegistryApi(self.state, self.store), auth=auth, max_body_bytes=self.options.max_body_bytes)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.options.host, self.options.port)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # port 0: the one bound
+        self.url = f"http://{self.options.host}:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.store.stop()
+
+
+def run(options: RegistryOptions, *, ready: Any = None) -> None:
+    """Run in the foreground until interrupted."""
+    async def main() -> None:
+        server = RegistryServer(options)
+        url = await server.start()
+        if ready is not None:
+            ready(url)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.stop()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,291 @@
+"""Confluent Schema Registry REST API v1 over aiohttp: routes that read the state or plan, write, answer.
+
+Every write goes through one lock: plan against the state, write the records
+to `_schemas`, wait until they are applied, answer from the state. Errors are
+RegistryError, answered as Confluent's `{"error_code", "message"}`; bodies
+above `max_body_bytes` get 413; with `auth` set, every route answers
+401 without valid Basic credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from tinystream.registry.auth import BasicAuth
+from tinystream.registry.compatibility import compact
+from tinystream.registry.errors import ErrorCode, RegistryError
+from tinystream.registry.model import Reference, SchemaDef, SchemaType, SubjectVersion
+from tinystream.registry.records import Record
+from tinystream.registry.state import RegistryState, parse_version
+from tinystream.registry.store import SchemaLog
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+DEFAULT_MAX_BODY = 1024 * 1024  # bytes; a schema is text, Confluent's own limit is the servlet's (a few MB)
+_REGISTER_ATTEMPTS = 3  # an id race with another instance is retried with the state that won
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def answer(body: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(body), status=status, content_type=CONTENT_TYPE)
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() == "true"
+
+
+class RegistryApi:
+    def __init__(self, state: RegistryState, store: SchemaLog) -> None:
+        self.state = state
+        self.store = store
+        self._writing = asyncio.Lock()
+
+    async def _write(self, plan: Callable[[], list[Record]]) -> None:
+        async with self._writing:
+            await self.store.write(plan())
+
+    @staticmethod
+    async def _body(request: web.Request) -> dict[str, Any]:
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError:
+            raise RegistryError(ErrorCode.UNPROCESSABLE, "Request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise RegistryError(ErrorCode.UNPROCESSABLE, "Request body must be a JSON object")
+        return body
+
+    @staticmethod
+    def _schema_of(body: dict[str, Any]) -> SchemaDef:
+        text = body.get("schema")
+        if not isinstance(text, str):
+            raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: the body needs a \"schema\" string")
+        try:
+            schema_type = SchemaType(body.get("schemaType") or "AVRO")
+            references = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in body.get("references") or ())
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RegistryError(ErrorCode.INVALID_SCHEMA, f"Invalid schema: {exc}") from None
+        if any(r.version < 1 for r in references):
+            raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: a reference names a version from 1")
+        return SchemaDef(schema_type, compact(text), references)
+
+    def _schema_body(self, schema_id: int, schema: SchemaDef) -> dict[str, Any]:
+        body: dict[str, Any] = {"schema": schema.text}
+        if schema.schema_type is not SchemaType.AVRO:
+            body["schemaType"] = schema.schema_type.value
+        if schema.references:
+            body["references"] = [r.to_json() for r in schema.references]
+        return body
+
+    def _version_body(self, found: SubjectVersion) -> dict[str, Any]:
+        schema = self.state.schemas[found.schema_id]
+        body = {"subject": found.subject, "version": found.version, "id": found.schema_id}
+        return {**body, **self._schema_body(found.schema_id, schema)}
+
+    # -- schemas ----------------------------------------------------------------------------
+    async def root(self, request: web.Request) -> web.Response:
+        return answer({})
+
+    async def schema_types(self, request: web.Request) -> web.Response:
+        return answer([t.value for t in SchemaType])
+
+    def _id(self, request: web.Request) -> int:
+        try:
+            return int(request.match_info["id"])
+        except ValueError:
+            raise RegistryError(ErrorCode.SCHEMA_NOT_FOUND, "Schema not found") from None
+
+    async def schema_by_id(self, request: web.Request) -> web.Response:
+        schema_id = self._id(request)
+        return answer(self._schema_body(schema_id, self.state.schema(schema_id)))
+
+    async def raw_schema_by_id(self, request: web.Request) -> web.Response:
+        return answer(json.loads(self.state.schema(self._id(request)).text))
+
+    async def subjects_of_id(self, request: web.Request) -> web.Response:
+        uses = self.state.uses_of(self._id(request), deleted=_flag(request, "deleted"))
+        return answer(sorted({v.subject for v in uses}))
+
+    async def versions_of_id(self, request: web.Request) -> web.Response:
+        uses = self.state.uses_of(self._id(request), deleted=_flag(request, "deleted"))
+        return answer([{"subject": v.subject, "version": v.version} for v in uses])
+
+    # -- subjects ---------------------------------------------------------------------------
+    async def subjects(self, request: web.Request) -> web.Response:
+        return answer(self.state.subject_names(deleted=_flag(request, "deleted")))
+
+    async def versions(self, request: web.Request) -> web.Response:
+        subject = request.match_info["subject"]
+        return answer([v.version for v in self.state.versions(subject, deleted=_flag(request, "deleted"))])
+
+    async def register(self, request: web.Request) -> web.Response:
+        subject = request.match_info["subject"]
+        body = await self._body(request)
+        schema = self._schema_of(body)
+        given_id, given_version = body.get("id"), body.get("version")
+        if given_id is not None and (not isinstance(given_id, int) or isinstance(given_id, bool) or given_id < 1):
+            raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: \"id\" is a number from 1")
+        for _ in range(_REGISTER_ATTEMPTS):
+            async with self._writing:
+                plan = self.state.plan_register(subject, schema, schema_id=given_id,
+                                                version=None if given_version is None else parse_version(given_version))
+                await self.store.write(plan.records)
+            try:
+                return answer({"id": self.state.lookup(subject, schema).schema_id})
+            except RegistryError:
+                continue  # another instance took the id first; plan again on the state that won
+        raise RegistryError(ErrorCode.STORE_ERROR, "Could not register the schema: ids kept racing")
+
+    async def version(self, request: web.Request) -> web.Response:
+        subject, version = request.match_info["subject"], request.match_info["version"]
+        return answer(self._version_body(self.state.version(subject, version, deleted=_flag(request, "deleted"))))
+
+    async def version_schema(self, request: web.Request) -> web.Response:
+        found = self.state.version(request.match_info["subject"], request.match_info["version"],
+                                   deleted=_flag(request, "deleted"))
+        return answer(json.loads(self.state.schemas[found.schema_id].text))
+
+    async def referenced_by(self, request: web.Request) -> web.Response:
+        found = self.state.version(request.match_info["subject"], request.match_info["version"])
+        return answer(self.state.referenced_by(found.subject, found.version))
+
+    async def delete_version(self, request: web.Request) -> web.Response:
+        subject, version = request.match_info["subject"], request.match_info["version"]
+        async with self._writing:
+            number, records = self.state.plan_delete_version(subject, version, permanent=_flag(request, "permanent"))
+            await self.store.write(records)
+        return answer(number)
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        subject = request.match_info["subject"]
+        schema = self._schema_of(await self._body(request))
+        self.state.parsed(schema)
+        return answer(self._version_body(self.state.lookup(subject, schema, deleted=_flag(request, "deleted"))))
+
+    async def delete_subject(self, request: web.Request) -> web.Response:
+        subject = request.match_info["subject"]
+        async with self._writing:
+            versions, records = self.state.plan_delete_subject(subject, permanent=_flag(request, "permanent"))
+            await self.store.write(records)
+        return answer(versions)
+
+    # -- config and mode --------------------------------------------------------------------
+    def _subject_setting(self, request: web.Request, table: dict[str | None, Any], code: ErrorCode,
+                         what: str) -> Any:
+        subject = request.match_info.get("subject")
+        if subject is not None and subject not in table and not _flag(request, "defaultToGlobal"):
+            raise RegistryError(code, f"Subject '{subject}' does not have subject-level {what} configured")
+        return table.get(subject, table[None])
+
+    async def get_config(self, request: web.Request) -> web.Response:
+        level = self._subject_setting(request, self.state.configs,
+                                      ErrorCode.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED, "compatibility level")
+        return answer({"compatibilityLevel": level.value})
+
+    async def put_config(self, request: web.Request) -> web.Response:
+        subject = request.match_info.get("subject")
+        body = await self._body(request)
+        level = body.get("compatibility") or body.get("compatibilityLevel")  # set_config() sends the latter
+        if not isinstance(level, str):
+            raise RegistryError(ErrorCode.INVALID_COMPATIBILITY_LEVEL, "Invalid compatibility level")
+        await self._write(lambda: self.state.plan_config(subject, level.upper()))
+        return answer({"compatibility": level.upper()})
+
+    async def delete_config(self, request: web.Request) -> web.Response:
+        subject = request.match_info.get("subject")
+        before = self.state.compatibility(subject)
+        if subject is None:
+            default = self.state.default_compatibility.value
+            await self._write(lambda: self.state.plan_config(None, default))  # the global level back to the default
+        else:
+            if subject not in self.state.subjects:
+                raise RegistryError(ErrorCode.SUBJECT_NOT_FOUND, f"Subject '{subject}' not found.")
+            await self._write(lambda: self.state.plan_config(subject, None))
+        return answer({"compatibilityLevel": before.value})
+
+    async def get_mode(self, request: web.Request) -> web.Response:
+        mode = self._subject_setting(request, self.state.modes, ErrorCode.SUBJECT_LEVEL_MODE_NOT_CONFIGURED, "mode")
+        return answer({"mode": mode.value})
+
+    async def put_mode(self, request: web.Request) -> web.Response:
+        subject = request.match_info.get("subject")
+        mode = (await self._body(request)).get("mode")
+        if not isinstance(mode, str):
+            raise RegistryError(ErrorCode.INVALID_MODE, "Invalid mode")
+        await self._write(lambda: self.state.plan_mode(subject, mode.upper(), force=_flag(request, "force")))
+        return answer({"mode": mode.upper()})
+
+    async def delete_mode(self, request: web.Request) -> web.Response:
+        subject = request.match_info.get("subject")
+        before = self.state.mode(subject)
+        await self._write(lambda: self.state.plan_mode(subject, None if subject else "READWRITE"))
+        return answer({"mode": before.value})
+
+    # -- compatibility ----------------------------------------------------------------------
+    async def compatibility(self, request: web.Request) -> web.Response:
+        subject = request.match_info["subject"]
+        schema = self._schema_of(await self._body(request))
+        version = request.match_info.get("version")
+        if version is not None:
+            self.state.version(subject, version)  # 40401 / 40402 / 42202 before any check
+        problems = self.state.incompatibilities(subject, schema, against=version)
+        body: dict[str, Any] = {"is_compatible": not problems}
+        if _flag(request, "verbose"):
+            body["messages"] = problems
+        return answer(body)
+
+    async def contexts(self, request: web.Request) -> web.Response:
+        return answer(["."])
+
+
+def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, max_body_bytes: int = DEFAULT_MAX_BODY) -> web.Application:
+    @web.middleware
+    async def confluent_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if auth is not None and auth.check(request.headers.get("Authorization")) is None:
+            response = answer({"error_code": ErrorCode.UNAUTHORIZED, "message": "Unauthorized"}, 401)
+            response.headers["WWW-Authenticate"] = 'Basic realm="tinystream-schema-registry"'
+            return response
+        try:
+            return await handler(request)
+        except RegistryError as exc:
+            return answer(exc.body(), exc.code.http_status)
+        except web.HTTPRequestEntityTooLarge:
+            return answer({"error_code": 413, "message": f"Request body larger than {max_body_bytes} bytes"}, 413)
+        except web.HTTPNotFound:
+            return answer({"error_code": 404, "message": "HTTP 404 Not Found"}, 404)
+        except web.HTTPMethodNotAllowed:
+            return answer({"error_code": 405, "message": "HTTP 405 Method Not Allowed"}, 405)
+
+    app = web.Application(middlewares=[confluent_errors], client_max_size=max_body_bytes)
+    r = app.router
+    r.add_get("/", api.root)
+    r.add_get("/schemas/types", api.schema_types)
+    r.add_get("/schemas/ids/{id}", api.schema_by_id)
+    r.add_get("/schemas/ids/{id}/schema", api.raw_schema_by_id)
+    r.add_get("/schemas/ids/{id}/subjects", api.subjects_of_id)
+    r.add_get("/schemas/ids/{id}/versions", api.versions_of_id)
+    r.add_get("/subjects", api.subjects)
+    r.add_post("/subjects/{subject}", api.lookup)
+    r.add_delete("/subjects/{subject}", api.delete_subject)
+    r.add_get("/subjects/{subject}/versions", api.versions)
+    r.add_post("/subjects/{subject}/versions", api.register)
+    r.add_get("/subjects/{subject}/versions/{version}", api.version)
+    r.add_delete("/subjects/{subject}/versions/{version}", api.delete_version)
+    r.add_get("/subjects/{subject}/versions/{version}/schema", api.version_schema)
+    r.add_get("/subjects/{subject}/versions/{version}/referencedby", api.referenced_by)
+    for path in ("/config", "/config/{subject}"):
+        r.add_get(path, api.get_config)
+        r.add_put(path, api.put_config)
+        r.add_delete(path, api.delete_config)
+    for path in ("/mode", "/mode/{subject}"):
+        r.add_get(path, api.get_mode)
+        r.add_put(path, api.put_mode)
+        r.add_delete(path, api.delete_mode)
+    r.add_post("/compatibility/subjects/{subject}/versions/{version}", api.compatibility)
+    r.add_post("/compatibility/subjects/{subject}/versions", api.compatibility)
+    r.add_get("/contexts", api.contexts)
+    return app
