@@ -49,3 +49,5 @@ class ClientInfo:
     port: int
     auth: ConnectionAuth = field(default_factory=ConnectionAuth)
     listener: str | None = None  # the listener it came in on (None: a test's context, no listener)
+    # A plaintext socket: a Fetch may leave its record sets in the segment files for sendfile (TLS cannot).
+    sendfile: bool = False
