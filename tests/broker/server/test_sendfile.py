@@ -183,3 +183,35 @@ def test_a_client_leaving_mid_sendfile_frees_every_file_and_byte(running, topic)
     with connect(running) as sock:
         sock.sendall(whole_topic_fetch(topic))
         assert len(read_frame(sock)) > SEGMENT_BYTES // 2
+
+
+async def test_a_tls_listener_keeps_the_copying_path(tmp_path):
+    """sendfile cannot write through TLS: a Fetch there is encoded in bytes, and its records are right."""
+    import ssl
+
+    from tinystream.broker.app import Broker
+    from tinystream.broker.protocol.client import KafkaClient
+    from tinystream.broker.storage.batch import decode_records, split_batches
+    from tinystream.testing.broker import create_topic, now_batch, produce_request, throwaway_tls
+
+    keystore, truststore = throwaway_tls(tmp_path / "tls")
+    broker = Broker(test_settings(tmp_path / "data", **{
+        "listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
+        "ssl.truststore.location": str(truststore)}))
+    info = await broker.start()
+    client = await KafkaClient.connect(info.host, info.port,
+                                       ssl_context=ssl.create_default_context(cafile=str(truststore)))
+    try:
+        await create_topic(client, "tls")
+        sent = [b"%d" % i * 500 for i in range(50)]
+        for v in sent:
+            await client.request(produce_request("tls", 0, now_batch([(None, v)])))
+        got: list[bytes] = []
+        while len(got) < len(sent):
+            data = (await client.request(fetch_request([("tls", 0, len(got))], version=12))).responses[0].partitions[0]
+            got += [r.value for b in split_batches(data.records) for r in decode_records(b)]
+        assert got == sent
+        assert broker.server.sendfile_slices == 0
+    finally:
+        await client.close()
+        await broker.stop()
