@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 from collections.abc import Callable
 
 from tinystream.broker.protocol.response_parts import ResponseParts
@@ -44,6 +45,10 @@ class ResponseWriter:
         self._on_failed = on_failed  # a write failed (client gone, file cut): the connection closes
         self._queue: collections.deque[Answer] = collections.deque()
         self._task: asyncio.Task[None] | None = None
+        # A plain TCP socket's fd, for the direct first try (-1 on TLS: its bytes must go through the SSL object).
+        sock = transport.get_extra_info("socket")
+        plain = sock is not None and transport.get_extra_info("ssl_object") is None
+        self._sock_fd = sock.fileno() if plain else -1
         self.queued = 0  # answer bytes accepted here and not yet handed to the socket or its buffer
 
     @property
@@ -96,12 +101,25 @@ class ResponseWriter:
                     self._transport.write(part)
                     continue
                 want = len(part)
-                sent = await loop.sendfile(self._transport, part.file, part.position, want)
+                sent = self._sendfile_now(part.file.fileno(), part.position, want)
+                if sent < want:  # the socket is full: asyncio waits for it and writes the rest
+                    sent += await loop.sendfile(self._transport, part.file, part.position + sent, want - sent)
                 self._after_sendfile(sent)
                 if sent != want:
                     raise ConnectionError(f"a record set's file ended {want - sent} bytes early")
         finally:
             answer.close()
+
+    def _sendfile_now(self, file_fd: int, position: int, count: int) -> int:
+        """One non-blocking os.sendfile when the transport's buffer is empty (nothing may go before it): a
+        socket with room takes the whole slice without asyncio's sendfile machinery (futures, a writer
+        callback, pausing reading), which the consume profile showed as ~15% of the broker's busy time."""
+        if self._sock_fd < 0 or self._transport.get_write_buffer_size():
+            return 0
+        try:
+            return os.sendfile(self._sock_fd, file_fd, position, count)
+        except (BlockingIOError, InterruptedError):
+            return 0
 
     def _drop_queue(self) -> None:
         for answer in self._queue:
