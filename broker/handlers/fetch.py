@@ -56,7 +56,7 @@ from tinystream.broker.handlers import fetch_gates, fetch_session
 from tinystream.broker.handlers.shared import authz
 from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
-from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition
+from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition, close_ranges
 from tinystream.broker.storage.topic_partition import TopicPartition
 
 READ_COMMITTED = 1
@@ -89,6 +89,7 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     answered.update((f.tp, f) for f in fetched)
     carried = fetch_session.answer(ctx, session, [answered[r.tp] for r in requests], must_include=diverging.keys())
     if carried.error != ErrorCode.none:
+        close_ranges(fetched)  # answered without records: their files now, not when collected
         return _top_level_error(call, carried.error)
     read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     return _response(ctx, call, carried.results, diverging, read_committed, call.version, carried.session_id,
