@@ -32,4 +32,4 @@ def unsupported_version_response(advertised: tuple[ApiRange, ...], correlation_i
     """The framed v0 answer with UNSUPPORTED_VERSION and the full table."""
     api = schemas(keys.API_VERSIONS, 0)
     header = RequestHeader(keys.API_VERSIONS, 0, correlation_id, None)
-    return encode_response(header, _body(api, advertised, ErrorCode.unsupported_version))
+    return bytes(encode_response(header, _body(api, advertised, ErrorCode.unsupported_version)))  # no records

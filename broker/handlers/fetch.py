@@ -1,5 +1,12 @@
 """Fetch (key 1, v4-14): stored batches, byte for byte, with long polling.
 
+On a plaintext connection (`ClientInfo.sendfile`) the record sets are file
+ranges (storage/file_range.py), never read into memory: the response is
+encoded in parts and the connection writes them with sendfile, as Kafka's
+zero-copy fetch. Nothing here transforms stored records (no down-conversion
+below v4; aborted transactions are listed, the client drops them), so every
+record set may take that path.
+
 Flow: who fetches (once), the fetch session's partitions, the gates per
 partition (`fetch_gates`: trust, ACL, topic id, replica, divergence), one
 read of the rest through the purgatory, the session's answer, the response.
@@ -49,7 +56,7 @@ from tinystream.broker.handlers import fetch_gates, fetch_session
 from tinystream.broker.handlers.shared import authz
 from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
-from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition
+from tinystream.broker.replication.replica_manager import FetchedPartition, FetchPartition, close_ranges
 from tinystream.broker.storage.topic_partition import TopicPartition
 
 READ_COMMITTED = 1
@@ -76,10 +83,13 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         # An error or a divergence already decided answers at once (Kafka's fetchMessages).
         max_wait_ms=0 if answered else min(to_millis(body.max_wait), MAX_WAIT_MS),
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED and not peer,
+        # Plaintext: record sets stay in the segment files and go out with sendfile (the connection's writer).
+        as_ranges=call.client.sendfile,
     )
     answered.update((f.tp, f) for f in fetched)
     carried = fetch_session.answer(ctx, session, [answered[r.tp] for r in requests], must_include=diverging.keys())
     if carried.error != ErrorCode.none:
+        close_ranges(fetched)  # answered without records: their files now, not when collected
         return _top_level_error(call, carried.error)
     read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     return _response(ctx, call, carried.results, diverging, read_committed, call.version, carried.session_id,

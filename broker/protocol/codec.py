@@ -40,6 +40,7 @@ from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.bounds import check_entity, strip_unknown_tags
 from tinystream.broker.protocol.encoder import entity_encoder
 from tinystream.broker.protocol.errors import MalformedRequest, UnsupportedRequest
+from tinystream.broker.protocol.response_parts import FrameBuffer, ResponseParts, split
 
 _PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _I32 = struct.Struct(">i")
@@ -195,14 +196,19 @@ def _decode_legacy_produce(frame: memoryview | bytes, version: int) -> Request:
                    len(frame))
 
 
-def encode_response(header: RequestHeader, body: Any) -> bytearray:
-    """Frame `body` (a kio response entity of header's API and version)."""
+def encode_response(header: RequestHeader, body: Any) -> bytearray | ResponseParts:
+    """Frame `body` (a kio response entity of header's API and version); parts when a record set is a file
+    slice (response_parts.py: a Fetch written with sendfile)."""
     s = schemas(header.api_key, header.api_version)
-    out = bytearray(_I32.pack(0))  # size, patched below
+    out = FrameBuffer(_I32.pack(0))  # size, patched below
+    out.slices = []
     out += _I32.pack(header.correlation_id)
     if s.response_header_flexible:
         out.append(0)  # no tagged fields
     s.write_body(out, body)
+    if out.slices:
+        _I32.pack_into(out, 0, len(out) - 4 + out.spliced_bytes)
+        return split(out)
     _I32.pack_into(out, 0, len(out) - 4)
     return out
 

@@ -84,8 +84,10 @@ def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> Encoder:
         return lambda out, v: out.extend(_Q(-1 if v is None else round(v.timestamp() * 1000)))
     if kafka_type == "uuid":
         return lambda out, v: out.extend(_ZERO_UUID if v is None else v.bytes)
-    if kafka_type in ("string", "bytes", "records"):
+    if kafka_type in ("string", "bytes"):
         return _sized(kafka_type == "string", flexible)
+    if kafka_type == "records":
+        return _records(flexible)
     raise TypeError(f"no encoder for kafka_type {kafka_type!r}")
 
 
@@ -115,6 +117,23 @@ def _sized(is_string: bool, flexible: bool) -> Encoder:
         out += v
 
     return legacy
+
+
+_BUFFERS = (bytes, bytearray, memoryview)
+
+
+def _records(flexible: bool) -> Encoder:
+    """A record set: bytes, or a file slice (response_parts.py) whose length is written and its place marked."""
+    sized = _sized(False, flexible)
+
+    def records(out: Out, v: Any) -> None:
+        if v is None or type(v) in _BUFFERS:
+            sized(out, v)
+            return
+        out += uvarint(len(v) + 1) if flexible else _I(len(v))
+        out.splice(v)  # type: ignore[attr-defined]  # a FrameBuffer: encode_response's
+
+    return records
 
 
 def _array(item: Encoder, flexible: bool) -> Encoder:

@@ -44,6 +44,7 @@ from tinystream.broker.storage.batch import (
     read_header,
 )
 from tinystream.broker.storage.control_records import ControlType, build_marker, control_type
+from tinystream.broker.storage.file_range import FileRange
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.storage.txn_index import AbortedTxn, TxnIndex
 
@@ -419,15 +420,21 @@ class Partition:
     # -- reads -------------------------------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, *, for_replica: bool, min_one: bool, read_committed: bool = False
+        self, offset: int, max_bytes: int, *, for_replica: bool, min_one: bool, read_committed: bool = False,
+        as_range: bool = False,
     ) -> ReadResult:
-        """Batches from `offset`; clients see only what is below the HW (read_committed: the LSO)."""
+        """Batches from `offset`; clients see only what is below the HW (read_committed: the LSO).
+        `as_range`: the data may be a FileRange (storage/file_range.py), for a Fetch written with sendfile."""
         if for_replica:
-            return self.log.read(offset, max_bytes, max_offset=None, min_one=min_one)
+            return self.log.read(offset, max_bytes, max_offset=None, min_one=min_one, as_range=as_range)
         limit = self.last_stable_offset if read_committed else self._hw
-        result = self.log.read(offset, max_bytes, max_offset=limit, min_one=min_one)
-        if result.data:
-            self.records_read += count_records(result.data)
+        result = self.log.read(offset, max_bytes, max_offset=limit, min_one=min_one, as_range=as_range)
+        data = result.data
+        if isinstance(data, FileRange):
+            # The bodies stay in the file: the offsets spanned (the records, but for a compacted log's gaps).
+            self.records_read += result.next_offset - result.first_offset
+        elif data:
+            self.records_read += count_records(data)
         return result
 
     def enforce_retention(self, now_ms: int) -> int:

@@ -39,6 +39,7 @@ from tinystream.broker.replication.idempotence import ProducerStateTable
 from tinystream.broker.replication.partition import AppendOutcome, Partition, PartitionState
 from tinystream.broker.replication.purgatory import Purgatory
 from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRangeError, PartitionLog, ReadResult
+from tinystream.broker.storage.file_range import FileRange
 from tinystream.broker.storage.log_manager import LogManager
 from tinystream.broker.storage.log_scan import scan_batches
 from tinystream.broker.storage.topic_partition import TopicPartition
@@ -67,12 +68,19 @@ class FetchedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | memoryview | None = None
+    records: bytes | memoryview | FileRange | None = None  # a FileRange only for a fetch that asked (as_ranges)
     aborted: tuple[AbortedTxn, ...] | None = None  # read_committed only: aborted transactions in the range read
 
     @property
     def size(self) -> int:
         return len(self.records) if self.records is not None else 0
+
+
+def close_ranges(results: list[FetchedPartition]) -> None:
+    """Close the file ranges of results that will not be sent."""
+    for r in results:
+        if isinstance(r.records, FileRange):
+            r.records.close()
 
 
 class ReplicaManager:
@@ -291,9 +299,11 @@ class ReplicaManager:
         max_bytes: int,
         max_wait_ms: int,
         read_committed: bool = False,
+        as_ranges: bool = False,
     ) -> list[FetchedPartition]:
         """Read; wait for min_bytes up to max_wait_ms (replica_id >= 0: an authorised follower;
-        read_committed: up to the last stable offset, with the aborted transactions read)."""
+        read_committed: up to the last stable offset, with the aborted transactions read; as_ranges:
+        records from segment files as FileRanges, which the caller closes)."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
         for_replica = replica_id >= 0
         if for_replica:
@@ -301,12 +311,13 @@ class ReplicaManager:
         keys = [r.tp for r in requests]
         while True:
             results = self._read_all(requests, for_replica=for_replica, max_bytes=max_bytes,
-                                     read_committed=read_committed and not for_replica)
+                                     read_committed=read_committed and not for_replica, as_ranges=as_ranges)
             ready = sum(r.size for r in results)
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - time.monotonic()
             if max_wait_ms <= 0 or not requests or ready >= min_bytes or errors or remaining <= 0:
                 return results
+            close_ranges(results)  # read again after the wait
             await self.purgatory.wait(keys, remaining)
 
     def _record_follower(self, requests: list[FetchPartition], replica_id: int) -> None:
@@ -318,14 +329,15 @@ class ReplicaManager:
                     self.purgatory.notify(r.tp)
 
     def _read_all(
-        self, requests: list[FetchPartition], *, for_replica: bool, max_bytes: int, read_committed: bool = False
+        self, requests: list[FetchPartition], *, for_replica: bool, max_bytes: int, read_committed: bool = False,
+        as_ranges: bool = False,
     ) -> list[FetchedPartition]:
         remaining = max(max_bytes, 0)
         min_one = True  # KIP-74: the first partition with data returns a whole batch regardless
         out = []
         for r in requests:
             fetched = self._read_one(r, for_replica=for_replica, limit=min(r.max_bytes, remaining), min_one=min_one,
-                                     read_committed=read_committed)
+                                     read_committed=read_committed, as_range=as_ranges)
             if fetched.size:
                 min_one = False
                 remaining = max(remaining - fetched.size, 0)
@@ -333,7 +345,8 @@ class ReplicaManager:
         return out
 
     def _read_one(
-        self, r: FetchPartition, *, for_replica: bool, limit: int, min_one: bool, read_committed: bool = False
+        self, r: FetchPartition, *, for_replica: bool, limit: int, min_one: bool, read_committed: bool = False,
+        as_range: bool = False,
     ) -> FetchedPartition:
         partition = self._partitions.get(r.tp)
         if partition is None:
@@ -355,7 +368,8 @@ class ReplicaManager:
             return FetchedPartition(r.tp, ErrorCode.none, hw, lso, partition.log_start_offset, b"", no_aborts)
         try:
             result: ReadResult = partition.read(
-                r.fetch_offset, max(limit, 0), for_replica=for_replica, min_one=min_one, read_committed=read_committed
+                r.fetch_offset, max(limit, 0), for_replica=for_replica, min_one=min_one, read_committed=read_committed,
+                as_range=as_range,
             )
         except OffsetOutOfRangeError:
             return FetchedPartition(r.tp, ErrorCode.offset_out_of_range, hw, lso, partition.log_start_offset)

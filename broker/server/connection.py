@@ -14,7 +14,11 @@ login's delay, idle closes: see connection_core.py); its own jobs are:
 - each request the core starts is decoded (`codec`; on a worker thread when
   large) and handed to the dispatcher as its own task, so a long-polling Fetch
   or a parked JoinGroup does not stop the next request from being read;
-- answers are written strictly in request order (Kafka's rule): a finished
+- answers are written strictly in request order (Kafka's rule), through its
+  `ResponseWriter` (response_writer.py: a plaintext Fetch's record sets go
+  from the segment files with sendfile; the writer's queued bytes count as
+  unwritten, and a writer over WRITE_BUFFER_HIGH pauses writing like a full
+  transport buffer); a finished
   task waits until every earlier one on the connection has been written; a
   request that wants no answer (Produce acks=0) yields None and is skipped;
   answers buffered for a client that does not read pause writing, and the
@@ -52,6 +56,7 @@ from tinystream.broker.handlers.shared.context import CLOSE_CONNECTION
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
+from tinystream.broker.protocol.response_parts import ResponseParts
 from tinystream.broker.security.peer import ClientInfo, ConnectionAuth
 from tinystream.broker.security.principal import NoMatchingRule, PrincipalMapper, certificate_principal
 from tinystream.broker.server.admission import BrokerConnections, ConnectionQuotas
@@ -69,6 +74,7 @@ from tinystream.broker.server.connection_core import (
     Ticket,
 )
 from tinystream.broker.server.request_logs import BadInputLog, decoded_extras, request_extras
+from tinystream.broker.server.response_writer import Answer, ResponseWriter
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +129,9 @@ class KafkaConnection(asyncio.Protocol):
         self._unwritten = 0  # this connection's answer bytes in its transport's buffer, as the server counts them
         self._pending: collections.deque[InFlight] = collections.deque()  # in request order
         self._transport: asyncio.Transport | None = None
+        self._writer: ResponseWriter | None = None  # once ready (after a TLS handshake)
+        self._transport_full = False  # the transport asked to pause writing
+        self._writer_full = False  # the writer's queue is over WRITE_BUFFER_HIGH
         self._draining = False
         self._handshake: asyncio.Future[None] | None = None  # a TLS listener's handshake, once admitted
         self._muted_until = 0.0  # time.monotonic() a quota throttle ends (0: not muted)
@@ -140,7 +149,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0, self._core.auth,
-                                  self._server.listener_name)
+                                  self._server.listener_name, sendfile=self._server.ssl_context is None)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -200,12 +209,16 @@ class KafkaConnection(asyncio.Protocol):
         # Responses are written as whole frames; a large buffer before pausing keeps
         # big Fetch responses from pausing the reader after every write.
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        self._writer = ResponseWriter(transport, on_drained=self._writer_drained, on_failed=self._writer_failed,
+                                      after_sendfile=self._after_sendfile)
         self._core.ready(time.monotonic())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._core.close()
         if self._unmute_timer is not None:
             self._unmute_timer.cancel()
+        if self._writer is not None:
+            self._writer.close()  # a sendfile under way stops; every file slice queued is closed
         self._server.release(self)
         self.recount_unwritten()
         self._core.release()  # every budget byte it held, once (a decode still running hands back none)
@@ -245,14 +258,43 @@ class KafkaConnection(asyncio.Protocol):
         return None
 
     def pause_writing(self) -> None:
+        self._transport_full = True
+        self._pause_writing()
+
+    def resume_writing(self) -> None:
+        self._transport_full = False
+        self._resume_writing()
+
+    def _pause_writing(self) -> None:
         self._core.writing_paused = True
         self.recount_unwritten()
         self._update_reading()
 
-    def resume_writing(self) -> None:
+    def _resume_writing(self) -> None:
+        if self._transport_full or self._writer_full:
+            return
         self._core.writing_paused = False
         self.recount_unwritten()
         self._on_done(None)  # answers that finished while the client was not reading
+
+    def _writer_drained(self) -> None:
+        self.recount_unwritten()
+        if self._writer_full:
+            self._writer_full = False
+            self._resume_writing()
+        elif self._pending and self._pending[0].answer.done():
+            self._on_done(None)
+
+    def _writer_failed(self, exc: BaseException) -> None:
+        log.debug("writing to connection %s failed: %s", self._describe(), exc)
+        self._close(abort=True)
+
+    def _after_sendfile(self, sent: int) -> None:
+        """asyncio's sendfile pauses reading and resumes it after: the core's pause (back-pressure) wins."""
+        self._server.sendfile_slices += 1
+        self._server.sendfile_bytes += sent
+        if self._core.reading_paused and self._transport is not None and not self._core.closed:
+            self._transport.pause_reading()
 
     def recount_unwritten(self) -> None:
         """Tell the server how many answer bytes wait in this transport's buffer (0 once closed).
@@ -262,6 +304,8 @@ class KafkaConnection(asyncio.Protocol):
         wait, and at each idle sweep (a count is never left high on a quiet connection)."""
         transport = self._transport
         size = 0 if self._core.closed or transport is None else transport.get_write_buffer_size()
+        if self._writer is not None and not self._core.closed:
+            size += self._writer.queued
         if size != self._unwritten:
             self._server.count_unwritten(size - self._unwritten)
             self._unwritten = size
@@ -358,8 +402,10 @@ class KafkaConnection(asyncio.Protocol):
         if core.login_refused:
             return
         transport = self._transport
-        ready: list[bytes | bytearray] = []
+        ready: list[Answer] = []
         room = WRITE_BUFFER_HIGH - (transport.get_write_buffer_size() if transport is not None else 0)
+        if self._writer is not None:
+            room -= self._writer.queued
         while self._pending and self._pending[0].answer.done() and (
                 core.closed or (not core.writing_paused and (room > 0 or not ready))):
             entry = self._pending.popleft()
@@ -369,6 +415,8 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             exc = fut.exception()  # retrieved even when the answer can no longer be sent
             if core.closed or transport is None:
+                if exc is None and type(fut.result()) is ResponseParts:
+                    fut.result().close()  # its file slices, now
                 continue
             if exc is not None:
                 log.error("%s (correlation_id=%s) failed on connection %s; closing it", extras.get("api"),
@@ -397,18 +445,15 @@ class KafkaConnection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._on_done, None)  # the rest, once this write left
         self._update_reading()
 
-    def _flush(self, ready: list[bytes | bytearray]) -> None:
-        """One write for several pipelined responses (one syscall instead of many)."""
-        if not ready or self._transport is None:
+    def _flush(self, ready: list[Answer]) -> None:
+        """Hand the writer the finished answers (one syscall for several pipelined byte answers)."""
+        if not ready or self._writer is None:
             return
-        if len(ready) == 1:
-            # A memoryview: on a partial send asyncio (3.11) slices `data[n:]`
-            # before buffering it, a full copy of a bytearray (~45 MiB for a
-            # Java consumer's fetch) and a zero-copy view of a memoryview.
-            self._transport.write(memoryview(ready[0]))
-        else:
-            self._transport.writelines(ready)
+        self._writer.write(ready)
         self.recount_unwritten()
+        if self._writer.queued > WRITE_BUFFER_HIGH and not self._writer_full:
+            self._writer_full = True
+            self._pause_writing()
 
     def _update_reading(self) -> None:
         if self._transport is None:
@@ -571,6 +616,8 @@ class KafkaServer:
         self._sweeper: asyncio.Task | None = None
         self._on_connections_changed = on_connections_changed
         self.on_protocol_error: Callable[[], None] | None = None
+        self.sendfile_slices = 0  # record sets written from segment files with sendfile (response_writer.py)
+        self.sendfile_bytes = 0
         self.on_session_expired: Callable[[], None] | None = None
 
     @property

@@ -17,6 +17,7 @@ from tinystream.broker.handlers.api_versions import unsupported_version_response
 from tinystream.broker.handlers.shared.context import CLOSE_CONNECTION, BrokerContext, Call
 from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.codec import Request, encode_response, schemas
+from tinystream.broker.protocol.response_parts import ResponseParts
 from tinystream.broker.security.peer import ClientInfo
 
 _CANCEL_ON_DISCONNECT = frozenset({api_versions.FETCH})
@@ -46,7 +47,7 @@ class RequestDispatcher:
             result = encode_response(header, result)
         elapsed = time.perf_counter() - started
         self.ctx.metrics.observe_request(self._names[header.api_key], elapsed, request.size + 4,  # + size prefix
-                                         len(result) if isinstance(result, bytes | bytearray) else 0)
+                                         len(result) if isinstance(result, bytes | bytearray | ResponseParts) else 0)
         if log.isEnabledFor(logging.DEBUG):  # off the hot path unless asked for
             log.debug("%s v%d from %s answered in %.2f ms", self._names[header.api_key], header.api_version,
                       header.client_id, elapsed * 1000, extra={

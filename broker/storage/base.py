@@ -19,6 +19,7 @@ import abc
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, NamedTuple
 
+from tinystream.broker.storage.file_range import FileRange
 from tinystream.config import topic_configs
 
 #: Kafka's defaults, from the one topic-config table (a default broker's settings back them).
@@ -118,7 +119,7 @@ class ReadResult(NamedTuple):
     when `min_one` is set).
     """
 
-    data: bytes | memoryview
+    data: bytes | memoryview | FileRange  # a FileRange only when asked for (`as_range`), and then not empty
     first_offset: int  # base offset of the first batch, or the log end offset when empty
     next_offset: int  # offset after the last batch returned
     log_start_offset: int
@@ -215,8 +216,14 @@ class PartitionLog(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> ReadResult:
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True,
+        as_range: bool = False,
+    ) -> ReadResult:
         """Whole batches from the one containing `offset`, up to max_bytes.
+
+        `as_range` asks for the data as a `FileRange` (file_range.py: written with sendfile); a store
+        whose batches are not in files answers with bytes all the same.
 
         `max_offset` (exclusive; e.g. the high watermark) stops before batches
         starting at or past it. Raises OffsetOutOfRangeError when offset is

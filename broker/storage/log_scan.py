@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from tinystream.broker.storage.base import OffsetOutOfRangeError, PartitionLog
 from tinystream.broker.storage.batch import F_BASE_OFFSET, F_LENGTH, LOG_OVERHEAD, BatchHeader, as_header, iter_header_fields
+from tinystream.broker.storage.file_range import FileRange
 
 CHUNK_BYTES = 4 * 1024 * 1024
 
@@ -28,6 +29,7 @@ def scan_batches(
             result = log.read(offset, chunk_bytes, max_offset=stop, min_one=True)
         except OffsetOutOfRangeError:
             return
+        assert not isinstance(result.data, FileRange)  # read without as_range
         data = result.data if isinstance(result.data, memoryview) else memoryview(result.data)
         if not len(data) or result.next_offset <= offset:
             return

@@ -169,7 +169,10 @@ class MemoryLog(PartitionLog):
                     return s, b
         return None
 
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> ReadResult:
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True,
+        as_range: bool = False,  # no files here: always bytes
+    ) -> ReadResult:
         if offset < self._start or offset > self._end:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self._start}, {self._end}]"

@@ -57,6 +57,7 @@ from tinystream.broker.storage.batch import (
     OFFSET_AND_LENGTH,
     check_batch,
 )
+from tinystream.broker.storage.file_range import FileRange
 from tinystream.broker.storage.file_records import (
     SCAN_CHUNK,
     FileRecords,
@@ -315,9 +316,12 @@ class LogSegment:
         return self.records.search(start, offset, size)
 
     def read(
-        self, offset: int, max_bytes: int, limit_offset: int, min_one: bool
-    ) -> tuple[bytes | memoryview, int, int] | None:
+        self, offset: int, max_bytes: int, limit_offset: int, min_one: bool, *, as_range: bool = False
+    ) -> tuple[bytes | memoryview | FileRange, int, int] | None:
         """Whole batches from the one holding ``offset``: (data, first base offset, next offset).
+
+        ``as_range``: data is a `FileRange` (the batches left in the file, for sendfile) when not empty;
+        only the headers the walks need are read.
 
         None when no batch here ends at or after ``offset`` (try the next
         segment); empty data when the first batch is not allowed (starts at or
@@ -334,7 +338,8 @@ class LogSegment:
         records = self.records
         # Enough for the walk from the index entry (at most one interval plus a
         # header past it, unless batches are big) and the bytes to return.
-        buf = records.pread(min(size - start, self._interval + 2 * BATCH_HEADER_SIZE + max(max_bytes, 0)), start)
+        buf = records.pread(min(size - start, self._interval + 2 * BATCH_HEADER_SIZE + (0 if as_range else max(max_bytes, 0))),
+                            start)
         buf_len = len(buf)
         found = first_at_or_after(buf, start, offset, size)
         if found is None:
@@ -352,12 +357,16 @@ class LogSegment:
         if first_size > max_bytes:
             if not min_one:
                 return b"", base, offset
+            if as_range:
+                return FileRange(records.path, pos, first_size), base, base + delta + 1
             if pos + first_size <= start + buf_len:
                 return memoryview(buf)[pos - start : pos - start + first_size], base, base + delta + 1
             return records.pread(first_size, pos), base, base + delta + 1
         end = min(size, pos + max_bytes)
         if limit_offset < next_offset:
             end = self._end_before_limit(end, limit_offset, size)
+        if as_range:
+            return self._range(pos, pos + first_size, end, (base, delta))
         if end <= start + buf_len:
             data = memoryview(buf)[pos - start : end - start]
         else:
@@ -376,6 +385,22 @@ class LogSegment:
         if walk != end:
             data = data[: walk - pos]
         return data, base, last_base + last_delta + 1
+
+    def _range(self, pos: int, walk: int, end: int, first: tuple[int, int]) -> tuple[FileRange, int, int]:
+        """`read`'s answer as a file range: from ``pos`` (first batch at ``first``, ending at ``walk``) to the
+        end of the last whole batch before ``end``, found from the index entry nearest ``end`` and the headers
+        after it (the batches' bodies are never read)."""
+        base, last = first[0], first
+        if end - walk > self._interval:
+            entry = self.index.entry_at_or_before_position(end - BATCH_HEADER_SIZE)
+            if entry is not None and entry[1] > walk:
+                # The entry before it: every batch from there to the entry fits, so the walk yields the
+                # batch that ends last (about two index intervals of headers: one windowed read).
+                walk = max(walk, self.index.position_before(entry[1]))
+        for at, fields in self.records.headers(walk, end):
+            last = (fields[F_BASE_OFFSET], fields[F_LAST_OFFSET_DELTA])
+            walk = at + fields[F_LENGTH] + LOG_OVERHEAD
+        return FileRange(self.records.path, pos, walk - pos), base, last[0] + last[1] + 1
 
     def _end_before_limit(self, end: int, limit_offset: int, size: int) -> int:
         """``end`` cut at the batch holding ``limit_offset`` (kept when it starts below the limit): a

@@ -71,6 +71,7 @@ from tinystream.broker.storage.batch import (
     iter_header_fields,
 )
 from tinystream.broker.storage.checkpoint import OffsetCheckpoint
+from tinystream.broker.storage.file_range import FileRange
 from tinystream.broker.storage.leader_epoch import LeaderEpochCache
 from tinystream.broker.storage.policy import (
     check_config,
@@ -283,7 +284,10 @@ class SegmentedLog(PartitionLog):
             return True
 
     # ================================================================ reads
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> ReadResult:
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True,
+        as_range: bool = False,
+    ) -> ReadResult:
         rw = self._rw
         rw.acquire_shared()
         try:
@@ -292,7 +296,7 @@ class SegmentedLog(PartitionLog):
                 raise OffsetOutOfRangeError(f"offset {offset} is outside [{start}, {end}]")
             limit = end if max_offset is None or max_offset > end else max_offset
             for segment in self._segments.from_offset(offset):
-                found = segment.read(offset, max_bytes, limit, min_one)
+                found = segment.read(offset, max_bytes, limit, min_one, as_range=as_range)
                 if found is not None:
                     data, first, next_offset = found
                     if not data:
@@ -341,6 +345,7 @@ class SegmentedLog(PartitionLog):
                 return
             if not result.data:
                 return
+            assert not isinstance(result.data, FileRange)  # read without as_range
             view = memoryview(result.data)
             for pos, fields in iter_header_fields(view):
                 yield BatchHeader(*fields), view[pos : pos + fields[F_LENGTH] + LOG_OVERHEAD]
