@@ -83,7 +83,7 @@ async def scenario(api: Api, server) -> None:
         "volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "20Gi")
     # Dashboard off: its Service is deleted.
     await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"dashboard": {"enabled": False}}})
-    await api.wait_for("v1", "services", "demo-dashboard", lambda o: o is None)
+    await api.wait_for("v1", "services", "demo-dashboard", lambda o: o is None, timeout=40)  # a pass may be mid-way
 
 
 async def test_every_operator_call_is_granted_by_the_chart(kmock, tmp_path):
