@@ -1,0 +1,36 @@
+"""`tinystream bench registry`, small: it registers what it says and reads every id back both ways."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("fastavro")
+pytest.importorskip("authlib")  # confluent-kafka[schemaregistry]
+
+from tinystream.bench.registry_bench import registry_bench_command
+
+
+def test_the_bench_against_a_running_registry_prints_its_three_figures(start_registry):
+    registry = start_registry()
+    result = CliRunner().invoke(registry_bench_command, ["--url", registry.url, "--schemas", "5", "--lookups", "20",
+                                                         "--json"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert figures["registered"] == 5
+    assert all(figures[k] > 0 for k in ("register_per_s", "lookup_uncached_per_s", "lookup_cached_per_s"))
+    assert len(registry.server.state.schemas) == 5  # five new schemas, each under its own subject
+
+
+def test_the_bench_starts_its_own_registry_on_a_cluster(broker):
+    result = CliRunner().invoke(registry_bench_command, ["--bootstrap", broker.bootstrap, "--schemas", "3",
+                                                         "--lookups", "10"])
+    assert result.exit_code == 0, result.output
+    assert "register" in result.output and "look-up, cached" in result.output
+
+
+def test_the_bench_wants_one_target():
+    result = CliRunner().invoke(registry_bench_command, [])
+    assert result.exit_code != 0 and "--bootstrap" in result.output
