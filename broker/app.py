@@ -42,6 +42,7 @@ from tinystream.broker.security.listener import InterBrokerCredentials
 from tinystream.broker.security.listener_config import Listener, plan_listeners
 from tinystream.broker.security.tls_reload import CertificateWatcher
 from tinystream.broker.server.connection import KafkaServer
+from tinystream.broker.topics.schema_ids import SchemaIdLookup
 from tinystream.config.settings import BrokerSettings
 from tinystream.foreground import run_until_signalled, serve_until_cancelled
 
@@ -118,6 +119,8 @@ class Broker:
             forwarding=control.forwarding, authorizer=security.authorizer,
             quotas=ClientQuotas(storage.logs.metadata_dir, samples=settings.quota_window_num,
                                 window_ms=settings.quota_window_size_seconds * 1000),
+            schema_ids=(SchemaIdLookup(settings.confluent_schema_registry_url)
+                        if settings.confluent_schema_registry_url else None),
         )
         client_tls = () if control.credentials is None or control.credentials.tls is None else (control.credentials.tls,)
         network = build_network(settings, self.ctx, security, extra_tls=client_tls)
@@ -204,6 +207,8 @@ class Broker:
         await self.maintenance.stop()
         await self.coordination.stop()
         await self.admin.stop()
+        if self.ctx.schema_ids is not None:
+            await self.ctx.schema_ids.close()
         self.replicas.close()
         log.info("broker %d stopped", self.settings.broker_id)
 

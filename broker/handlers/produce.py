@@ -14,7 +14,9 @@ are not decoded: the header tuple is all the broker reads -- unless the topic
 has a `tinystream.value.schema` and this broker leads the partition; then each
 value is checked (`value_schema`) and a bad one rejects the batch with
 INVALID_RECORD, naming the record in `record_errors` (v8+, KIP-467) and the
-record and rule in `error_message`.
+record and rule in `error_message`. Likewise with `confluent.value.schema.validation`
+(`confluent.key.schema.validation`): each value (key) must carry a schema id
+registered under the topic's subject (`registry_validation`, `_registry_check`).
 
 Transactional batches that would open their producer's transaction in a
 partition are verified with the transactional id's coordinator first
@@ -49,14 +51,17 @@ from tinystream.broker.handlers.shared import authz
 from tinystream.broker.handlers.shared.context import CLOSE_CONNECTION, BrokerContext, Call
 from tinystream.broker.protocol.codec import encode_with, millis, to_millis
 from tinystream.broker.replication.partition import AppendOutcome
+from tinystream.broker.storage.base import CorruptRecordError
 from tinystream.broker.storage.batch import (
     CODEC_MASK,
     TRANSACTIONAL_BIT,
     BatchHeader,
+    decode_records,
     first_is_transactional,
 )
 from tinystream.broker.storage.topic_partition import TopicPartition
-from tinystream.broker.topics import value_schema
+from tinystream.broker.topics import registry_validation, value_schema
+from tinystream.broker.topics.schema_ids import RegistryUnavailable
 
 _RECORD_ERRORS_MIN_VERSION = 8  # KIP-467
 
@@ -88,6 +93,10 @@ async def handle_produce(ctx: BrokerContext, call: Call) -> Any:
                 rejected[tp] = AppendOutcome(error, message=message)
             elif (schema := spec.configs.get(value_schema.SCHEMA_CONFIG)) and (
                 refused := await _schema_check(ctx, tp, pdata.records, header, schema)
+            ):
+                rejected[tp] = refused
+            elif (rule := registry_validation.policy(name, spec.configs)) and (
+                refused := await _registry_check(ctx, tp, pdata.records, header, rule)
             ):
                 rejected[tp] = refused
             elif header.attributes & TRANSACTIONAL_BIT and txn_id and _needs_verification(ctx, txn_id, tp, header):
@@ -237,6 +246,61 @@ async def _schema_check(
         message=f"value does not match the topic's schema: {detail}",
         record_errors=((found.index, detail),),
     )
+
+
+#: Distinct schema ids one batch may make the broker look up (legitimate batches carry one or two).
+MAX_SCHEMA_IDS_PER_BATCH = 16
+
+
+async def _registry_check(
+    ctx: BrokerContext, tp: TopicPartition, records: bytes, header: BatchHeader, rule: registry_validation.Policy
+) -> AppendOutcome | None:
+    """INVALID_RECORD naming the first record whose key/value schema id is not registered under its subject.
+
+    Errors when the check cannot be made:
+    - no `confluent.schema.registry.url` on this broker: POLICY_VIOLATION, not retriable. The records
+      may be fine; the topic's policy cannot be enforced here until an operator sets the URL, and a
+      retriable error would only make producers spin until their delivery timeout.
+    - the registry cannot answer: NOT_ENOUGH_REPLICAS, retriable for every client version (as the
+      transaction verification answers an unreachable coordinator). Nothing was appended, so an
+      idempotent producer retries the same sequence; a registry restart then costs latency, not data.
+      Not REQUEST_TIMED_OUT: librdkafka takes that as "possibly persisted".
+    Only the leader checks: elsewhere the append answers NOT_LEADER_OR_FOLLOWER.
+    """
+    partition = ctx.replicas.get(tp)
+    if partition is None or not partition.is_leader:
+        return None
+    lookup = ctx.schema_ids
+    if lookup is None:
+        return AppendOutcome(ErrorCode.policy_violation, message=(
+            f"topic {tp.topic} validates schema ids, but this broker has no confluent.schema.registry.url"))
+    try:
+        if len(records) >= OFF_LOOP_VALIDATION_BYTES or header.attributes & CODEC_MASK:
+            decoded = await asyncio.to_thread(decode_records, records)
+        else:
+            decoded = decode_records(records)
+    except CorruptRecordError as exc:
+        return AppendOutcome(ErrorCode.corrupt_message, message=f"cannot decode records for schema validation: {exc}")
+    found = registry_validation.scan(decoded, rule)
+    ids = registry_validation.schema_ids(found)
+    if len(ids) > MAX_SCHEMA_IDS_PER_BATCH:
+        return AppendOutcome(ErrorCode.invalid_record, message=(
+            f"a batch may name at most {MAX_SCHEMA_IDS_PER_BATCH} distinct schema ids, this one names {len(ids)}"))
+    known = {i: s for i, wanted in ids.items() if (s := lookup.cached(i, wanted)) is not None}
+    missing = [i for i in ids if i not in known]
+    if missing:  # only misses await; a warm cache keeps the check on this turn of the loop
+        try:
+            answers = await asyncio.gather(*(lookup.subjects(i, ids[i]) for i in missing))
+        except RegistryUnavailable as exc:
+            return AppendOutcome(ErrorCode.not_enough_replicas,
+                                 message=f"the schema registry could not be asked, retry: {exc}")
+        known.update(zip(missing, answers, strict=True))
+    refusal = registry_validation.verdict(found, known.__getitem__)
+    if refusal is None:
+        return None
+    detail = refusal.describe()
+    return AppendOutcome(ErrorCode.invalid_record, message=f"schema validation failed: {detail}",
+                         record_errors=((refusal.index, detail),))
 
 
 def _append_time(ms: int) -> datetime.datetime | None:

@@ -49,6 +49,7 @@ from tinystream.broker.storage.base import LogConfig
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.broker.topics.config import InvalidConfig, log_config, validate
 from tinystream.config.settings import BrokerSettings
+from tinystream.config.topic_configs import KEY_SCHEMA_VALIDATION, VALUE_SCHEMA_VALIDATION
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,9 @@ class TopicManager:
             overrides = validate(configs or {})
         except InvalidConfig as exc:
             return TopicResult(ErrorCode.invalid_config, str(exc))
+        refused = self._check_registry(overrides)
+        if refused is not None:
+            return refused
         spec = TopicSpec(
             name=name,
             topic_id=uuid.uuid4(),
@@ -225,6 +229,14 @@ class TopicManager:
         if validate_only:
             return TopicResult(ErrorCode.none, spec=spec)
         return self._created(spec, self._open_new(spec, range(num_partitions)))
+
+    def _check_registry(self, overrides: Mapping[str, str]) -> TopicResult | None:
+        """Schema-id validation needs this broker's confluent.schema.registry.url (else every produce is refused)."""
+        on = [k for k in (VALUE_SCHEMA_VALIDATION, KEY_SCHEMA_VALIDATION) if overrides.get(k, "").lower() == "true"]
+        if on and not self.settings.confluent_schema_registry_url:
+            return TopicResult(ErrorCode.invalid_config,
+                               f"{on[0]}=true needs confluent.schema.registry.url on the broker, which is not set")
+        return None
 
     def _check_name(self, name: str, *, internal_allowed: bool) -> TopicResult | None:
         """Kafka's name rules, then a name not taken (also by a topic being created, or one that differs
@@ -431,6 +443,9 @@ class TopicManager:
             clean = validate(overrides)
         except InvalidConfig as exc:
             return TopicResult(ErrorCode.invalid_config, str(exc))
+        refused = self._check_registry(clean)
+        if refused is not None:
+            return refused
         if validate_only:
             return TopicResult(ErrorCode.none, spec=spec)
         spec = self.store.update(name, configs=clean)

@@ -163,6 +163,10 @@ class BrokerSettings(ComponentSettings):
     max_broker_partitions: int = kafka_field(10_000, "max.broker.partitions", ge=1)
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     delete_topic_enable: bool = kafka_field(True, "delete.topic.enable")
+    # The schema registry (Confluent's REST API) that topics with confluent.value/key.schema.validation
+    # check record schema ids against (Confluent Server's name); unset: such topics refuse produce.
+    confluent_schema_registry_url: str | None = kafka_field(
+        None, "confluent.schema.registry.url", pattern=r"^https?://[^\s/]+(/\S*)?$")
 
     # Network.
     socket_request_max_bytes: int = kafka_field(104_857_600, "socket.request.max.bytes", ge=1)

@@ -36,6 +36,12 @@ _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
 VALUE_SCHEMA = "tinystream.value.schema"
+# Registry-backed validation (Confluent Server's broker-side schema validation names).
+VALUE_SCHEMA_VALIDATION = "confluent.value.schema.validation"
+KEY_SCHEMA_VALIDATION = "confluent.key.schema.validation"
+VALUE_SUBJECT_STRATEGY = "confluent.value.subject.name.strategy"
+KEY_SUBJECT_STRATEGY = "confluent.key.subject.name.strategy"
+TOPIC_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
 
@@ -126,6 +132,23 @@ def _boolean(text: str) -> object:
     if lowered not in ("true", "false"):
         raise InvalidConfig(f"{text!r} is not a boolean")
     return lowered == "true"
+
+
+def _subject_strategy(text: str) -> object:
+    """TopicNameStrategy only (its full class name or short name); the record-name strategies are refused.
+
+    RecordNameStrategy and TopicRecordNameStrategy name the subject after the record's schema (Avro's
+    full name, ...): the broker would have to fetch and parse every schema, for every format, to know
+    the subject. Refused rather than accepted and ignored.
+    """
+    name = text.strip()
+    if name in (TOPIC_NAME_STRATEGY, "TopicNameStrategy"):
+        return TOPIC_NAME_STRATEGY
+    short = name.rsplit(".", 1)[-1]
+    if short in ("RecordNameStrategy", "TopicRecordNameStrategy"):
+        raise InvalidConfig(f"{name!r} is not supported: the broker validates with TopicNameStrategy only "
+                            "(subject <topic>-key / <topic>-value)")
+    raise InvalidConfig(f"{name!r} is not a subject name strategy ({TOPIC_NAME_STRATEGY})")
 
 
 def _schema_problem(text: object) -> tuple[str, str] | None:
@@ -267,6 +290,18 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
                        broker_key=UNCLEAN_LEADER_ELECTION_ENABLE, default=False),
         TopicConfigKey(VALUE_SCHEMA, ConfigType.STRING, _json_schema, _PRODUCE,
                        "JSON Schema every record value must match (the leader rejects the batch otherwise)"),
+        TopicConfigKey(VALUE_SCHEMA_VALIDATION, ConfigType.BOOLEAN, _boolean, _PRODUCE,
+                       "every record value must carry a schema id (Confluent's wire format) registered under the "
+                       "value subject in confluent.schema.registry.url", default=False),
+        TopicConfigKey(KEY_SCHEMA_VALIDATION, ConfigType.BOOLEAN, _boolean, _PRODUCE,
+                       "every record key must carry a schema id (Confluent's wire format) registered under the "
+                       "key subject in confluent.schema.registry.url", default=False),
+        TopicConfigKey(VALUE_SUBJECT_STRATEGY, ConfigType.STRING, _subject_strategy, _PRODUCE,
+                       "how the value subject is named: TopicNameStrategy (<topic>-value) only",
+                       default=TOPIC_NAME_STRATEGY),
+        TopicConfigKey(KEY_SUBJECT_STRATEGY, ConfigType.STRING, _subject_strategy, _PRODUCE,
+                       "how the key subject is named: TopicNameStrategy (<topic>-key) only",
+                       default=TOPIC_NAME_STRATEGY),
         # Kafka's other topic configs (Kafka 3.x/4.x TopicConfig): accepted, kept, not applied.
         TopicConfigKey("compression.type", ConfigType.STRING,
                        _choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), _NOT_APPLIED,

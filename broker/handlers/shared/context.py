@@ -25,6 +25,7 @@ from tinystream.broker.replication.replica_manager import ReplicaManager
 from tinystream.broker.security.authorizer import Authorizer
 from tinystream.broker.security.peer import ClientInfo
 from tinystream.broker.topics.manager import TopicManager
+from tinystream.broker.topics.schema_ids import SchemaIdLookup
 from tinystream.config.settings import BrokerSettings
 from tinystream.scram_users import UserStore
 
@@ -65,6 +66,8 @@ class BrokerContext:
     authorizer: Authorizer | None = None
     # Client quotas (control/quotas.py): what AlterClientQuotas stores and Produce / Fetch are throttled by.
     quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(None))
+    # confluent.schema.registry.url set: what registry-validated topics ask about schema ids (cached).
+    schema_ids: SchemaIdLookup | None = None
 
     def from_broker(self, client: ClientInfo) -> bool:
         """Whether `client` may act as a broker: a follower's Fetch with its replica_id, WriteTxnMarkers, ...
