@@ -9,7 +9,7 @@ CreateTopics, one forwarded to a controller, a Topic resource).
 `applied_by` says which part acts on a key:
 
     LOG         the partition log (storage.base.LogConfig): segments, retention, flush, ...
-    PRODUCE     the leader's produce path (`tinystream.value.schema`)
+    PRODUCE     the leader's produce path (`tinystream.value.schema`, `confluent.*.schema.validation`)
     CONTROLLER  the controller's decisions (unclean leader election)
     NOT_APPLIED accepted and kept, so Kafka tools and Topic resources that set it work,
                 but TinyStream does not act on it (DescribeConfigs marks it read-only
