@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tinystream.broker.storage.batch import Record
+from tinystream.broker.storage.base import CorruptRecordError
+from tinystream.broker.storage.batch import Compression, Record, decode_records, encode_records
 from tinystream.broker.topics import registry_validation as rv
 from tinystream.broker.topics.schema_ids import RegistryUnavailable, SchemaIdLookup, _subjects
 from tinystream.config import topic_configs as tc
+from tinystream.testing.broker import now_batch
 
 VALUE_ON = {tc.VALUE_SCHEMA_VALIDATION: "true"}
 
@@ -49,26 +51,57 @@ def test_schema_id_prefix(data, expected):
     assert rv.schema_id(data) == expected
 
 
+def pairs(*records: Record) -> list[tuple[bytes | None, bytes | None]]:
+    return [(r.key, r.value) for r in records]
+
+
 def test_scan_stops_at_the_first_record_without_a_prefix_and_skips_nulls():
     rule = rv.Policy("t-key", "t-value")
-    records = [Record(key=framed(1), value=framed(2)), Record(key=None, value=None), Record(key=b"k", value=framed(2)),
-               Record(value=b"never read")]
-    found = rv.scan(records, rule)
-    assert found == [rv.Check(0, "key", "t-key", 1), rv.Check(0, "value", "t-value", 2),
-                     rv.Refusal(2, "key", "t-key", "has 1 bytes, fewer than the 5-byte schema id prefix")]
-    assert rv.schema_ids(found) == {1: {"t-key"}, 2: {"t-value"}}
-    assert rv.scan([Record(key=b"free", value=framed(3))], rv.Policy(None, "t-value")) == [rv.Check(0, "value", "t-value", 3)]
+    found = rv.scan(pairs(Record(key=framed(1), value=framed(2)), Record(key=None, value=None),
+                          Record(key=framed(1), value=framed(2)), Record(key=b"k", value=framed(2)),
+                          Record(value=b"never read")), rule)
+    assert found.first_use == {(1, "key", "t-key"): 0, (2, "value", "t-value"): 0}
+    assert found.refusal == rv.Refusal(3, "key", "t-key", "has 1 bytes, fewer than the 5-byte schema id prefix")
+    assert found.schema_ids() == {1: {"t-key"}, 2: {"t-value"}}
+    free_keys = rv.scan(pairs(Record(key=b"free", value=framed(3))), rv.Policy(None, "t-value"))
+    assert free_keys == rv.Scan({(3, "value", "t-value"): 0})
 
 
 def test_verdict_names_the_first_failing_record_in_batch_order():
     subjects = {1: frozenset({"t-value"}), 2: frozenset({"other-value"}), 3: frozenset()}
-    found = rv.scan([Record(value=framed(1)), Record(value=framed(2)), Record(value=b"raw")], rv.Policy(None, "t-value"))
+    value_rule = rv.Policy(None, "t-value")
+    found = rv.scan(pairs(Record(value=framed(1)), Record(value=framed(2)), Record(value=b"raw")), value_rule)
     refusal = rv.verdict(found, subjects.__getitem__)
     assert refusal == rv.Refusal(1, "value", "t-value", "schema id 2 is not registered under the subject")
     assert refusal.describe() == "record 1: value schema id 2 is not registered under the subject (subject 't-value')"
-    unknown = rv.verdict(rv.scan([Record(value=framed(3))], rv.Policy(None, "t-value")), subjects.__getitem__)
+    # a record without a prefix before the first unregistered id is the one named
+    early = rv.scan(pairs(Record(value=framed(1)), Record(value=b"raw"), Record(value=framed(2))), value_rule)
+    assert rv.verdict(early, subjects.__getitem__).index == 1
+    unknown = rv.verdict(rv.scan(pairs(Record(value=framed(3))), value_rule), subjects.__getitem__)
     assert unknown is not None and "not registered in the schema registry" in unknown.reason
-    assert rv.verdict(rv.scan([Record(value=framed(1))] * 3, rv.Policy(None, "t-value")), subjects.__getitem__) is None
+    assert rv.verdict(rv.scan(pairs(*[Record(value=framed(1))] * 3), value_rule), subjects.__getitem__) is None
+    both = rv.scan(pairs(Record(key=framed(2), value=framed(2))), rv.Policy("t-key", "t-value"))
+    assert rv.verdict(both, {2: frozenset()}.__getitem__).part == "key"  # a record's key before its value
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP, Compression.ZSTD])
+def test_batch_heads_read_what_decode_records_reads(compression):
+    records = [Record(key=None, value=framed(7, b"x" * 300)), Record(key=b"ab", value=None),
+               Record(key=framed(1), value=b"", headers=(("h", b"v" * 200), ("n", None))),
+               Record(key=b"k" * 200, value=b"\x00\x00")]
+    batch = now_batch(records, compression=compression)
+    expected = [(None if r.key is None else r.key[:5], None if r.value is None else r.value[:5])
+                for r in decode_records(batch)]
+    assert rv.batch_heads(batch) == expected
+
+
+def test_batch_heads_refuse_a_section_that_lies():
+    section = encode_records([Record(value=framed(1)), Record(value=framed(2))])
+    assert list(rv.heads(section, 2)) == [(None, framed(1)[:5]), (None, framed(2)[:5])]
+    for data, count, message in ((section, 3, "cannot fit|cut short|does not fit"), (section, 1, "bytes left"),
+                                 (section[:-3], 2, "cut short|does not fit"), (b"\xff" * 20, 1, "varint|does not fit")):
+        with pytest.raises(CorruptRecordError, match=message):
+            list(rv.heads(data, count))
 
 
 def test_registry_answers_are_parsed_strictly():
