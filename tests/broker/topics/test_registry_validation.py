@@ -157,3 +157,53 @@ async def test_an_unreachable_registry_raises_and_caches_nothing():
         assert lookup.cached(5) is None and lookup.calls == 1 and not lookup._pending
     finally:
         await lookup.close()
+
+
+async def test_concurrent_lookups_share_one_call_and_are_bounded():
+    """A real HTTP server that counts calls and the most it saw at once."""
+    import asyncio
+
+    from aiohttp import web
+
+    state = {"calls": 0, "now": 0, "most": 0}
+
+    async def versions(request):
+        state["calls"] += 1
+        state["now"] += 1
+        state["most"] = max(state["most"], state["now"])
+        await asyncio.sleep(0.05)
+        state["now"] -= 1
+        sid = int(request.match_info["id"])
+        if sid == 404:
+            return web.json_response({"error_code": 40403, "message": "Schema not found"}, status=404)
+        return web.json_response([{"subject": f"s{sid}-value", "version": 1}])
+
+    app = web.Application()
+    app.router.add_get("/schemas/ids/{id}/versions", versions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    lookup = SchemaIdLookup(f"http://127.0.0.1:{port}/", max_concurrent=2)
+    try:
+        same = await asyncio.gather(*(lookup.subjects(7) for _ in range(10)))
+        assert same == [frozenset({"s7-value"})] * 10 and state["calls"] == 1
+        many = await asyncio.gather(*(lookup.subjects(i) for i in range(10, 16)))
+        assert many[0] == {"s10-value"} and state["calls"] == 7 and state["most"] == 2
+        assert await lookup.subjects(404) == frozenset() and lookup.cached(404) == frozenset()
+        assert await lookup.subjects(7) == {"s7-value"} and state["calls"] == 8  # from the cache
+    finally:
+        await lookup.close()
+        await runner.cleanup()
+
+
+def test_the_registry_url_setting_takes_http_urls_only():
+    from pydantic import ValidationError
+
+    from tinystream.config.settings import BrokerSettings
+
+    assert BrokerSettings(**{"confluent.schema.registry.url": "https://registry:8081/api"}).confluent_schema_registry_url
+    for bad in ("registry:8081", "ftp://registry", "http://"):
+        with pytest.raises(ValidationError):
+            BrokerSettings(**{"confluent.schema.registry.url": bad})
