@@ -26,7 +26,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient
-from tinystream.broker.storage.batch import Record
+from tinystream.broker.storage.batch import Compression, Record
 from tinystream.config.topic_configs import KEY_SCHEMA_VALIDATION, VALUE_SCHEMA_VALIDATION
 from tinystream.registry.app import RegistryOptions
 from tinystream.testing.broker import BrokerThread, create_topics_request, now_batch, produce_request, test_settings
@@ -90,11 +90,12 @@ def _topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-async def _produce(broker: BrokerThread, topic: str, *records: Record):
+async def _produce(broker: BrokerThread, topic: str, *records: Record, compression=Compression.NONE):
     host, port = broker.bootstrap.rsplit(":", 1)
     client = await KafkaClient.connect(host, int(port))
     try:
-        response = await client.request(produce_request(topic, 0, now_batch(list(records)), version=9))
+        response = await client.request(produce_request(topic, 0, now_batch(list(records), compression=compression),
+                                                      version=9))
     finally:
         await client.close()
     return response.responses[0].partition_responses[0]
@@ -130,6 +131,10 @@ async def test_a_value_without_the_prefix_is_invalid_record_naming_subject_and_r
     assert [(e.batch_index, f"{topic}-value" in e.batch_index_error_message) for e in part.record_errors] == [(2, True)]
     assert (await _produce(validated.broker, topic, Record(value=None))).base_offset == 1  # tombstones pass; nothing
     # of the refused batch was appended
+    zipped = await _produce(validated.broker, topic, ok, Record(value=b"raw"), compression=Compression.ZSTD)
+    assert zipped.error_code == ErrorCode.invalid_record and "record 1: value" in zipped.error_message
+    zipped = await _produce(validated.broker, topic, ok, ok, compression=Compression.GZIP)
+    assert zipped.error_code == ErrorCode.none and zipped.base_offset == 2
 
 
 @pytest.mark.asyncio
