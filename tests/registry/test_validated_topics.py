@@ -29,7 +29,15 @@ from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.storage.batch import Compression, Record
 from tinystream.config.topic_configs import KEY_SCHEMA_VALIDATION, VALUE_SCHEMA_VALIDATION
 from tinystream.registry.app import RegistryOptions
-from tinystream.testing.broker import BrokerThread, create_topics_request, now_batch, produce_request, test_settings
+from tinystream.testing.broker import (
+    BrokerThread,
+    create_topics_request,
+    entity,
+    now_batch,
+    produce_request,
+    request,
+    test_settings,
+)
 from tinystream.testing.registry import RegistryThread
 
 USER = json.dumps({"type": "record", "name": "User", "namespace": "shop", "fields": [{"name": "id", "type": "int"}]})
@@ -194,6 +202,12 @@ async def test_without_a_registry_url_turning_it_on_is_refused_and_produce_is_po
         assert "needs confluent.schema.registry.url" in refused.error_message
         response = await client.request(create_topics_request([("nourl", 1, 1, {})]))
         assert response.topics[0].error_code == ErrorCode.none
+        alter = request(44, 1, validate_only=False, resources=(entity(
+            44, 1, "AlterConfigsResource", resource_type=2, resource_name="nourl", configs=(
+                entity(44, 1, "AlterableConfig", name=KEY_SCHEMA_VALIDATION, config_operation=0, value="true"),)),))
+        altered = (await client.request(alter)).responses[0]
+        assert altered.error_code == ErrorCode.invalid_config
+        assert f"{KEY_SCHEMA_VALIDATION}=true needs confluent.schema.registry.url" in altered.error_message
     finally:
         await client.close()
     # A topic that has it on anyway (the broker restarted without the URL): every produce says why.
