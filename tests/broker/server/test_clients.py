@@ -49,10 +49,11 @@ def test_kafka_python(running, codec):
     consumer = KafkaConsumer(topic, bootstrap_servers=running.bootstrap, group_id=unique("kp-group"),
                              auto_offset_reset="earliest", enable_auto_commit=False)
     got = []
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30  # a group join (3 s initial rebalance delay) on a busy machine: 15 s ran out
     while len(got) < N and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=200).values():
             got += [(m.key, m.value, list(m.headers)) for m in records]
+    assert consumer.assignment(), f"no partition assigned in 30 s ({len(got)} records read)"
     consumer.commit()
     committed = consumer.committed(next(iter(consumer.assignment())))
     consumer.close()
