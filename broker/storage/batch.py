@@ -477,13 +477,21 @@ def decode_records(
     batch: bytes | bytearray | memoryview, *, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 ) -> list[Record]:
     """All records of one batch (decompressing with a bound). Not for the hot path."""
+    header, section = records_section(batch, max_decompressed_bytes=max_decompressed_bytes)
+    return decode_records_section(section, header.record_count)
+
+
+def records_section(
+    batch: bytes | bytearray | memoryview, *, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> tuple[BatchHeader, bytes]:
+    """One whole batch's header and its records section, decompressed with a bound."""
     header = parse_header(batch)
     if header.size > len(batch):
         raise CorruptRecordError(f"batch of {header.size} bytes cut to {len(batch)}")
     section = bytes(memoryview(batch)[BATCH_HEADER_SIZE : header.size])
     if header.compression is not Compression.NONE:
         section = decompress(header.compression, section, max_bytes=max_decompressed_bytes)
-    return decode_records_section(section, header.record_count)
+    return header, section
 
 
 def encode_batch(

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from tinystream.broker.storage.base import CorruptRecordError
-from tinystream.broker.storage.batch import BATCH_HEADER_SIZE, MIN_RECORD_BYTES, parse_header
-from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, decompress
+from tinystream.broker.storage.batch import MIN_RECORD_BYTES, records_section
+from tinystream.broker.storage.compression import DEFAULT_MAX_DECOMPRESSED_BYTES
 from tinystream.config.topic_configs import KEY_SCHEMA_VALIDATION, VALUE_SCHEMA_VALIDATION
 
 MAGIC_BYTE = 0
@@ -189,10 +189,5 @@ def batch_heads(
     batch: bytes | memoryview, *, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 ) -> list[tuple[bytes | None, bytes | None]]:
     """Every record's heads of one whole batch (decompressing with the broker's bound)."""
-    header = parse_header(batch)
-    if header.size > len(batch):
-        raise CorruptRecordError(f"batch of {header.size} bytes cut to {len(batch)}")
-    section = bytes(memoryview(batch)[BATCH_HEADER_SIZE:header.size])
-    if header.compression is not Compression.NONE:
-        section = decompress(header.compression, section, max_bytes=max_decompressed_bytes)
+    header, section = records_section(batch, max_decompressed_bytes=max_decompressed_bytes)
     return list(heads(section, header.record_count))
