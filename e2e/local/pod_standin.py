@@ -102,6 +102,7 @@ class PodRun:
     ready: bool | None = None  # as last written to the Pod's status
     state: dict[str, Any] | None = None  # the container state last written
     restarts: int = 0
+    probe_failures: int = 0  # readiness probe failures in a row while running
     revision: str = ""
     died_at: float | None = None
 
@@ -337,15 +338,24 @@ class PodStandIn:
     # -- status ---------------------------------------------------------------------------------
 
     async def _probe(self, run: PodRun, template: dict[str, Any]) -> bool:
+        """The readiness probe as the kubelet runs it: a running container stays Ready until the probe
+        fails failureThreshold times in a row, each within timeoutSeconds (one slow answer under load
+        does not take a broker out, as it would not on a real node)."""
         if not run.running or run.starting is None or not run.starting.done():
+            run.probe_failures = 0
             return False
-        probe = template["spec"]["containers"][0]["readinessProbe"]["httpGet"]
+        probe = template["spec"]["containers"][0]["readinessProbe"]
         assert self._http is not None
         try:
-            async with self._http.get(f"http://127.0.0.1:{run.admin_port}{probe['path']}") as r:
-                return r.status == 200
+            async with self._http.get(f"http://127.0.0.1:{run.admin_port}{probe['httpGet']['path']}",
+                                      timeout=aiohttp.ClientTimeout(total=probe.get("timeoutSeconds", 1))) as r:
+                passed = r.status == 200
         except (TimeoutError, aiohttp.ClientError):
-            return False
+            passed = False
+        run.probe_failures = 0 if passed else run.probe_failures + 1
+        if passed or not run.ready:
+            return passed
+        return run.probe_failures < probe.get("failureThreshold", 3)
 
     @staticmethod
     def _container_state(run: PodRun) -> dict[str, Any]:

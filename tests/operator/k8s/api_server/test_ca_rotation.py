@@ -124,8 +124,9 @@ async def test_force_renew_rolls_the_brokers_and_ends_trusting_the_new_ca_only(c
     assert condition(done, "ClusterCa")["reason"] == "CaValid"
     sts = await api.get("apps/v1", "statefulsets", "demo-broker")
     assert sts["spec"]["template"]["metadata"]["annotations"][CA_ANNOTATION] == "ca-1"
-    # Three rolls: every broker pod was made again three times, one at a time.
-    assert max(int(n) for n in pods.pop("down")) == 1
+    # Three rolls: every broker pod was made again three times, never two gone at once. (A deleted pod
+    # comes back within milliseconds here, so a 0.2 s sampler may see none gone: at most one, not exactly.)
+    assert max(int(n) for n in pods.pop("down")) <= 1
     assert sorted(len(uids) for uids in pods.values()) == [4, 4, 4], pods
     broker_tls = await api.get("v1", "secrets", "demo-broker-tls")
     pem = base64.b64decode(broker_tls["data"]["broker.pem"]).decode()
