@@ -32,6 +32,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from tinystream.bench.control import end_offsets, ensure_topic
+from tinystream.bench.cpu import CpuMeter
 from tinystream.bench.produce_workloads import ProduceSpec, _raw_produce
 from tinystream.bench.stats import Latencies, Progress, RunResult
 from tinystream.bench.targets import Target
@@ -201,7 +202,10 @@ async def _raw_consume(target: Target, spec: ConsumeSpec, ends: dict[int, int]) 
 def run_raw(target: Target, spec: ConsumeSpec) -> RunResult:
     async def run():
         ends = await fill_topic(target, spec, show=spec.progress)
-        return await _raw_consume(target, spec, ends)
+        with CpuMeter(target.pgid).measure() as cpu:
+            result = await _raw_consume(target, spec, ends)
+        result.broker_cpu_s = cpu.seconds
+        return result
 
     return asyncio.run(run())
 
@@ -223,28 +227,29 @@ def run_confluent(target: Target, spec: ConsumeSpec) -> RunResult:
     count = 0
     latencies = Latencies()
     try:
-        consumer.assign([TopicPartition(spec.topic, p, OFFSET_BEGINNING) for p in range(spec.partitions)])
-        start = time.perf_counter()
-        deadline = start + max(60.0, goal / 50_000)
-        while count < goal:
-            if time.perf_counter() > deadline:
-                raise ConsumeError(f"confluent: {count} of {goal} records before the deadline")
-            t0 = time.perf_counter()
-            msgs = consumer.consume(num_messages=10_000, timeout=1.0)
-            if msgs:
-                latencies.add(time.perf_counter() - t0)
-            for m in msgs:
-                if m.error():
-                    raise ConsumeError(str(m.error()))
-            count += len(msgs)
-            progress.update(count, count * spec.record_size)
-        elapsed = time.perf_counter() - start
+        with CpuMeter(target.pgid).measure() as cpu:
+            consumer.assign([TopicPartition(spec.topic, p, OFFSET_BEGINNING) for p in range(spec.partitions)])
+            start = time.perf_counter()
+            deadline = start + max(60.0, goal / 50_000)
+            while count < goal:
+                if time.perf_counter() > deadline:
+                    raise ConsumeError(f"confluent: {count} of {goal} records before the deadline")
+                t0 = time.perf_counter()
+                msgs = consumer.consume(num_messages=10_000, timeout=1.0)
+                if msgs:
+                    latencies.add(time.perf_counter() - t0)
+                for m in msgs:
+                    if m.error():
+                        raise ConsumeError(str(m.error()))
+                count += len(msgs)
+                progress.update(count, count * spec.record_size)
+            elapsed = time.perf_counter() - start
     finally:
         consumer.close()
     return RunResult(
         target=target.name, bootstrap=target.bootstrap, client="confluent", operation="consume", records=count,
         bytes=count * spec.record_size, seconds=elapsed, latency_ms=latencies.summary(),
-        latency_unit="consume() call of up to 10,000", version=target.version,
+        latency_unit="consume() call of up to 10,000", version=target.version, broker_cpu_s=cpu.seconds,
         extra={"compression": spec.compression},
     )
 
@@ -258,8 +263,9 @@ def run_java(target: Target, spec: ConsumeSpec) -> RunResult:
     args = ["--bootstrap-server", target.bootstrap, "--topic", spec.topic, "--messages", str(goal),
             "--timeout", "60000", "--consumer.config", "/dev/null",
             "--fetch-size", str(spec.fetch_bytes)]
-    out = run_java_tool(CONSUMER_PERFORMANCE, args, timeout=max(120.0, goal / 50_000),
-                        jvm_opts=("-Xms512m", "-Xmx2g", "-XX:+UseG1GC"))
+    with CpuMeter(target.pgid).measure() as cpu:  # the whole tool run: the broker idles while the JVM starts
+        out = run_java_tool(CONSUMER_PERFORMANCE, args, timeout=max(120.0, goal / 50_000),
+                            jvm_opts=("-Xms512m", "-Xmx2g", "-XX:+UseG1GC"))
     rows = [line for line in out.stdout.splitlines() if line.strip()]
     header_index = next((i for i, line in enumerate(rows) if line.startswith("start.time")), None)
     if out.returncode != 0 or header_index is None or header_index + 1 >= len(rows):
@@ -273,7 +279,7 @@ def run_java(target: Target, spec: ConsumeSpec) -> RunResult:
     return RunResult(
         target=target.name, bootstrap=target.bootstrap, client="java", operation="consume", records=records,
         bytes=records * spec.record_size, seconds=seconds, latency_ms={}, latency_unit="n/a",
-        version=target.version, extra={"rebalance.time.ms": row.get("rebalance.time.ms"), "raw": row},
+        version=target.version, broker_cpu_s=cpu.seconds, extra={"rebalance.time.ms": row.get("rebalance.time.ms"), "raw": row},
     )
 
 

@@ -38,6 +38,7 @@ from kio.static.primitive import i16, i32, i32Timedelta
 
 from tinystream.bench.batches import make_batch, payloads, records_per_batch
 from tinystream.bench.control import end_offsets, ensure_topic
+from tinystream.bench.cpu import CpuMeter
 from tinystream.bench.stats import Latencies, Progress, RunResult
 from tinystream.bench.targets import Target
 from tinystream.bench.wire_client import PreparedRequest, WireConnection
@@ -207,7 +208,10 @@ def run_raw(target: Target, spec: ProduceSpec) -> RunResult:
     async def run():
         if spec.warmup_records:
             await _raw_produce(target, _quiet(spec), spec.warmup_records, label=f"{target.name} warm-up")
-        return await _raw_produce(target, spec, spec.records, label=target.name)
+        with CpuMeter(target.pgid).measure() as cpu:
+            result = await _raw_produce(target, spec, spec.records, label=target.name)
+        result.broker_cpu_s = cpu.seconds
+        return result
 
     return asyncio.run(run())
 
@@ -281,11 +285,13 @@ def run_confluent(target: Target, spec: ProduceSpec) -> RunResult:
     if spec.warmup_records:
         run.produce(spec.warmup_records, f"{target.name} warm-up", False)
         latencies.samples_ms.clear()
-    elapsed, transactions = run.produce(spec.records, target.name, spec.progress)
+    with CpuMeter(target.pgid).measure() as cpu:
+        elapsed, transactions = run.produce(spec.records, target.name, spec.progress)
     return RunResult(
         target=target.name, bootstrap=target.bootstrap, client="confluent", operation="produce",
         records=spec.records, bytes=spec.records * spec.record_size, seconds=elapsed,
         latency_ms=latencies.summary(), latency_unit="record (1 in 100 sampled)", version=target.version,
+        broker_cpu_s=cpu.seconds,
         extra={"acks": "all" if conf["acks"] == -1 else spec.acks, "compression": spec.compression,
                "batch.size": spec.batch_bytes, "linger.ms": 5, "idempotent": conf["enable.idempotence"],
                **({"records_per_transaction": spec.txn_records, "transactions": transactions}
@@ -398,7 +404,8 @@ def run_java(target: Target, spec: ProduceSpec) -> RunResult:
     args = ["--topic", spec.topic, "--num-records", str(records), "--record-size", str(spec.record_size),
             "--throughput", "-1", "--producer-props", *props]
     jvm = ("-Xms512m", "-Xmx2g", "-XX:+UseG1GC")
-    out = run_java_tool(PRODUCER_PERFORMANCE, args, timeout=max(120.0, records / 50_000), jvm_opts=jvm)
+    with CpuMeter(target.pgid).measure() as cpu:  # the whole tool run, its warm-up records included
+        out = run_java_tool(PRODUCER_PERFORMANCE, args, timeout=max(120.0, records / 50_000), jvm_opts=jvm)
     match = None
     for match in PERF_LINE.finditer(out.stdout):  # noqa: B007 - the last line holds the totals
         pass
@@ -410,7 +417,7 @@ def run_java(target: Target, spec: ProduceSpec) -> RunResult:
         records=sent, bytes=sent * spec.record_size, seconds=sent / rate if rate else 0.0,
         latency_ms={"avg": float(match.group(4)), "p50": float(match.group(6)), "p95": float(match.group(7)),
                     "p99": float(match.group(8)), "p99.9": float(match.group(9)), "max": float(match.group(5))},
-        latency_unit="record", version=target.version,
+        latency_unit="record", version=target.version, broker_cpu_s=cpu.seconds,
         extra={"acks": spec.acks, "compression": spec.compression, "batch.size": spec.batch_bytes, "linger.ms": 5,
                "note": "includes the warm-up records; ProducerPerformance has no warm-up"},
     )

@@ -61,6 +61,7 @@ class RunResult:
     version: str = ""
     verified: bool = True  # the broker's end offsets agree with what was acknowledged / read
     problem: str = ""
+    broker_cpu_s: float | None = None  # the broker's user + system seconds over the measured part (bench/cpu.py)
 
     @property
     def records_per_s(self) -> float:
@@ -70,8 +71,16 @@ class RunResult:
     def mb_per_s(self) -> float:
         return self.bytes / MB / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def cpu_s_per_gb(self) -> float | None:
+        """Broker CPU seconds per GB (10^9 bytes) of record values moved: the cost of the work."""
+        if self.broker_cpu_s is None or self.bytes <= 0:
+            return None
+        return self.broker_cpu_s / (self.bytes / 1e9)
+
     def as_dict(self) -> dict:
         d = asdict(self)
+        d["cpu_s_per_gb"] = None if self.cpu_s_per_gb is None else round(self.cpu_s_per_gb, 2)
         d["records_per_s"] = round(self.records_per_s, 1)
         d["mb_per_s"] = round(self.mb_per_s, 3)
         d["seconds"] = round(self.seconds, 3)
@@ -84,6 +93,7 @@ class RunResult:
         name = f"{self.target}{' ' + self.version if self.version else ''}"
         return (f"{name:<22} {self.client:<10} {self.records:>11,} records in {self.seconds:7.2f} s: "
                 f"{self.records_per_s:>12,.0f} records/s {self.mb_per_s:9.1f} MB/s   {lat_text}"
+                + ("" if self.cpu_s_per_gb is None else f"   broker CPU {self.cpu_s_per_gb:.1f} s/GB")
                 + ("" if self.verified else f"   UNVERIFIED: {self.problem}"))
 
 
@@ -126,6 +136,9 @@ def ratio_lines(results: list[RunResult]) -> list[str]:
         verdict = ("faster" if ratio >= 1.0 else f"slower, within 2x of {peer.target}" if ratio >= 0.5
                    else f"slower, NOT within 2x of {peer.target}")
         lines.append(f"{ours.target} / {peer.target}: {ratio:.2f}x records/s ({verdict})")
+        if ours.cpu_s_per_gb and peer.cpu_s_per_gb:
+            lines.append(f"{ours.target} / {peer.target}: {ours.cpu_s_per_gb / peer.cpu_s_per_gb:.2f}x broker CPU "
+                         f"per GB ({ours.cpu_s_per_gb:.1f} vs {peer.cpu_s_per_gb:.1f} s/GB; lower is cheaper)")
     return lines
 
 

@@ -35,6 +35,12 @@ class Target:
         host, port = self.bootstrap.rsplit(":", 1)
         return host, int(port)
 
+    @property
+    def pgid(self) -> int | None:
+        """The process group of a broker started here (its CPU time is the workload's cost); None for
+        one given by --bootstrap."""
+        return None if self.process is None else self.process.process.pid
+
     def for_setup(self) -> Target:
         """This target as the raw (plaintext) wire client reaches it for set-up."""
         if self.setup_bootstrap is None:

@@ -1,0 +1,71 @@
+"""The CPU time a broker spends on a workload: the honest cost figure on a small machine.
+
+Throughput on two cores mostly says who gets the second core; CPU seconds per
+GB moved says what the work costs. A broker the benchmark started runs in its
+own process group (testing.peers.process starts it with start_new_session), so
+its cost is the user + system time of every process in that group: our broker,
+or Kafka's JVM and whatever wrapper launched it. Read from /proc (Linux); where
+there is no /proc, or the broker was not started here (--bootstrap), the figure
+is simply absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of /proc/PID/stat this module reads (see proc(5))."""
+
+    pgid: int
+    utime_ticks: int
+    stime_ticks: int
+
+
+def parse_stat(text: str) -> ProcStat:
+    """One /proc/PID/stat line. The command name (field 2) may hold spaces and parentheses, so the fields
+    are counted from its last closing parenthesis."""
+    rest = text[text.rindex(")") + 2:].split()
+    # rest[0] is field 3 (state): pgrp is field 5, utime 14, stime 15.
+    return ProcStat(pgid=int(rest[2]), utime_ticks=int(rest[11]), stime_ticks=int(rest[12]))
+
+
+def group_cpu_seconds(pgid: int, proc: Path = PROC) -> float | None:
+    """User + system seconds of the live processes in process group `pgid`; None without /proc."""
+    if not proc.is_dir():
+        return None
+    ticks = 0
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = parse_stat((entry / "stat").read_text())
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not a process
+            continue
+        if stat.pgid == pgid:
+            ticks += stat.utime_ticks + stat.stime_ticks
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds a process group used between entering and leaving `measure()`."""
+
+    pgid: int | None
+    seconds: float | None = None
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[CpuMeter]:
+        before = None if self.pgid is None else group_cpu_seconds(self.pgid)
+        try:
+            yield self
+        finally:
+            after = None if self.pgid is None else group_cpu_seconds(self.pgid)
+            self.seconds = None if before is None or after is None else max(0.0, after - before)
