@@ -25,7 +25,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
-	$(BIN)/python -m pip install --quiet -e '.[test,spark,operator,registry]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,operator,registry,bench]'
 	@touch $@
 
 # Third-party clients for the compatibility suite (kcat from Debian, Kafka's

@@ -10,7 +10,8 @@ import click
 
 @click.group()
 def bench() -> None:
-    """Benchmarks: storage log, produce, consume, replicated (acks=all), fetch sessions, schema registry, Spark connector."""
+    """Benchmarks: storage log, produce, consume, the matrix against a peer (compare), replicated (acks=all), fetch
+    sessions, schema registry, Spark connector."""
 
 
 for _module, _attribute, _name in [
@@ -20,6 +21,7 @@ for _module, _attribute, _name in [
     ("tinystream.bench.replicated_bench", "replicated_bench_command", "replicated"),
     ("tinystream.bench.fetch_session_bench", "fetch_session_bench_command", "fetch-sessions"),
     ("tinystream.bench.registry_bench", "registry_bench_command", "registry"),
+    ("tinystream.bench.compare", "compare_bench_command", "compare"),
 ]:
     try:
         bench.add_command(getattr(importlib.import_module(_module), _attribute), _name)

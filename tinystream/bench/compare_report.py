@@ -1,0 +1,115 @@
+"""`tinystream bench compare`'s figures: medians and spreads per cell, a table, and two pictures.
+
+Pure except `write_pictures`, which draws with matplotlib (the [bench] extra) and is skipped, with
+a message, where it is not installed. A cell's ratio is the median of the per-round ratios (each
+round's pair ran back to back, so the machine's noise is shared within a pair), with its range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinystream.bench.stats import RunResult, Spread
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One round of one cell: ours and the peer, run back to back."""
+
+    cell: str
+    round_index: int
+    ours: RunResult
+    peer: RunResult
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    cell: str
+    ours_records_per_s: Spread
+    peer_records_per_s: Spread
+    ratio: Spread  # ours / peer records/s, per round
+    ours_cpu_s_per_gb: Spread
+    peer_cpu_s_per_gb: Spread
+    cpu_ratio: Spread  # ours / peer CPU per GB, per round (lower is cheaper)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"cell": self.cell, **{name: getattr(self, name).as_dict() for name in (
+            "ours_records_per_s", "peer_records_per_s", "ratio", "ours_cpu_s_per_gb", "peer_cpu_s_per_gb",
+            "cpu_ratio")}}
+
+
+def summarize(cells: list[str], pairs: list[Pair]) -> list[CellSummary]:
+    """One summary per cell, in the order the cells ran."""
+    out = []
+    for cell in cells:
+        mine = [p for p in pairs if p.cell == cell]
+        with_cpu = [p for p in mine if p.ours.cpu_s_per_gb and p.peer.cpu_s_per_gb]
+        out.append(CellSummary(
+            cell=cell,
+            ours_records_per_s=Spread.of([p.ours.records_per_s for p in mine]),
+            peer_records_per_s=Spread.of([p.peer.records_per_s for p in mine]),
+            ratio=Spread.of([p.ours.records_per_s / p.peer.records_per_s for p in mine if p.peer.records_per_s]),
+            ours_cpu_s_per_gb=Spread.of([p.ours.cpu_s_per_gb for p in with_cpu]),  # type: ignore[misc]
+            peer_cpu_s_per_gb=Spread.of([p.peer.cpu_s_per_gb for p in with_cpu]),  # type: ignore[misc]
+            cpu_ratio=Spread.of([p.ours.cpu_s_per_gb / p.peer.cpu_s_per_gb  # type: ignore[operator]
+                                 for p in with_cpu]),
+        ))
+    return out
+
+
+def _spread(s: Spread, digits: int = 2, scale: float = 1.0, unit: str = "") -> str:
+    if not s.count:
+        return "n/a"
+    return f"{s.median / scale:,.{digits}f} [{s.low / scale:,.{digits}f}..{s.high / scale:,.{digits}f}]{unit}"
+
+
+def table(summaries: list[CellSummary], peer: str) -> str:
+    """A Markdown table: records/s (millions) and CPU per GB, each with its median ratio and range."""
+    lines = [
+        f"| cell | ours M records/s | {peer} M records/s | ours / {peer} records/s | ours CPU s/GB | "
+        f"{peer} CPU s/GB | ours / {peer} CPU per GB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s.cell} | {_spread(s.ours_records_per_s, 2, 1e6)} | {_spread(s.peer_records_per_s, 2, 1e6)} | "
+            f"{_spread(s.ratio, unit='x')} | {_spread(s.ours_cpu_s_per_gb)} | {_spread(s.peer_cpu_s_per_gb)} | "
+            f"{_spread(s.cpu_ratio, unit='x')} |")
+    return "\n".join(lines)
+
+
+def write_pictures(summaries: list[CellSummary], pairs: list[Pair], peer: str, out: Path) -> list[Path]:
+    """throughput.png (records/s per cell, each round a dot, the median a bar) and cpu.png (CPU per GB)."""
+    import matplotlib  # optional: the [bench] extra
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot as plt
+
+    written = []
+    for name, title, figure_of in (
+        ("throughput.png", "records/s (millions), each round a dot", lambda r: r.records_per_s / 1e6),
+        ("cpu.png", "broker CPU seconds per GB (lower is cheaper)", lambda r: r.cpu_s_per_gb),
+    ):
+        fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(summaries)), 4))
+        for offset, side, label in ((-0.2, "ours", "tinystream"), (0.2, "peer", peer)):
+            xs = [i + offset for i in range(len(summaries))]
+            medians = [_median_of(pairs, s.cell, side, figure_of) for s in summaries]
+            ax.bar(xs, medians, width=0.38, label=label, alpha=0.7)
+            for i, s in enumerate(summaries):
+                dots = [v for p in pairs if p.cell == s.cell and (v := figure_of(getattr(p, side))) is not None]
+                ax.plot([i + offset] * len(dots), dots, "k.", markersize=4)
+        ax.set_xticks(range(len(summaries)), [s.cell for s in summaries], rotation=20)
+        ax.set_title(title)
+        ax.legend()
+        fig.tight_layout()
+        path = out / name
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _median_of(pairs: list[Pair], cell: str, side: str, figure_of) -> float:  # type: ignore[no-untyped-def]
+    values = [v for p in pairs if p.cell == cell and (v := figure_of(getattr(p, side))) is not None]
+    return Spread.of(values).median if values else 0.0
