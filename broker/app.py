@@ -104,7 +104,8 @@ class Broker:
         self._fatal = asyncio.Event()  # set when the broker must stop on its own (ControllerSession.fatal_error)
         storage = build_storage(settings, self.plan, in_memory=in_memory, clock=clock)
         # Before any partition opens: the stored dynamic broker configs are part of every LogConfig.
-        broker_configs = BrokerConfigs(storage.logs.metadata_dir, settings, on_change=storage.topics.use_settings)
+        broker_configs = BrokerConfigs(storage.logs.metadata_dir, settings)
+        broker_configs.subscribe(storage.topics.use_settings)
         security = build_security(settings, self.plan)
         mode = (ControllerControl(settings, storage, security, clock, on_fatal=lambda _message: self._fatal.set())
                 if settings.controller_url else LocalControl(storage, security))
@@ -128,6 +129,7 @@ class Broker:
         )
         client_tls = () if control.credentials is None or control.credentials.tls is None else (control.credentials.tls,)
         network = build_network(settings, self.ctx, security, extra_tls=client_tls)
+        broker_configs.subscribe(network.use_settings)
         self.storage, self.coordination, self.network = storage, coordination, network
         # The parts by name, as tests and the dev tools reach them.
         self.logs, self.cluster, self.metrics = storage.logs, storage.cluster, storage.metrics

@@ -9,7 +9,8 @@ DEFAULT_CONFIG).
 Here a key is dynamic only when the broker reads it at use time: the `log.*`
 defaults behind topic configs (and message.max.bytes, min.insync.replicas),
 which the topic manager turns into every open log's LogConfig again when they
-change. Kafka too lets each of these change live (DynamicLogConfig). Any other
+change, and max.connections / max.connections.per.ip, which admission checks
+at each new connection. Kafka too lets each of these change live. Any other
 broker key is refused with INVALID_REQUEST rather than accepted and ignored.
 
     layers = DynamicLayers()
@@ -30,11 +31,15 @@ from pydantic import ValidationError
 from tinystream.config.settings import BrokerSettings
 from tinystream.config.topic_configs import TOPIC_CONFIGS, AppliedBy
 
-#: Kafka key -> BrokerSettings attribute, for every key that changes live.
+#: Kafka key -> BrokerSettings attribute, for every key that changes live: the topic defaults every
+#: LogConfig is made from, and the connection limits admission reads at each new connection (Kafka
+#: changes both live too: DynamicLogConfig, DynamicListenerConfig / ConnectionQuotas).
 DYNAMIC_KEYS: Mapping[str, str] = MappingProxyType({
-    key.broker_key: key.broker_setting
-    for key in TOPIC_CONFIGS.values()
-    if key.applied_by is AppliedBy.LOG and key.broker_setting and key.broker_key
+    **{key.broker_key: key.broker_setting
+       for key in TOPIC_CONFIGS.values()
+       if key.applied_by is AppliedBy.LOG and key.broker_setting and key.broker_key},
+    "max.connections": "max_connections",
+    "max.connections.per.ip": "max_connections_per_ip",
 })
 
 #: Kafka's replication throttles: never applied here (docs/operations.md), so never accepted.

@@ -7,8 +7,9 @@ quotas (control/quotas.py), the file is the broker's own, also under a controlle
 the controller's image holds no broker configs yet, so a cluster default set through
 one broker applies on that broker (docs/operations.md says so).
 
-Applying means handing the effective settings to `on_change` (the topic manager's
-`use_settings`, which gives every open log its new LogConfig at once).
+Applying means handing the effective settings to every subscriber: the topic
+manager's `use_settings` (every open log gets its new LogConfig at once) and the
+network's (each listener's connection limits).
 """
 
 from __future__ import annotations
@@ -28,11 +29,10 @@ log = logging.getLogger(__name__)
 class BrokerConfigs:
     FILE = "broker-configs.json"
 
-    def __init__(self, metadata_dir: str | Path | None, static: BrokerSettings, *,
-                 on_change: Callable[[BrokerSettings], None]) -> None:
+    def __init__(self, metadata_dir: str | Path | None, static: BrokerSettings) -> None:
         self.path = Path(metadata_dir) / self.FILE if metadata_dir is not None else None
         self.static = static
-        self.on_change = on_change
+        self._subscribers: list[Callable[[BrokerSettings], None]] = []
         layers = DynamicLayers()
         if self.path is not None and self.path.exists():
             try:
@@ -44,7 +44,12 @@ class BrokerConfigs:
         self.settings = layers.effective(static)
         if layers.default or layers.broker:
             log.info("dynamic broker configs: default %s, this broker %s", dict(layers.default), dict(layers.broker))
-            on_change(self.settings)
+
+    def subscribe(self, apply: Callable[[BrokerSettings], None]) -> None:
+        """Call `apply` with the effective settings on every change, and now if any dynamic config is stored."""
+        self._subscribers.append(apply)
+        if self.layers.default or self.layers.broker:
+            apply(self.settings)
 
     def alter(self, level: Level, changes: Iterable[Change], *, validate_only: bool = False) -> None:
         """Apply `changes` to one level (raises dynamic.Refused, changing nothing, when one is refused)."""
@@ -56,4 +61,5 @@ class BrokerConfigs:
             write_atomically(self.path, json.dumps(layers.to_json(), indent=1).encode(), durable=True)
         self.layers, self.settings = layers, settings
         log.info("dynamic broker configs now: default %s, this broker %s", dict(layers.default), dict(layers.broker))
-        self.on_change(settings)
+        for apply in self._subscribers:
+            apply(settings)

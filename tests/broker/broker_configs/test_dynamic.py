@@ -8,10 +8,12 @@ from tinystream.broker.broker_configs.dynamic import DYNAMIC_KEYS, Change, Dynam
 from tinystream.config.settings import BrokerSettings
 
 
-def test_the_dynamic_keys_are_the_log_defaults_topics_read():
+def test_the_dynamic_keys_are_the_log_defaults_topics_read_and_the_connection_limits():
     assert {"log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.roll.ms", "message.max.bytes",
-            "log.cleanup.policy", "min.insync.replicas"} <= set(DYNAMIC_KEYS)
-    assert not {"num.partitions", "max.connections", "broker.id", "listeners", "log.dirs"} & set(DYNAMIC_KEYS)
+            "log.cleanup.policy", "min.insync.replicas", "max.connections", "max.connections.per.ip"} <= set(
+        DYNAMIC_KEYS)
+    assert not {"num.partitions", "socket.request.max.bytes", "broker.id", "listeners", "log.dirs",
+                "listener.name.client.max.connections"} & set(DYNAMIC_KEYS)
     assert all(attr in BrokerSettings.model_fields for attr in DYNAMIC_KEYS.values())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -133,6 +134,38 @@ async def test_dynamic_broker_configs_survive_a_restart(tmp_path):
         assert described["log.segment.bytes"].config_source == DYNAMIC_DEFAULT
     finally:
         await b2.stop()
+
+
+async def _closed_at_once(broker) -> bool:
+    """Whether the broker closes a new connection from 127.0.0.1 without a request (over a connection limit)."""
+    reader, writer = await asyncio.open_connection(broker.info.host, broker.info.port)
+    try:
+        return await asyncio.wait_for(reader.read(1), timeout=5) == b""
+    except ConnectionError:
+        return True  # reset rather than closed: refused all the same
+    except TimeoutError:
+        return False
+    finally:
+        writer.close()
+
+
+async def test_connection_limits_change_live_for_the_next_connection(broker, client):
+    assert await altered(client, BROKER, "0", [("max.connections.per.ip", SET, "2")]) == (ErrorCode.none, None)
+    second = await KafkaClient.connect(broker.info.host, broker.info.port)
+    try:
+        assert await _closed_at_once(broker)  # the third from this host
+        assert (await client.request(request(18, 0))).error_code == ErrorCode.none  # open ones stay
+        assert await altered(client, BROKER, "0", [("max.connections.per.ip", DELETE, None)]) == (ErrorCode.none, None)
+        third = await KafkaClient.connect(broker.info.host, broker.info.port)
+        try:
+            assert (await third.request(request(18, 0))).error_code == ErrorCode.none
+        finally:
+            await third.close()
+        assert await altered(client, BROKER, "", [("max.connections", SET, "2")]) == (ErrorCode.none, None)
+        assert await _closed_at_once(broker)  # the broker-wide limit, from the cluster default
+    finally:
+        await second.close()
+    assert broker.servers[broker.listener.name].quotas.max_connections == 2
 
 
 # -- BROKER_LOGGER -------------------------------------------------------------------------------------------
