@@ -29,6 +29,7 @@ from tinystream.broker.assembly.coordination import build_coordination
 from tinystream.broker.assembly.network import build_network
 from tinystream.broker.assembly.security import build_security
 from tinystream.broker.assembly.storage import build_storage
+from tinystream.broker.control.broker_configs import BrokerConfigs
 from tinystream.broker.control.quotas import ClientQuotas
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.fetch_sessions.cache import FetchSessionCache
@@ -102,6 +103,9 @@ class Broker:
         self.settings = settings
         self._fatal = asyncio.Event()  # set when the broker must stop on its own (ControllerSession.fatal_error)
         storage = build_storage(settings, self.plan, in_memory=in_memory, clock=clock)
+        # Before any partition opens: the stored dynamic broker configs are part of every LogConfig.
+        broker_configs = BrokerConfigs(storage.logs.metadata_dir, settings)
+        broker_configs.subscribe(storage.topics.use_settings)
         security = build_security(settings, self.plan)
         mode = (ControllerControl(settings, storage, security, clock, on_fatal=lambda _message: self._fatal.set())
                 if settings.controller_url else LocalControl(storage, security))
@@ -121,9 +125,11 @@ class Broker:
                                 window_ms=settings.quota_window_size_seconds * 1000),
             schema_ids=(SchemaIdLookup(settings.confluent_schema_registry_url)
                         if settings.confluent_schema_registry_url else None),
+            broker_configs=broker_configs,
         )
         client_tls = () if control.credentials is None or control.credentials.tls is None else (control.credentials.tls,)
         network = build_network(settings, self.ctx, security, extra_tls=client_tls)
+        broker_configs.subscribe(network.use_settings)
         self.storage, self.coordination, self.network = storage, coordination, network
         # The parts by name, as tests and the dev tools reach them.
         self.logs, self.cluster, self.metrics = storage.logs, storage.cluster, storage.metrics

@@ -23,6 +23,18 @@ class Network:
     servers: dict[str, KafkaServer]  # by listener name
     admin: AdminHttp
     tls_contexts: tuple[ReloadingContext, ...]  # every listener's, and the inter-broker client's
+    everyone: BrokerConnections  # the broker-wide max.connections
+
+    def use_settings(self, settings: BrokerSettings) -> None:
+        """New connection limits (dynamic broker configs): each listener's, its listener.name.* override first.
+
+        They apply to the next connection; open ones stay, as in Kafka.
+        """
+        self.everyone.max_connections = settings.max_connections
+        for name, server in self.servers.items():
+            s = settings.for_listener(name)
+            server.quotas.max_connections = s.max_connections
+            server.quotas.max_connections_per_ip = s.max_connections_per_ip
 
 
 def build_network(settings: BrokerSettings, ctx: BrokerContext, security: Security,
@@ -32,7 +44,7 @@ def build_network(settings: BrokerSettings, ctx: BrokerContext, security: Securi
     tls: list[ReloadingContext] = []
     servers = {listener.name: _server(listener, dispatcher, everyone, security, ctx.metrics, tls)
                for listener in security.plan.listeners}
-    return Network(servers=servers, admin=AdminHttp(ctx), tls_contexts=(*tls, *extra_tls))
+    return Network(servers=servers, admin=AdminHttp(ctx), tls_contexts=(*tls, *extra_tls), everyone=everyone)
 
 
 def _server(listener: Listener, dispatcher: RequestDispatcher, everyone: BrokerConnections, security: Security,

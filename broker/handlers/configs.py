@@ -1,9 +1,9 @@
 """DescribeConfigs (32, v1-4), AlterConfigs (33, v0-2), IncrementalAlterConfigs (44, v0-1).
 
-Resources: topics (type 2) are described and altered; this broker (type 4,
-name "" or its id) is described read-only from its settings. Topic changes go
-through `TopicManager.set_configs`, which validates them, persists them and
-applies them to the open logs at once.
+Resources: topics (type 2) are described and altered here; this broker (type 4,
+name "" for the cluster default or its id) and its loggers (type 8) in
+broker_configs.py. Topic changes go through `TopicManager.set_configs`, which
+validates them, persists them and applies them to the open logs at once.
 
 IncrementalAlterConfigs operations (KIP-339): SET, DELETE (back to the
 broker default), APPEND / SUBTRACT for list configs (cleanup.policy).
@@ -11,7 +11,7 @@ AlterConfigs replaces a topic's whole set of overrides, as Kafka does.
 
 Authorization (authz.RULES): DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
 (TOPIC_AUTHORIZATION_FAILED) or, for the broker resource, on the cluster
-(CLUSTER_AUTHORIZATION_FAILED).
+(CLUSTER_AUTHORIZATION_FAILED); broker loggers too, as in Kafka.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
+from tinystream.broker.handlers import broker_configs
 from tinystream.broker.handlers.shared import authz, topic_routing
 from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
@@ -92,29 +93,17 @@ def _describe(ctx: BrokerContext, resource_type: int, name: str) -> tuple[ErrorC
         spec = ctx.topics.get(name)
         if spec is None:
             return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist", []
-        return ErrorCode.none, None, describe(ctx.settings, spec.configs)
+        return ErrorCode.none, None, describe_topic(ctx, spec.configs)
     if resource_type == ResourceType.BROKER:
-        if name not in ("", str(ctx.cluster.broker_id)):
-            return ErrorCode.invalid_request, f"this is broker {ctx.cluster.broker_id}, not {name!r}", []
-        return ErrorCode.none, None, _broker_configs(ctx)
+        return broker_configs.describe_broker(ctx, name)
+    if resource_type == ResourceType.BROKER_LOGGER:
+        return broker_configs.describe_loggers(ctx, name)
     return ErrorCode.invalid_request, f"resource type {resource_type} is not supported", []
 
 
-def _broker_configs(ctx: BrokerContext) -> list[DescribedConfig]:
-    settings = ctx.settings
-    explicitly_set = settings.model_fields_set
-    out = []
-    for key, attr in sorted(type(settings).keys().items()):
-        value = getattr(settings, attr)
-        source = ConfigSource.STATIC_BROKER_CONFIG if attr in explicitly_set else ConfigSource.DEFAULT_CONFIG
-        if isinstance(value, bool):
-            text, kind = ("true" if value else "false"), ConfigType.BOOLEAN
-        elif isinstance(value, int):
-            text, kind = str(value), ConfigType.LONG
-        else:
-            text, kind = (None if value is None else str(value)), ConfigType.STRING
-        out.append(DescribedConfig(key, text, source, kind, "", ((key, text, source),)))
-    return out
+def describe_topic(ctx: BrokerContext, overrides: Any) -> list[DescribedConfig]:
+    """A topic's configs over this broker's current defaults (dynamic broker configs included)."""
+    return describe(ctx.topics.settings, overrides, dynamic=broker_configs.dynamic_sources(ctx))
 
 
 def _config_entry(call: Call, d: DescribedConfig, synonyms: bool, docs: bool, resource_type: int) -> Any:
@@ -122,7 +111,7 @@ def _config_entry(call: Call, d: DescribedConfig, synonyms: bool, docs: bool, re
         "DescribeConfigsResourceResult",
         name=d.name,
         value=d.value,
-        read_only=resource_type != ResourceType.TOPIC,
+        read_only=resource_type == ResourceType.BROKER and broker_configs.read_only(d.name),
         is_default=d.source == ConfigSource.DEFAULT_CONFIG,
         config_source=int(d.source),
         is_sensitive=False,
@@ -147,11 +136,10 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, call: Call) -> An
 
 
 async def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
-    if resource.resource_type == ResourceType.BROKER and all(c.config_operation == AlterOp.DELETE
-                                                           for c in resource.configs):
-        # No broker config is dynamic here, so none is set to delete: Kafka answers such a delete with
-        # success, and kafka-reassign-partitions.sh --verify sends one (it clears replication throttles).
-        return ErrorCode.none, None
+    if resource.resource_type == ResourceType.BROKER:
+        return broker_configs.alter_broker(ctx, resource, validate_only)
+    if resource.resource_type == ResourceType.BROKER_LOGGER:
+        return broker_configs.alter_loggers(ctx, resource, validate_only)
     if resource.resource_type != ResourceType.TOPIC:
         return _not_alterable(resource.resource_type)
     spec = ctx.topics.get(resource.resource_name)
@@ -161,7 +149,7 @@ async def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -
     if len(names) != len(set(names)):
         return ErrorCode.invalid_request, "a config is named twice"
     overrides = dict(spec.configs)
-    effective = {d.name: d.value for d in describe(ctx.settings, spec.configs)}
+    effective = {d.name: d.value for d in describe_topic(ctx, spec.configs)}
     for change in resource.configs:
         key = TOPIC_CONFIGS.get(change.name)
         if key is None:
@@ -219,7 +207,7 @@ async def handle_alter_configs(ctx: BrokerContext, call: Call) -> Any:
 
 def _not_alterable(resource_type: int) -> tuple[ErrorCode, str]:
     if resource_type == ResourceType.BROKER:
-        return ErrorCode.invalid_request, "broker configs are static here; set them at start-up"
+        return ErrorCode.invalid_request, "AlterConfigs does not change broker configs; use IncrementalAlterConfigs"
     return ErrorCode.invalid_request, f"resource type {resource_type} cannot be altered"
 
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
+from tinystream.broker.handlers.configs import describe_topic
 from tinystream.broker.handlers.shared import authz, topic_routing
 from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis
-from tinystream.broker.topics.config import describe
 
 
 async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
@@ -68,7 +68,7 @@ def _created(ctx: BrokerContext, call: Call, name: str, error: ErrorCode, messag
                 config_source=int(c.source),
                 is_sensitive=False,
             )
-            for c in describe(ctx.settings, spec.configs)
+            for c in describe_topic(ctx, spec.configs)
         )
     return call.make(
         "CreatableTopicResult",

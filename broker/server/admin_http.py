@@ -151,7 +151,7 @@ class AdminHttp:
     async def _partitions(self, _: web.Request) -> web.Response:
         """Every hosted partition as this broker sees it (a follower's HW trails the leader's)."""
         ctx = self._ctx
-        settings = ctx.settings
+        settings = ctx.topics.settings  # the topic defaults as they are now (dynamic broker configs)
         out = []
         for p in ctx.replicas.partitions():
             spec = ctx.topics.get(p.tp.topic)

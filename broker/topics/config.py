@@ -52,6 +52,7 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 def log_config(settings: BrokerSettings, overrides: Mapping[str, str]) -> LogConfig:
@@ -73,16 +74,21 @@ class DescribedConfig:
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]  # (name, value, source), most specific first
 
 
-def describe(settings: BrokerSettings, overrides: Mapping[str, str]) -> list[DescribedConfig]:
-    """Every applied topic config, and every override, with its effective value and where it came from."""
+def describe(settings: BrokerSettings, overrides: Mapping[str, str], *,
+             dynamic: Mapping[str, ConfigSource] | None = None) -> list[DescribedConfig]:
+    """Every applied topic config, and every override, with its effective value and where it came from.
+
+    `dynamic`: the broker keys set by a dynamic broker config, and at which level (control/broker_configs.py).
+    """
     explicitly_set = settings.model_fields_set
+    dynamic = dynamic or {}
     out = []
     for name in sorted(TOPIC_CONFIGS):
         key = TOPIC_CONFIGS[name]
         if key.applied_by is AppliedBy.NOT_APPLIED and name not in overrides:
             continue
         default_value = as_text(broker_default(settings, key))
-        broker_source = (
+        broker_source = dynamic.get(key.broker_key) or (
             ConfigSource.STATIC_BROKER_CONFIG if key.broker_setting in explicitly_set else ConfigSource.DEFAULT_CONFIG
         )
         synonyms: list[tuple[str, str | None, ConfigSource]] = []

@@ -107,6 +107,14 @@ class TopicManager:
     def log_config(self, spec: TopicSpec) -> LogConfig:
         return log_config(self.settings, spec.configs)
 
+    def use_settings(self, settings: BrokerSettings) -> None:
+        """New broker settings (dynamic broker configs): every open log gets its LogConfig again at once."""
+        self.settings = settings
+        for spec in self.topics():
+            config = self.log_config(spec)
+            for index in range(spec.partitions):
+                self.replicas.update_config(TopicPartition(spec.name, index), config)
+
     def partition_state(self, tp: TopicPartition) -> PartitionState:
         if self.image_states is not None:
             state = self.image_states.get(tp)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinystream.broker.control.access import AccessAdmin
+from tinystream.broker.control.broker_configs import BrokerConfigs
 from tinystream.broker.control.forwarding import ForwardedTopicAdmin
 from tinystream.broker.control.quotas import ClientQuotas
 from tinystream.broker.control.session import ControllerSession
@@ -68,6 +69,8 @@ class BrokerContext:
     quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(None))
     # confluent.schema.registry.url set: what registry-validated topics ask about schema ids (cached).
     schema_ids: SchemaIdLookup | None = None
+    # Dynamic broker configs (control/broker_configs.py); None: every broker config is static.
+    broker_configs: BrokerConfigs | None = None
 
     def from_broker(self, client: ClientInfo) -> bool:
         """Whether `client` may act as a broker: a follower's Fetch with its replica_id, WriteTxnMarkers, ...

@@ -436,6 +436,11 @@ REFUSALS = [
                                                resources=(entity(32, 4, "DescribeConfigsResource", resource_type=4,
                                                                  resource_name="", configuration_keys=None),)),
      CLUSTER_DENIED),
+    ("DescribeConfigs-broker-logger", lambda: request(32, 4, include_synonyms=False, include_documentation=False,
+                                                      resources=(entity(32, 4, "DescribeConfigsResource",
+                                                                        resource_type=8, resource_name="0",
+                                                                        configuration_keys=None),)),
+     CLUSTER_DENIED),
     ("AlterConfigs", lambda: request(33, 2, validate_only=True, resources=(entity(
         33, 2, "AlterConfigsResource", resource_type=2, resource_name=T, configs=(entity(
             33, 2, "AlterableConfig", name="retention.ms", value="1"),)),)), TOPIC_DENIED),
@@ -445,6 +450,18 @@ REFUSALS = [
     ("IncrementalAlterConfigs", lambda: request(44, 1, validate_only=True, resources=(entity(
         44, 1, "AlterConfigsResource", resource_type=2, resource_name=T, configs=(entity(
             44, 1, "AlterableConfig", name="retention.ms", config_operation=0, value="1"),)),)), TOPIC_DENIED),
+    ("IncrementalAlterConfigs-broker", lambda: request(44, 1, validate_only=True, resources=(entity(
+        44, 1, "AlterConfigsResource", resource_type=4, resource_name="0", configs=(entity(
+            44, 1, "AlterableConfig", name="message.max.bytes", config_operation=0, value="2000"),)),)),
+     CLUSTER_DENIED),
+    ("IncrementalAlterConfigs-broker-default", lambda: request(44, 1, validate_only=True, resources=(entity(
+        44, 1, "AlterConfigsResource", resource_type=4, resource_name="", configs=(entity(
+            44, 1, "AlterableConfig", name="log.retention.ms", config_operation=0, value="60000"),)),)),
+     CLUSTER_DENIED),
+    ("IncrementalAlterConfigs-broker-logger", lambda: request(44, 1, validate_only=True, resources=(entity(
+        44, 1, "AlterConfigsResource", resource_type=8, resource_name="0", configs=(entity(
+            44, 1, "AlterableConfig", name="tinystream.broker", config_operation=0, value="DEBUG"),)),)),
+     CLUSTER_DENIED),
     ("DescribeLogDirs", lambda: request(35, 4, topics=None), CLUSTER_DENIED),
     ("ElectLeaders", lambda: request(43, 2, election_type=0, topic_partitions=(entity(
         43, 2, "TopicPartitions", topic=T, partitions=(0,)),)), CLUSTER_DENIED),
@@ -482,6 +499,42 @@ async def test_every_api_refuses_a_caller_without_acls(secured, name, make, expe
     assert errors == {expected}, (name, reply)
     again = await admin.request(make())  # the super user is not refused
     assert expected not in _errors(again), (name, again)
+
+
+async def test_broker_configs_need_describe_configs_and_alter_configs_on_the_cluster(secured):
+    """Kafka's rule for BROKER and BROKER_LOGGER resources: DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster."""
+    broker, login = secured
+    admin, alice = await login("admin"), await login("alice")
+
+    def alter(resource_type: int, name: str, key: str, value: str):
+        return request(44, 1, validate_only=False, resources=(entity(
+            44, 1, "AlterConfigsResource", resource_type=resource_type, resource_name=name, configs=(entity(
+                44, 1, "AlterableConfig", name=key, config_operation=0, value=value),)),))
+
+    def describe(resource_type: int, name: str):
+        return request(32, 4, include_synonyms=False, include_documentation=False, resources=(entity(
+            32, 4, "DescribeConfigsResource", resource_type=resource_type, resource_name=name,
+            configuration_keys=None),))
+
+    await grant(admin, acl_creation("CLUSTER", "kafka-cluster", "User:alice", "DESCRIBE_CONFIGS"))
+    assert (await alice.request(describe(4, "0"))).results[0].error_code == ErrorCode.none
+    assert (await alice.request(describe(8, "0"))).results[0].error_code == ErrorCode.none
+    refused = await alice.request(alter(4, "0", "message.max.bytes", "2000"))
+    assert refused.responses[0].error_code == ErrorCode.cluster_authorization_failed
+    refused = await alice.request(alter(8, "0", "tinystream.broker", "DEBUG"))
+    assert refused.responses[0].error_code == ErrorCode.cluster_authorization_failed
+    assert broker.ctx.broker_configs.layers.broker == {}
+    # ALTER_CONFIGS on a topic is not enough: the broker's configs belong to the cluster.
+    await grant(admin, acl_creation("TOPIC", "*", "User:alice", "ALTER_CONFIGS"))
+    refused = await alice.request(alter(4, "", "log.retention.ms", "60000"))
+    assert refused.responses[0].error_code == ErrorCode.cluster_authorization_failed
+    await grant(admin, acl_creation("CLUSTER", "kafka-cluster", "User:alice", "ALTER_CONFIGS"))
+    allowed = await alice.request(alter(4, "0", "message.max.bytes", "2000"))
+    assert allowed.responses[0].error_code == ErrorCode.none
+    assert broker.ctx.broker_configs.settings.message_max_bytes == 2000
+    # bob, with no ACL at all, may not even look.
+    bob = await login("bob")
+    assert (await bob.request(describe(4, "0"))).results[0].error_code == ErrorCode.cluster_authorization_failed
 
 
 def test_every_checked_api_has_a_refusal_test():
