@@ -31,6 +31,7 @@ class ClusterReason(str, enum.Enum):
     SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
     WAITING_FOR_CONTROLLER = "WaitingForController"
     INVALID_BROKER_CONFIG = "InvalidBrokerConfig"
+    INVALID_POD_TEMPLATE = "InvalidPodTemplate"  # spec.template.pod sets a reserved label or annotation
     SECRET_NOT_OWNED = "SecretNotOwned"  # a Secret the cluster needs is there under another owner
     CA_UNUSABLE = "CaUnusable"  # the provided CA's Secret is missing, unreadable, invalid or expired
     WAITING_FOR_EXTERNAL_ADDRESSES = "WaitingForExternalAddresses"  # a node port or load balancer not known yet

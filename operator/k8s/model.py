@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinystream.operator.k8s.ca_lifecycle import CaSpec
+from tinystream.operator.k8s.pod_template import PodTemplate
 
 GROUP = "tinystream.io"
 VERSION = "v1alpha1"
@@ -152,6 +153,7 @@ class ClusterSpec:
     cluster_ca: CaSpec = field(default_factory=CaSpec)  # spec.security.clusterCa (ca_lifecycle.py)
     ca_status: Mapping[str, Any] = field(default_factory=dict)  # status.clusterCa as last written: who signs
     ca_marker: str = ""  # the pod template's CA annotation, set by the reconciler after the CA step
+    pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.template.pod (pod_template.py)
 
     @property
     def security_protocol(self) -> str:
@@ -224,6 +226,7 @@ class ClusterSpec:
             created=str(meta.get("creationTimestamp") or ""),
             cluster_ca=_cluster_ca(meta, spec.get("security") or {}),
             ca_status=dict((body.get("status") or {}).get("clusterCa") or {}),
+            pod_template=PodTemplate.from_spec((spec.get("template") or {}).get("pod")),
         )
 
 

@@ -12,7 +12,8 @@ ends the pass with the reason that becomes the Ready condition:
 
 1. check_config: broker config that the broker would refuse -> nothing is
    changed, the condition says which key (InvalidBrokerConfig). A bad config
-   never rolls.
+   never rolls. The same for a pod template that sets a label or annotation
+   of the operator's (InvalidPodTemplate, pod_template.py).
 2. plan_scale: replicas of the StatefulSet:
    - no StatefulSet yet: spec.brokers;
    - scale up: spec.brokers at once; new brokers get a fair share of replicas
@@ -321,6 +322,15 @@ def check_config(spec: ClusterSpec) -> End | None:
                "spec.config would stop the brokers, nothing was changed: " + "; ".join(problems), requeue=None)
 
 
+def check_pod_template(spec: ClusterSpec) -> End | None:
+    """1. A pod template that would take a key of the operator's (the CRD refuses it first): change nothing."""
+    problems = spec.pod_template.problems()
+    if not problems:
+        return None
+    return End(Phase.FAILED, ClusterReason.INVALID_POD_TEMPLATE,
+               "spec.template.pod cannot be used, nothing was changed: " + "; ".join(problems), requeue=None)
+
+
 def plan_scale(spec: ClusterSpec, observed: Observed) -> Scale:
     """2. The StatefulSet's replicas: spec.brokers when new or growing; shrinking only once drained."""
     sts = observed.statefulset(spec)
@@ -541,7 +551,7 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
                  ctx: OperatorContext) -> ClusterPlan:
     """The next step for `spec`, given the last `status` written and what is `observed` now."""
     del status  # the decision uses only what is observed now; status is its output
-    invalid = check_config(spec)
+    invalid = check_config(spec) or check_pod_template(spec)
     if invalid is not None:
         return _plan(spec, observed, (), invalid)
     scale = plan_scale(spec, observed)

@@ -20,7 +20,9 @@ Broker identity comes from the pod: broker.id is the StatefulSet ordinal
 (the `apps.kubernetes.io/pod-index` label, Kubernetes >= 1.28), the
 advertised host is the pod's DNS name under the headless Service. Shared
 settings live in the ConfigMap; its hash is a pod-template annotation, so a
-config change makes a new StatefulSet revision and the operator rolls it.
+config change makes a new StatefulSet revision and the operator rolls it;
+so does a change of spec.template.pod (pod_template.py), which adds the
+user's scheduling fields, labels and annotations to the broker pods.
 The StatefulSet uses updateStrategy OnDelete: the operator, not the
 StatefulSet controller, decides when each broker restarts (reconcile.py).
 """
@@ -48,6 +50,7 @@ from tinystream.operator.k8s.external import (
     start_command,
 )
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
+from tinystream.operator.k8s.pod_template import pod_annotations, pod_labels, scheduling, spread_constraints
 
 DATA_DIR = "/var/lib/tinystream"
 CONFIG_DIR = "/etc/tinystream"
@@ -55,6 +58,8 @@ CONFIG_FILE = "broker.toml"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 CONFIG_HASH_ANNOTATION = "tinystream.io/config-hash"
 RACK_KEY_ANNOTATION = "tinystream.io/rack-topology-key"
+# On the StatefulSet (not its pods): spec.template.pod's digest, so removing a template field re-applies it.
+POD_TEMPLATE_ANNOTATION = "tinystream.io/pod-template"
 MANAGED_BY = "tinystream-operator"
 # Every broker pod of every cluster the operator manages: the pods it watches (pod_handlers.py).
 BROKER_POD_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "broker"}
@@ -428,7 +433,10 @@ def _probe(path: str, *, period: int, failures: int, initial: int = 0) -> dict[s
 
 
 def _affinity(cluster: ClusterSpec) -> dict[str, Any]:
-    # Preferred, not required: a 4th broker on 3 nodes must still schedule (scale-up).
+    """spec.template.pod.affinity if given (it replaces this default, as in Strimzi), else one broker per node,
+    preferred, not required: a 4th broker on 3 nodes must still schedule (scale-up)."""
+    if cluster.pod_template.affinity:
+        return dict(cluster.pod_template.affinity)
     return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
         "weight": 100,
         "podAffinityTerm": {"labelSelector": {"matchLabels": selector_labels(cluster)},
@@ -501,22 +509,27 @@ def _pod_spec(cluster: ClusterSpec, ctx: OperatorContext, names: Names) -> dict[
                                                              "defaultMode": 0o440}},
                     identity_volume(),
                     {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *_security_volumes(cluster, names)],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        # spec.template.pod.securityContext replaces it whole (OpenShift's restricted SCC picks the user itself).
+        "securityContext": dict(cluster.pod_template.security_context or {
+            "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"}}),
         # A clean shutdown hands leadership over before the process exits.
         "terminationGracePeriodSeconds": 60,
         "affinity": _affinity(cluster),
         "enableServiceLinks": False,
         # A broker never calls the Kubernetes API: no service-account token in its pods (issue 21).
         "automountServiceAccountToken": False,
+        **scheduling(cluster.pod_template),
     }
-    if cluster.rack_topology_key:
-        pod_spec["topologySpreadConstraints"] = [{
-            "maxSkew": 1,
-            "topologyKey": cluster.rack_topology_key,
-            "whenUnsatisfiable": "ScheduleAnyway",
-            "labelSelector": {"matchLabels": selector_labels(cluster)},
-        }]
+    rack = [{
+        "maxSkew": 1,
+        "topologyKey": cluster.rack_topology_key,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": selector_labels(cluster)},
+    }] if cluster.rack_topology_key else []
+    constraints = spread_constraints(cluster.pod_template, rack)
+    if constraints:
+        pod_spec["topologySpreadConstraints"] = constraints
     return pod_spec
 
 
@@ -533,15 +546,18 @@ def _data_claim(cluster: ClusterSpec) -> dict[str, Any]:
 def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cfg_hash: str) -> dict[str, Any]:
     names = Names.of(cluster)
     claim_policy = "Delete" if cluster.delete_claim else "Retain"
-    pod_annotations = {CONFIG_HASH_ANNOTATION: cfg_hash}
+    own_annotations = {CONFIG_HASH_ANNOTATION: cfg_hash}
     if cluster.rack_topology_key:
-        pod_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key
+        own_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key
     if cluster.tls and cluster.ca_marker:  # a CA rotation's phase: each one rolls the brokers (ca_lifecycle.py)
-        pod_annotations[CA_ANNOTATION] = cluster.ca_marker
+        own_annotations[CA_ANNOTATION] = cluster.ca_marker
+    template = cluster.pod_template
+    meta = _metadata(cluster, names.statefulset)
+    meta["annotations"] = {POD_TEMPLATE_ANNOTATION: template.digest}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": _metadata(cluster, names.statefulset),
+        "metadata": meta,
         "spec": {
             "replicas": replicas,
             "serviceName": names.headless,
@@ -550,7 +566,8 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": claim_policy, "whenScaled": claim_policy},
             "selector": {"matchLabels": selector_labels(cluster)},
             "template": {
-                "metadata": {"labels": labels(cluster), "annotations": pod_annotations},
+                "metadata": {"labels": pod_labels(template, labels(cluster)),
+                             "annotations": pod_annotations(template, own_annotations)},
                 "spec": _pod_spec(cluster, ctx, names),
             },
             "volumeClaimTemplates": [_data_claim(cluster)],

@@ -227,6 +227,13 @@ def test_values_schema_refuses_bad_values(bad):
     assert "values don't meet the specifications of the schema" in result.stderr or "at '/" in result.stderr
 
 
+def test_a_pod_template_from_values_reaches_the_cluster():
+    cluster, = by_kind(render(HELM, "-f", str(FULL_VALUES), namespace="streaming"), "TinyStreamCluster")
+    pod = cluster["spec"]["template"]["pod"]
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "streaming", "effect": "NoSchedule"}]
+    assert (pod["priorityClassName"], pod["imagePullSecrets"]) == ("streaming-high", [{"name": "regcred"}])
+
+
 def test_topics_from_values_reach_the_topic_objects():
     docs = render(HELM, "-f", str(FULL_VALUES), namespace="streaming")
     topics = {t["metadata"]["name"]: t["spec"] for t in by_kind(docs, "Topic")}

@@ -146,6 +146,26 @@ def test_full_cluster_is_accepted(cluster_crd):
     assert admission_errors(cluster_crd, CLUSTER) == []
 
 
+POD_TEMPLATE = {
+    "metadata": {"labels": {"team": "data", "app.kubernetes.io/version": "1"},
+                 "annotations": {"example.com/owner": "streaming"}},
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["kafka"]}]}]}}},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}],
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                   "whenUnsatisfiable": "ScheduleAnyway",
+                                   "labelSelector": {"matchLabels": {"tinystream.io/cluster": "demo"}}}],
+    "priorityClassName": "kafka-critical",
+    "imagePullSecrets": [{"name": "regcred"}],
+    "securityContext": {"runAsNonRoot": True, "fsGroup": 2000},
+}
+
+
+def test_a_cluster_with_a_pod_template_is_accepted(cluster_crd):
+    assert admission_errors(cluster_crd, with_spec(CLUSTER, template={"pod": POD_TEMPLATE})) == []
+
+
 def test_minimal_cluster_gets_defaults(cluster_crd):
     from k8s_helpers import apply_defaults
     minimal = {"apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamCluster",
@@ -175,6 +195,21 @@ def test_minimal_cluster_gets_defaults(cluster_crd):
     ({"resources__requests__cpu": "lots"}, "does not match"),
     ({"unknownField": 1}, "Additional properties"),
     ({"rack__topologyKey": ""}, "non-empty"),
+    # spec.template.pod (issue 23)
+    ({"template__pod__tolerations": {"key": "dedicated"}}, "is not of type 'array'"),
+    ({"template__pod__tolerations": [{"key": "a", "operator": "Maybe"}]}, "is not one of"),
+    ({"template__pod__nodeSelector": {"pool": 1}}, "is not of type 'string'"),
+    ({"template__pod__priorityClassName": 5}, "is not of type 'string'"),
+    ({"template__pod__imagePullSecrets": [{}]}, "'name' is a required property"),
+    ({"template__pod__metadata__labels": {"tinystream.io/cluster": "x"}}, "cannot set the operator's labels"),
+    ({"template__pod__metadata__labels": {"app.kubernetes.io/managed-by": "me"}}, "cannot set the operator's labels"),
+    ({"template__pod__metadata__labels": {"team": "a b"}}, "does not match"),
+    ({"template__pod__metadata__annotations": {"tinystream.io/config-hash": "0"}}, "cannot set tinystream.io/*"),
+    ({"template__pod__topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}]}, "required property"),
+    ({"template__pod__topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"},
+        {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}, "each topologyKey"),
+    ({"template__unknown": {}}, "Additional properties"),
 ])
 def test_bad_cluster_is_refused(cluster_crd, change, expected):
     errors = admission_errors(cluster_crd, with_spec(CLUSTER, **change))

@@ -261,3 +261,50 @@ def test_differs_ignores_server_fields_but_not_changes():
     assert not differs({"a": {"b": 1}}, {"a": {"b": 1, "c": 2}, "status": {}})
     assert differs({"a": [1, 2]}, {"a": [1]})
     assert differs({"a": {"b": 1}}, {"a": {"b": 2}})
+
+
+# --- spec.template.pod (issue 23) ---------------------------------------------------------
+
+TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}
+
+
+def test_a_pod_template_change_patches_the_statefulset_then_rolls_one_broker_at_a_time():
+    old = spec()
+    new = spec(template={"pod": {"tolerations": [TOLERATION], "priorityClassName": "high"}})
+    plan = plan_cluster(new, None, world(old), ctx=CTX)
+    apply, = plan.actions
+    assert apply.key == ("StatefulSet", "demo-broker") and not apply.create
+    assert apply.obj["spec"]["template"]["spec"]["tolerations"] == [TOLERATION]
+    assert plan.phase is Phase.ROLLING and plan.condition.reason == "RollingUpdate"
+    # The next pass: the StatefulSet is current, the pods run the old revision; one restarts.
+    pods = tuple(BrokerPod(f"demo-broker-{i}", i, True, "r0") for i in range(3))
+    plan = plan_cluster(new, None, world(new, pods=pods, partitions=parts((0, [0, 1, 2], [0, 1, 2]))), ctx=CTX)
+    assert plan.actions == (DeletePod("demo-broker-2", 2),)
+
+
+def test_removing_the_pod_template_applies_the_statefulset_again():
+    """A removed toleration is missing from the desired object, which `differs` alone does not see."""
+    old = spec(template={"pod": {"tolerations": [TOLERATION]}})
+    plan = plan_cluster(spec(), None, world(old), ctx=CTX)
+    apply, = plan.actions
+    assert apply.key == ("StatefulSet", "demo-broker") and "tolerations" not in apply.obj["spec"]["template"]["spec"]
+    assert plan.phase is Phase.ROLLING
+
+
+def test_an_operator_without_templates_applied_before_adds_the_digest_only():
+    """An operator upgrade: the StatefulSet gets the digest annotation; its pod template is the same (no roll)."""
+    s = spec()
+    observed = world(s)
+    sts = observed.objects[("StatefulSet", "demo-broker")]
+    before = copy.deepcopy(sts["spec"]["template"])
+    del sts["metadata"]["annotations"]
+    apply, = plan_cluster(s, None, observed, ctx=CTX).actions
+    assert apply.obj["spec"]["template"] == before
+
+
+def test_a_reserved_pod_label_changes_nothing_and_says_why():
+    s = spec(template={"pod": {"metadata": {"labels": {"app.kubernetes.io/managed-by": "me"}}}})
+    plan = plan_cluster(s, None, world(spec()), ctx=CTX)
+    assert plan.actions == ()
+    assert plan.phase is Phase.FAILED and plan.condition.reason == "InvalidPodTemplate"
+    assert "app.kubernetes.io/managed-by" in plan.condition.message

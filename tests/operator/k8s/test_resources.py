@@ -6,6 +6,7 @@ from k8s_requirements import require
 
 require('yaml', 'jsonschema', 'kubernetes_validate')
 
+import dataclasses
 import tomllib
 
 import pytest
@@ -15,14 +16,17 @@ from tinystream.broker.security.listener_config import plan_listeners
 from tinystream.config.settings import BrokerSettings
 from tinystream.operator.k8s.conditions import secure_condition
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
+from tinystream.operator.k8s.pod_template import reserved_annotation, reserved_label
 from tinystream.operator.k8s.resources import (
     CONFIG_FILE,
     CONFIG_HASH_ANNOTATION,
     POD_INDEX_LABEL,
+    POD_TEMPLATE_ANNOTATION,
     Names,
     broker_config_problems,
     config_hash,
     config_map,
+    labels,
     owned_objects,
     statefulset,
 )
@@ -250,3 +254,133 @@ def test_brokers_admin_http_wants_the_clusters_token_and_metrics_open_only_when_
     assert mounts["controller-tokens"] == TOKENS_MOUNT  # the tokens Secret, where the file is
     assert "admin.token.file: set by the operator" in broker_config_problems({"admin.token.file": "/x"})
     BrokerSettings.model_validate({k: v for k, v in config.items()})  # the broker takes every key
+
+
+# --- spec.template.pod (issue 23) ---------------------------------------------------------
+
+NODE_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["kafka"]}]}]}}}
+TEMPLATE = {"metadata": {"labels": {"team": "data", "example.com/tier": "gold"},
+                         "annotations": {"example.com/owner": "streaming"}},
+            "affinity": NODE_AFFINITY,
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}],
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                           "whenUnsatisfiable": "DoNotSchedule",
+                                           "labelSelector": {"matchLabels": {"tinystream.io/cluster": "demo"}}}],
+            "priorityClassName": "kafka-critical",
+            "imagePullSecrets": [{"name": "regcred"}],
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}
+
+
+def with_template(pod, **spec_changes):
+    return ClusterSpec.from_resource({**BODY, "spec": {**BODY["spec"], **spec_changes, "template": {"pod": pod}}})
+
+
+def pod_template_of(cluster):
+    return by_kind_name(owned_objects(cluster, CTX, replicas=3))[("StatefulSet", "demo-broker")]["spec"]["template"]
+
+
+def test_a_pod_template_reaches_the_broker_pods_and_the_statefulset_stays_valid():
+    cluster = with_template(TEMPLATE)
+    assert cluster.pod_template.problems() == []
+    template = pod_template_of(cluster)
+    pod = template["spec"]
+    assert pod["tolerations"] == TEMPLATE["tolerations"]
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["priorityClassName"] == "kafka-critical"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    # Replaced whole, as in Strimzi: the user's affinity instead of the default anti-affinity.
+    assert pod["affinity"] == NODE_AFFINITY
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    # Added to the rack's constraint (another topologyKey).
+    assert [c["topologyKey"] for c in pod["topologySpreadConstraints"]] == ["topology.kubernetes.io/zone",
+                                                                            "kubernetes.io/hostname"]
+    assert template["metadata"]["labels"]["team"] == "data"
+    assert template["metadata"]["labels"]["example.com/tier"] == "gold"
+    assert template["metadata"]["labels"].items() >= labels(cluster).items()  # the operator's all there
+    assert template["metadata"]["annotations"]["example.com/owner"] == "streaming"
+    assert CONFIG_HASH_ANNOTATION in template["metadata"]["annotations"]
+    for obj in owned_objects(cluster, CTX, replicas=3):
+        assert builtin_errors(obj) == [], obj["kind"]
+
+
+def test_no_template_keeps_the_operators_defaults(spec):
+    pod = pod_template_of(spec)["spec"]
+    assert "tolerations" not in pod and "nodeSelector" not in pod and "priorityClassName" not in pod
+    assert "imagePullSecrets" not in pod
+    assert pod["affinity"]["podAntiAffinity"]  # one broker per node, preferred
+    assert pod["securityContext"]["runAsUser"] == 10001
+
+
+def test_a_spread_constraint_on_the_racks_key_replaces_the_racks():
+    zone = {"maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"tinystream.io/cluster": "demo"}}}
+    constraints = pod_template_of(with_template({"topologySpreadConstraints": [zone]}))["spec"][
+        "topologySpreadConstraints"]
+    assert constraints == [zone]
+    no_rack = {k: v for k, v in BODY["spec"].items() if k != "rack"}
+    cluster = ClusterSpec.from_resource({**BODY, "spec": {**no_rack, "template": {"pod": {
+        "topologySpreadConstraints": [zone]}}}})
+    assert pod_template_of(cluster)["spec"]["topologySpreadConstraints"] == [zone]
+
+
+def test_the_operators_labels_and_annotations_win_and_are_reported():
+    cluster = with_template({"metadata": {
+        "labels": {"tinystream.io/cluster": "other", "app.kubernetes.io/component": "x",
+                   "controller-revision-hash": "r9", "ok": "yes"},
+        "annotations": {CONFIG_HASH_ANNOTATION: "0000", "tinystream.io/cluster-ca": "x", "example.com/a": "b"}}})
+    problems = cluster.pod_template.problems()
+    assert len(problems) == 5, problems
+    assert any("tinystream.io/cluster: the operator's own label" in p for p in problems)
+    assert any(f"{CONFIG_HASH_ANNOTATION}: the operator's own annotation" in p for p in problems)
+    # Were they to reach resources.py, the operator's own values would still be the ones written.
+    meta = pod_template_of(cluster)["metadata"]
+    assert meta["labels"]["tinystream.io/cluster"] == "demo" and meta["labels"]["app.kubernetes.io/component"] == "broker"
+    assert "controller-revision-hash" not in meta["labels"] and meta["labels"]["ok"] == "yes"
+    assert meta["annotations"][CONFIG_HASH_ANNOTATION] != "0000" and "tinystream.io/cluster-ca" not in meta["annotations"]
+    assert meta["annotations"]["example.com/a"] == "b"
+
+
+def test_every_label_and_annotation_the_operator_sets_on_a_broker_pod_is_reserved():
+    cluster = with_template({}, listeners={"tls": True})
+    cluster = dataclasses.replace(cluster, ca_marker="gen-2")
+    meta = pod_template_of(cluster)["metadata"]
+    assert all(reserved_label(k) for k in meta["labels"]), meta["labels"]
+    assert all(reserved_annotation(k) for k in meta["annotations"]), meta["annotations"]
+    # and the ones the StatefulSet controller sets on each pod (the roll reads its revision).
+    assert all(reserved_label(k) for k in (POD_INDEX_LABEL, "statefulset.kubernetes.io/pod-name",
+                                           "controller-revision-hash"))
+    assert not reserved_label("app.kubernetes.io/version") and not reserved_annotation("example.com/tinystream.io")
+
+
+@pytest.mark.parametrize("key", ["bad key", "-x", "a/b/c", "example.com/" + "x" * 64])
+def test_a_malformed_label_key_is_reported(key):
+    assert any("not a valid label key" in p for p in with_template({"metadata": {"labels": {key: "v"}}}).pod_template.problems())
+
+
+@pytest.mark.parametrize("change", [
+    {"tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]},
+    {"nodeSelector": {"pool": "kafka"}},
+    {"priorityClassName": "high"},
+    {"metadata": {"labels": {"team": "payments"}}},
+    {"metadata": {"annotations": {"example.com/owner": "someone"}}},
+    {"affinity": {"podAntiAffinity": {}}},
+    {"imagePullSecrets": [{"name": "other"}]},
+])
+def test_a_template_change_changes_the_pod_template_and_the_statefulsets_digest(change):
+    before = with_template(TEMPLATE)
+    after = with_template({**TEMPLATE, **change})
+    sts_a = by_kind_name(owned_objects(before, CTX, replicas=3))[("StatefulSet", "demo-broker")]
+    sts_b = by_kind_name(owned_objects(after, CTX, replicas=3))[("StatefulSet", "demo-broker")]
+    assert sts_a["spec"]["template"] != sts_b["spec"]["template"]  # a new StatefulSet revision: the brokers roll
+    assert sts_a["metadata"]["annotations"][POD_TEMPLATE_ANNOTATION] != sts_b["metadata"]["annotations"][
+        POD_TEMPLATE_ANNOTATION]
+
+
+def test_removing_a_template_field_changes_the_digest():
+    """A desired object that lacks a field does not differ from one that has it (reconcile.differs): the
+    digest on the StatefulSet makes the removal an apply, which drops the field."""
+    full, fewer = with_template(TEMPLATE), with_template({k: v for k, v in TEMPLATE.items() if k != "tolerations"})
+    assert full.pod_template.digest != fewer.pod_template.digest
+    assert with_template({}).pod_template.digest == ClusterSpec.from_resource(BODY).pod_template.digest

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from test_crds import CLUSTER, DELETE, TOPIC, with_spec
+from test_crds import CLUSTER, DELETE, POD_TEMPLATE, TOPIC, with_spec
 
 from tinystream.testing.kube_control_plane import KubeControlPlane
 
@@ -80,6 +80,13 @@ def test_external_listeners_are_accepted_with_their_defaults(control_plane, name
     assert (lb["tls"], lb["authentication"]) == (True, {"type": "tls"})
 
 
+def test_a_pod_template_is_stored_whole(control_plane, namespace) -> None:
+    """Kubernetes' own types (affinity, tolerations, spread constraints, securityContext) keep every field."""
+    status, stored = create(control_plane, namespace, with_spec(CLUSTER, template={"pod": POD_TEMPLATE}))
+    assert status == 201, stored
+    assert stored["spec"]["template"]["pod"] == POD_TEMPLATE
+
+
 @pytest.mark.parametrize("change,expected", [
     ({"brokers": 0}, "should be greater than or equal to 1"),
     ({"brokers": 101}, "should be less than or equal to 100"),
@@ -130,6 +137,20 @@ def test_external_listeners_are_accepted_with_their_defaults(control_plane, name
                                "brokers": [{"broker": 0, "advertisedHost": "a host"}]}]}, "should match"),
     ({"listeners__external": [{"name": "ext", "port": 9094, "type": "nodeport",
                                "brokers": [{"broker": 0, "nodePort": 70000}]}]}, "less than or equal to 65535"),
+    # spec.template.pod (issue 23): wrong types, and the operator's own labels and annotations
+    ({"template__pod__tolerations": "dedicated"}, "must be of type array"),
+    ({"template__pod__tolerations": [{"key": "a", "operator": "Maybe"}]}, "Unsupported value"),
+    ({"template__pod__nodeSelector": {"pool": 1}}, "must be of type string"),
+    ({"template__pod__priorityClassName": 5}, "must be of type string"),
+    ({"template__pod__affinity": ["nodeAffinity"]}, "must be of type object"),
+    ({"template__pod__imagePullSecrets": [{}]}, "Required value"),
+    ({"template__pod__metadata__labels": {"tinystream.io/cluster": "x"}}, "cannot set the operator's labels"),
+    ({"template__pod__metadata__labels": {"app.kubernetes.io/component": "x"}}, "cannot set the operator's labels"),
+    ({"template__pod__metadata__labels": {"team": "a b"}}, "should match"),
+    ({"template__pod__metadata__annotations": {"tinystream.io/config-hash": "0"}}, "cannot set tinystream.io/*"),
+    ({"template__pod__topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"},
+        {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}, "each topologyKey"),
 ])
 def test_a_bad_cluster_is_refused_by_the_api_server(control_plane, namespace, change, expected) -> None:
     message = refusal(*create(control_plane, namespace, with_spec(CLUSTER, **change)))

@@ -147,3 +147,40 @@ async def test_a_topic_changes_its_replication_factor_and_reports_a_bad_one(api,
                                   timeout=30)
     assert ready_condition(too_many)["reason"] == "ReplicationFactorTooLarge", ready_condition(too_many)
     assert all(len(p["replicas"]) == 1 for p in too_many["status"]["partitions"])  # nothing moved
+
+
+async def test_a_pod_template_reaches_the_statefulset_and_a_change_makes_a_new_revision(api, controller) -> None:
+    """spec.template.pod (issue 23) on a real server: the StatefulSet the operator writes carries it, the
+    server accepts it, and a change (a field removed too) gives the pod template a new revision: what
+    plan_roll rolls by, one broker at a time."""
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}
+    pod = {"tolerations": [toleration], "nodeSelector": {"pool": "kafka"}, "priorityClassName": "kafka-high",
+           "metadata": {"labels": {"team": "data"}, "annotations": {"example.com/owner": "streaming"}}}
+    cluster = {**CLUSTER, "spec": {**CLUSTER["spec"], "template": {"pod": pod}}}
+    await api.create(TS, "tinystreamclusters", cluster)
+    sts = await api.wait_for("apps/v1", "statefulsets", "demo-broker",
+                             lambda o: o is not None and (o.get("status") or {}).get("updateRevision"), timeout=30)
+    template = sts["spec"]["template"]
+    assert template["spec"]["tolerations"] == [toleration]
+    assert template["spec"]["nodeSelector"] == {"pool": "kafka"}
+    assert template["spec"]["priorityClassName"] == "kafka-high"
+    assert template["metadata"]["labels"]["team"] == "data"
+    assert template["metadata"]["labels"]["tinystream.io/cluster"] == "demo"  # the operator's, still
+    assert template["metadata"]["annotations"]["example.com/owner"] == "streaming"
+    first = sts["status"]["updateRevision"]
+
+    # The nodeSelector removed: a desired object that merely lacks a field is still applied (the digest on
+    # the StatefulSet), and the server-side apply drops the field.
+    await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"template": {"pod": {"nodeSelector": None}}}})
+    sts = await api.wait_for("apps/v1", "statefulsets", "demo-broker",
+                             lambda o: "nodeSelector" not in o["spec"]["template"]["spec"]
+                             and o["status"].get("updateRevision") not in (None, first), timeout=30)
+    assert sts["spec"]["template"]["spec"]["tolerations"] == [toleration]
+    second = sts["status"]["updateRevision"]
+
+    other = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"template": {"pod": {"tolerations": [other]}}}})
+    sts = await api.wait_for("apps/v1", "statefulsets", "demo-broker",
+                             lambda o: o["spec"]["template"]["spec"].get("tolerations") == [other]
+                             and o["status"].get("updateRevision") not in (None, first, second), timeout=30)
+    assert sts["spec"]["template"]["spec"]["priorityClassName"] == "kafka-high"
