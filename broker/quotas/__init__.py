@@ -4,4 +4,5 @@
     book.py       the stored quotas and Kafka's resolution order (most specific wins)
     rate.py       a sampled rate (quota.window.num samples of quota.window.size.seconds) and throttle time
     manager.py    per-entity rates for one quota type, bounded and expired: record -> throttle ms
+    request_time.py  request_percentage (KIP-124): request time as a percentage of one thread
 """

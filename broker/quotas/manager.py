@@ -10,7 +10,8 @@ Memory is bounded: rates are kept per tags in LRU order, at most
 quota sensor after an hour) or pushed out by a newer one is dropped, which
 forgets its history (that entity starts afresh, as after a broker restart).
 The throttle is capped at the whole window (samples * window: Kafka's
-maxThrottleTimeMs), so a misconfigured tiny quota cannot park a client forever.
+maxThrottleTimeMs), so a misconfigured tiny quota cannot park a client forever;
+request_percentage caps it at one window (Kafka's ClientRequestQuotaManager).
 """
 
 from __future__ import annotations
@@ -26,16 +27,18 @@ MAX_ENTITIES = 10_000
 
 class ClientQuotaManager:
     def __init__(self, key: str, *, samples: int = DEFAULT_SAMPLES, window_ms: int = DEFAULT_WINDOW_MS,
-                 max_entities: int = MAX_ENTITIES, idle_expiry_ms: int = IDLE_EXPIRY_MS) -> None:
-        self.key = key  # producer_byte_rate, consumer_byte_rate
+                 max_entities: int = MAX_ENTITIES, idle_expiry_ms: int = IDLE_EXPIRY_MS,
+                 max_throttle_ms: int | None = None) -> None:
+        self.key = key  # producer_byte_rate, consumer_byte_rate, request_percentage
         self.samples, self.window_ms = samples, window_ms
+        self._max_throttle_ms = samples * window_ms if max_throttle_ms is None else max_throttle_ms
         self.max_entities, self.idle_expiry_ms = max_entities, idle_expiry_ms
         self.book = QuotaBook()
         self._rates: OrderedDict[Tags, tuple[SampledRate, int]] = OrderedDict()  # tags -> (rate, last used ms)
 
     @property
     def max_throttle_ms(self) -> int:
-        return self.samples * self.window_ms
+        return self._max_throttle_ms
 
     @property
     def tracked(self) -> int:
