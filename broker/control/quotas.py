@@ -8,8 +8,9 @@ quotas are not yet cluster metadata in the controller's image (docs/operations.m
 says so), and Kafka enforces them per broker anyway.
 
 `ClientQuotas` owns one ClientQuotaManager per byte-rate key (quotas/manager.py,
-pure), the request_percentage accounting (quotas/request_time.py) and the
-clock; the handlers (byte rates) and the dispatcher (request time) ask it for a
+pure), the request_percentage accounting (quotas/request_time.py), the
+controller_mutation_rate buckets (quotas/mutation.py) and the clock; the
+handlers (byte rates, mutations) and the dispatcher (request time) ask it for a
 throttle time.
 """
 
@@ -24,6 +25,7 @@ from tinystream.atomic_file import write_atomically
 from tinystream.broker.quotas.book import QuotaBook
 from tinystream.broker.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Entity
 from tinystream.broker.quotas.manager import ClientQuotaManager
+from tinystream.broker.quotas.mutation import ControllerMutationQuota
 from tinystream.broker.quotas.request_time import RequestTimeQuota
 
 
@@ -46,6 +48,7 @@ class ClientQuotas:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples=samples, window_ms=window_ms)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples=samples, window_ms=window_ms)
         self.requests = RequestTimeQuota(samples=samples, window_ms=window_ms)
+        self.mutations = ControllerMutationQuota(samples=samples, window_ms=window_ms)
         book = QuotaBook()
         if self.path is not None and self.path.exists():
             try:
@@ -62,6 +65,7 @@ class ClientQuotas:
         self.produce.use(book)
         self.fetch.use(book)
         self.requests.use(book)
+        self.mutations.use(book)
 
     def alter(self, changes: Iterable[tuple[Entity, Iterable[tuple[str, float, bool]]]]) -> None:
         book = self.book.alter(changes)
@@ -83,3 +87,9 @@ class ClientQuotas:
 
     def record_request_time_only(self, principal: str, client_id: str | None, busy_s: float) -> None:
         self.requests.record_only(user_of(principal), client_id or "", busy_s, self.clock())
+
+    def mutation_exceeded_ms(self, principal: str, client_id: str | None) -> int:
+        return self.mutations.exceeded_ms(user_of(principal), client_id or "", self.clock())
+
+    def spend_mutations(self, principal: str, client_id: str | None, partitions: int) -> int:
+        return self.mutations.spend(user_of(principal), client_id or "", partitions, self.clock())
