@@ -1,10 +1,11 @@
 """Routes each decoded request to its handler, encodes the answer, counts it.
 
 The server's `Dispatcher` protocol: `dispatch` gives framed bytes, None (no
-response) or CLOSE_CONNECTION. A request a request_percentage quota covers runs
-through that gate (request_quota.py): its handler is timed on the loop. An API the table knows but this broker does not
+response) or CLOSE_CONNECTION. An API the table knows but this broker does not
 advertise (the group APIs when no coordinator is wired) is not `serves`d: the
-server closes the connection, as for an unknown API.
+server closes the connection, as for an unknown API. A request that a
+request_percentage quota covers goes through that gate (request_quota.py): its
+handler's steps on the loop are timed, as Kafka times a handler thread.
 """
 
 from __future__ import annotations

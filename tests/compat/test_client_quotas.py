@@ -84,3 +84,15 @@ def test_controller_mutation_rate_lets_the_crossing_create_through_and_refuses_t
         assert first_topic in listed.split() and second_topic not in listed.split(), listed
     finally:
         configs(bootstrap, "--alter", "--delete-config", "controller_mutation_rate", *entity)
+
+
+def test_kafka_configs_sets_request_percentage_and_controller_mutation_rate_and_refuses_zero(bootstrap):
+    require_client("java")
+    entity = ["--entity-type", "users", "--entity-name", f"rq-{uuid.uuid4().hex[:8]}"]
+    configs(bootstrap, "--alter", "--add-config", "request_percentage=12.5,controller_mutation_rate=3.5", *entity)
+    described = configs(bootstrap, "--describe", *entity)
+    assert "request_percentage=12.5" in described and "controller_mutation_rate=3.5" in described, described
+    refused = run_java_tool(CONFIG_COMMAND, ["--bootstrap-server", bootstrap, "--alter", "--add-config",
+                                             "request_percentage=0", *entity], timeout=90)
+    assert refused.returncode != 0, refused.stdout[-2000:]
+    assert "request_percentage=12.5" in configs(bootstrap, "--describe", *entity)  # unchanged
