@@ -25,8 +25,8 @@ async def test_steps_count_and_waits_do_not():
     started = time.perf_counter()
     assert await timed(handler(), meter) == "answer"
     wall = time.perf_counter() - started
-    assert wall >= 0.4
-    assert 0.11 <= meter.seconds < 0.3, meter.seconds
+    assert meter.seconds >= 0.11  # both busy steps and the decode time
+    assert meter.seconds <= wall - 0.3 + 0.01, (meter.seconds, wall)  # the 0.3 s wait is not counted
 
 
 async def test_errors_and_values_pass_through():
