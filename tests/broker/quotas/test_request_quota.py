@@ -12,14 +12,20 @@ raw client reads the throttle_time_ms field of the answers itself.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from tinystream.broker.errors import ErrorCode
+from tinystream.broker.handlers.shared.context import Call
+from tinystream.broker.protocol import api_versions
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.protocol.codec import to_millis
+from tinystream.broker.security.peer import ClientInfo, ConnectionAuth
+from tinystream.broker.server import request_quota
 from tinystream.testing.broker import BrokerThread, create_topic, request, test_settings
 from tinystream.testing.broker import alter_client_quotas_request as alter
 
@@ -111,3 +117,20 @@ def test_the_answers_carry_throttle_time_ms_and_the_connection_waits_it_out(brok
     later = [t for t, _ in answers if t > t0]
     if later:
         assert later[0] - t0 >= ms0 / 1000 * 0.8, (later[0] - t0, ms0)
+
+
+def test_the_sasl_exchange_and_brokers_are_exempt_and_uncovered_clients_are_not_measured(broker):
+    """Kafka's exemptions: the authenticator's requests and ClusterAction callers (here: brokers)."""
+    def meter(api_key: int, client_id: str, *, principal: str = "User:ANONYMOUS", listener: str = "PLAINTEXT"):
+        ctx = dataclasses.replace(broker.broker.ctx, inter_broker_listener="REPLICATION",
+                                  broker_principals=frozenset({"User:broker-1"}))
+        client = ClientInfo(1, "127.0.0.1", 1, ConnectionAuth(principal=principal), listener)
+        call = Call(SimpleNamespace(api_key=api_key, client_id=client_id), None, None, client)
+        return request_quota.measure(ctx, call, 0.25)
+
+    assert meter(api_versions.METADATA, "slow").seconds == 0.25  # starts with its decode time
+    assert meter(api_versions.METADATA, "free") is None
+    assert meter(api_versions.SASL_HANDSHAKE, "slow") is None
+    assert meter(api_versions.SASL_AUTHENTICATE, "slow") is None
+    assert meter(api_versions.FETCH, "slow", principal="User:broker-1", listener="REPLICATION") is None
+    assert meter(api_versions.FETCH, "slow", principal="User:broker-1", listener="PLAINTEXT") is not None
