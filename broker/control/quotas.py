@@ -8,7 +8,10 @@ quotas are not yet cluster metadata in the controller's image (docs/operations.m
 says so), and Kafka enforces them per broker anyway.
 
 `ClientQuotas` owns one ClientQuotaManager per byte-rate key (quotas/manager.py,
-pure) and the clock; the handlers ask it for a throttle time.
+pure), the request_percentage accounting (quotas/request_time.py), the
+controller_mutation_rate buckets (quotas/mutation.py) and the clock; the
+handlers (byte rates, mutations) and the dispatcher (request time) ask it for a
+throttle time.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from tinystream.atomic_file import write_atomically
 from tinystream.broker.quotas.book import QuotaBook
 from tinystream.broker.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Entity
 from tinystream.broker.quotas.manager import ClientQuotaManager
+from tinystream.broker.quotas.mutation import ControllerMutationQuota
+from tinystream.broker.quotas.request_time import RequestTimeQuota
 
 
 def _monotonic_ms() -> int:
@@ -42,6 +47,8 @@ class ClientQuotas:
         self.clock = clock
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples=samples, window_ms=window_ms)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples=samples, window_ms=window_ms)
+        self.requests = RequestTimeQuota(samples=samples, window_ms=window_ms)
+        self.mutations = ControllerMutationQuota(samples=samples, window_ms=window_ms)
         book = QuotaBook()
         if self.path is not None and self.path.exists():
             try:
@@ -57,6 +64,8 @@ class ClientQuotas:
     def _use(self, book: QuotaBook) -> None:
         self.produce.use(book)
         self.fetch.use(book)
+        self.requests.use(book)
+        self.mutations.use(book)
 
     def alter(self, changes: Iterable[tuple[Entity, Iterable[tuple[str, float, bool]]]]) -> None:
         book = self.book.alter(changes)
@@ -69,3 +78,18 @@ class ClientQuotas:
 
     def record_fetch(self, principal: str, client_id: str | None, size: int) -> int:
         return self.fetch.record(user_of(principal), client_id or "", size, self.clock())
+
+    def request_time_applies(self, principal: str, client_id: str | None) -> bool:
+        return self.requests.applies(user_of(principal), client_id or "")
+
+    def record_request_time(self, principal: str, client_id: str | None, busy_s: float) -> int:
+        return self.requests.record(user_of(principal), client_id or "", busy_s, self.clock())
+
+    def record_request_time_only(self, principal: str, client_id: str | None, busy_s: float) -> None:
+        self.requests.record_only(user_of(principal), client_id or "", busy_s, self.clock())
+
+    def mutation_exceeded_ms(self, principal: str, client_id: str | None) -> int:
+        return self.mutations.exceeded_ms(user_of(principal), client_id or "", self.clock())
+
+    def spend_mutations(self, principal: str, client_id: str | None, partitions: int) -> int:
+        return self.mutations.spend(user_of(principal), client_id or "", partitions, self.clock())

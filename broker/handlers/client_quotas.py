@@ -8,9 +8,10 @@ consumer_byte_rate, request_percentage, controller_mutation_rate. A bad
 entity, key or value is INVALID_REQUEST for that entry, as Kafka's
 ClientQuotaControlManager answers, and nothing of that entry is stored;
 validate_only checks and stores nothing. What is stored lives in
-control/quotas.py (quotas.json) and is enforced on Produce and Fetch
-(producer_byte_rate, consumer_byte_rate); the other keys are stored and
-described only (docs/operations.md).
+control/quotas.py (quotas.json) and is enforced: producer_byte_rate on
+Produce, consumer_byte_rate on Fetch, request_percentage on every request
+(server/request_quota.py), controller_mutation_rate on topic changes
+(handlers/shared/mutation_quota.py); docs/operations.md.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ Authorization (authz.RULES): CREATE on the cluster or the topic to create it
 topic_config_error_code is TOPIC_AUTHORIZATION_FAILED as Kafka puts it),
 DELETE on the topic to delete it, ALTER on it to add partitions; a refusal is
 TOPIC_AUTHORIZATION_FAILED for that topic only.
+
+controller_mutation_rate (KIP-599, shared/mutation_quota.py): after those
+checks, a topic whose client is over its quota is THROTTLING_QUOTA_EXCEEDED on
+new-enough versions; each change done spends its partitions.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers.configs import describe_topic
 from tinystream.broker.handlers.shared import authz, topic_routing
 from tinystream.broker.handlers.shared.context import BrokerContext, Call
-from tinystream.broker.protocol.codec import millis
+from tinystream.broker.handlers.shared.mutation_quota import MESSAGE, MutationGate
 
 
 async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     counts = Counter(t.name for t in body.topics)
     cluster_create = authz.allowed_cluster(ctx, call, AclOperation.CREATE)
+    quota = MutationGate(ctx, call)
     results = []
     for topic in body.topics:
         if counts[topic.name] > 1:
@@ -37,6 +42,9 @@ async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
             continue
         if not cluster_create and not authz.allowed(ctx, call, AclOperation.CREATE, authz.TOPIC, topic.name):
             results.append(_created(ctx, call, topic.name, ErrorCode.topic_authorization_failed, None))
+            continue
+        if quota.refused():
+            results.append(_created(ctx, call, topic.name, ErrorCode.throttling_quota_exceeded, MESSAGE))
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
         configs = {c.name: c.value for c in topic.configs}
@@ -49,8 +57,10 @@ async def handle_create_topics(ctx: BrokerContext, call: Call) -> Any:
             assignments=assignments,
             validate_only=body.validate_only,
         )
+        if result.error == ErrorCode.none and result.spec is not None and not body.validate_only:
+            quota.spent(result.spec.partitions)
         results.append(_created(ctx, call, topic.name, result.error, result.message, result.spec))
-    return call.respond(throttle_time=millis(0), topics=tuple(results))
+    return call.respond(throttle_time=quota.throttle_time(), topics=tuple(results))
 
 
 def _created(ctx: BrokerContext, call: Call, name: str, error: ErrorCode, message: str | None, spec: Any = None) -> Any:
@@ -90,6 +100,7 @@ async def handle_delete_topics(ctx: BrokerContext, call: Call) -> Any:
     else:
         wanted = [(name, None) for name in body.topic_names]
     counts = Counter(name for name, _ in wanted if name is not None)
+    quota = MutationGate(ctx, call)
     responses = []
     for name, topic_id in wanted:
         if name is None:
@@ -105,11 +116,17 @@ async def handle_delete_topics(ctx: BrokerContext, call: Call) -> Any:
             responses.append(_deleted(call, name if topic_id is None else None, topic_id,
                                       ErrorCode.topic_authorization_failed, None))
             continue
+        if quota.refused():
+            responses.append(_deleted(call, name if topic_id is None else None, topic_id,
+                                      ErrorCode.throttling_quota_exceeded, MESSAGE))
+            continue
         result = await topic_routing.delete_topic(ctx, name)
+        if result.error == ErrorCode.none and result.spec is not None:
+            quota.spent(result.spec.partitions)
         responses.append(
             _deleted(call, name, result.spec.topic_id if result.spec else topic_id, result.error, result.message)
         )
-    return call.respond(throttle_time=millis(0), responses=tuple(responses))
+    return call.respond(throttle_time=quota.throttle_time(), responses=tuple(responses))
 
 
 def _deleted(call: Call, name: str | None, topic_id: Any, error: ErrorCode, message: str | None) -> Any:
@@ -125,18 +142,24 @@ def _deleted(call: Call, name: str | None, topic_id: Any, error: ErrorCode, mess
 async def handle_create_partitions(ctx: BrokerContext, call: Call) -> Any:
     body = call.body
     counts = Counter(t.name for t in body.topics)
+    quota = MutationGate(ctx, call)
     results = []
     for topic in body.topics:
         if counts[topic.name] > 1:
             error, message = ErrorCode.invalid_request, "topic named twice in one request"
         elif not authz.allowed(ctx, call, AclOperation.ALTER, authz.TOPIC, topic.name):
             error, message = ErrorCode.topic_authorization_failed, None
+        elif quota.refused():
+            error, message = ErrorCode.throttling_quota_exceeded, MESSAGE
         else:
             assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
+            before = ctx.topics.store.get(topic.name)
             result = await topic_routing.create_partitions(
                 ctx, topic.name, topic.count, assignments=assignments, validate_only=body.validate_only
             )
             error, message = result.error, result.message
+            if error == ErrorCode.none and before is not None and not body.validate_only:
+                quota.spent(topic.count - before.partitions)
         results.append(
             call.make(
                 "CreatePartitionsTopicResult",
@@ -145,4 +168,4 @@ async def handle_create_partitions(ctx: BrokerContext, call: Call) -> Any:
                 error_message=message if error != ErrorCode.none else None,
             )
         )
-    return call.respond(throttle_time=millis(0), results=tuple(results))
+    return call.respond(throttle_time=quota.throttle_time(), results=tuple(results))

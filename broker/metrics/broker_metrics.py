@@ -329,7 +329,8 @@ class BrokerMetrics:
         children[2].inc(records)
 
     def observe_throttle(self, quota: str, throttle_ms: int) -> None:
-        """A produce or fetch over its client quota (Kafka's per-client throttle-time metric, summed)."""
+        """A request over a client quota: produce, fetch, request (request_percentage) or controller_mutation
+        (Kafka's per-client throttle-time metric, summed)."""
         self.throttled.labels(quota).inc()
         self.throttle_seconds.labels(quota).inc(throttle_ms / 1000)
 

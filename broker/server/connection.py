@@ -86,8 +86,9 @@ def _named(frame: memoryview | bytes, exc: MalformedRequest) -> MalformedRequest
 
 
 class Dispatcher(Protocol):
-    def dispatch(self, request: Request, client: ClientInfo) -> Awaitable[bytes | None | object]:
-        """The framed response bytes, None for no response, or CLOSE_CONNECTION."""
+    def dispatch(self, request: Request, client: ClientInfo, decode_s: float = 0.0) -> Awaitable[bytes | None | object]:
+        """The framed response bytes, None for no response, or CLOSE_CONNECTION (`decode_s`: the time the
+        request took to decode, which a request_percentage quota counts)."""
 
     def unsupported_api_versions(self, correlation_id: int) -> bytes:
         """ApiVersions at a version we do not know: v0 layout, UNSUPPORTED_VERSION, full list."""
@@ -326,6 +327,7 @@ class KafkaConnection(asyncio.Protocol):
             self._fail(str(exc), extra=request_extras(frame))
 
     def _start_request(self, frame: memoryview) -> None:
+        decoding = time.perf_counter()
         try:
             request = decode_request(frame)
         except UnsupportedRequest as exc:
@@ -341,7 +343,8 @@ class KafkaConnection(asyncio.Protocol):
         if refused is not None:
             self._carry_out(refused, extra=request_extras(frame))
             return
-        task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client))
+        task = asyncio.ensure_future(self._server.dispatcher.dispatch(request, self._client,
+                                                                      time.perf_counter() - decoding))
         self._queue(task, header.api_key, request.held, decoded_extras(request))
 
     def _start_large_request(self, frame: memoryview) -> None:
@@ -358,6 +361,7 @@ class KafkaConnection(asyncio.Protocol):
             return
 
         async def decode_then_dispatch() -> bytes | None | object:
+            decoding = time.perf_counter()
             try:
                 request = await asyncio.to_thread(decode_request, frame)
             except MalformedRequest as exc:
@@ -371,7 +375,7 @@ class KafkaConnection(asyncio.Protocol):
             if refused is not None:
                 self._carry_out(refused, extra=request_extras(frame))
                 return CLOSE_CONNECTION
-            return await self._server.dispatcher.dispatch(request, self._client)
+            return await self._server.dispatcher.dispatch(request, self._client, time.perf_counter() - decoding)
 
         entry = self._queue(asyncio.ensure_future(decode_then_dispatch()), api_key, len(frame), {
             "api": api_versions.api_name(api_key), "api_version": version, "correlation_id": correlation_id,

@@ -113,6 +113,10 @@ def test_alter_removes_keys_and_empty_entities_and_round_trips_json():
 @pytest.mark.parametrize(("key", "value", "reason"), [
     ("producer_byte_rate", 1024.0, None),
     ("request_percentage", 12.5, None),
+    ("request_percentage", 0.0, "must be greater than 0"),
+    ("request_percentage", float("nan"), "must be greater than 0"),
+    ("controller_mutation_rate", 0.5, None),
+    ("controller_mutation_rate", -1.0, "must be greater than 0"),
     ("no_such_key", 1.0, "Invalid configuration key no_such_key"),
     ("producer_byte_rate", 0.0, "must be greater than 0"),
     ("producer_byte_rate", -5.0, "must be greater than 0"),

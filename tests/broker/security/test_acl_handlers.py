@@ -474,6 +474,9 @@ REFUSALS = [
     ("AlterClientQuotas", lambda: request(49, 1, validate_only=False, entries=(entity(
         49, 1, "EntryData", entity=(entity(49, 1, "EntityData", entity_type="client-id", entity_name="c"),),
         ops=(entity(49, 1, "OpData", key="producer_byte_rate", value=1024.0, remove=False),)),)), CLUSTER_DENIED),
+    ("AlterClientQuotas-request_percentage", lambda: request(49, 1, validate_only=False, entries=(entity(
+        49, 1, "EntryData", entity=(entity(49, 1, "EntityData", entity_type="user", entity_name="alice"),),
+        ops=(entity(49, 1, "OpData", key="request_percentage", value=0.5, remove=False),)),)), CLUSTER_DENIED),
     ("DescribeUserScramCredentials", lambda: request(50, 0, users=None), CLUSTER_DENIED),
     ("AlterUserScramCredentials", lambda: request(51, 0, upsertions=(), deletions=(entity(
         51, 0, "ScramCredentialDeletion", name="alice", mechanism=2),)), CLUSTER_DENIED),
