@@ -40,7 +40,7 @@ def test_register_read_and_the_confluent_error_codes(url):
     assert call(f"{url}/subjects/s/versions/latest")[2] == {"subject": "s", "version": 1, "id": 1, "schema": AVRO_V1.replace(" ", "")}
     assert call(f"{url}/subjects/s/versions/1/schema")[2] == json.loads(AVRO_V1)
     assert call(f"{url}/schemas/ids/1/versions")[2] == [{"subject": "s", "version": 1}]
-    assert call(f"{url}/schemas/types")[2] == ["AVRO", "JSON"]
+    assert call(f"{url}/schemas/types")[2] == ["AVRO", "JSON", "PROTOBUF"]
     assert call(f"{url}/contexts")[2] == ["."]
 
     def error(*args, **kwargs):
