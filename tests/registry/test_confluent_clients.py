@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import base64
+import importlib
 import json
+import sys
 import uuid
 
 import pytest
 
 pytest.importorskip("fastavro")
 pytest.importorskip("authlib")  # confluent-kafka[schemaregistry]
+pytest.importorskip("grpc_tools")  # the registry's Protobuf parsing; generates the test's message classes
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaRegistryClient, ServerConfig
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2
+from grpc_tools import protoc
+
+from tinystream.registry import protobuf_parse
 
 pytestmark = pytest.mark.compat
 
@@ -124,3 +133,63 @@ def test_restart_rebuilds_from_the_topic_with_the_same_ids_and_two_instances_agr
     wait_until(lambda: second.server.state.subjects.get("c-value"), what="the second instance to read c-value")
     assert other.get_latest_version("c-value").schema_id == id_d
     assert other.register_schema("d-value", Schema(json.dumps({"type": "string"}), "AVRO")) == id_d
+
+
+def _protoc_modules(tmp_path, files: dict[str, str]):
+    """Generate Python classes for `files` with protoc (grpc_tools) and import them from tmp_path."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    include = str(protobuf_parse._WELL_KNOWN)
+    assert protoc.main(["protoc", f"-I{tmp_path}", f"-I{include}", f"--python_out={tmp_path}", *files]) == 0
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return [importlib.import_module(name.removesuffix(".proto").replace("/", ".") + "_pb2") for name in files]
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_protobuf_serializer_registers_with_references_roundtrips_and_409(broker, start_registry, tmp_path):
+    tag = uuid.uuid4().hex[:8]
+    money_proto = f"tsmoney{tag}/money.proto"
+    money = f'syntax = "proto3";\npackage money{tag};\nmessage Money {{ int64 cents = 1; string currency = 2; }}\n'
+    order = (f'syntax = "proto3";\npackage shop{tag};\nimport "{money_proto}";\nimport "google/protobuf/timestamp.proto";\n'
+             f"message Order {{ int64 id = 1; money{tag}.Money total = 2; google.protobuf.Timestamp at = 3; "
+             "repeated string items = 4; }\n")
+    _, order_pb2 = _protoc_modules(tmp_path, {money_proto: money, f"tsorder{tag}.proto": order})
+
+    registry = start_registry()
+    client = SchemaRegistryClient({"url": registry.url})
+    topic = f"orders-pb-{tag}"
+    serializer = ProtobufSerializer(order_pb2.Order, client, {"use.deprecated.format": False})
+    values = []
+    for number in (1, 2):
+        value = order_pb2.Order(id=number, items=["tea", "cake"][:number])
+        value.total.cents, value.total.currency = 250 * number, "EUR"
+        value.at.seconds = 1_700_000_000 + number
+        values.append(value)
+    # with the registry client, the deserializer fetches the writer's schema by id (?format=serialized) and its references
+    deserialize = ProtobufDeserializer(order_pb2.Order, {"use.deprecated.format": False}, client)
+    decoded = _roundtrip(broker.bootstrap, topic, serializer, deserialize, values)
+    assert decoded == values
+
+    # the serializer registered the import as its own subject (skipping timestamp.proto, built in)
+    assert client.get_subjects() == sorted([money_proto, f"{topic}-value"])
+    latest = client.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "PROTOBUF"
+    assert [(r.name, r.subject) for r in latest.schema.references] == [(money_proto, money_proto)]
+    served = client.get_schema(latest.schema_id, fmt="serialized")
+    descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(served.schema_str))
+    assert descriptor.message_type[0].name == "Order" and money_proto in descriptor.dependency
+
+    # an incompatible change (a field's wire type) is refused with 409, a compatible one is taken
+    subject = f"{topic}-value"
+    retyped = order.replace("int64 id = 1", "string id = 1")
+    refs = latest.schema.references
+    with pytest.raises(SchemaRegistryError) as caught:
+        client.register_schema(subject, Schema(retyped, "PROTOBUF", refs))
+    assert caught.value.http_status_code == 409
+    assert client.test_compatibility(subject, Schema(retyped, "PROTOBUF", refs)) is False
+    widened = order.replace("repeated string items = 4;", "repeated string items = 4; string note = 5;")
+    assert client.register_schema(subject, Schema(widened, "PROTOBUF", refs)) != latest.schema_id
+    assert client.get_versions(subject) == [1, 2]
