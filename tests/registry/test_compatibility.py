@@ -344,3 +344,13 @@ def test_a_base64_descriptor_and_its_source_parse_to_the_same_file():
     again = compatibility.parse(SchemaDef(SchemaType.PROTOBUF, encoded), _no_refs)
     assert again.parsed.main == source.parsed.main
     assert compatibility.check(Compatibility.FULL, again, [source]) == []
+
+
+@pytest.mark.parametrize("path", ["../../../../etc/passwd", "/etc/passwd"])
+def test_a_protobuf_import_cannot_reach_outside_the_include_paths(path):
+    with pytest.raises(RegistryError) as caught:
+        proto(f'import "{path}";\nmessage M {{ int32 a = 1; }}')
+    assert caught.value.code == 42201 and "was not found" in caught.value.message
+    with pytest.raises(RegistryError) as caught:  # nor can a reference's name place a file outside the scratch folder
+        proto("message M { int32 a = 1; }", references={path: 'syntax = "proto3";'})
+    assert caught.value.code == 42201

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import importlib
 import json
-import sys
 import uuid
 
 import pytest
@@ -21,7 +19,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_tools import protoc
 
 from tinystream.registry import protobuf_parse
@@ -135,18 +133,18 @@ def test_restart_rebuilds_from_the_topic_with_the_same_ids_and_two_instances_agr
     assert other.register_schema("d-value", Schema(json.dumps({"type": "string"}), "AVRO")) == id_d
 
 
-def _protoc_modules(tmp_path, files: dict[str, str]):
-    """Generate Python classes for `files` with protoc (grpc_tools) and import them from tmp_path."""
+def _message_class(tmp_path, files: dict[str, str], message: str):
+    """Compile `files` with protoc (grpc_tools) into descriptors and build `message`'s class in a pool of its own."""
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    include = str(protobuf_parse._WELL_KNOWN)
-    assert protoc.main(["protoc", f"-I{tmp_path}", f"-I{include}", f"--python_out={tmp_path}", *files]) == 0
-    sys.path.insert(0, str(tmp_path))
-    try:
-        return [importlib.import_module(name.removesuffix(".proto").replace("/", ".") + "_pb2") for name in files]
-    finally:
-        sys.path.remove(str(tmp_path))
+    out = tmp_path / "set.pb"
+    assert protoc.main(["protoc", f"-I{tmp_path}", f"-I{protobuf_parse._WELL_KNOWN}", "--include_imports",
+                        f"--descriptor_set_out={out}", *files]) == 0
+    pool = descriptor_pool.DescriptorPool()
+    for file in descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file:  # dependencies come first
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(message))
 
 
 def test_protobuf_serializer_registers_with_references_roundtrips_and_409(broker, start_registry, tmp_path):
@@ -156,20 +154,20 @@ def test_protobuf_serializer_registers_with_references_roundtrips_and_409(broker
     order = (f'syntax = "proto3";\npackage shop{tag};\nimport "{money_proto}";\nimport "google/protobuf/timestamp.proto";\n'
              f"message Order {{ int64 id = 1; money{tag}.Money total = 2; google.protobuf.Timestamp at = 3; "
              "repeated string items = 4; }\n")
-    _, order_pb2 = _protoc_modules(tmp_path, {money_proto: money, f"tsorder{tag}.proto": order})
+    Order = _message_class(tmp_path, {money_proto: money, f"tsorder{tag}.proto": order}, f"shop{tag}.Order")
 
     registry = start_registry()
     client = SchemaRegistryClient({"url": registry.url})
     topic = f"orders-pb-{tag}"
-    serializer = ProtobufSerializer(order_pb2.Order, client, {"use.deprecated.format": False})
+    serializer = ProtobufSerializer(Order, client, {"use.deprecated.format": False})
     values = []
     for number in (1, 2):
-        value = order_pb2.Order(id=number, items=["tea", "cake"][:number])
+        value = Order(id=number, items=["tea", "cake"][:number])
         value.total.cents, value.total.currency = 250 * number, "EUR"
         value.at.seconds = 1_700_000_000 + number
         values.append(value)
     # with the registry client, the deserializer fetches the writer's schema by id (?format=serialized) and its references
-    deserialize = ProtobufDeserializer(order_pb2.Order, {"use.deprecated.format": False}, client)
+    deserialize = ProtobufDeserializer(Order, {"use.deprecated.format": False}, client)
     decoded = _roundtrip(broker.bootstrap, topic, serializer, deserialize, values)
     assert decoded == values
 

@@ -82,7 +82,7 @@ def _real_oneof(message: DescriptorProto, field: FieldDescriptorProto) -> str | 
     """The name of the oneof a field is in; None for none or proto3 `optional`'s synthetic one."""
     if not field.HasField("oneof_index") or field.proto3_optional:
         return None
-    return message.oneof_decl[field.oneof_index].name
+    return str(message.oneof_decl[field.oneof_index].name)
 
 
 def _message(reader: DescriptorProto, writer: DescriptorProto, path: str) -> list[str]:

@@ -21,6 +21,7 @@ import importlib.util
 import os
 import re
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ MAIN_NAME = "default.proto"  # the name a text schema's file gets (Confluent's P
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 _ABSL_LOG = re.compile(r"WARNING: All log messages|[WIE]\d{4} ")  # protoc's logging, not a finding
 _WELL_KNOWN = Path(grpc_tools.__file__).parent / "_proto"
+_STDERR = threading.Lock()  # fd 2 is one per process: two registries in one process (tests) take turns
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,11 @@ def _lay_out(sources: Path, descriptors: descriptor_pb2.FileDescriptorSet, name:
 def _run_protoc(args: list[str], scratch: Path) -> tuple[int, str]:
     """Run protoc in this process with its stderr (fd 2) sent to a file; (exit code, what it printed)."""
     log = scratch / "stderr.txt"
+    with _STDERR:
+        return _run_protoc_locked(args, log)
+
+
+def _run_protoc_locked(args: list[str], log: Path) -> tuple[int, str]:
     saved = os.dup(2)
     try:
         with open(log, "wb") as sink:
