@@ -13,7 +13,7 @@ pytest.importorskip("authlib")  # confluent-kafka[schemaregistry]
 pytest.importorskip("grpc_tools")  # the registry's Protobuf parsing; generates the test's message classes
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaRegistryClient, ServerConfig
+from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaReference, SchemaRegistryClient, ServerConfig
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -191,3 +191,28 @@ def test_protobuf_serializer_registers_with_references_roundtrips_and_409(broker
     widened = order.replace("repeated string items = 4;", "repeated string items = 4; string note = 5;")
     assert client.register_schema(subject, Schema(widened, "PROTOBUF", refs)) != latest.schema_id
     assert client.get_versions(subject) == [1, 2]
+
+
+def test_protobuf_schemas_registered_as_proto_text_serve_a_serializer_that_only_looks_up(broker, start_registry, tmp_path):
+    """An operator registers .proto text (curl, Java); confluent-kafka looks the same files up as descriptors."""
+    tag = uuid.uuid4().hex[:8]
+    money_proto = f"tsmoney{tag}/money.proto"
+    money = f'syntax = "proto3";\npackage money{tag};\nmessage Money {{ int64 cents = 1; }}\n'
+    order = (f'syntax = "proto3";\npackage shop{tag};\nimport "{money_proto}";\n\n'
+             f"message Order {{\n  int64 id = 1;\n  money{tag}.Money total = 2;\n  map<string, int32> counts = 3;\n}}\n")
+    Order = _message_class(tmp_path, {money_proto: money, f"tsorder{tag}.proto": order}, f"shop{tag}.Order")
+    registry = start_registry()
+    client = SchemaRegistryClient({"url": registry.url})
+    topic = f"orders-text-{tag}"
+    client.register_schema(money_proto, Schema(money, "PROTOBUF"))
+    reference = SchemaReference(money_proto, money_proto, 1)
+    order_id = client.register_schema(f"{topic}-value", Schema(order, "PROTOBUF", [reference]))
+
+    serializer = ProtobufSerializer(Order, client, {"use.deprecated.format": False, "auto.register.schemas": False})
+    value = Order(id=7, counts={"tea": 2})
+    value.total.cents = 300
+    framed = serializer(value, SerializationContext(topic, MessageField.VALUE))
+    assert framed[1:5] == order_id.to_bytes(4, "big")  # the id of the text it found, not a new registration
+    deserialize = ProtobufDeserializer(Order, {"use.deprecated.format": False}, client)
+    assert _roundtrip(broker.bootstrap, topic, lambda v, ctx: framed, deserialize, [value]) == [value]
+    assert client.get_versions(f"{topic}-value") == [1] and client.get_versions(money_proto) == [1]

@@ -121,7 +121,9 @@ def test_with_a_users_file_every_call_needs_basic_credentials(start_registry, tm
         return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
     for path, method, body in [("/subjects", "GET", None), ("/subjects/s/versions", "POST", {"schema": AVRO_V1}),
-                               ("/config", "PUT", {"compatibility": "NONE"}), ("/mode", "GET", None)]:
+                               ("/config", "PUT", {"compatibility": "NONE"}), ("/mode", "GET", None),
+                               ("/schemas/ids/1?format=serialized", "GET", None),
+                               ("/subjects/p/versions", "POST", {"schema": PROTO_V1, "schemaType": "PROTOBUF"})]:
         status, _, answer = call(f"{url}{path}", method, body)
         assert (status, answer["error_code"]) == (401, 40101), path
         assert call(f"{url}{path}", method, body, headers=basic("registry-user", "wrong"))[0] == 401
@@ -172,8 +174,17 @@ def test_protobuf_register_read_serialized_references_and_409(url):
     assert call(f"{url}/subjects/orders-value/versions/1?format=serialized")[2]["schema"] == encoded
     with urllib.request.urlopen(f"{url}/schemas/ids/1/schema", timeout=30) as response:
         assert response.read().decode() == PROTO_V1
-    assert register("by-descriptor", encoded)[2] == {"id": 2}  # the same file as a descriptor: its own text, its own id
+    # the same file as a descriptor (what confluent-kafka sends) is the same schema in a subject that holds it...
+    assert register("orders-value", encoded)[2] == {"id": 1}
+    found = call(f"{url}/subjects/orders-value", "POST", {"schema": encoded, "schemaType": "PROTOBUF"})[2]
+    assert (found["id"], found["version"]) == (1, 1)
+    assert call(f"{url}/subjects/orders-value/versions")[2] == [1]
+    # ...and a new id elsewhere (ids follow the text)
+    assert register("by-descriptor", encoded)[2] == {"id": 2}
     assert call(f"{url}/schemas/ids/2?format=serialized")[2]["schema"] == encoded
+    other_file = PROTO_V1.replace("int64 id = 1;", "int64 id = 1;\n  string note = 9;")
+    status, _, missing = call(f"{url}/subjects/orders-value", "POST", {"schema": other_file, "schemaType": "PROTOBUF"})
+    assert (status, missing["error_code"]) == (404, 40403)
 
     # a reference: the import path is the reference's name
     assert register("money", MONEY)[2] == {"id": 3}

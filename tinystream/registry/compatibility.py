@@ -60,6 +60,12 @@ def _imports(schema: SchemaDef, resolve: Callable[[Reference], SchemaDef]) -> di
     return found
 
 
+def same_protobuf(a: ParsedSchema, b: ParsedSchema) -> bool:
+    """Two Protobuf schemas that describe one file (`.proto` text and its base64 descriptor, say)."""
+    return (a.schema_type is b.schema_type is SchemaType.PROTOBUF
+            and protobuf_parse.canonical(a.parsed) == protobuf_parse.canonical(b.parsed))
+
+
 def incompatibilities(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
     """Why data written with `writer` may not be readable with `reader` (empty: compatible)."""
     if reader.schema_type is not writer.schema_type:

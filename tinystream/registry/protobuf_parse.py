@@ -63,6 +63,21 @@ def as_descriptor(text: str) -> descriptor_pb2.FileDescriptorProto | None:
     return proto if proto.ByteSize() else None
 
 
+def canonical(parsed: ParsedProto) -> bytes:
+    """The file's descriptor without what differs between one file's forms (its name, json_name, source info)."""
+    main = descriptor_pb2.FileDescriptorProto()
+    main.CopyFrom(parsed.main)
+    main.ClearField("name")
+    main.ClearField("source_code_info")
+    pending = list(main.message_type)
+    while pending:
+        message = pending.pop()
+        for field in (*message.field, *message.extension):
+            field.ClearField("json_name")
+        pending += message.nested_type
+    return bytes(main.SerializeToString(deterministic=True))
+
+
 def serialized(parsed: ParsedProto) -> str:
     """`?format=serialized`: the base64 FileDescriptorProto confluent-kafka's deserializer reads."""
     return base64.standard_b64encode(parsed.main.SerializeToString()).decode("ascii")
