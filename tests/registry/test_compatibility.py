@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tinystream.registry import compatibility
 from tinystream.registry.compatibility import ParsedSchema
 from tinystream.registry.errors import RegistryError
-from tinystream.registry.model import Compatibility, SchemaDef, SchemaType
+from tinystream.registry.model import Compatibility, Reference, SchemaDef, SchemaType
 
 
 def _no_refs(reference):
@@ -215,3 +215,147 @@ def test_json_schema_properties(old, new):
         assert compatibility.check(level, new_p, [new_p]) == []
     backward = not compatibility.check(Compatibility.BACKWARD, new_p, [old_p])
     assert backward is (not compatibility.check(Compatibility.FORWARD, old_p, [new_p]))
+
+
+# -- Protobuf ------------------------------------------------------------------------------
+def proto(body: str, *, package: str = "shop", syntax: str = "proto3", references=None) -> ParsedSchema:
+    text = f'syntax = "{syntax}";\npackage {package};\n{body}\n'
+    known = references or {}
+
+    def resolve(reference):
+        return SchemaDef(SchemaType.PROTOBUF, known[reference.name])
+
+    refs = tuple(Reference(name, f"{name}-subject", 1) for name in known)
+    return compatibility.parse(SchemaDef(SchemaType.PROTOBUF, text, refs), resolve)
+
+
+P2 = {"syntax": "proto2"}
+# (case, old, new, backward-compatible, forward-compatible, extra parse options)
+PROTOBUF_CASES = [
+    ("same", "message M { int32 a = 1; }", "message M { int32 a = 1; }", True, True, {}),
+    ("field added", "message M { int32 a = 1; }", "message M { int32 a = 1; string b = 2; }", True, True, {}),
+    ("field removed", "message M { int32 a = 1; string b = 2; }", "message M { int32 a = 1; }", True, True, {}),
+    ("field renamed", "message M { int32 a = 1; }", "message M { int32 renamed = 1; }", True, True, {}),
+    ("field renumbered (Confluent: removed + added)", "message M { int32 a = 1; }", "message M { int32 a = 2; }", True, True, {}),
+    ("int32 to int64 (both varints)", "message M { int32 a = 1; }", "message M { int64 a = 1; }", True, True, {}),
+    ("int32 to string", "message M { int32 a = 1; }", "message M { string a = 1; }", False, False, {}),
+    ("string to bytes", "message M { string a = 1; }", "message M { bytes a = 1; }", True, True, {}),
+    ("sint32 to int32 (zigzag is not plain varint)", "message M { sint32 a = 1; }", "message M { int32 a = 1; }", False, False, {}),
+    ("fixed32 to float", "message M { fixed32 a = 1; }", "message M { float a = 1; }", False, False, {}),
+    ("enum to int32", "enum E { E0 = 0; } message M { E a = 1; }", "enum E { E0 = 0; } message M { int32 a = 1; }", True, True, {}),
+    ("message field to scalar", "message N { int32 x = 1; } message M { N a = 1; }",
+     "message N { int32 x = 1; } message M { int32 a = 1; }", False, False, {}),
+    ("message field to another message", "message N { int32 x = 1; } message O { int32 x = 1; } message M { N a = 1; }",
+     "message N { int32 x = 1; } message O { int32 x = 1; } message M { O a = 1; }", False, False, {}),
+    ("message added", "message M { int32 a = 1; }", "message M { int32 a = 1; } message N { int32 b = 1; }", True, False, {}),
+    ("message removed", "message M { int32 a = 1; } message N { int32 b = 1; }", "message M { int32 a = 1; }", False, True, {}),
+    ("message renamed", "message M { int32 a = 1; }", "message Renamed { int32 a = 1; }", False, False, {}),
+    ("nested message removed", "message M { message N { int32 b = 1; } N n = 1; }", "message M { int32 a = 2; }", False, True, {}),
+    ("nested field changed", "message M { message N { int32 b = 1; } N n = 1; }",
+     "message M { message N { string b = 1; } N n = 1; }", False, False, {}),
+    ("enum value added", "enum E { E0 = 0; } message M { E e = 1; }", "enum E { E0 = 0; E1 = 1; } message M { E e = 1; }",
+     True, True, {}),
+    ("enum type removed", "enum E { E0 = 0; } message M { int32 a = 1; }", "message M { int32 a = 1; }", True, True, {}),
+    ("package changed", "message M { int32 a = 1; }", "message M { int32 a = 1; }", False, False, {"new_package": "other"}),
+    ("syntax changed", "message M { optional int32 a = 1; }", "message M { optional int32 a = 1; }", True, True,
+     {"new_syntax": "proto2"}),
+    ("singular string to repeated", "message M { string a = 1; }", "message M { repeated string a = 1; }", True, True, {}),
+    ("singular int32 to repeated", "message M { int32 a = 1; }", "message M { repeated int32 a = 1; }", False, False, {}),
+    ("proto3 optional added to a field", "message M { int32 a = 1; }", "message M { optional int32 a = 1; }", True, True, {}),
+    ("required field added (proto2)", "message M { optional int32 a = 1; }",
+     "message M { optional int32 a = 1; required int32 b = 2; }", False, False, P2),  # Confluent: either way
+    ("required field removed (proto2)", "message M { optional int32 a = 1; required int32 b = 2; }",
+     "message M { optional int32 a = 1; }", False, False, P2),
+    ("optional became required (proto2)", "message M { optional int32 a = 1; }", "message M { required int32 a = 1; }",
+     False, False, P2),
+    ("optional string became repeated (proto2)", "message M { optional string a = 1; }", "message M { repeated string a = 1; }",
+     True, True, P2),
+    ("repeated message became singular", "message N { int32 x = 1; } message M { repeated N a = 1; }",
+     "message N { int32 x = 1; } message M { N a = 1; }", True, True, {}),
+    ("double to float", "message M { double a = 1; }", "message M { float a = 1; }", False, False, {}),
+    ("oneof added around one field", "message M { int32 a = 1; }", "message M { oneof o { int32 a = 1; } }", True, True, {}),
+    ("two fields moved into a new oneof", "message M { int32 a = 1; int32 b = 2; }",
+     "message M { oneof o { int32 a = 1; int32 b = 2; } }", False, True, {}),
+    ("field moved into an existing oneof", "message M { int32 a = 1; oneof o { int32 b = 2; } }",
+     "message M { oneof o { int32 a = 1; int32 b = 2; } }", False, True, {}),
+    ("oneof member removed", "message M { oneof o { int32 a = 1; int32 b = 2; } }", "message M { oneof o { int32 a = 1; } }",
+     False, True, {}),
+    ("oneof member added", "message M { oneof o { int32 a = 1; } }", "message M { oneof o { int32 a = 1; int32 b = 2; } }",
+     True, False, {}),
+    ("service changed", "message M { int32 a = 1; } service S { rpc A(M) returns (M); }", "message M { int32 a = 1; }",
+     True, True, {}),
+]
+
+
+def _proto_pair(old, new, options):
+    syntax = options.get("syntax", "proto3")
+    return (proto(old, syntax=syntax),
+            proto(new, package=options.get("new_package", "shop"), syntax=options.get("new_syntax", syntax)))
+
+
+@pytest.mark.parametrize(("old", "new", "backward", "forward", "options"), [c[1:] for c in PROTOBUF_CASES],
+                         ids=[c[0] for c in PROTOBUF_CASES])
+def test_protobuf_rules(old, new, backward, forward, options):
+    old_p, new_p = _proto_pair(old, new, options)
+    assert (not compatibility.check(Compatibility.BACKWARD, new_p, [old_p])) is backward
+    assert (not compatibility.check(Compatibility.FORWARD, new_p, [old_p])) is forward
+    assert (not compatibility.check(Compatibility.FULL, new_p, [old_p])) is (backward and forward)
+    assert compatibility.check(Compatibility.NONE, new_p, [old_p]) == []
+    for level in Compatibility:
+        assert compatibility.check(level, new_p, [new_p]) == []
+
+
+def test_protobuf_transitive_checks_every_version():
+    v1 = proto("message M { int32 a = 1; }")
+    v2 = proto("message M { int32 a = 1; } message N { int32 b = 1; }")
+    v3 = proto("message M { int32 a = 1; }")  # N removed again: v2's data names N
+    assert compatibility.check(Compatibility.FORWARD, v2, [v1])  # v1 has no N to read v2's N
+    assert compatibility.check(Compatibility.BACKWARD, v3, [v1, v2])
+    assert compatibility.check(Compatibility.BACKWARD, v2, [v1]) == []
+    v4 = proto("message M { int32 a = 1; int32 c = 3; } message N { int32 b = 1; }")
+    assert compatibility.check(Compatibility.BACKWARD_TRANSITIVE, v4, [v1, v2]) == []
+    assert compatibility.check(Compatibility.FORWARD, v4, [v2]) == []
+    assert compatibility.check(Compatibility.FORWARD_TRANSITIVE, v4, [v1, v2])  # v1 cannot read N
+    messages = compatibility.check(Compatibility.FULL_TRANSITIVE, v4, [v1, v2])
+    assert any("MESSAGE_REMOVED" in m for m in messages)
+
+
+def test_protobuf_imports_references_and_well_known_types():
+    common = 'syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; }\n'
+    order = proto('import "common/money.proto";\nimport "google/protobuf/timestamp.proto";\n'
+                  "message Order { common.Money total = 1; google.protobuf.Timestamp at = 2; }",
+                  references={"common/money.proto": common})
+    assert set(order.parsed.files) == {"common/money.proto", "google/protobuf/timestamp.proto", "default.proto"}
+    assert order.parsed.main.message_type[0].field[0].type_name == ".common.Money"
+    with pytest.raises(RegistryError) as caught:
+        proto('import "common/money.proto";\nmessage Order { common.Money total = 1; }')  # no reference given
+    assert caught.value.code == 42201 and "common/money.proto" in caught.value.message
+
+
+def test_invalid_protobuf_is_refused_with_protocs_message():
+    with pytest.raises(RegistryError) as caught:
+        proto("message M { Nope a = 1; }")
+    assert caught.value.code == 42201
+    assert '"Nope" is not defined' in caught.value.message and "default.proto:3" in caught.value.message
+    with pytest.raises(RegistryError) as caught:
+        proto("message M { int32 a = 1; int32 b = 1; }")
+    assert caught.value.code == 42201 and "already been used" in caught.value.message
+
+
+def test_a_base64_descriptor_and_its_source_parse_to_the_same_file():
+    from tinystream.registry import protobuf_parse
+    source = proto("message M { int32 a = 1; repeated string tags = 2; }")
+    encoded = protobuf_parse.serialized(source.parsed)
+    again = compatibility.parse(SchemaDef(SchemaType.PROTOBUF, encoded), _no_refs)
+    assert again.parsed.main == source.parsed.main
+    assert compatibility.check(Compatibility.FULL, again, [source]) == []
+
+
+@pytest.mark.parametrize("path", ["../../../../etc/passwd", "/etc/passwd"])
+def test_a_protobuf_import_cannot_reach_outside_the_include_paths(path):
+    with pytest.raises(RegistryError) as caught:
+        proto(f'import "{path}";\nmessage M {{ int32 a = 1; }}')
+    assert caught.value.code == 42201 and "was not found" in caught.value.message
+    with pytest.raises(RegistryError) as caught:  # nor can a reference's name place a file outside the scratch folder
+        proto("message M { int32 a = 1; }", references={path: 'syntax = "proto3";'})
+    assert caught.value.code == 42201

@@ -40,7 +40,7 @@ def test_register_read_and_the_confluent_error_codes(url):
     assert call(f"{url}/subjects/s/versions/latest")[2] == {"subject": "s", "version": 1, "id": 1, "schema": AVRO_V1.replace(" ", "")}
     assert call(f"{url}/subjects/s/versions/1/schema")[2] == json.loads(AVRO_V1)
     assert call(f"{url}/schemas/ids/1/versions")[2] == [{"subject": "s", "version": 1}]
-    assert call(f"{url}/schemas/types")[2] == ["AVRO", "JSON"]
+    assert call(f"{url}/schemas/types")[2] == ["AVRO", "JSON", "PROTOBUF"]
     assert call(f"{url}/contexts")[2] == ["."]
 
     def error(*args, **kwargs):
@@ -121,7 +121,9 @@ def test_with_a_users_file_every_call_needs_basic_credentials(start_registry, tm
         return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
     for path, method, body in [("/subjects", "GET", None), ("/subjects/s/versions", "POST", {"schema": AVRO_V1}),
-                               ("/config", "PUT", {"compatibility": "NONE"}), ("/mode", "GET", None)]:
+                               ("/config", "PUT", {"compatibility": "NONE"}), ("/mode", "GET", None),
+                               ("/schemas/ids/1?format=serialized", "GET", None),
+                               ("/subjects/p/versions", "POST", {"schema": PROTO_V1, "schemaType": "PROTOBUF"})]:
         status, _, answer = call(f"{url}{path}", method, body)
         assert (status, answer["error_code"]) == (401, 40101), path
         assert call(f"{url}{path}", method, body, headers=basic("registry-user", "wrong"))[0] == 401
@@ -147,3 +149,61 @@ def test_a_changed_users_file_takes_effect_without_a_restart(start_registry, tmp
     stat = users.stat()
     os.utime(users, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # a new mtime even on a coarse clock
     assert call(f"{url}/subjects", headers=alice)[0] == 401
+
+
+PROTO_V1 = 'syntax = "proto3";\npackage shop;\nimport "google/protobuf/timestamp.proto";\n\nmessage Order {\n  int64 id = 1;\n  google.protobuf.Timestamp at = 2;\n}\n'
+MONEY = 'syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; }\n'
+
+
+def test_protobuf_register_read_serialized_references_and_409(url):
+    def register(subject, text, **extra):
+        return call(f"{url}/subjects/{subject}/versions", "POST", {"schema": text, "schemaType": "PROTOBUF", **extra})
+
+    status, _, body = register("orders-value", PROTO_V1)
+    assert (status, body) == (200, {"id": 1})
+    reformatted = PROTO_V1.replace("\n", "  \r\n")  # trailing spaces and CRLF: the same schema
+    assert register("orders-value", reformatted)[2] == {"id": 1}
+    assert register("other-value", PROTO_V1)[2] == {"id": 1}  # one id for one schema, whatever the subject
+    stored = call(f"{url}/schemas/ids/1")[2]
+    assert stored == {"schema": PROTO_V1, "schemaType": "PROTOBUF"}
+    from google.protobuf import descriptor_pb2
+    encoded = call(f"{url}/schemas/ids/1?format=serialized")[2]["schema"]
+    descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(encoded))
+    assert descriptor.package == "shop" and [f.name for f in descriptor.message_type[0].field] == ["id", "at"]
+    assert list(descriptor.dependency) == ["google/protobuf/timestamp.proto"]
+    assert call(f"{url}/subjects/orders-value/versions/1?format=serialized")[2]["schema"] == encoded
+    with urllib.request.urlopen(f"{url}/schemas/ids/1/schema", timeout=30) as response:
+        assert response.read().decode() == PROTO_V1
+    # the same file as a descriptor (what confluent-kafka sends) is the same schema in a subject that holds it...
+    assert register("orders-value", encoded)[2] == {"id": 1}
+    found = call(f"{url}/subjects/orders-value", "POST", {"schema": encoded, "schemaType": "PROTOBUF"})[2]
+    assert (found["id"], found["version"]) == (1, 1)
+    assert call(f"{url}/subjects/orders-value/versions")[2] == [1]
+    # ...and a new id elsewhere (ids follow the text)
+    assert register("by-descriptor", encoded)[2] == {"id": 2}
+    assert call(f"{url}/schemas/ids/2?format=serialized")[2]["schema"] == encoded
+    other_file = PROTO_V1.replace("int64 id = 1;", "int64 id = 1;\n  string note = 9;")
+    status, _, missing = call(f"{url}/subjects/orders-value", "POST", {"schema": other_file, "schemaType": "PROTOBUF"})
+    assert (status, missing["error_code"]) == (404, 40403)
+
+    # a reference: the import path is the reference's name
+    assert register("money", MONEY)[2] == {"id": 3}
+    order_v2 = PROTO_V1.replace('import "google', 'import "common/money.proto";\nimport "google').replace(
+        "  google.protobuf.Timestamp at = 2;", "  google.protobuf.Timestamp at = 2;\n  common.Money total = 3;")
+    reference = {"name": "common/money.proto", "subject": "money", "version": 1}
+    assert register("orders-value", order_v2, references=[reference])[2] == {"id": 4}
+    assert call(f"{url}/subjects/money/versions/1/referencedby")[2] == [4]
+    status, _, refusal = register("orders-value", order_v2)  # the import without its reference
+    assert (status, refusal["error_code"]) == (422, 42201) and "common/money.proto" in refusal["message"]
+
+    # incompatible under BACKWARD: a field's wire type changed
+    retyped = order_v2.replace("int64 id = 1;", "string id = 1;")
+    check = call(f"{url}/compatibility/subjects/orders-value/versions/latest?verbose=true", "POST",
+                 {"schema": retyped, "schemaType": "PROTOBUF", "references": [reference]})[2]
+    assert check["is_compatible"] is False and "FIELD_KIND_CHANGED" in check["messages"][0]
+    status, _, refusal = register("orders-value", retyped, references=[reference])
+    assert (status, refusal["error_code"]) == (409, 409) and "FIELD_KIND_CHANGED" in refusal["message"]
+    assert call(f"{url}/subjects/orders-value/versions")[2] == [1, 2]
+
+    status, _, refusal = register("bad", "syntax = \"proto3\";\nmessage M { Nope a = 1; }\n")
+    assert (status, refusal["error_code"]) == (422, 42201) and '"Nope" is not defined' in refusal["message"]

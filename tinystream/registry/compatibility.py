@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tinystream.registry import avro_compat, json_compat
+from tinystream.registry import avro_compat, json_compat, protobuf_compat, protobuf_parse
 from tinystream.registry.errors import ErrorCode, RegistryError
 from tinystream.registry.model import Compatibility, Reference, SchemaDef, SchemaType
 
@@ -23,8 +23,10 @@ class ParsedSchema:
     parsed: Any
 
 
-def compact(text: str) -> str:
-    """The stored text: the same JSON with insignificant whitespace removed (ids follow it)."""
+def compact(text: str, schema_type: SchemaType = SchemaType.AVRO) -> str:
+    """The stored text: the same JSON with insignificant whitespace removed (ids follow it); Protobuf normalized."""
+    if schema_type is SchemaType.PROTOBUF:
+        return protobuf_parse.normalize(text)
     try:
         return json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
     except (ValueError, TypeError) as exc:
@@ -33,6 +35,8 @@ def compact(text: str) -> str:
 
 def parse(schema: SchemaDef, resolve: Callable[[Reference], SchemaDef]) -> ParsedSchema:
     """Parse `schema`; `resolve` gives a reference's schema (raises RegistryError if it is missing)."""
+    if schema.schema_type is SchemaType.PROTOBUF:
+        return ParsedSchema(SchemaType.PROTOBUF, protobuf_parse.parse(schema.text, _imports(schema, resolve)))
     obj = json.loads(schema.text)
     if schema.schema_type is SchemaType.JSON:
         return ParsedSchema(SchemaType.JSON, json_compat.parse(obj))
@@ -42,12 +46,34 @@ def parse(schema: SchemaDef, resolve: Callable[[Reference], SchemaDef]) -> Parse
     return ParsedSchema(SchemaType.AVRO, avro_compat.parse(obj, named))
 
 
+def _imports(schema: SchemaDef, resolve: Callable[[Reference], SchemaDef]) -> dict[str, str]:
+    """Import path -> text for every reference, transitively (a Protobuf file needs all it imports)."""
+    found: dict[str, str] = {}
+    pending = list(schema.references)
+    while pending:
+        reference = pending.pop()
+        if reference.name in found:
+            continue
+        target = resolve(reference)
+        found[reference.name] = target.text
+        pending += target.references
+    return found
+
+
+def same_protobuf(a: ParsedSchema, b: ParsedSchema) -> bool:
+    """Two Protobuf schemas that describe one file (`.proto` text and its base64 descriptor, say)."""
+    return (a.schema_type is b.schema_type is SchemaType.PROTOBUF
+            and protobuf_parse.canonical(a.parsed) == protobuf_parse.canonical(b.parsed))
+
+
 def incompatibilities(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
     """Why data written with `writer` may not be readable with `reader` (empty: compatible)."""
     if reader.schema_type is not writer.schema_type:
         return [f"schema type changed from {writer.schema_type.value} to {reader.schema_type.value}"]
     if reader.schema_type is SchemaType.AVRO:
         return avro_compat.incompatibilities(reader.parsed, writer.parsed)
+    if reader.schema_type is SchemaType.PROTOBUF:
+        return protobuf_compat.incompatibilities(reader.parsed, writer.parsed)
     return json_compat.incompatibilities(reader.parsed, writer.parsed)
 
 

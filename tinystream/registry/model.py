@@ -9,6 +9,7 @@ from enum import Enum
 class SchemaType(str, Enum):
     AVRO = "AVRO"
     JSON = "JSON"
+    PROTOBUF = "PROTOBUF"
 
 
 class Compatibility(str, Enum):
@@ -47,7 +48,7 @@ DEFAULT_MODE = Mode.READWRITE
 
 @dataclass(frozen=True, slots=True)
 class Reference:
-    """A named dependency on another subject's version (Avro: a named type; JSON: a $ref URL)."""
+    """A named dependency on another subject's version (Avro: a named type; JSON: a $ref URL; Protobuf: an import path)."""
     name: str
     subject: str
     version: int
@@ -58,7 +59,7 @@ class Reference:
 
 @dataclass(frozen=True, slots=True)
 class SchemaDef:
-    """A schema as stored: type, text (compact JSON) and references; its identity for global ids."""
+    """A schema as stored: type, text (compact JSON; Protobuf: normalized text) and references; its identity for global ids."""
     schema_type: SchemaType
     text: str
     references: tuple[Reference, ...] = ()

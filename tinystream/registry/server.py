@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tinystream.registry import protobuf_parse
 from tinystream.registry.auth import BasicAuth
 from tinystream.registry.compatibility import compact
 from tinystream.registry.errors import ErrorCode, RegistryError
@@ -71,20 +72,32 @@ class RegistryApi:
             raise RegistryError(ErrorCode.INVALID_SCHEMA, f"Invalid schema: {exc}") from None
         if any(r.version < 1 for r in references):
             raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: a reference names a version from 1")
-        return SchemaDef(schema_type, compact(text), references)
+        return SchemaDef(schema_type, compact(text, schema_type), references)
 
-    def _schema_body(self, schema_id: int, schema: SchemaDef) -> dict[str, Any]:
-        body: dict[str, Any] = {"schema": schema.text}
+    def _text(self, schema_id: int, schema: SchemaDef, fmt: str | None) -> str:
+        """The schema's text; `format=serialized` asks a Protobuf one as a base64 FileDescriptorProto."""
+        if schema.schema_type is not SchemaType.PROTOBUF or fmt != "serialized" or protobuf_parse.as_descriptor(schema.text):
+            return schema.text
+        return protobuf_parse.serialized(self.state.parsed(schema, schema_id).parsed)
+
+    def _raw(self, schema: SchemaDef) -> web.Response:
+        """`.../schema`: the schema itself (JSON for Avro and JSON Schema, the text for Protobuf)."""
+        if schema.schema_type is SchemaType.PROTOBUF:
+            return web.Response(text=schema.text, content_type=CONTENT_TYPE)
+        return answer(json.loads(schema.text))
+
+    def _schema_body(self, schema_id: int, schema: SchemaDef, fmt: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"schema": self._text(schema_id, schema, fmt)}
         if schema.schema_type is not SchemaType.AVRO:
             body["schemaType"] = schema.schema_type.value
         if schema.references:
             body["references"] = [r.to_json() for r in schema.references]
         return body
 
-    def _version_body(self, found: SubjectVersion) -> dict[str, Any]:
+    def _version_body(self, found: SubjectVersion, fmt: str | None = None) -> dict[str, Any]:
         schema = self.state.schemas[found.schema_id]
         body = {"subject": found.subject, "version": found.version, "id": found.schema_id}
-        return {**body, **self._schema_body(found.schema_id, schema)}
+        return {**body, **self._schema_body(found.schema_id, schema, fmt)}
 
     # -- schemas ----------------------------------------------------------------------------
     async def root(self, request: web.Request) -> web.Response:
@@ -101,10 +114,10 @@ class RegistryApi:
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
         schema_id = self._id(request)
-        return answer(self._schema_body(schema_id, self.state.schema(schema_id)))
+        return answer(self._schema_body(schema_id, self.state.schema(schema_id), request.query.get("format")))
 
     async def raw_schema_by_id(self, request: web.Request) -> web.Response:
-        return answer(json.loads(self.state.schema(self._id(request)).text))
+        return self._raw(self.state.schema(self._id(request)))
 
     async def subjects_of_id(self, request: web.Request) -> web.Response:
         uses = self.state.uses_of(self._id(request), deleted=_flag(request, "deleted"))
@@ -142,12 +155,13 @@ class RegistryApi:
 
     async def version(self, request: web.Request) -> web.Response:
         subject, version = request.match_info["subject"], request.match_info["version"]
-        return answer(self._version_body(self.state.version(subject, version, deleted=_flag(request, "deleted"))))
+        found = self.state.version(subject, version, deleted=_flag(request, "deleted"))
+        return answer(self._version_body(found, request.query.get("format")))
 
     async def version_schema(self, request: web.Request) -> web.Response:
         found = self.state.version(request.match_info["subject"], request.match_info["version"],
                                    deleted=_flag(request, "deleted"))
-        return answer(json.loads(self.state.schemas[found.schema_id].text))
+        return self._raw(self.state.schemas[found.schema_id])
 
     async def referenced_by(self, request: web.Request) -> web.Response:
         found = self.state.version(request.match_info["subject"], request.match_info["version"])

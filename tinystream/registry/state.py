@@ -154,6 +154,14 @@ class RegistryState:
         for candidate in reversed(versions):
             if self.schemas[candidate.schema_id] == schema:  # by content: IMPORT may give one schema two ids
                 return candidate
+        if schema.schema_type is SchemaType.PROTOBUF:
+            # One .proto file in either form (text from curl, a descriptor from confluent-kafka) is one schema.
+            wanted = self.parsed(schema)
+            for candidate in reversed(versions):
+                stored = self.schemas[candidate.schema_id]
+                if stored.references == schema.references and compatibility.same_protobuf(
+                        self.parsed(stored, candidate.schema_id), wanted):
+                    return candidate
         raise RegistryError(ErrorCode.SCHEMA_NOT_FOUND, "Schema not found")
 
     def compatibility(self, subject: str | None) -> Compatibility:
