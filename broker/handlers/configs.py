@@ -20,6 +20,7 @@ import enum
 from typing import Any
 
 from tinystream.acls import AclOperation
+from tinystream.broker.broker_configs.dynamic import Op
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers import broker_configs
 from tinystream.broker.handlers.shared import authz, topic_routing
@@ -50,13 +51,6 @@ def _refused(ctx: BrokerContext, call: Call, operation: AclOperation, resource_t
         if not authz.allowed_cluster(ctx, call, operation):
             return ErrorCode.cluster_authorization_failed, None
     return None
-
-
-class AlterOp(enum.IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 async def handle_describe_configs(ctx: BrokerContext, call: Call) -> Any:
@@ -155,18 +149,18 @@ async def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -
         if key is None:
             return ErrorCode.invalid_config, f"unknown topic config {change.name!r}"
         op = change.config_operation
-        if op == AlterOp.SET:
+        if op == Op.SET:
             if change.value is None:
                 return ErrorCode.invalid_config, f"{change.name}: SET needs a value"
             overrides[change.name] = change.value
-        elif op == AlterOp.DELETE:
+        elif op == Op.DELETE:
             overrides.pop(change.name, None)
-        elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+        elif op in (Op.APPEND, Op.SUBTRACT):
             if key.type != ConfigType.LIST:
                 return ErrorCode.invalid_config, f"{change.name} is not a list; APPEND/SUBTRACT do not apply"
             current = [v for v in (effective.get(change.name) or "").split(",") if v]
             items = [v.strip() for v in (change.value or "").split(",") if v.strip()]
-            if op == AlterOp.APPEND:
+            if op == Op.APPEND:
                 current += [v for v in items if v not in current]
             else:
                 current = [v for v in current if v not in items]
