@@ -93,12 +93,13 @@ def write_pictures(summaries: list[CellSummary], pairs: list[Pair], peer: str, o
     ):
         fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(summaries)), 4))
         for offset, side, label in ((-0.2, "ours", "tinystream"), (0.2, "peer", peer)):
-            xs = [i + offset for i in range(len(summaries))]
-            medians = [_median_of(pairs, s.cell, side, figure_of) for s in summaries]
-            ax.bar(xs, medians, width=0.38, label=label, alpha=0.7)
-            for i, s in enumerate(summaries):
-                dots = [v for p in pairs if p.cell == s.cell and (v := figure_of(getattr(p, side))) is not None]
-                ax.plot([i + offset] * len(dots), dots, "k.", markersize=4)
+            dots = [[v for p in pairs if p.cell == s.cell and (v := figure_of(getattr(p, side))) is not None]
+                    for s in summaries]
+            ax.bar([i + offset for i in range(len(summaries))],
+                   [Spread.of(values).median if values else 0.0 for values in dots], width=0.38, label=label,
+                   alpha=0.7)
+            for i, values in enumerate(dots):
+                ax.plot([i + offset] * len(values), values, "k.", markersize=4)
         ax.set_xticks(range(len(summaries)), [s.cell for s in summaries], rotation=20)
         ax.set_title(title)
         ax.legend()
@@ -109,7 +110,3 @@ def write_pictures(summaries: list[CellSummary], pairs: list[Pair], peer: str, o
         written.append(path)
     return written
 
-
-def _median_of(pairs: list[Pair], cell: str, side: str, figure_of) -> float:  # type: ignore[no-untyped-def]
-    values = [v for p in pairs if p.cell == cell and (v := figure_of(getattr(p, side))) is not None]
-    return Spread.of(values).median if values else 0.0
