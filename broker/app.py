@@ -30,7 +30,6 @@ from tinystream.broker.assembly.network import build_network
 from tinystream.broker.assembly.security import build_security
 from tinystream.broker.assembly.storage import build_storage
 from tinystream.broker.control.broker_configs import BrokerConfigs
-from tinystream.broker.control.quotas import ClientQuotas
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.fetch_sessions.cache import FetchSessionCache
 from tinystream.broker.fetch_sessions.context import FetchSessionManager
@@ -108,7 +107,7 @@ class Broker:
         broker_configs.subscribe(storage.topics.use_settings)
         security = build_security(settings, self.plan)
         mode = (ControllerControl(settings, storage, security, clock, on_fatal=lambda _message: self._fatal.set())
-                if settings.controller_url else LocalControl(storage, security))
+                if settings.controller_url else LocalControl(settings, storage, security))
         coordination = build_coordination(settings, storage, mode.producer_ids, clock=clock, with_groups=with_groups)
         control = mode.finish(coordination.groups, coordination.transactions)
         self.ctx = BrokerContext(
@@ -121,8 +120,7 @@ class Broker:
                 FetchSessionCache(max_slots=settings.max_incremental_fetch_session_cache_slots)),
             groups=coordination.groups, transactions=coordination.transactions, control=control.session,
             forwarding=control.forwarding, authorizer=security.authorizer,
-            quotas=ClientQuotas(storage.logs.metadata_dir, samples=settings.quota_window_num,
-                                window_ms=settings.quota_window_size_seconds * 1000),
+            quotas=control.quotas,
             schema_ids=(SchemaIdLookup(settings.confluent_schema_registry_url)
                         if settings.confluent_schema_registry_url else None),
             broker_configs=broker_configs,

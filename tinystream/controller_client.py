@@ -384,6 +384,13 @@ class ControllerClient:
         body = {"upsertions": [dict(u) for u in upsertions], "deletions": [dict(d) for d in deletions]}
         return AdminReply(**_admin(await self._call("POST", "/v1/scram-credentials", body)))
 
+    async def alter_client_quotas(self, alterations: Sequence[Mapping[str, Any]], *,
+                                  validate_only: bool = False) -> AdminReply:
+        """AlterClientQuotas (KIP-546), all or nothing: each {"entity": {"user"?: name, "client-id"?: name}
+        (None: <default>), "ops": [{"key", "value", "remove"}]}."""
+        body = {"alterations": [dict(a) for a in alterations], "validate_only": validate_only}
+        return AdminReply(**_admin(await self._call("POST", "/v1/client-quotas", body)))
+
     # -- leadership and replicas -----------------------------------------------
 
     async def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]] | None = None) -> ElectionReply:

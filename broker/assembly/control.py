@@ -1,9 +1,9 @@
 """Stage 3: where cluster metadata comes from. One builder per mode, so nothing downstream asks which.
 
-- Local (no controller.url): topics from this broker's own store; ACLs and SCRAM credentials in a file
-  beside its metadata; producer-id blocks from a file.
-- Controller (controller.url): the controller's image drives topics, roles, ACLs and credentials; topic
-  admin and access changes are forwarded to it; producer-id blocks come from it (KIP-730); followers
+- Local (no controller.url): topics from this broker's own store; ACLs, SCRAM credentials and client
+  quotas in files beside its metadata; producer-id blocks from a file.
+- Controller (controller.url): the controller's image drives topics, roles, ACLs, credentials and client
+  quotas; topic admin, access and quota changes are forwarded to it; producer-id blocks come from it (KIP-730); followers
   fetch from leaders on the inter-broker listener.
 
 Controller mode is built in two steps: the session needs the coordinators (it applies the image to them),
@@ -20,6 +20,7 @@ from tinystream.broker.assembly.storage import Storage
 from tinystream.broker.control.access import AccessAdmin, ForwardedAccessAdmin, LocalAccessAdmin
 from tinystream.broker.control.forwarding import ForwardedTopicAdmin
 from tinystream.broker.control.image import ImageApplier
+from tinystream.broker.control.quotas import ClientQuotas
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.producer_ids import ControllerBlockSource, FileBlockSource, ProducerIdManager
@@ -38,6 +39,7 @@ class Control:
 
     access: AccessAdmin  # where CreateAcls / DeleteAcls / AlterUserScramCredentials take effect
     producer_ids: ProducerIdManager
+    quotas: ClientQuotas  # the client quotas enforced: from quotas.json, or from the controller's image
     session: ControllerSession | None = None
     forwarding: ForwardedTopicAdmin | None = None  # topic admin goes to the controller
     credentials: InterBrokerCredentials | None = None  # how replica fetchers and markers reach other brokers
@@ -47,15 +49,16 @@ class Control:
 class LocalControl:
     """No controller: everything from files beside this broker's metadata."""
 
-    def __init__(self, storage: Storage, security: Security) -> None:
+    def __init__(self, settings: BrokerSettings, storage: Storage, security: Security) -> None:
         self._storage, self._security = storage, security
+        self.quotas = ClientQuotas(storage.logs.metadata_dir, **quota_windows(settings))
         self.producer_ids = ProducerIdManager(FileBlockSource(storage.logs.metadata_dir))
 
     def finish(self, groups: GroupService | None, transactions: TransactionService | None) -> Control:
         """The coordinators are the controller mode's business (its image drives them); here only files."""
         access = LocalAccessAdmin(self._storage.logs.metadata_dir, authorizer=self._security.authorizer,
-                                  users=self._security.users)
-        return Control(access=access, producer_ids=self.producer_ids)
+                                  users=self._security.users, quotas=self.quotas)
+        return Control(access=access, producer_ids=self.producer_ids, quotas=self.quotas)
 
 
 class ControllerControl:
@@ -75,6 +78,7 @@ class ControllerControl:
             broker_id=settings.broker_id, replicas=storage.replicas, cluster=storage.cluster,
             max_bytes=settings.replica_fetch_max_bytes, credentials=self.credentials)
         self._session: ControllerSession | None = None
+        self.quotas = ClientQuotas(None, **quota_windows(settings))  # the image's; AlterClientQuotas is forwarded
         # KIP-730: the controller hands out disjoint blocks; a file per broker would not be.
         self.producer_ids = ProducerIdManager(ControllerBlockSource(self._allocate_producer_ids))
 
@@ -89,7 +93,7 @@ class ControllerControl:
         applier = ImageApplier(broker_id=s.broker_id, cluster=storage.cluster, topics=storage.topics,
                                replicas=storage.replicas, fetchers=self.fetchers, groups=groups, clock=clock,
                                transactions=transactions, authorizer=self._security.authorizer,
-                               users=self._security.users)
+                               users=self._security.users, quotas=self.quotas)
         session = ControllerSession(
             settings=s, controller=self.controller, cluster=storage.cluster, topics=storage.topics,
             replicas=storage.replicas, fetchers=self.fetchers, applier=applier, clock=clock,
@@ -101,8 +105,13 @@ class ControllerControl:
                                          cluster=storage.cluster, topics=storage.topics)
         # ACLs and SCRAM credentials are cluster metadata: changed through the controller, applied from its image.
         access = ForwardedAccessAdmin(controller=self.controller, session=session)
-        return Control(access=access, producer_ids=self.producer_ids, session=session, forwarding=forwarding,
-                       credentials=self.credentials, fetchers=self.fetchers)
+        return Control(access=access, producer_ids=self.producer_ids, quotas=self.quotas, session=session,
+                       forwarding=forwarding, credentials=self.credentials, fetchers=self.fetchers)
+
+
+def quota_windows(settings: BrokerSettings) -> dict[str, int]:
+    """quota.window.num samples of quota.window.size.seconds, as Kafka measures every quota."""
+    return {"samples": settings.quota_window_num, "window_ms": settings.quota_window_size_seconds * 1000}
 
 
 def controller_token(settings: BrokerSettings) -> TokenFile | None:

@@ -4,14 +4,15 @@ CreateTopics, DeleteTopics, CreatePartitions and the config alters go to the
 controller (KIP-590's forwarding, over the controller API); the answer waits
 until this broker has applied the image that holds the change, so a client
 that then asks this broker for Metadata sees it. A controller refusal comes
-back as its Kafka error code. `handlers/shared/topic_routing.py` picks this or the
+back as its Kafka error code. Preferred elections, reassignments and client
+quota changes go the same way. `handlers/shared/topic_routing.py` picks this or the
 standalone `TopicManager`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from tinystream.broker.control.image import topic_spec
@@ -19,6 +20,7 @@ from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.metadata.cluster import ClusterView
 from tinystream.broker.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from tinystream.broker.quotas.entities import Entity
 from tinystream.broker.topics.manager import (
     OFFSETS_TOPIC_CONFIG,
     TRANSACTION_STATE_TOPIC_CONFIG,
@@ -94,6 +96,20 @@ class ForwardedTopicAdmin:
             return error_code(exc), exc.message
         if not await self.session.wait_for_version(reply.metadata_version):
             return ErrorCode.request_timed_out, "the reassignment did not reach this broker in time"
+        return ErrorCode.none, None
+
+    async def alter_client_quotas(self, changes: Sequence[tuple[Entity, Sequence[tuple[str, float, bool]]]], *,
+                                  validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+        """AlterClientQuotas (KIP-546): the controller changes the quotas in its image, all or none; answered
+        once this broker applied the result (so a DescribeClientQuotas here then shows it)."""
+        alterations = [{"entity": entity.to_json(),
+                        "ops": [{"key": k, "value": v, "remove": r} for k, v, r in ops]} for entity, ops in changes]
+        try:
+            reply = await self.controller.alter_client_quotas(alterations, validate_only=validate_only)
+        except ControllerClientError as exc:
+            return error_code(exc), exc.message
+        if not validate_only and not await self.session.wait_for_version(reply.metadata_version):
+            return ErrorCode.request_timed_out, "the quota change did not reach this broker in time"
         return ErrorCode.none, None
 
     async def _refresh(self) -> None:

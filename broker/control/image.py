@@ -7,8 +7,9 @@ replicas: open its log, become leader (fetchers stop, the group coordinator
 loads its __consumer_offsets partitions, Kafka's onElection) or follower of
 the named leader (fetcher, truncation first). Partitions no longer ours are
 deleted; topics no longer in the image too. The image's ACLs replace the
-authorizer's and its SCRAM credentials the user store's replicated ones, in
-the same synchronous step, so every broker authorizes what the image says.
+authorizer's, its SCRAM credentials the user store's replicated ones and its
+client quotas the ones enforced here, in the same synchronous step, so every
+broker authorizes and throttles as the image says.
 
 The image's JSON layout is the controller's (operator/service/README.md,
 "GET /v1/metadata"); `partition_epochs` keeps each partition's epoch for the
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tinystream.broker.control.quotas import ClientQuotas
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.txn_service import TransactionService
 from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView, ListenerAddress
@@ -74,8 +76,10 @@ class ImageApplier:
         transactions: TransactionService | None = None,
         authorizer: Authorizer | None = None,
         users: UserStore | None = None,
+        quotas: ClientQuotas | None = None,
     ) -> None:
         self.authorizer = authorizer
+        self.quotas = quotas
         self.users = users
         self.broker_id = broker_id
         self.cluster = cluster
@@ -145,6 +149,8 @@ class ImageApplier:
                 for listener in self.topics.on_topic_deleted:
                     listener(spec)
         apply_access(image, authorizer=self.authorizer, users=self.users)
+        if self.quotas is not None:
+            self.quotas.use_image(image.get("client_quotas", ()))
         self.image = image
         self.version = int(image["version"])
 

@@ -1,11 +1,16 @@
 """Client quotas: where AlterClientQuotas takes effect and what Produce and Fetch are measured against.
 
-The quotas are kept in `<metadata dir>/quotas.json` ({"quotas": [{"entity":
-{"user": "alice", "client-id": null}, "values": {"producer_byte_rate": ...}}]},
-null = <default>), written atomically, read at start: they survive a restart.
-Under a controller this is still the file of the broker that took the request:
-quotas are not yet cluster metadata in the controller's image (docs/operations.md
-says so), and Kafka enforces them per broker anyway.
+Under a controller (`controller.url`) quotas are cluster metadata, as in
+KRaft (ClientQuotaRecord): AlterClientQuotas is forwarded to the controller
+(`control/forwarding.py`), and every broker takes the image's `client_quotas`
+(`use_image`, called by `image.ImageApplier` in the same synchronous step as
+the rest of the image), so a quota set through one broker is enforced by all.
+Such a broker has no file (`metadata_dir` None).
+
+A broker without a controller keeps them in `<metadata dir>/quotas.json`
+({"quotas": [{"entity": {"user": "alice", "client-id": null}, "values":
+{"producer_byte_rate": ...}}]}, null = <default>: the image's records in a
+wrapper), written atomically, read at start: they survive a restart.
 
 `ClientQuotas` owns one ClientQuotaManager per byte-rate key (quotas/manager.py,
 pure), the request_percentage accounting (quotas/request_time.py), the
@@ -17,8 +22,9 @@ throttle time.
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from tinystream.atomic_file import write_atomically
@@ -27,6 +33,8 @@ from tinystream.broker.quotas.entities import CONSUMER_BYTE_RATE, PRODUCER_BYTE_
 from tinystream.broker.quotas.manager import ClientQuotaManager
 from tinystream.broker.quotas.mutation import ControllerMutationQuota
 from tinystream.broker.quotas.request_time import RequestTimeQuota
+
+log = logging.getLogger(__name__)
 
 
 def _monotonic_ms() -> int:
@@ -72,6 +80,21 @@ class ClientQuotas:
         if self.path is not None:
             write_atomically(self.path, json.dumps(book.to_json(), indent=1).encode(), durable=True)
         self._use(book)
+
+    def use_image(self, records: Sequence[Mapping[str, object]]) -> None:
+        """The controller image's `client_quotas` become the quotas in force (nothing is written). A record
+        this broker cannot read is logged and skipped: the controller checked it, a broker must not stop."""
+        good = []
+        for item in records:
+            try:
+                QuotaBook.from_json({"quotas": [item]})
+            except (ValueError, KeyError, AttributeError, TypeError) as exc:
+                log.error("ignoring a client quota of the metadata image: %s (%r)", exc, item)
+                continue
+            good.append(item)
+        book = QuotaBook.from_json({"quotas": good})
+        if book != self.book:
+            self._use(book)
 
     def record_produce(self, principal: str, client_id: str | None, size: int) -> int:
         return self.produce.record(user_of(principal), client_id or "", size, self.clock())

@@ -7,8 +7,12 @@ name the default (quotas/entities.py); keys producer_byte_rate,
 consumer_byte_rate, request_percentage, controller_mutation_rate. A bad
 entity, key or value is INVALID_REQUEST for that entry, as Kafka's
 ClientQuotaControlManager answers, and nothing of that entry is stored;
-validate_only checks and stores nothing. What is stored lives in
-control/quotas.py (quotas.json) and is enforced: producer_byte_rate on
+validate_only checks and stores nothing. Under a controller the valid
+entries are forwarded to it in one call (all or none: a refusal is every
+forwarded entry's answer), answered once this broker applied the image that
+holds them; every broker enforces the image's quotas and Describe answers
+from them. A standalone broker stores them in control/quotas.py's
+quotas.json. They are enforced: producer_byte_rate on
 Produce, consumer_byte_rate on Fetch, request_percentage on every request
 (server/request_quota.py), controller_mutation_rate on topic changes
 (handlers/shared/mutation_quota.py); docs/operations.md.
@@ -61,7 +65,11 @@ async def handle_alter_client_quotas(ctx: BrokerContext, call: Call) -> Any:
                 seen.add(entity)
                 changes.append((entity, [(op.key, op.value, op.remove) for op in entry.ops]))
         results.append((components, error, message))
-    if changes and not call.body.validate_only:
+    if changes and ctx.forwarding is not None:
+        error, message = await ctx.forwarding.alter_client_quotas(changes, validate_only=call.body.validate_only)
+        if error != ErrorCode.none:
+            results = [(c, error, message) if e == ErrorCode.none else (c, e, m) for c, e, m in results]
+    elif changes and not call.body.validate_only:
         try:
             ctx.quotas.alter(changes)
         except OSError as exc:  # the file could not be written: nothing changed

@@ -4,9 +4,9 @@ An entity is a set of (type, name) components: `user`, `client-id` or both; a
 name of None is the default (`<default>` in kafka-configs.sh). Keys are
 Kafka's (QuotaConfig): producer_byte_rate and consumer_byte_rate (bytes/s,
 whole numbers), request_percentage and controller_mutation_rate (doubles).
-Every check returns a reason string or None, so the handler picks Kafka's
-error code (INVALID_REQUEST, as Kafka's ClientQuotaControlManager does).
-The `ip` entity (connection_creation_rate, KIP-612) is not served here.
+The keys and the checks of a stored quota are `tinystream.config.client_quotas`
+(the controller checks with them too); the filter checks here return a reason
+string or None, so the handler picks Kafka's error code (INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -15,23 +15,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
-USER = "user"
-CLIENT_ID = "client-id"
-IP = "ip"
-ENTITY_TYPES = (USER, CLIENT_ID)
+from tinystream.config.client_quotas import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    ENTITY_TYPES,
+    IP,
+    KEYS,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    USER,
+    entity_error,
+    op_error,
+)
 
-PRODUCER_BYTE_RATE = "producer_byte_rate"
-CONSUMER_BYTE_RATE = "consumer_byte_rate"
-REQUEST_PERCENTAGE = "request_percentage"
-CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-#: Kafka's QuotaConfig keys for user / client-id entities, and whether a value must be a whole number (LONG).
-KEYS: dict[str, bool] = {
-    PRODUCER_BYTE_RATE: True,
-    CONSUMER_BYTE_RATE: True,
-    REQUEST_PERCENTAGE: False,
-    CONTROLLER_MUTATION_RATE: False,
-}
-_LONG_MAX = float(2**63 - 1)
+__all__ = ["CLIENT_ID", "CONSUMER_BYTE_RATE", "CONTROLLER_MUTATION_RATE", "ENTITY_TYPES", "IP", "KEYS",
+           "PRODUCER_BYTE_RATE", "REQUEST_PERCENTAGE", "USER", "Component", "Entity", "MatchType", "entity_error",
+           "filter_error", "filter_matches", "op_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,40 +68,6 @@ class Entity:
 
     def __str__(self) -> str:
         return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in self.components())
-
-
-def entity_error(components: list[tuple[str, str | None]]) -> str | None:
-    """Why an entity from an AlterClientQuotas entry is not valid, or None."""
-    if not components:
-        return "the entity is empty"
-    types = [t for t, _ in components]
-    if len(set(types)) != len(types):
-        return f"the entity names a type twice: {types}"
-    for entity_type, name in components:
-        if entity_type == IP:
-            return "ip quotas (connection_creation_rate) are not supported by this broker"
-        if entity_type not in ENTITY_TYPES:
-            return f"unknown entity type {entity_type!r} (user, client-id)"
-        if name is not None and name == "":
-            return f"the {entity_type} name is empty (a default is a null name)"
-    return None
-
-
-def op_error(key: str, value: float, remove: bool) -> str | None:
-    """Why one quota op is not valid, or None (Kafka: ClientQuotaControlManager.validateQuotaKeyValue)."""
-    whole = KEYS.get(key)
-    if whole is None:
-        return f"Invalid configuration key {key}"
-    if remove:
-        return None
-    if not value > 0.0 or value != value:  # also NaN
-        return f"Quota {key} must be greater than 0"
-    if whole:
-        if value > _LONG_MAX:
-            return f"Proposed value for {key} is too large for a LONG."
-        if value != int(value):
-            return f"Proposed value for {key} is not an integer."
-    return None
 
 
 class MatchType(IntEnum):

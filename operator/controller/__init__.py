@@ -14,7 +14,7 @@ metadata brokers follow), state (image + sessions + settings + id source),
 core (`apply`), liveness, placement, election, isr, reassignment (with
 flow, the planner's min-cost flow), settle, builder (epoch bookkeeping),
 invariants, topic_config, access (ACL and SCRAM credential records, with
-`tinystream.acls`), config, ids, codec, errors.
+`tinystream.acls`), quotas (client quota records), config, ids, codec, errors.
 """
 
 from tinystream.operator.controller.actions import (
@@ -27,6 +27,7 @@ from tinystream.operator.controller.actions import (
     BrokerUndrained,
     BrokerUnfenced,
     BrokerUnregistered,
+    ClientQuotasChanged,
     FenceReason,
     IsrChanged,
     LeaderChanged,
@@ -50,6 +51,7 @@ from tinystream.operator.controller.events import (
     AclFilter,
     AdvanceTime,
     AllocateProducerIds,
+    AlterClientQuotas,
     AlterPartition,
     AlterScramCredentials,
     AlterTopicConfig,
@@ -64,6 +66,8 @@ from tinystream.operator.controller.events import (
     ElectPreferredLeaders,
     Event,
     ExpireSession,
+    QuotaAlteration,
+    QuotaOp,
     ReassignPartitions,
     RegisterBroker,
     ReplicaAssignment,
@@ -76,6 +80,7 @@ from tinystream.operator.controller.image import (
     NO_LEADER,
     AclRecord,
     BrokerRecord,
+    ClientQuotaRecord,
     LeaderRecoveryState,
     ListenerEndpoint,
     MetadataImage,
@@ -90,6 +95,11 @@ from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.controller.state import ControllerState
 
 __all__ = [
+    "AlterClientQuotas",
+    "ClientQuotaRecord",
+    "ClientQuotasChanged",
+    "QuotaAlteration",
+    "QuotaOp",
     "AclFilter",
     "AclRecord",
     "AclsCreated",

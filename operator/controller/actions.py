@@ -206,3 +206,11 @@ class AclsDeleted(Action):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScramCredentialsChanged(Action):
     users: tuple[str, ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotasChanged(Action):
+    """The entities whose quotas an AlterClientQuotas changed, as kafka-configs.sh names them."""
+
+    entities: tuple[str, ...]

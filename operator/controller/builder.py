@@ -31,6 +31,7 @@ from tinystream.operator.controller.election import ElectionReason
 from tinystream.operator.controller.image import (
     AclRecord,
     BrokerRecord,
+    ClientQuotaRecord,
     MetadataImage,
     PartitionRecord,
     ScramCredentialRecord,
@@ -61,6 +62,7 @@ class ImageBuilder:
         self.actions: list[Action] = []
         self.acls: tuple[AclRecord, ...] = image.acls
         self.scram_credentials: tuple[ScramCredentialRecord, ...] = image.scram_credentials
+        self.client_quotas: tuple[ClientQuotaRecord, ...] = image.client_quotas
 
     @property
     def next_version(self) -> int:
@@ -140,7 +142,7 @@ class ImageBuilder:
         """Remember a started reassignment, to report it if it completes in this event."""
         self._targets[(name, index)] = tuple(target)
 
-    # -- access: ACLs and SCRAM credentials -----------------------------------
+    # -- access: ACLs, SCRAM credentials, client quotas -----------------------------------
 
     def set_acls(self, acls: Sequence[AclRecord]) -> None:
         ordered = tuple(sorted(set(acls)))
@@ -152,6 +154,12 @@ class ImageBuilder:
         ordered = tuple(sorted(credentials))
         if ordered != self.scram_credentials:
             self.scram_credentials = ordered
+            self._changed = True
+
+    def set_client_quotas(self, quotas: Sequence[ClientQuotaRecord]) -> None:
+        ordered = tuple(sorted(quotas, key=ClientQuotaRecord.key))
+        if ordered != self.client_quotas:
+            self.client_quotas = ordered
             self._changed = True
 
     # -- result ------------------------------------------------------------
@@ -206,5 +214,5 @@ class ImageBuilder:
         }
         return MetadataImage(
             version=self.base.version + 1, cluster_id=self.base.cluster_id, brokers=self.brokers, topics=topics,
-            acls=self.acls, scram_credentials=self.scram_credentials,
+            acls=self.acls, scram_credentials=self.scram_credentials, client_quotas=self.client_quotas,
         )

@@ -42,6 +42,7 @@ from tinystream.operator.controller.actions import (
     BrokerUndrained,
     BrokerUnfenced,
     BrokerUnregistered,
+    ClientQuotasChanged,
     FenceReason,
     PartitionsCreated,
     ProducerIdsAllocated,
@@ -59,6 +60,7 @@ from tinystream.operator.controller.errors import ControllerError, PlacementErro
 from tinystream.operator.controller.events import (
     AdvanceTime,
     AllocateProducerIds,
+    AlterClientQuotas,
     AlterPartition,
     AlterScramCredentials,
     AlterTopicConfig,
@@ -88,6 +90,7 @@ from tinystream.operator.controller.image import (
 from tinystream.operator.controller.isr import check_alter_partition
 from tinystream.operator.controller.liveness import BrokerSession, caught_up, expired_brokers
 from tinystream.operator.controller.placement import assign_replicas
+from tinystream.operator.controller.quotas import alteration_problem, altered, entity_name
 from tinystream.operator.controller.reassignment import revert_reassignment, start_reassignment
 from tinystream.operator.controller.settle import settle_partition
 from tinystream.operator.controller.state import ControllerState
@@ -594,6 +597,15 @@ def _alter_scram_credentials(step: _Step, e: AlterScramCredentials) -> None:
     step.image.actions.append(ScramCredentialsChanged(users=tuple(sorted({k[0] for k in keys}))))
 
 
+def _alter_client_quotas(step: _Step, e: AlterClientQuotas) -> None:
+    problem = alteration_problem(e.alterations)
+    if problem is not None:
+        raise _Rejected(ControllerError.INVALID_REQUEST, problem)
+    step.image.set_client_quotas(altered(step.image.client_quotas, e.alterations))
+    step.image.actions.append(ClientQuotasChanged(entities=tuple(entity_name(dict(a.entity))
+                                                                 for a in e.alterations)))
+
+
 # -- partitions --------------------------------------------------------------------
 
 
@@ -695,4 +707,5 @@ _HANDLERS: dict[type[Event], Callable[[_Step, Any], None]] = {
     CreateAcls: _create_acls,
     DeleteAcls: _delete_acls,
     AlterScramCredentials: _alter_scram_credentials,
+    AlterClientQuotas: _alter_client_quotas,
 }

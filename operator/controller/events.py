@@ -24,6 +24,7 @@ controller-internal trigger:
     CreateAcls            CreateAcls (forwarded by a broker)
     DeleteAcls            DeleteAcls (forwarded by a broker)
     AlterScramCredentials AlterUserScramCredentials (forwarded by a broker)
+    AlterClientQuotas     AlterClientQuotas (forwarded by a broker, or a TinyStreamUser's spec.quotas)
 
 Plain form: `{"type": "<class name>", <field>: <value>, ...}` with the
 codec's JSON types (tuples as lists); `Event.from_dict` checks every field.
@@ -317,3 +318,38 @@ class AlterScramCredentials(Event):
     def __post_init__(self) -> None:
         object.__setattr__(self, "upsertions", tuple(self.upsertions))
         object.__setattr__(self, "deletions", tuple(self.deletions))
+
+
+# -- client quotas (KIP-546) -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuotaOp:
+    """Set `key` to `value`, or with `remove` drop it (AlterClientQuotas' OpData)."""
+
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuotaAlteration:
+    """One entity's ops; `entity` maps "user" and/or "client-id" to a name, None being the default."""
+
+    entity: Mapping[str, str | None]
+    ops: tuple[QuotaOp, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entity", frozen_mapping(self.entity))
+        object.__setattr__(self, "ops", tuple(self.ops))
+
+
+@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterClientQuotas(Event):
+    """Change client quotas, all or nothing; an entity at most once. An entity left with no key goes."""
+
+    alterations: tuple[QuotaAlteration, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alterations", tuple(self.alterations))

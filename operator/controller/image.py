@@ -28,12 +28,16 @@ Records are frozen; mappings are read-only copies. Dict shape (see
      "acls": [{"resource_type": "TOPIC", "resource_name": "orders", "pattern_type": "LITERAL",
                "principal": "User:alice", "host": "*", "operation": "READ", "permission": "ALLOW"}],
      "scram_credentials": [{"user": "alice", "mechanism": "SCRAM-SHA-512", "salt": "<b64>",
-                            "stored_key": "<b64>", "server_key": "<b64>", "iterations": 8192}]}
+                            "stored_key": "<b64>", "server_key": "<b64>", "iterations": 8192}],
+     "client_quotas": [{"entity": {"user": "alice", "client-id": null},   # null: <default>
+                        "values": {"producer_byte_rate": 1048576.0}}]}
 
 ACLs and SCRAM credentials are cluster metadata as in KRaft (AccessControlEntryRecord,
 UserScramCredentialRecord): kept here, every broker applies them from the image,
 so all brokers authorize and authenticate alike. Credentials are salted (RFC 5802
-StoredKey/ServerKey), never passwords.
+StoredKey/ServerKey), never passwords. Client quotas are too (Kafka's
+ClientQuotaRecord, KIP-546): one record per entity with its values, the shape
+of a standalone broker's quotas.json, so every broker enforces the same ones.
 """
 
 from __future__ import annotations
@@ -198,6 +202,25 @@ class ScramCredentialRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord:
+    """One quota entity's values (Kafka's ClientQuotaRecords folded): `entity` maps "user" and/or
+    "client-id" to a name, None being the default; `values` maps quota keys to their values. Checked with
+    tinystream.config.client_quotas (core.py)."""
+
+    entity: Mapping[str, str | None]
+    values: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entity", frozen_mapping(self.entity))
+        object.__setattr__(self, "values", frozen_mapping(self.values))
+
+    def key(self) -> tuple[bool, str, bool, str]:
+        """The entity as a stable sort key (a default, None, sorts first), as the broker's listing orders."""
+        user, client = self.entity.get("user"), self.entity.get("client-id")
+        return ("user" in self.entity, user or "", "client-id" in self.entity, client or "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataImage:
     version: int
     cluster_id: str
@@ -205,12 +228,14 @@ class MetadataImage:
     topics: Mapping[str, TopicRecord] = field(default_factory=dict)
     acls: tuple[AclRecord, ...] = ()  # sorted, no duplicates
     scram_credentials: tuple[ScramCredentialRecord, ...] = ()  # sorted by (user, mechanism), one each
+    client_quotas: tuple[ClientQuotaRecord, ...] = ()  # sorted by entity (ClientQuotaRecord.key), one each
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "brokers", frozen_mapping(self.brokers))
         object.__setattr__(self, "topics", frozen_mapping(self.topics))
         object.__setattr__(self, "acls", tuple(sorted(set(self.acls))))
         object.__setattr__(self, "scram_credentials", tuple(sorted(self.scram_credentials)))
+        object.__setattr__(self, "client_quotas", tuple(sorted(self.client_quotas, key=ClientQuotaRecord.key)))
 
     @classmethod
     def empty(cls, *, cluster_id: str) -> MetadataImage:
@@ -254,13 +279,14 @@ class MetadataImage:
             "topics": [to_plain(self.topics[t]) for t in sorted(self.topics)],
             **({"acls": to_plain(self.acls)} if self.acls else {}),
             **({"scram_credentials": to_plain(self.scram_credentials)} if self.scram_credentials else {}),
+            **({"client_quotas": to_plain(self.client_quotas)} if self.client_quotas else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetadataImage:
         check_schema_version(data, what="metadata image")
         unknown = sorted(set(data) - {"schema_version", "version", "cluster_id", "brokers", "topics", "acls",
-                                      "scram_credentials"})
+                                      "scram_credentials", "client_quotas"})
         if unknown:
             raise StateFormatError(f"$: unknown field(s) {unknown} for MetadataImage")
         version = convert(int, data.get("version"), path="$.version")
@@ -285,5 +311,8 @@ class MetadataImage:
                         path="$.scram_credentials")
         if len({(c.user, c.mechanism) for c in scram}) != len(scram):
             raise StateFormatError("$.scram_credentials: a (user, mechanism) appears twice")
+        quotas = convert(tuple[ClientQuotaRecord, ...], data.get("client_quotas", []), path="$.client_quotas")
+        if len({q.key() for q in quotas}) != len(quotas):
+            raise StateFormatError("$.client_quotas: an entity appears twice")
         return cls(version=version, cluster_id=cluster_id, brokers=brokers, topics=topics, acls=acls,
-                   scram_credentials=scram)
+                   scram_credentials=scram, client_quotas=quotas)

@@ -14,8 +14,8 @@ public: with them anyone could forge an AlterPartition.
     any principal       GET /v1/metadata, /v1/state, /v1/topics/{name}
     broker-<id> itself  register, heartbeat, producer-ids, partitions/alter: for its own id only
     a broker or admin   topic create, delete, partitions, config; ACL create/delete; SCRAM credential
-                        changes; preferred elections, reassignments (brokers forward their clients'
-                        requests, after their own authorizer said yes)
+                        changes; preferred elections, reassignments, client quotas (brokers forward
+                        their clients' requests, after their own authorizer said yes)
     admin               drain, undrain, unregister
 
 A controller made without a secret (tests of the API itself) lets every caller
@@ -36,6 +36,7 @@ from tinystream.controller_auth import ADMIN, bearer, broker_id_of, principal_of
 from tinystream.operator.controller import (
     AclsDeleted,
     AllocateProducerIds,
+    AlterClientQuotas,
     AlterPartition,
     AlterScramCredentials,
     AlterTopicConfig,
@@ -64,6 +65,7 @@ from tinystream.operator.service.metrics import ControllerMetrics, http_middlewa
 from tinystream.operator.service.openapi import openapi_document
 from tinystream.operator.service.request_bodies import (
     AllocateProducerIdsRequest,
+    AlterClientQuotasRequest,
     AlterConfigRequest,
     AlterPartitionRequest,
     AlterScramRequest,
@@ -112,6 +114,7 @@ def _routes(prefix: str = "") -> list[web.RouteDef]:
         web.post(prefix + "/v1/acls", create_acls),
         web.post(prefix + "/v1/acls/delete", delete_acls),
         web.post(prefix + "/v1/scram-credentials", alter_scram_credentials),
+        web.post(prefix + "/v1/client-quotas", alter_client_quotas),
     ]
 
 
@@ -643,3 +646,16 @@ async def alter_scram_credentials(request: web.Request) -> web.Response:
     body: AlterScramRequest = await _body(request, AlterScramRequest)
     decision = await _run(request, AlterScramCredentials(upsertions=body.upsertions, deletions=body.deletions))
     return reply(_admin_reply(request, decision))
+
+
+# -- client quotas (cluster metadata, KRaft's ClientQuotaRecord) -----------------------------------------------
+
+
+async def alter_client_quotas(request: web.Request) -> web.Response:
+    # A broker forwards its clients' AlterClientQuotas (ALTER_CONFIGS on the cluster checked there), the
+    # operator sets a TinyStreamUser's spec.quotas as the admin. A quota only slows clients down; a broker
+    # can already delete whole topics, so nothing here a broker could abuse more than that.
+    _require_broker_or_admin(request)
+    body: AlterClientQuotasRequest = await _body(request, AlterClientQuotasRequest)
+    decision = await _run(request, AlterClientQuotas(alterations=body.alterations), validate_only=body.validate_only)
+    return reply(_admin_reply(request, decision, validate_only=body.validate_only))

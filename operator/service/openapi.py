@@ -209,6 +209,7 @@ _REQUESTS = {
     "CreateAclsRequest": rq.CreateAclsRequest,
     "DeleteAclsRequest": rq.DeleteAclsRequest,
     "AlterScramRequest": rq.AlterScramRequest,
+    "AlterClientQuotasRequest": rq.AlterClientQuotasRequest,
 }
 
 _BROKER_ID = {"name": "broker_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
@@ -263,6 +264,8 @@ _ENDPOINTS: list[tuple[str, str, str, str | None, tuple[int, str], tuple[int, ..
      (200, "AclDeleteReply"), (400,), []),
     ("post", "/v1/scram-credentials", "AlterUserScramCredentials: salted credentials only, never passwords",
      "AlterScramRequest", (200, "AdminReply"), (400, 404), []),
+    ("post", "/v1/client-quotas", "AlterClientQuotas (KIP-546): set or remove quotas of user / client-id entities",
+     "AlterClientQuotasRequest", (200, "AdminReply"), (400,), []),
 ]
 
 _PUBLIC = ("/healthz", "/v1/openapi.json")

@@ -23,6 +23,7 @@ from tinystream.operator.controller import (
     AclRecord,
     LeaderRecoveryState,
     ListenerEndpoint,
+    QuotaAlteration,
     ReplicaAssignment,
     ScramCredentialRecord,
     ScramDeletion,
@@ -95,6 +96,12 @@ class DeleteAclsRequest:
 class AlterScramRequest:
     upsertions: tuple[ScramCredentialRecord, ...] = ()
     deletions: tuple[ScramDeletion, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterClientQuotasRequest:
+    alterations: tuple[QuotaAlteration, ...]
+    validate_only: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,6 +17,7 @@ from tinystream.operator.controller import (
     Action,
     AdvanceTime,
     AllocateProducerIds,
+    AlterClientQuotas,
     AlterPartition,
     AlterScramCredentials,
     AlterTopicConfig,
@@ -27,6 +28,7 @@ from tinystream.operator.controller import (
     BrokerUndrained,
     BrokerUnfenced,
     BrokerUnregistered,
+    ClientQuotasChanged,
     ControllerActivated,
     ControllerConfig,
     ControllerState,
@@ -49,6 +51,8 @@ from tinystream.operator.controller import (
     PartitionsOffline,
     PreferredElection,
     ProducerIdsAllocated,
+    QuotaAlteration,
+    QuotaOp,
     ReassignmentCancelled,
     ReassignmentCompleted,
     ReassignmentStarted,
@@ -95,6 +99,8 @@ EVENTS = [
     CreateAcls(acls=(ACL,)),
     DeleteAcls(filters=(AclFilter(resource_type="TOPIC", principal="User:a"),)),
     AlterScramCredentials(upsertions=(CRED,), deletions=(ScramDeletion(user="b", mechanism="SCRAM-SHA-256"),)),
+    AlterClientQuotas(alterations=(QuotaAlteration(entity={"user": "a", "client-id": None}, ops=(
+        QuotaOp(key="producer_byte_rate", value=1024.0), QuotaOp(key="request_percentage", remove=True))),)),
 ]
 
 ACTIONS = [
@@ -118,6 +124,7 @@ ACTIONS = [
     AclsCreated(acls=(ACL,)),
     AclsDeleted(matched=((ACL,), ())),
     ScramCredentialsChanged(users=("a",)),
+    ClientQuotasChanged(entities=("user=a, client-id=<default>",)),
 ]
 
 
