@@ -46,3 +46,33 @@ def _bind_operator_source() -> None:
 
 
 _bind_operator_source()
+
+
+class _CheckoutFinder:
+    """Find `tinystream.broker` and `tinystream.spark` in the checkout this file is in.
+
+    An editable install's finder maps them to the folders of the checkout it was installed from; a second
+    checkout (a git worktree run with PYTHONPATH=<its root>) would otherwise import its own tinystream/ but
+    the install's broker/. Installed only when the folders are beside this package (not in a wheel).
+    """
+
+    def __init__(self, folders: dict[str, Path]) -> None:
+        self.folders = folders
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        folder = self.folders.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(fullname, folder / "__init__.py",
+                                                      submodule_search_locations=[str(folder)])
+
+
+def _bind_checkout_packages() -> None:
+    root = Path(__file__).resolve().parent.parent
+    folders = {f"{__name__}.broker": root / "broker", f"{__name__}.spark": root / "spark-on-k8s" / "connector"}
+    found = {name: folder for name, folder in folders.items() if (folder / "__init__.py").is_file()}
+    if found and not any(isinstance(f, _CheckoutFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _CheckoutFinder(found))
+
+
+_bind_checkout_packages()

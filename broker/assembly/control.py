@@ -57,7 +57,7 @@ class LocalControl:
     def finish(self, groups: GroupService | None, transactions: TransactionService | None) -> Control:
         """The coordinators are the controller mode's business (its image drives them); here only files."""
         access = LocalAccessAdmin(self._storage.logs.metadata_dir, authorizer=self._security.authorizer,
-                                  users=self._security.users, quotas=self.quotas)
+                                  users=self._security.users)
         return Control(access=access, producer_ids=self.producer_ids, quotas=self.quotas)
 
 
