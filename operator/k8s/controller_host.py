@@ -72,8 +72,8 @@ from tinystream.operator.controller import (
 )
 from tinystream.operator.controller.config import overrides_from_settings
 from tinystream.operator.controller.errors import StateFormatError
-from tinystream.operator.controller.events import AlterScramCredentials, CreateAcls, DeleteAcls
-from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
+from tinystream.operator.controller.events import AlterClientQuotas, AlterScramCredentials, CreateAcls, DeleteAcls
+from tinystream.operator.controller.image import AclRecord, ClientQuotaRecord, ScramCredentialRecord
 from tinystream.operator.controller.reassignment import plan_reassignment, plan_replication_factor
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
@@ -375,6 +375,9 @@ class OperatorController:
         image = (await self.attach(cluster)).image
         return image.acls, image.scram_credentials
 
+    async def client_quotas(self, cluster: ClusterKey) -> tuple[ClientQuotaRecord, ...]:
+        return (await self.attach(cluster)).image.client_quotas
+
     async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
         service = await self.attach(cluster)
         if plan.delete:
@@ -383,6 +386,8 @@ class OperatorController:
             await self._submit(service, CreateAcls(acls=plan.create))
         if plan.upsert or plan.remove:
             await self._submit(service, AlterScramCredentials(upsertions=plan.upsert, deletions=plan.remove))
+        if plan.quotas is not None:
+            await self._submit(service, AlterClientQuotas(alterations=(plan.quotas,)))
 
     async def broker_actions(self, cluster: ClusterKey, actions: Sequence[BrokerAction]) -> None:
         service = await self.attach(cluster)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
+from tinystream.operator.controller.image import AclRecord, ClientQuotaRecord, ScramCredentialRecord
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.topics import TopicAction, TopicView
 from tinystream.operator.k8s.users import UserAccessPlan
@@ -88,8 +88,11 @@ class ControllerPort(Protocol):
     async def access(self, cluster: ClusterKey) -> tuple[tuple[AclRecord, ...], tuple[ScramCredentialRecord, ...]]:
         """The ACLs and SCRAM credentials in the cluster's metadata (TinyStreamUsers reconcile against them)."""
 
+    async def client_quotas(self, cluster: ClusterKey) -> tuple[ClientQuotaRecord, ...]:
+        """The client quotas in the cluster's metadata (a TinyStreamUser's spec.quotas reconciles against them)."""
+
     async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
-        """Create and delete ACLs, set and remove credentials, as one TinyStreamUser's plan says."""
+        """Create and delete ACLs, set and remove credentials and quotas, as one TinyStreamUser's plan says."""
 
     async def forget(self, cluster: ClusterKey) -> None:
         """The cluster was deleted: drop its state."""
@@ -134,6 +137,9 @@ class UnattachedController:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def access(self, cluster: ClusterKey) -> tuple[tuple[AclRecord, ...], tuple[ScramCredentialRecord, ...]]:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def client_quotas(self, cluster: ClusterKey) -> tuple[ClientQuotaRecord, ...]:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:

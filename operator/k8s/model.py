@@ -336,6 +336,11 @@ class UserAcl:
     allow: bool = True
 
 
+#: spec.quotas (Strimzi's KafkaUser words) -> Kafka's quota keys.
+USER_QUOTA_KEYS = {"producerByteRate": "producer_byte_rate", "consumerByteRate": "consumer_byte_rate",
+                   "requestPercentage": "request_percentage", "controllerMutationRate": "controller_mutation_rate"}
+
+
 @dataclass(frozen=True, slots=True)
 class UserSpec:
     name: str  # the SCRAM user, the certificate's CN and the Secret's name
@@ -345,10 +350,16 @@ class UserSpec:
     authentication: str  # scram-sha-512 or tls
     acls: tuple[UserAcl, ...] = ()
     generation: int = 1
+    quotas: tuple[tuple[str, float], ...] = ()  # (Kafka's key, value), sorted; the CRD schema checked them
 
     @property
     def principal(self) -> str:
         return f"User:CN={self.name}" if self.authentication == "tls" else f"User:{self.name}"
+
+    @property
+    def quota_user(self) -> str:
+        """The name Kafka's quotas know the user by: the principal's, "alice" or "CN=alice"."""
+        return self.principal.removeprefix("User:")
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> UserSpec:
@@ -364,4 +375,6 @@ class UserSpec:
         return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid") or "",
                    cluster=str(spec.get("cluster") or ""),
                    authentication=str((spec.get("authentication") or {}).get("type") or "scram-sha-512"),
-                   acls=acls, generation=int(meta.get("generation") or 1))
+                   acls=acls, generation=int(meta.get("generation") or 1),
+                   quotas=tuple(sorted((USER_QUOTA_KEYS[k], float(v)) for k, v in (spec.get("quotas") or {}).items()
+                                       if k in USER_QUOTA_KEYS and v is not None)))

@@ -6,10 +6,10 @@
 - Secret: user_secrets.ensure_user_secret, one pass at a time per user
   (caches.UserSecretPasses), announced by an Event when made again or renewed.
 - access: users.plan_user_access brings the cluster's metadata to exactly the
-  user's ACLs and credential through the controller port.
+  user's ACLs, credential and quotas (spec.quotas) through the controller port.
 - report: Ready with its reason, an Event when the reason changes.
-- removal: every ACL of the principal and its credentials go, so a deleted
-  user can do nothing any more; released when the cluster is gone.
+- removal: every ACL of the principal, its credentials and its quotas go, so
+  a deleted user can do nothing any more; released when the cluster is gone.
 """
 
 from __future__ import annotations
@@ -104,11 +104,13 @@ class UserReconciler:
         try:
             acls, credentials = await self.deps.controller.access(key)
             plan = plan_user_access(user, acls, credentials, password=user_password(master, user)
-                                    if user.authentication == "scram-sha-512" else None)
+                                    if user.authentication == "scram-sha-512" else None,
+                                    quotas=await self.deps.controller.client_quotas(key))
             if not plan.empty:
                 await self.deps.controller.alter_access(key, plan)
-                logger.info("user %s: %d ACLs created, %d deleted, %d credentials set", user.name,
-                            len(plan.create), len(plan.delete), len(plan.upsert))
+                logger.info("user %s: %d ACLs created, %d deleted, %d credentials set, %d quota keys changed",
+                            user.name, len(plan.create), len(plan.delete), len(plan.upsert),
+                            len(plan.quotas.ops) if plan.quotas else 0)
         except ControllerUnavailable as exc:
             return ready(False, UserReason.CONTROLLER_UNAVAILABLE, str(exc), generation=user.generation)
         except ControllerRefused as exc:
@@ -117,6 +119,7 @@ class UserReconciler:
         note = "" if cluster.super_users is not None or not count else (
             "; the cluster has no spec.authorization, so they are not enforced")
         patch.status["acls"] = count
+        patch.status["quotas"] = len(user.quotas)
         return ready(True, UserReason.READY, f"{user.principal}: {count} ACLs{note}", generation=user.generation)
 
     def report(self, user: UserSpec, condition: Condition, body: Any, status: Any, patch: kopf.Patch) -> None:
@@ -137,7 +140,7 @@ class UserReconciler:
         key = ClusterKey(user.namespace, user.cluster)
         try:
             acls, credentials = await self.deps.controller.access(key)
-            plan = plan_user_removal(user, acls, credentials)
+            plan = plan_user_removal(user, acls, credentials, await self.deps.controller.client_quotas(key))
             if not plan.empty:
                 await self.deps.controller.alter_access(key, plan)
             logger.info("user %s removed: %d ACLs, %d credentials", user.name, len(plan.delete), len(plan.remove))

@@ -1,4 +1,4 @@
-"""What a TinyStreamUser needs: its ACLs and SCRAM credential in the cluster's metadata, its Secret. Pure.
+"""What a TinyStreamUser needs: its ACLs, SCRAM credential and quotas in the cluster's metadata, its Secret. Pure.
 
 The operator owns every ACL of the user's principal: `plan_user_access`
 compares the ACLs the spec asks for with those the controller's image holds
@@ -7,7 +7,9 @@ added by hand with kafka-acls.sh for this principal is removed, as Strimzi's
 User Operator does). The SCRAM credential is set when the image has none for
 the user or one made from another password; the password itself is derived
 by the operator (user_secrets.user_password) and never stored in the image,
-only its salted keys.
+only its salted keys. spec.quotas is the quota entity user=<principal name>
+(Strimzi's KafkaUser quotas): the operator sets the keys the spec names and
+removes the others of that entity (`plan_user_quotas`).
 
 The user's Secret (`plan_user_secret`): the operator may create and patch
 Secrets but not read them, so each pass *tries to create* the Secret: a
@@ -36,8 +38,8 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tinystream.operator.controller.events import AclFilter, ScramDeletion
-from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
+from tinystream.operator.controller.events import AclFilter, QuotaAlteration, QuotaOp, ScramDeletion
+from tinystream.operator.controller.image import AclRecord, ClientQuotaRecord, ScramCredentialRecord
 from tinystream.operator.k8s.certificates import IssuedRecord, KeyPair, renewal_reason
 from tinystream.operator.k8s.conditions import UserReason
 from tinystream.operator.k8s.model import ClusterSpec, UserAcl, UserSpec
@@ -60,10 +62,11 @@ class UserAccessPlan:
     delete: tuple[AclFilter, ...] = ()  # exact filters, one per ACL to remove
     upsert: tuple[ScramCredentialRecord, ...] = ()
     remove: tuple[ScramDeletion, ...] = ()
+    quotas: QuotaAlteration | None = None  # the user's quota entity brought to spec.quotas
 
     @property
     def empty(self) -> bool:
-        return not (self.create or self.delete or self.upsert or self.remove)
+        return not (self.create or self.delete or self.upsert or self.remove or self.quotas)
 
 
 def _records(acl: UserAcl, principal: str) -> Iterable[AclRecord]:
@@ -100,9 +103,23 @@ def _made_from(record: ScramCredentialRecord, password: str) -> bool:
     return credential.matches_password(record.mechanism, password)
 
 
+def plan_user_quotas(user: UserSpec, quotas: Iterable[ClientQuotaRecord], *, wanted: bool = True
+                     ) -> QuotaAlteration | None:
+    """The ops that make the quota entity user=<quota_user> hold exactly spec.quotas (`wanted` False: none),
+    or None when it does already. Only that entity is the operator's: a (user, client-id) or default
+    quota set with kafka-configs.sh stays."""
+    entity = {"user": user.quota_user}
+    held: dict[str, float] = next((dict(q.values) for q in quotas if dict(q.entity) == entity), {})
+    desired = dict(user.quotas) if wanted else {}
+    ops = [QuotaOp(key=k, value=v) for k, v in sorted(desired.items()) if held.get(k) != v]
+    ops += [QuotaOp(key=k, remove=True) for k in sorted(set(held) - set(desired))]
+    return QuotaAlteration(entity=entity, ops=tuple(ops)) if ops else None
+
+
 def plan_user_access(user: UserSpec, acls: Iterable[AclRecord], credentials: Iterable[ScramCredentialRecord], *,
-                     password: str | None) -> UserAccessPlan:
-    """ACLs to create and delete so the principal has exactly the spec's; the credential when it is stale."""
+                     password: str | None, quotas: Iterable[ClientQuotaRecord] = ()) -> UserAccessPlan:
+    """ACLs to create and delete so the principal has exactly the spec's; the credential when it is stale;
+    the user's quotas when they differ from spec.quotas."""
     held = {a for a in acls if a.principal == user.principal}
     wanted = desired_acls(user)
     upsert: tuple[ScramCredentialRecord, ...] = ()
@@ -111,16 +128,18 @@ def plan_user_access(user: UserSpec, acls: Iterable[AclRecord], credentials: Ite
         if not mine or not _made_from(mine[0], password):
             upsert = (scram_record(user.name, password),)
     return UserAccessPlan(create=tuple(sorted(wanted - held)),
-                          delete=tuple(exact_filter(a) for a in sorted(held - wanted)), upsert=upsert)
+                          delete=tuple(exact_filter(a) for a in sorted(held - wanted)), upsert=upsert,
+                          quotas=plan_user_quotas(user, quotas))
 
 
-def plan_user_removal(user: UserSpec, acls: Iterable[AclRecord],
-                      credentials: Iterable[ScramCredentialRecord]) -> UserAccessPlan:
-    """Everything the user had: its ACLs and its credentials (a deleted user can do nothing)."""
+def plan_user_removal(user: UserSpec, acls: Iterable[AclRecord], credentials: Iterable[ScramCredentialRecord],
+                      quotas: Iterable[ClientQuotaRecord] = ()) -> UserAccessPlan:
+    """Everything the user had: its ACLs, its credentials (a deleted user can do nothing), its quotas."""
     held = sorted(a for a in acls if a.principal == user.principal)
     gone = tuple(ScramDeletion(user=c.user, mechanism=c.mechanism) for c in credentials if c.user == user.name)
     return UserAccessPlan(delete=tuple(exact_filter(a) for a in held),
-                          remove=gone if user.authentication == "scram-sha-512" else ())
+                          remove=gone if user.authentication == "scram-sha-512" else (),
+                          quotas=plan_user_quotas(user, quotas, wanted=False))
 
 
 class SecretChange(str, enum.Enum):

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tinystream.operator.controller.image import AclRecord, ScramCredentialRecord
+from tinystream.operator.controller.image import AclRecord, ClientQuotaRecord, ScramCredentialRecord
 from tinystream.operator.controller.placement import assign_replicas
+from tinystream.operator.controller.quotas import altered
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.reconcile import PartitionView
 from tinystream.operator.k8s.topics import (
@@ -36,6 +37,7 @@ class FakeController:
     broker_calls: list[BrokerAction] = field(default_factory=list)
     acls: set[AclRecord] = field(default_factory=set)
     credentials: dict[tuple[str, str], ScramCredentialRecord] = field(default_factory=dict)
+    quotas: tuple[ClientQuotaRecord, ...] = ()
     leaders: dict[tuple[ClusterKey, str, int], int] = field(default_factory=dict)  # elections; else the first replica
 
     async def start(self, client: object) -> None:
@@ -121,8 +123,14 @@ class FakeController:
         self._check()
         return tuple(sorted(self.acls)), tuple(self.credentials.values())
 
+    async def client_quotas(self, cluster: ClusterKey) -> tuple[ClientQuotaRecord, ...]:
+        self._check()
+        return self.quotas
+
     async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
         self._check()
+        if plan.quotas is not None:
+            self.quotas = altered(self.quotas, [plan.quotas])
         removed = {(f.resource_type, f.resource_name, f.pattern_type, f.principal, f.host, f.operation, f.permission)
                    for f in plan.delete}
         self.acls = {a for a in self.acls if (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
