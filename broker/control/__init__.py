@@ -4,7 +4,7 @@
     image.py       ImageApplier: make this broker what the image says (topics, roles, fetchers, group loads)
     forwarding.py  ForwardedTopicAdmin: topic admin requests forwarded to the controller (KIP-590's idea)
     access.py      ACLs and SCRAM credentials: forwarded to the controller (or kept in access.json without one)
-    quotas.py      client quotas: kept in quotas.json beside this broker (both modes, not yet in the image), enforced
+    quotas.py      client quotas: from the image (AlterClientQuotas forwarded), or quotas.json without one; enforced
 
 Without `controller.url` none of this runs: the broker owns its topics
 (`topics/manager.py`).
