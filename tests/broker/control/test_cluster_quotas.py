@@ -79,3 +79,12 @@ async def test_a_bad_quota_is_refused_by_the_broker_and_never_reaches_the_contro
     image = (await cluster.admin.metadata()).image
     assert image["version"] == before + 1 and [q["entity"] for q in image["client_quotas"]] == [{"user": "b"}]
     assert not list(cluster.tmp_path.rglob("quotas.json"))  # under a controller no broker keeps a file
+
+
+async def test_validate_only_through_a_broker_checks_with_the_controller_and_stores_nothing(cluster):
+    on_2 = await cluster.client(2)
+    before = (await cluster.admin.metadata()).image["version"]
+    reply = await on_2.request(alter(([("user", "a")], [("request_percentage", 30.0, False)]), validate_only=True))
+    assert [e.error_code for e in reply.entries] == [ErrorCode.none], reply
+    image = (await cluster.admin.metadata()).image
+    assert image["version"] == before and "client_quotas" not in image
