@@ -12,7 +12,6 @@ import datetime
 import pytest
 
 from tinystream.broker.errors import ErrorCode
-from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import entity, now_batch, produce_request, request
 from tinystream.testing.waiting import wait_until_async
 
