@@ -271,7 +271,7 @@ class LeaderFetcher:
                     state.truncated = False
                     continue
                 state.lag = max(0, p.high_watermark - end)
-                if quota is not None and quota.throttled(tp):
+                if quota is not None and records and quota.throttled(tp):
                     quota.record(len(records), replicas.clock())
 
     def _resume(self, tp: TopicPartition, state: FollowState) -> None:

@@ -325,7 +325,7 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if max_wait_ms <= 0 or not requests or ready >= min_bytes or errors or remaining <= 0:
                 if quota is not None:  # KafkaApis: the leader quota records the throttled partitions' bytes
-                    quota.record(sum(r.size for r in results if quota.throttled(r.tp)), self.clock())
+                    quota.record(sum(r.size for r in results if r.size and quota.throttled(r.tp)), self.clock())
                 return results
             close_ranges(results)  # read again after the wait
             await self.purgatory.wait(keys, remaining)
