@@ -92,6 +92,9 @@ async def test_a_throttled_move_copies_everything_and_the_throttle_holds_it_back
     assert all(b.replicas.throttles.follower.limit == RATE for b in cluster.brokers.values())
 
     counted, size = await _fill_and_add_replica(cluster, "slow", throttled=True)
+    client = await cluster.client(2)  # a bad list, forwarded to the controller, is refused as Kafka refuses it
+    bad = (await client.request(alter(TOPIC, "slow", {"leader.replication.throttled.replicas": "0-1"}))).responses[0]
+    assert bad.error_code == ErrorCode.invalid_config and "must be the literal '*'" in bad.error_message
     assert size >= BATCHES * RECORDS * RECORD_BYTES
     # The new replica's fetcher counted every byte it copied; the leader every byte it served to it.
     assert counted["follower_bytes"] >= size and counted["leader_bytes"] >= size
