@@ -105,6 +105,8 @@ class Broker:
         # Before any partition opens: the stored dynamic broker configs are part of every LogConfig.
         broker_configs = BrokerConfigs(storage.logs.metadata_dir, settings)
         broker_configs.subscribe(storage.topics.use_settings)
+        if storage.replicas.throttles is not None:
+            broker_configs.subscribe(storage.replicas.throttles.use_settings)
         security = build_security(settings, self.plan)
         mode = (ControllerControl(settings, storage, security, clock, on_fatal=lambda _message: self._fatal.set())
                 if settings.controller_url else LocalControl(settings, storage, security))

@@ -225,7 +225,8 @@ def topic_section() -> list[str]:
         "a Topic resource's `config`). A topic without its own value takes the broker setting named "
         "in the third column (the synonym DescribeConfigs shows), else the default given here. "
         "*applied by*: `log` the partition log, `produce` the leader's produce path, `controller` the "
-        "controller's decisions, `not applied` accepted and kept for Kafka tools, but not acted on.",
+        "controller's decisions, `replication` the leaders' and followers' replication throttles, "
+        "`not applied` accepted and kept for Kafka tools, but not acted on.",
         "",
         "| key | type | default | broker setting | applied by | what |",
         "|---|---|---|---|---|---|",

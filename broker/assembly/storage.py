@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +10,7 @@ from tinystream.broker.metadata.cluster import BrokerEndpoint, ClusterView
 from tinystream.broker.metadata.topics import TopicStore
 from tinystream.broker.metrics.broker_metrics import BrokerMetrics
 from tinystream.broker.replication.replica_manager import ReplicaManager
+from tinystream.broker.replication.throttle import ReplicationThrottles
 from tinystream.broker.security.listener_config import ListenerPlan
 from tinystream.broker.storage import meta_properties
 from tinystream.broker.storage.log_manager import LogManager
@@ -51,4 +52,11 @@ def build_storage(settings: BrokerSettings, plan: ListenerPlan, *, in_memory: bo
     topics = TopicManager(settings=settings, store=TopicStore(logs.metadata_dir), replicas=replicas, cluster=cluster)
     topics.on_topic_deleted.append(lambda spec: metrics.forget_topic(spec.name))
     metrics.watch_partitions(replicas.partitions)
+    replicas.throttles = ReplicationThrottles.for_broker(settings, lambda name: _configs(topics, name))
     return Storage(logs=logs, cluster=cluster, metrics=metrics, replicas=replicas, topics=topics)
+
+
+def _configs(topics: TopicManager, name: str) -> Mapping[str, str] | None:
+    """A topic's config overrides, as the replication throttles read them at each fetch."""
+    spec = topics.store.get(name)
+    return spec.configs if spec is not None else None

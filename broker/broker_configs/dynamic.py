@@ -9,8 +9,9 @@ DEFAULT_CONFIG).
 Here a key is dynamic only when the broker reads it at use time: the `log.*`
 defaults behind topic configs (and message.max.bytes, min.insync.replicas),
 which the topic manager turns into every open log's LogConfig again when they
-change, and max.connections / max.connections.per.ip, which admission checks
-at each new connection. Kafka too lets each of these change live. Any other
+change, max.connections / max.connections.per.ip, which admission checks
+at each new connection, and the replication throttles' rates
+(replication/throttle.py), read at each follower fetch. Kafka too lets each of these change live. Any other
 broker key is refused with INVALID_REQUEST rather than accepted and ignored.
 
     layers = DynamicLayers()
@@ -40,13 +41,13 @@ DYNAMIC_KEYS: Mapping[str, str] = MappingProxyType({
        if key.applied_by is AppliedBy.LOG and key.broker_setting and key.broker_key},
     "max.connections": "max_connections",
     "max.connections.per.ip": "max_connections_per_ip",
+    # Replication throttles (KIP-73): the replica manager and the fetcher read them at each fetch.
+    "leader.replication.throttled.rate": "leader_replication_throttled_rate",
+    "follower.replication.throttled.rate": "follower_replication_throttled_rate",
 })
 
-#: Kafka's replication throttles: never applied here (docs/operations.md), so never accepted.
-THROTTLE_KEYS = frozenset({
-    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
-    "replica.alter.log.dirs.io.max.bytes.per.second",
-})
+#: Kafka's throttle of moves between log dirs of one broker: there is no such move here, so never accepted.
+THROTTLE_KEYS = frozenset({"replica.alter.log.dirs.io.max.bytes.per.second"})
 
 
 class Level(enum.Enum):
@@ -159,7 +160,8 @@ def _check_settable(change: Change) -> None:
     if change.key in DYNAMIC_KEYS:
         return
     if change.key in THROTTLE_KEYS:
-        raise Refused(f"{change.key}: no replication throttle is enforced by TinyStream", invalid_config=False)
+        raise Refused(f"{change.key}: TinyStream moves no replica between log dirs, so nothing applies it",
+                      invalid_config=False)
     if BrokerSettings.accepts(change.key):
         raise Refused(f"{change.key} cannot change while the broker runs; set it at start-up (dynamic broker "
                       f"configs: {', '.join(sorted(DYNAMIC_KEYS))})", invalid_config=False)

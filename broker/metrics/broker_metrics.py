@@ -122,6 +122,7 @@ class _BrokerStateCollector(Collector):
                                 "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
                                 value=purgatory.waiting if purgatory is not None else 0)
         yield from self._fetch_session_families()
+        yield from _throttle_families(self._ctx.replicas)
         yield from self._group_families()
         yield self._transaction_family()
 
@@ -210,6 +211,29 @@ class _BrokerStateCollector(Collector):
             for state, n in sorted(by_state.items()):
                 states.add_metric([state], n)
         return states
+
+
+def _throttle_families(replicas: Any) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The replication throttles (KIP-73), per side: Kafka's LeaderReplication / FollowerReplication byte
+    rates, with the bytes behind them and the partition fetches held back over the limit."""
+    throttles = getattr(replicas, "throttles", None)
+    if throttles is None:
+        return
+    now = replicas.clock()
+    counted = CounterMetricFamily("tinystream_replication_throttled_bytes",
+                                  "Bytes replicated for partitions a replication throttle lists, by side",
+                                  labels=["side"])
+    held = CounterMetricFamily("tinystream_replication_throttled_fetches",
+                               "Partition fetches given no records because the side's throttled rate was over",
+                               labels=["side"])
+    rate = GaugeMetricFamily("tinystream_replication_throttled_rate_bytes",
+                             "Bytes/s replicated for throttled partitions, as the throttle measures it",
+                             labels=["side"])
+    for name, quota in (("leader", throttles.leader), ("follower", throttles.follower)):
+        counted.add_metric([name], quota.recorded_bytes)
+        held.add_metric([name], quota.held_back)
+        rate.add_metric([name], quota.rate(now))
+    yield from (counted, held, rate)
 
 
 def _add_consumer_group(group_epoch: GaugeMetricFamily, group_members: GaugeMetricFamily, group_id: str,

@@ -24,7 +24,15 @@ client, `protocol.client.KafkaClient`) and loops:
    longer followed are forgotten, and the leader answers only partitions
    with records or a new HW / log start / error. A session error or a lost
    connection makes the next request full again.
-3. FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER: our metadata is behind;
+3. Replication throttle (KIP-73, `throttle`): while the follower side's
+   rate is over follower.replication.throttled.rate, a partition the topic
+   lists in follower.replication.throttled.replicas for this broker, and
+   whose log end has not reached the leader's HW (Kafka's
+   shouldFollowerThrottle), is left out of the Fetch (and so forgotten by
+   the session until it is asked again); the bytes appended for listed
+   partitions count against the rate. A Fetch with every partition held back
+   is not sent: the fetcher backs off instead.
+4. FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER: our metadata is behind;
    the partition waits for the next image (which calls `follow` again).
    Connection errors back off and reconnect; nothing here raises out.
 """
@@ -74,6 +82,12 @@ class FollowState:
     truncated: bool = False  # OffsetForLeaderEpoch done for this epoch
     paused: bool = False  # the leader said our metadata is stale: wait for a new image
     refused: bool = False  # the leader refused to take us for a broker (said once)
+    lag: int | None = None  # leader's HW minus our log end at the last answer (None: none yet)
+
+    @property
+    def in_sync(self) -> bool:
+        """Caught up with the leader's HW at the last answer (Kafka's PartitionFetchState.isReplicaInSync)."""
+        return self.lag is not None and self.lag <= 0
 
 
 class LeaderFetcher:
@@ -189,17 +203,25 @@ class LeaderFetcher:
 
     async def _fetch(self, client: KafkaClient, ready: dict[TopicPartition, FollowState]) -> None:
         replicas = self.manager.replicas
+        quota = replicas.throttles.follower if replicas.throttles is not None else None
+        now = replicas.clock()
         wanted: dict[TopicPartition, PartitionRequest] = {}
         offsets: dict[TopicPartition, int] = {}
+        held = 0
         for tp, state in ready.items():
             partition = replicas.get(tp)
             if partition is None:
+                continue
+            if quota is not None and quota.should_throttle(tp, in_sync=state.in_sync, now_ms=now):
+                held += 1
                 continue
             offsets[tp] = partition.log_end_offset
             wanted[tp] = PartitionRequest(fetch_offset=offsets[tp], partition_max_bytes=self.manager.max_bytes,
                                           current_leader_epoch=state.leader_epoch,
                                           log_start_offset=partition.log_start_offset)
         if not wanted:
+            if held:  # everything is throttled: Kafka's fetcher waits replica.fetch.backoff.ms
+                await asyncio.sleep(BACKOFF_S)
             return
         plan = self.session.build(wanted)
         by_topic: dict[str, list] = {}
@@ -241,11 +263,16 @@ class LeaderFetcher:
                     continue
                 if partition.log_end_offset != offsets[tp]:
                     continue  # truncated meanwhile; the next fetch starts from the new end
+                records = p.records or b""
                 try:
-                    replicas.append_replicated(tp, p.records or b"", p.high_watermark)
+                    end = replicas.append_replicated(tp, records, p.high_watermark)
                 except (LogError, OSError):
                     log.exception("%s: appending the leader's batches failed; truncating to the HW", tp)
                     state.truncated = False
+                    continue
+                state.lag = max(0, p.high_watermark - end)
+                if quota is not None and records and quota.throttled(tp):
+                    quota.record(len(records), replicas.clock())
 
     def _resume(self, tp: TopicPartition, state: FollowState) -> None:
         if self.partitions.get(tp) is state and state.paused:

@@ -11,7 +11,8 @@
   fewer than min_bytes are ready the request waits in the purgatory, woken by
   appends, until min_bytes or max_wait (Kafka's DelayedFetch). A fetch from a
   follower records the follower's position, which may move the high
-  watermark and release waiting acks=all produces.
+  watermark and release waiting acks=all produces, and is served within the
+  leader's replication throttle (`throttle`, KIP-73).
 - Producer state (`idempotence`) is restored when a partition opens, from the
   snapshot next to its log plus a replay of batch headers after it, and
   snapshotted again by `write_snapshots` (periodically and at shutdown).
@@ -38,6 +39,7 @@ from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.replication.idempotence import ProducerStateTable
 from tinystream.broker.replication.partition import AppendOutcome, Partition, PartitionState
 from tinystream.broker.replication.purgatory import Purgatory
+from tinystream.broker.replication.throttle import ReplicationQuota, ReplicationThrottles
 from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRangeError, PartitionLog, ReadResult
 from tinystream.broker.storage.file_range import FileRange
 from tinystream.broker.storage.log_manager import LogManager
@@ -101,6 +103,7 @@ class ReplicaManager:
         # Replicated mode only (`use_hw_checkpoint`): HWs read at start, applied as partitions open.
         self._hw_checkpoint: HighWatermarkCheckpoint | None = None
         self._checkpointed_hws: dict[TopicPartition, int] = {}
+        self.throttles: ReplicationThrottles | None = None  # KIP-73; set by the broker's assembly
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -306,16 +309,23 @@ class ReplicaManager:
         records from segment files as FileRanges, which the caller closes)."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
         for_replica = replica_id >= 0
+        quota = self.throttles.leader if for_replica and self.throttles is not None else None
+        held: frozenset[TopicPartition] = frozenset()
         if for_replica:
             self._record_follower(requests, replica_id)
+            if quota is not None:
+                held = self._held_back(requests, replica_id, quota)
         keys = [r.tp for r in requests]
         while True:
             results = self._read_all(requests, for_replica=for_replica, max_bytes=max_bytes,
-                                     read_committed=read_committed and not for_replica, as_ranges=as_ranges)
+                                     read_committed=read_committed and not for_replica, as_ranges=as_ranges,
+                                     held=held)
             ready = sum(r.size for r in results)
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - time.monotonic()
             if max_wait_ms <= 0 or not requests or ready >= min_bytes or errors or remaining <= 0:
+                if quota is not None:  # KafkaApis: the leader quota records the throttled partitions' bytes
+                    quota.record(sum(r.size for r in results if r.size and quota.throttled(r.tp)), self.clock())
                 return results
             close_ranges(results)  # read again after the wait
             await self.purgatory.wait(keys, remaining)
@@ -328,14 +338,29 @@ class ReplicaManager:
                 if partition.record_follower_fetch(replica_id, r.fetch_offset, now):
                     self.purgatory.notify(r.tp)
 
+    def _held_back(self, requests: list[FetchPartition], replica_id: int,
+                   quota: ReplicationQuota) -> frozenset[TopicPartition]:
+        """The partitions this follower gets no records for now (Kafka's shouldLeaderThrottle)."""
+        now = self.clock()
+        held = []
+        for r in requests:
+            partition = self._partitions.get(r.tp)
+            if partition is not None and partition.is_leader and quota.should_throttle(
+                    r.tp, in_sync=replica_id in partition.state.isr, now_ms=now):
+                held.append(r.tp)
+        return frozenset(held)
+
     def _read_all(
         self, requests: list[FetchPartition], *, for_replica: bool, max_bytes: int, read_committed: bool = False,
-        as_ranges: bool = False,
+        as_ranges: bool = False, held: frozenset[TopicPartition] = frozenset(),
     ) -> list[FetchedPartition]:
         remaining = max(max_bytes, 0)
         min_one = True  # KIP-74: the first partition with data returns a whole batch regardless
         out = []
         for r in requests:
+            if r.tp in held:  # throttled: its epoch and high watermark, no records
+                out.append(self._read_one(r, for_replica=for_replica, limit=0, min_one=False))
+                continue
             fetched = self._read_one(r, for_replica=for_replica, limit=min(r.max_bytes, remaining), min_one=min_one,
                                      read_committed=read_committed, as_range=as_ranges)
             if fetched.size:

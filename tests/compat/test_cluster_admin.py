@@ -9,7 +9,11 @@ Same requests, same assertions on TinyStream and Apache Kafka (one broker each):
   brokers: tests/broker/handlers/test_elect_leaders.py;
 - reassignment (kafka-reassign-partitions.sh): on one broker a partition can only be
   "moved" to where it is, which completes at once; a broker that does not exist is
-  refused with Kafka's reason. Moves between brokers: test_partition_reassignments.py.
+  refused with Kafka's reason. Moves between brokers: test_partition_reassignments.py;
+- reassignment throttles (KIP-73): `--execute --throttle` sets both rates on the
+  broker and the topic's throttled-replicas lists (read back with DescribeConfigs),
+  `--verify` removes them again. A throttle acting on a move: tests/broker/replication/
+  test_throttle_cluster.py.
 """
 
 from __future__ import annotations
@@ -119,3 +123,49 @@ def test_kafka_reassign_partitions_execute_verify_and_refuse(bootstrap, written_
     assert refused.returncode != 0
     assert "Unknown broker id" in refused.stdout + refused.stderr or "INVALID_REPLICA_ASSIGNMENT" in (
         refused.stdout + refused.stderr).upper().replace(" ", "_"), refused.stdout[-2000:] + refused.stderr[-2000:]
+
+
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+def _described(admin, resource) -> dict:
+    (future,) = admin.describe_configs([resource]).values()
+    return future.result(timeout=30)
+
+
+def test_kafka_reassign_partitions_throttle_is_set_and_verify_clears_it(bootstrap, written_topic, tmp_path):
+    require_client("java")
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    admin = ch.confluent_admin(bootstrap)
+    (broker_id,) = [n.id for n in admin.describe_cluster().result(timeout=30).nodes]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": written_topic, "partition": 0, "replicas": [broker_id], "log_dirs": ["any"]}]}))
+    broker = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+    topic = ConfigResource(ConfigResource.Type.TOPIC, written_topic)
+
+    def reassign(*args: str):
+        out = run_java_tool(REASSIGN_COMMAND, ["--bootstrap-server", bootstrap, *args,
+                                               "--reassignment-json-file", str(plan)], timeout=90)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        return out.stdout
+
+    executed = reassign("--execute", "--throttle", "1000000")
+    assert "The inter-broker throttle limit was set to 1000000 B/s" in executed, executed
+    rates = _described(admin, broker)
+    for key in THROTTLE_RATES:
+        assert rates[key].value == "1000000" and rates[key].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value, (
+            rates[key])
+    listed = _described(admin, topic)
+    assert listed["leader.replication.throttled.replicas"].value == f"0:{broker_id}"
+    assert listed["leader.replication.throttled.replicas"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+    verified = reassign("--verify")
+    assert f"Reassignment of partition {written_topic}-0 is completed" in verified, verified
+    assert "Clearing broker-level throttles" in verified, verified
+    rates = _described(admin, broker)
+    assert all(rates[key].source != ConfigSource.DYNAMIC_BROKER_CONFIG.value for key in THROTTLE_RATES if key in rates)
+    cleared = _described(admin, topic)
+    assert all(cleared[key].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value for key in THROTTLED_REPLICAS if key in cleared)

@@ -215,6 +215,16 @@ class BrokerSettings(ComponentSettings):
     # Replication: followers, the ISR and the heartbeat to the controller.
     replica_lag_time_max_ms: int = kafka_field(30_000, "replica.lag.time.max.ms", ge=1)
     replica_fetch_max_bytes: int = kafka_field(1_048_576, "replica.fetch.max.bytes", ge=1)
+    # Replication throttle (KIP-73, dynamic), bytes/s: as leader, serve the replicas a topic's
+    # leader.replication.throttled.replicas lists, while out of the ISR, within this rate (default: none).
+    leader_replication_throttled_rate: int = kafka_field(2**63 - 1, "leader.replication.throttled.rate", ge=0)
+    # As follower, fetch the replicas follower.replication.throttled.replicas lists, while behind the
+    # leader's high watermark, within this rate (dynamic, bytes/s; default: none).
+    follower_replication_throttled_rate: int = kafka_field(2**63 - 1, "follower.replication.throttled.rate", ge=0)
+    # The throttles' sampled rate: this many samples...
+    replication_quota_window_num: int = kafka_field(11, "replication.quota.window.num", ge=2)
+    # ... of this many seconds each (Kafka's defaults).
+    replication_quota_window_size_seconds: int = kafka_field(1, "replication.quota.window.size.seconds", ge=1)
     broker_heartbeat_interval_ms: int = kafka_field(2000, "broker.heartbeat.interval.ms", ge=1)
 
     @model_validator(mode="after")

@@ -11,6 +11,7 @@ CreateTopics, one forwarded to a controller, a Topic resource).
     LOG         the partition log (storage.base.LogConfig): segments, retention, flush, ...
     PRODUCE     the leader's produce path (`tinystream.value.schema`, `confluent.*.schema.validation`)
     CONTROLLER  the controller's decisions (unclean leader election)
+    REPLICATION the leader's and followers' replication throttles (broker/replication/throttle.py)
     NOT_APPLIED accepted and kept, so Kafka tools and Topic resources that set it work,
                 but TinyStream does not act on it (DescribeConfigs marks it read-only
                 and says so in its documentation)
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -62,6 +64,7 @@ class AppliedBy(enum.Enum):
     LOG = "log"
     PRODUCE = "produce"
     CONTROLLER = "controller"
+    REPLICATION = "replication"
     NOT_APPLIED = "not applied"
 
 
@@ -117,6 +120,32 @@ def _choice(*choices: str) -> Callable[[str], object]:
 
 
 def _text(text: str) -> object:
+    return text
+
+
+ALL_REPLICAS = "*"
+_REPLICA = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
+
+
+def throttled_replicas(text: str) -> tuple[tuple[int, int], ...] | None:
+    """leader/follower.replication.throttled.replicas: None for "*" (every replica), else the
+    (partition, broker id) pairs; "" is none. Kafka's ThrottledReplicaListValidator, same message."""
+    if text.strip() == ALL_REPLICAS:
+        return None
+    if not text.strip():
+        return ()
+    pairs = []
+    for item in text.split(","):
+        match = _REPLICA.fullmatch(item)
+        if match is None:
+            raise InvalidConfig(f"{text!r} must be the literal '*' or a list of replicas in the following "
+                                f"format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+        pairs.append((int(match[1]), int(match[2])))
+    return tuple(pairs)
+
+
+def _throttled_replicas(text: str) -> object:
+    throttled_replicas(text)
     return text
 
 
@@ -249,6 +278,8 @@ def _json_schema(text: str) -> object:
 
 
 _LOG, _PRODUCE, _CONTROLLER, _NOT_APPLIED = AppliedBy.LOG, AppliedBy.PRODUCE, AppliedBy.CONTROLLER, AppliedBy.NOT_APPLIED
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 _LONG = _integer(0, _INT64_MAX)
 _NOT_APPLIED_DOC = "accepted for compatibility with Kafka tools; TinyStream does not apply it"
 
@@ -307,10 +338,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
                        _choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), _NOT_APPLIED,
                        f"{_NOT_APPLIED_DOC} (batches are stored as the producer compressed them)", default="producer"),
         TopicConfigKey("file.delete.delay.ms", ConfigType.LONG, _LONG, _NOT_APPLIED, _NOT_APPLIED_DOC, default=60000),
-        TopicConfigKey("follower.replication.throttled.replicas", ConfigType.LIST, _text, _NOT_APPLIED,
-                       _NOT_APPLIED_DOC, default=""),
-        TopicConfigKey("leader.replication.throttled.replicas", ConfigType.LIST, _text, _NOT_APPLIED,
-                       _NOT_APPLIED_DOC, default=""),
+        TopicConfigKey(FOLLOWER_THROTTLED_REPLICAS, ConfigType.LIST, _throttled_replicas, AppliedBy.REPLICATION,
+                       "replicas (partition:broker,... or *) whose follower fetches are throttled to the follower's "
+                       "follower.replication.throttled.rate while out of the ISR", default=""),
+        TopicConfigKey(LEADER_THROTTLED_REPLICAS, ConfigType.LIST, _throttled_replicas, AppliedBy.REPLICATION,
+                       "replicas (partition:broker,... or *) whose leader serves out-of-ISR followers within the "
+                       "leader's leader.replication.throttled.rate", default=""),
         TopicConfigKey("local.retention.bytes", ConfigType.LONG, _integer(-2, _INT64_MAX), _NOT_APPLIED,
                        _NOT_APPLIED_DOC, default=-2),
         TopicConfigKey("local.retention.ms", ConfigType.LONG, _integer(-2, _INT64_MAX), _NOT_APPLIED,

@@ -38,7 +38,8 @@ def test_the_broker_level_wins_over_the_default_which_wins_over_static():
     (Change(Op.SET, "log.retention.ms", None), True),
     (Change(Op.SET, "what.is.this", "1"), True),
     (Change(Op.SET, "num.partitions", "2"), False),
-    (Change(Op.SET, "follower.replication.throttled.rate", "1"), False),
+    (Change(Op.SET, "follower.replication.throttled.rate", "-1"), True),  # a rate is >= 0
+    (Change(Op.SET, "replica.alter.log.dirs.io.max.bytes.per.second", "1"), False),  # no move between log dirs
     (Change(Op.APPEND, "log.cleanup.policy", "compact"), False),
     (Change(9, "log.retention.ms", "1"), False),
 ])

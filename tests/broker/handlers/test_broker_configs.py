@@ -87,7 +87,8 @@ async def test_broker_config_validate_only_and_refusals(broker, client):
         ([("log.segment.bytes", SET, "3")], ErrorCode.invalid_config),  # below Kafka's minimum (14)
         ([("no.such.config", SET, "1")], ErrorCode.invalid_config),
         ([("num.partitions", SET, "3")], ErrorCode.invalid_request),  # a broker key that cannot change live
-        ([("leader.replication.throttled.rate", SET, "1000")], ErrorCode.invalid_request),  # no throttles here
+        ([("leader.replication.throttled.rate", SET, "-1")], ErrorCode.invalid_config),  # a rate is >= 0
+        ([("replica.alter.log.dirs.io.max.bytes.per.second", SET, "1000")], ErrorCode.invalid_request),  # no such move
         ([("log.cleanup.policy", APPEND, "compact")], ErrorCode.invalid_request),
         ([("log.retention.ms", SET, "1"), ("log.retention.ms", DELETE, None)], ErrorCode.invalid_request),
     ]:
@@ -101,8 +102,9 @@ async def test_broker_config_validate_only_and_refusals(broker, client):
     assert "start-up" in message
     # Another broker's id: not this broker's to change ...
     assert (await altered(client, BROKER, "7", [("log.retention.ms", SET, "1")]))[0] == ErrorCode.invalid_request
-    # ... but clearing throttles there is a no-op success (kafka-reassign-partitions.sh --verify does it).
-    assert await altered(client, BROKER, "7", [("leader.replication.throttled.rate", DELETE, None)]) == (
+    # ... but clearing a key no broker can set there is a no-op success (kafka-reassign-partitions.sh --verify
+    # clears the log-dir throttle on every broker).
+    assert await altered(client, BROKER, "7", [("replica.alter.log.dirs.io.max.bytes.per.second", DELETE, None)]) == (
         ErrorCode.none, None)
 
 
@@ -166,6 +168,24 @@ async def test_connection_limits_change_live_for_the_next_connection(broker, cli
     finally:
         await second.close()
     assert broker.servers[broker.listener.name].quotas.max_connections == 2
+
+
+async def test_replication_throttle_rates_apply_live_at_both_levels(broker, client):
+    throttles = broker.replicas.throttles
+    rate, follower = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+    assert await altered(client, BROKER, "", [(rate, SET, "2000000"), (follower, SET, "3000000")]) == (
+        ErrorCode.none, None)
+    assert await altered(client, BROKER, "0", [(rate, SET, "1000000")]) == (ErrorCode.none, None)
+    assert (throttles.leader.limit, throttles.follower.limit) == (1_000_000, 3_000_000)
+    described = await configs(client, BROKER, "0", (rate, follower))
+    assert (described[rate].value, described[rate].config_source, described[rate].read_only) == (
+        "1000000", DYNAMIC_BROKER, False)
+    assert (described[follower].value, described[follower].config_source) == ("3000000", DYNAMIC_DEFAULT)
+    assert await altered(client, BROKER, "0", [(rate, DELETE, None)]) == (ErrorCode.none, None)
+    assert throttles.leader.limit == 2_000_000  # the cluster default shows through again
+    assert await altered(client, BROKER, "", [(rate, DELETE, None), (follower, DELETE, None)]) == (
+        ErrorCode.none, None)
+    assert (throttles.leader.limit, throttles.follower.limit) == (2**63 - 1, 2**63 - 1)
 
 
 # -- BROKER_LOGGER -------------------------------------------------------------------------------------------

@@ -531,9 +531,14 @@ async def test_broker_configs_need_describe_configs_and_alter_configs_on_the_clu
     await grant(admin, acl_creation("TOPIC", "*", "User:alice", "ALTER_CONFIGS"))
     refused = await alice.request(alter(4, "", "log.retention.ms", "60000"))
     assert refused.responses[0].error_code == ErrorCode.cluster_authorization_failed
+    refused = await alice.request(alter(4, "0", "leader.replication.throttled.rate", "1000"))  # KIP-73's rates too
+    assert refused.responses[0].error_code == ErrorCode.cluster_authorization_failed
+    assert broker.replicas.throttles.leader.limit == 2**63 - 1
     await grant(admin, acl_creation("CLUSTER", "kafka-cluster", "User:alice", "ALTER_CONFIGS"))
     allowed = await alice.request(alter(4, "0", "message.max.bytes", "2000"))
     assert allowed.responses[0].error_code == ErrorCode.none
+    allowed = await alice.request(alter(4, "0", "leader.replication.throttled.rate", "1000"))
+    assert allowed.responses[0].error_code == ErrorCode.none and broker.replicas.throttles.leader.limit == 1000
     assert broker.ctx.broker_configs.settings.message_max_bytes == 2000
     # bob, with no ACL at all, may not even look.
     bob = await login("bob")
