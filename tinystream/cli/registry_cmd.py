@@ -10,7 +10,11 @@ import click
 from aiokafka.helpers import create_ssl_context
 
 from tinystream.registry.app import RegistryOptions, run
+from tinystream.registry.authz import RulesError, load_rules
 from tinystream.registry.model import Compatibility
+from tinystream.registry.state import Limits
+
+_LIMITS = Limits()  # the defaults
 
 
 @click.command("schema-registry")
@@ -36,10 +40,29 @@ from tinystream.registry.model import Compatibility
               help="CA bundle that signed the brokers' certificates (SSL, SASL_SSL).")
 @click.option("--compatibility", type=click.Choice([c.value for c in Compatibility]), default="BACKWARD",
               show_default=True, help="The global compatibility level until one is set through /config.")
+@click.option("--rules-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Per-subject rules (JSON, see docs/schema-registry.md); needs --users-file.")
+@click.option("--max-subjects", type=click.IntRange(1), default=_LIMITS.max_subjects, show_default=True)
+@click.option("--max-subjects-per-user", type=click.IntRange(1), default=_LIMITS.max_subjects_per_user, show_default=True)
+@click.option("--max-versions", type=click.IntRange(1), default=_LIMITS.max_versions, show_default=True)
+@click.option("--max-versions-per-user", type=click.IntRange(1), default=_LIMITS.max_versions_per_user, show_default=True)
+@click.option("--max-concurrent-requests", type=click.IntRange(1), default=64, show_default=True,
+              help="Requests handled at once; more wait their turn.")
+@click.option("--failed-login-delay", type=click.FloatRange(0), default=1.0, show_default=True,
+              help="Seconds before a wrong password is answered 401 (other callers are not held).")
 def schema_registry(bootstrap: str, host: str, port: int, topic: str, replication_factor: int, users_file: str | None,
                     max_body_bytes: int, security_protocol: str, sasl_mechanism: str, sasl_username: str | None,
-                    sasl_password_file: str | None, ssl_cafile: str | None, compatibility: str) -> None:
+                    sasl_password_file: str | None, ssl_cafile: str | None, compatibility: str, rules_file: str | None,
+                    max_subjects: int, max_subjects_per_user: int, max_versions: int, max_versions_per_user: int,
+                    max_concurrent_requests: int, failed_login_delay: float) -> None:
     """Run a schema registry (Confluent REST API v1) backed by a compacted topic."""
+    if rules_file is not None:
+        if users_file is None:
+            raise click.UsageError("--rules-file needs --users-file (no login, no principal)")
+        try:
+            load_rules(Path(rules_file))
+        except RulesError as exc:
+            raise click.UsageError(str(exc)) from None
     if users_file is None and host not in ("127.0.0.1", "localhost", "::1"):
         raise click.UsageError("binding beyond loopback needs --users-file (no credentials, no exposure)")
     client: dict[str, Any] = {"security_protocol": security_protocol}
@@ -53,7 +76,10 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, replicatio
     options = RegistryOptions(bootstrap=bootstrap, host=host, port=port, topic=topic,
                               replication_factor=replication_factor,
                               users_file=Path(users_file) if users_file else None, max_body_bytes=max_body_bytes,
-                              default_compatibility=Compatibility(compatibility), client_options=tuple(client.items()))
+                              default_compatibility=Compatibility(compatibility), client_options=tuple(client.items()),
+                              rules_file=Path(rules_file) if rules_file else None,
+                              limits=Limits(max_subjects, max_subjects_per_user, max_versions, max_versions_per_user),
+                              max_concurrent=max_concurrent_requests, failed_login_delay=failed_login_delay)
 
     def announce(url: str) -> None:
         click.echo(f"schema-registry={url}")

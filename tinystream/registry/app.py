@@ -16,9 +16,16 @@ from typing import Any
 from aiohttp import web
 
 from tinystream.registry.auth import BasicAuth
+from tinystream.registry.authz import RulesFile
 from tinystream.registry.model import Compatibility
-from tinystream.registry.server import DEFAULT_MAX_BODY, RegistryApi, build_app
-from tinystream.registry.state import RegistryState
+from tinystream.registry.server import (
+    DEFAULT_FAILED_LOGIN_DELAY,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_CONCURRENT,
+    RegistryApi,
+    build_app,
+)
+from tinystream.registry.state import Limits, RegistryState
 from tinystream.registry.store import TOPIC, SchemaLog
 
 
@@ -33,12 +40,19 @@ class RegistryOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY
     default_compatibility: Compatibility = Compatibility.BACKWARD
     client_options: tuple[tuple[str, Any], ...] = ()
+    rules_file: Path | None = None  # per-subject rules (tinystream/registry/authz.py); needs users_file
+    limits: Limits = Limits()
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
+    failed_login_delay: float = DEFAULT_FAILED_LOGIN_DELAY
 
 
 class RegistryServer:
     def __init__(self, options: RegistryOptions) -> None:
         self.options = options
-        self.state = RegistryState(default_compatibility=options.default_compatibility)
+        if options.rules_file is not None and options.users_file is None:
+            raise ValueError("a rules file needs a users file (no login, no principal)")
+        self.rules = RulesFile(options.rules_file) if options.rules_file else None  # a bad file fails here
+        self.state = RegistryState(default_compatibility=options.default_compatibility, limits=options.limits)
         self.store = SchemaLog(self.state, bootstrap=options.bootstrap, topic=options.topic,
                                replication_factor=options.replication_factor,
                                client_options=dict(options.client_options))
@@ -48,7 +62,9 @@ class RegistryServer:
     async def start(self) -> str:
         await self.store.start()
         auth = BasicAuth(self.options.users_file) if self.options.users_file else None
-        app = build_app(RegistryApi(self.state, self.store), auth=auth, max_body_bytes=self.options.max_body_bytes)
+        app = build_app(RegistryApi(self.state, self.store), auth=auth, rules=self.rules,
+                        max_body_bytes=self.options.max_body_bytes, max_concurrent=self.options.max_concurrent,
+                        failed_login_delay=self.options.failed_login_delay)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port)

@@ -12,6 +12,7 @@ from enum import IntEnum
 
 class ErrorCode(IntEnum):
     UNAUTHORIZED = 40101
+    FORBIDDEN = 40301
     SUBJECT_NOT_FOUND = 40401
     VERSION_NOT_FOUND = 40402
     SCHEMA_NOT_FOUND = 40403
@@ -31,6 +32,7 @@ class ErrorCode(IntEnum):
     INVALID_MODE = 42204
     OPERATION_NOT_PERMITTED = 42205
     UNPROCESSABLE = 422
+    LIMIT_REACHED = 42291  # TinyStream's own: a subject or version cap (Confluent has none)
     STORE_ERROR = 50001
     STORE_TIMEOUT = 50002
 

@@ -71,3 +71,4 @@ class SubjectVersion:
     version: int
     schema_id: int
     deleted: bool = False
+    owner: str | None = None  # the user who registered it (with a users file), for the per-user caps

@@ -18,15 +18,19 @@ from aiohttp import web
 
 from tinystream.registry import protobuf_parse
 from tinystream.registry.auth import BasicAuth
+from tinystream.registry.authz import Operation, RulesFile, allowed
 from tinystream.registry.compatibility import compact
 from tinystream.registry.errors import ErrorCode, RegistryError
 from tinystream.registry.model import Reference, SchemaDef, SchemaType, SubjectVersion
+from tinystream.registry.normalize import normalize
 from tinystream.registry.records import Record
 from tinystream.registry.state import RegistryState, parse_version
 from tinystream.registry.store import SchemaLog
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 DEFAULT_MAX_BODY = 1024 * 1024  # bytes; a schema is text, Confluent's own limit is the servlet's (a few MB)
+DEFAULT_MAX_CONCURRENT = 64  # requests handled at once; more wait their turn (the event loop stays fair)
+DEFAULT_FAILED_LOGIN_DELAY = 1.0  # seconds before a wrong password's 401: guessing costs time, others are not held
 _REGISTER_ATTEMPTS = 3  # an id race with another instance is retried with the state that won
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -38,6 +42,41 @@ def answer(body: Any, status: int = 200) -> web.Response:
 
 def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
+
+
+_USER = web.RequestKey("user", str)  # the logged-in user (with a users file)
+Rights = Callable[[Operation, "str | None"], bool]
+_MAY: web.RequestKey[Rights] = web.RequestKey("may")  # the caller's rights (with a rules file)
+
+
+def _may(request: web.Request, operation: Operation, subject: str | None) -> bool:
+    """The caller's rights (set by the middleware; without rules, everything)."""
+    check = request.get(_MAY)
+    return True if check is None else check(operation, subject)
+
+
+def _user(request: web.Request) -> str | None:
+    return request.get(_USER)
+
+
+def required(method: str, route: str, match: dict[str, str], query: dict[str, str]) -> tuple[Operation, str | None] | None:
+    """What a call needs: (operation, subject; None = the registry), or None when any logged-in user may.
+
+    /schemas/ids/... is decided by the handler (any subject the id is under); GET /subjects filters its answer.
+    """
+    subject = match.get("subject")
+    if route.startswith(("/config", "/mode")):
+        if method == "GET":
+            return None if subject is None else (Operation.READ, subject)
+        return (Operation.ADMIN, None) if subject is None else (Operation.WRITE, subject)
+    if subject is None:
+        return None
+    if method == "DELETE":
+        permanent = query.get("permanent", "false").lower() == "true"
+        return (Operation.ADMIN, None) if permanent else (Operation.WRITE, subject)
+    if method == "POST" and route == "/subjects/{subject}/versions":
+        return Operation.WRITE, subject
+    return Operation.READ, subject
 
 
 class RegistryApi:
@@ -74,6 +113,12 @@ class RegistryApi:
             raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: a reference names a version from 1")
         return SchemaDef(schema_type, compact(text, schema_type), references)
 
+    def _normalized(self, request: web.Request, subject: str, schema: SchemaDef) -> SchemaDef:
+        """The schema in canonical form when `?normalize=true` or the subject's config says so, else as given."""
+        if not (_flag(request, "normalize") or self.state.normalizes(subject)):
+            return schema
+        return SchemaDef(schema.schema_type, normalize(schema.text, schema.schema_type), schema.references)
+
     def _text(self, schema_id: int, schema: SchemaDef, fmt: str | None) -> str:
         """The schema's text; `format=serialized` asks a Protobuf one as a base64 FileDescriptorProto."""
         if schema.schema_type is not SchemaType.PROTOBUF or fmt != "serialized" or protobuf_parse.as_descriptor(schema.text):
@@ -107,10 +152,15 @@ class RegistryApi:
         return answer([t.value for t in SchemaType])
 
     def _id(self, request: web.Request) -> int:
+        """The id in the URL; the caller must be allowed to read a subject it is registered under."""
         try:
-            return int(request.match_info["id"])
+            schema_id = int(request.match_info["id"])
         except ValueError:
             raise RegistryError(ErrorCode.SCHEMA_NOT_FOUND, "Schema not found") from None
+        uses = self.state.uses_of(schema_id, deleted=True)
+        if not any(_may(request, Operation.READ, use.subject) for use in uses):
+            raise forbidden(_user(request), Operation.READ, f"the subjects of schema {schema_id}")
+        return schema_id
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
         schema_id = self._id(request)
@@ -121,15 +171,17 @@ class RegistryApi:
 
     async def subjects_of_id(self, request: web.Request) -> web.Response:
         uses = self.state.uses_of(self._id(request), deleted=_flag(request, "deleted"))
-        return answer(sorted({v.subject for v in uses}))
+        return answer(sorted({v.subject for v in uses if _may(request, Operation.READ, v.subject)}))
 
     async def versions_of_id(self, request: web.Request) -> web.Response:
         uses = self.state.uses_of(self._id(request), deleted=_flag(request, "deleted"))
-        return answer([{"subject": v.subject, "version": v.version} for v in uses])
+        return answer([{"subject": v.subject, "version": v.version} for v in uses
+                       if _may(request, Operation.READ, v.subject)])
 
     # -- subjects ---------------------------------------------------------------------------
     async def subjects(self, request: web.Request) -> web.Response:
-        return answer(self.state.subject_names(deleted=_flag(request, "deleted")))
+        names = self.state.subject_names(deleted=_flag(request, "deleted"))
+        return answer([name for name in names if _may(request, Operation.READ, name)])
 
     async def versions(self, request: web.Request) -> web.Response:
         subject = request.match_info["subject"]
@@ -138,13 +190,15 @@ class RegistryApi:
     async def register(self, request: web.Request) -> web.Response:
         subject = request.match_info["subject"]
         body = await self._body(request)
-        schema = self._schema_of(body)
+        given = self._schema_of(body)
+        schema = self._normalized(request, subject, given)
         given_id, given_version = body.get("id"), body.get("version")
         if given_id is not None and (not isinstance(given_id, int) or isinstance(given_id, bool) or given_id < 1):
             raise RegistryError(ErrorCode.INVALID_SCHEMA, "Invalid schema: \"id\" is a number from 1")
         for _ in range(_REGISTER_ATTEMPTS):
             async with self._writing:
-                plan = self.state.plan_register(subject, schema, schema_id=given_id,
+                plan = self.state.plan_register(subject, schema, schema_id=given_id, owner=_user(request),
+                                                normalized=schema is not given,
                                                 version=None if given_version is None else parse_version(given_version))
                 await self.store.write(plan.records)
             try:
@@ -176,9 +230,11 @@ class RegistryApi:
 
     async def lookup(self, request: web.Request) -> web.Response:
         subject = request.match_info["subject"]
-        schema = self._schema_of(await self._body(request))
+        given = self._schema_of(await self._body(request))
+        schema = self._normalized(request, subject, given)
         self.state.parsed(schema)
-        return answer(self._version_body(self.state.lookup(subject, schema, deleted=_flag(request, "deleted"))))
+        found = self.state.lookup(subject, schema, deleted=_flag(request, "deleted"), normalized=schema is not given)
+        return answer(self._version_body(found))
 
     async def delete_subject(self, request: web.Request) -> web.Response:
         subject = request.match_info["subject"]
@@ -196,18 +252,35 @@ class RegistryApi:
         return table.get(subject, table[None])
 
     async def get_config(self, request: web.Request) -> web.Response:
-        level = self._subject_setting(request, self.state.configs,
-                                      ErrorCode.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED, "compatibility level")
-        return answer({"compatibilityLevel": level.value})
+        subject = request.match_info.get("subject")
+        configured = subject in self.state.configs or subject in self.state.normalize
+        if subject is not None and not configured and not _flag(request, "defaultToGlobal"):
+            raise RegistryError(ErrorCode.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
+                                f"Subject '{subject}' does not have subject-level compatibility level configured")
+        body: dict[str, Any] = {"compatibilityLevel": self.state.compatibility(subject).value}
+        normalize = self.state.normalize.get(subject, self.state.normalize.get(None))
+        if normalize is not None:
+            body["normalize"] = normalize
+        return answer(body)
 
     async def put_config(self, request: web.Request) -> web.Response:
+        """A level, `normalize`, or both; what the body leaves out stays as it was for this key."""
         subject = request.match_info.get("subject")
         body = await self._body(request)
         level = body.get("compatibility") or body.get("compatibilityLevel")  # set_config() sends the latter
-        if not isinstance(level, str):
+        normalize = body.get("normalize")
+        if level is None and normalize is None or level is not None and not isinstance(level, str):
             raise RegistryError(ErrorCode.INVALID_COMPATIBILITY_LEVEL, "Invalid compatibility level")
-        await self._write(lambda: self.state.plan_config(subject, level.upper()))
-        return answer({"compatibility": level.upper()})
+        if normalize is not None and not isinstance(normalize, bool):
+            raise RegistryError(ErrorCode.UNPROCESSABLE, "\"normalize\" is true or false")
+        if level is None and subject in self.state.configs:
+            level = self.state.configs[subject].value
+        if normalize is None:
+            normalize = self.state.normalize.get(subject)
+        chosen = None if level is None else level.upper()
+        await self._write(lambda: self.state.plan_config(subject, chosen, normalize))
+        reply: dict[str, Any] = {} if chosen is None else {"compatibility": chosen}
+        return answer(reply if normalize is None else {**reply, "normalize": normalize})
 
     async def delete_config(self, request: web.Request) -> web.Response:
         subject = request.match_info.get("subject")
@@ -256,14 +329,45 @@ class RegistryApi:
         return answer(["."])
 
 
-def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, max_body_bytes: int = DEFAULT_MAX_BODY) -> web.Application:
+def forbidden(user: str | None, operation: Operation, what: str) -> RegistryError:
+    """Confluent's 40301 shape, naming the user and what was refused."""
+    return RegistryError(ErrorCode.FORBIDDEN, f"User '{user}' is denied operation {operation.value} on {what}")
+
+
+def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFile | None = None,
+              max_body_bytes: int = DEFAULT_MAX_BODY, max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+              failed_login_delay: float = DEFAULT_FAILED_LOGIN_DELAY) -> web.Application:
+    """The app; `rules` (needs `auth`) decides per subject, without it every logged-in user may do everything."""
+    if rules is not None and auth is None:
+        raise ValueError("subject rules need a users file (no login, no principal)")
+    turns = asyncio.Semaphore(max_concurrent)
+
     @web.middleware
     async def confluent_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if auth is not None and auth.check(request.headers.get("Authorization")) is None:
-            response = answer({"error_code": ErrorCode.UNAUTHORIZED, "message": "Unauthorized"}, 401)
-            response.headers["WWW-Authenticate"] = 'Basic realm="tinystream-schema-registry"'
-            return response
+        if auth is not None:
+            header = request.headers.get("Authorization")
+            user = auth.check(header)
+            if user is None:
+                if header is not None:
+                    await asyncio.sleep(failed_login_delay)  # on this request only: other clients go on
+                response = answer({"error_code": ErrorCode.UNAUTHORIZED, "message": "Unauthorized"}, 401)
+                response.headers["WWW-Authenticate"] = 'Basic realm="tinystream-schema-registry"'
+                return response
+            request[_USER] = user
+            if rules is not None:
+                current, principal = rules.rules(), f"User:{user}"
+                request[_MAY] = lambda op, subject: allowed(current, principal, op, subject)
+        async with turns:
+            return await _handle(request, handler)
+
+    async def _handle(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
+            route = request.match_info.route.resource
+            needs = required(request.method, route.canonical if route is not None else "", dict(request.match_info),
+                             dict(request.query))
+            if needs is not None and not _may(request, *needs):
+                operation, subject = needs
+                raise forbidden(_user(request), operation, "the registry" if subject is None else f"subject '{subject}'")
             return await handler(request)
         except RegistryError as exc:
             return answer(exc.body(), exc.code.http_status)

@@ -35,7 +35,17 @@ from tinystream.registry.model import (
     SchemaType,
     SubjectVersion,
 )
+from tinystream.registry.normalize import normalize
 from tinystream.registry.records import CONFIG, MODE, SCHEMA, Record, config_key, mode_key, schema_key
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the registry holds at most; soft-deleted versions count until hard-deleted (they are still stored)."""
+    max_subjects: int = 10_000
+    max_subjects_per_user: int = 1_000
+    max_versions: int = 100_000
+    max_versions_per_user: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +58,15 @@ class Registration:
 
 
 class RegistryState:
-    def __init__(self, *, default_compatibility: Compatibility = DEFAULT_COMPATIBILITY) -> None:
+    def __init__(self, *, default_compatibility: Compatibility = DEFAULT_COMPATIBILITY, limits: Limits = Limits()) -> None:
+        self.limits = limits
         self.schemas: dict[int, SchemaDef] = {}
         self.ids: dict[SchemaDef, int] = {}
         self.subjects: dict[str, dict[int, SubjectVersion]] = {}
         self.default_compatibility = default_compatibility
         self.configs: dict[str | None, Compatibility] = {None: default_compatibility}
         self.modes: dict[str | None, Mode] = {None: DEFAULT_MODE}
+        self.normalize: dict[str | None, bool] = {}  # the config key "normalize", per subject and global (None)
         self.max_id = 0
         self._parsed: dict[int, ParsedSchema] = {}
 
@@ -66,12 +78,33 @@ class RegistryState:
             if kind == SCHEMA:
                 return self._apply_schema(str(subject), int(record.key["version"]), record.value)
             if kind == CONFIG:
-                self._set_or_drop(self.configs, subject, record.value, "compatibilityLevel", Compatibility)
+                self._apply_config(subject, record.value)
             elif kind == MODE:
                 self._set_or_drop(self.modes, subject, record.value, "mode", Mode)
         except (KeyError, ValueError, TypeError):
             return False
         return True
+
+    def _apply_config(self, subject: Any, value: dict[str, Any] | None) -> None:
+        """A CONFIG value is the key's whole config: a level, `normalize`, or both."""
+        level = None if value is None or "compatibilityLevel" not in value else Compatibility(value["compatibilityLevel"])
+        normalize = None if value is None else value.get("normalize")
+        if normalize is not None and not isinstance(normalize, bool):
+            raise ValueError("normalize is true or false")
+        if level is not None:
+            self.configs[subject] = level
+        elif subject is not None:
+            self.configs.pop(subject, None)
+        elif value is not None:
+            self.configs[None] = self.default_compatibility
+        if normalize is None:
+            self.normalize.pop(subject, None)
+        else:
+            self.normalize[subject] = normalize
+
+    def normalizes(self, subject: str) -> bool:
+        """Whether the subject's config (or the global one) says `normalize`."""
+        return self.normalize.get(subject, self.normalize.get(None, False))
 
     @staticmethod
     def _set_or_drop(table: dict[Any, Any], subject: Any, value: dict[str, Any] | None, field: str, kind: Any) -> None:
@@ -101,7 +134,9 @@ class RegistryState:
         self.schemas[schema_id] = schema
         self.ids.setdefault(schema, schema_id)
         self.max_id = max(self.max_id, schema_id)
-        versions[version] = SubjectVersion(subject, version, schema_id, bool(value.get("deleted")))
+        owner = value.get("owner")
+        versions[version] = SubjectVersion(subject, version, schema_id, bool(value.get("deleted")),
+                                           owner if isinstance(owner, str) else None)
         return True
 
     def _forget_if_unused(self, schema_id: int) -> None:
@@ -149,11 +184,18 @@ class RegistryState:
         return sorted(i for i in users
                       if any(r.subject == subject and r.version == version for r in self.schemas[i].references))
 
-    def lookup(self, subject: str, schema: SchemaDef, *, deleted: bool = False) -> SubjectVersion:
+    def lookup(self, subject: str, schema: SchemaDef, *, deleted: bool = False, normalized: bool = False) -> SubjectVersion:
+        """The version holding `schema`; `normalized`: `schema` is normalized, and so is each stored one compared."""
         versions = self.versions(subject, deleted=deleted)
         for candidate in reversed(versions):
             if self.schemas[candidate.schema_id] == schema:  # by content: IMPORT may give one schema two ids
                 return candidate
+        if normalized:
+            for candidate in reversed(versions):
+                stored = self.schemas[candidate.schema_id]
+                if stored.references == schema.references and stored.schema_type is schema.schema_type and \
+                        normalize(stored.text, stored.schema_type) == schema.text:
+                    return candidate
         if schema.schema_type is SchemaType.PROTOBUF:
             # One .proto file in either form (text from curl, a descriptor from confluent-kafka) is one schema.
             wanted = self.parsed(schema)
@@ -199,8 +241,30 @@ class RegistryState:
         return compatibility.check(level, new, previous)
 
     # -- decisions --------------------------------------------------------------------------
+    def _within_limits(self, subject: str, owner: str | None) -> None:
+        """Refuse a new version (and maybe a new subject) past a cap; what is held stays as it is."""
+        new_subject = not self.subjects.get(subject)
+        held = [v for versions in self.subjects.values() for v in versions.values()]
+        firsts = [versions[min(versions)] for versions in self.subjects.values() if versions]
+        checks = [(len(held) >= self.limits.max_versions, f"the registry holds {len(held)} schema versions, "
+                   f"its limit (max_versions {self.limits.max_versions})")]
+        if new_subject:
+            checks.append((len(firsts) >= self.limits.max_subjects, f"the registry holds {len(firsts)} subjects, "
+                           f"its limit (max_subjects {self.limits.max_subjects})"))
+        if owner is not None:
+            mine = sum(v.owner == owner for v in held)
+            checks.append((mine >= self.limits.max_versions_per_user, f"user '{owner}' registered {mine} schema "
+                           f"versions, the limit per user (max_versions_per_user {self.limits.max_versions_per_user})"))
+            if new_subject:
+                created = sum(v.owner == owner for v in firsts)
+                checks.append((created >= self.limits.max_subjects_per_user, f"user '{owner}' created {created} "
+                               f"subjects, the limit per user (max_subjects_per_user {self.limits.max_subjects_per_user})"))
+        for over, why in checks:
+            if over:
+                raise RegistryError(ErrorCode.LIMIT_REACHED, f"Cannot register under subject '{subject}': {why}")
+
     def plan_register(self, subject: str, schema: SchemaDef, *, schema_id: int | None = None,
-                      version: int | None = None) -> Registration:
+                      version: int | None = None, owner: str | None = None, normalized: bool = False) -> Registration:
         mode = self.mode(subject)
         if mode is Mode.READONLY:
             raise RegistryError(ErrorCode.OPERATION_NOT_PERMITTED, f"Subject {subject} is in read-only mode")
@@ -210,11 +274,12 @@ class RegistryState:
         self.parsed(schema)  # raises INVALID_SCHEMA
         existing = self.subjects.get(subject, {})
         try:
-            found = self.lookup(subject, schema)
+            found = self.lookup(subject, schema, normalized=normalized)
             if schema_id is None or found.schema_id == schema_id:
                 return Registration(found.schema_id, subject, found.version, ())
         except RegistryError:
             pass
+        self._within_limits(subject, owner)  # before the compatibility check: the cheaper refusal first
         if mode is not Mode.IMPORT:
             problems = self.incompatibilities(subject, schema)
             if problems:
@@ -233,6 +298,8 @@ class RegistryState:
                  "schema": schema.text, "references": [r.to_json() for r in schema.references], "deleted": False}
         if schema.schema_type is SchemaType.AVRO:
             del value["schemaType"]  # Confluent's layout: absent means AVRO
+        if owner is not None:
+            value["owner"] = owner  # an extra field; Confluent's readers ignore unknown ones
         return Registration(schema_id, subject, version, (Record(schema_key(subject, version), value),))
 
     def _writable(self, subject: str) -> None:
@@ -248,9 +315,12 @@ class RegistryState:
 
     def _deleted_value(self, target: SubjectVersion) -> dict[str, Any]:
         schema = self.schemas[target.schema_id]
-        return {"subject": target.subject, "version": target.version, "id": target.schema_id,
-                "schemaType": schema.schema_type.value, "schema": schema.text,
-                "references": [r.to_json() for r in schema.references], "deleted": True}
+        value = {"subject": target.subject, "version": target.version, "id": target.schema_id,
+                 "schemaType": schema.schema_type.value, "schema": schema.text,
+                 "references": [r.to_json() for r in schema.references], "deleted": True}
+        if target.owner is not None:
+            value["owner"] = target.owner  # a soft-deleted version still counts for its owner
+        return value
 
     def plan_delete_version(self, subject: str, version: str | int, *, permanent: bool) -> tuple[int, list[Record]]:
         self._writable(subject)
@@ -283,15 +353,21 @@ class RegistryState:
             raise RegistryError(ErrorCode.SUBJECT_SOFT_DELETED, f"Subject '{subject}' was soft deleted.")
         return [v.version for v in live], [Record(schema_key(subject, v.version), self._deleted_value(v)) for v in live]
 
-    def plan_config(self, subject: str | None, level: str | None) -> list[Record]:
-        if level is None:
+    def plan_config(self, subject: str | None, level: str | None, normalize: bool | None = None) -> list[Record]:
+        """The key's whole config: no level and no `normalize` drops it (a tombstone)."""
+        if level is None and normalize is None:
             return [Record(config_key(subject), None)]
-        try:
-            Compatibility(level)
-        except ValueError:
-            raise RegistryError(ErrorCode.INVALID_COMPATIBILITY_LEVEL,
-                                f"Invalid compatibility level. Valid values are {[c.value for c in Compatibility]}") from None
-        return [Record(config_key(subject), {"compatibilityLevel": level})]
+        value: dict[str, Any] = {}
+        if level is not None:
+            try:
+                Compatibility(level)
+            except ValueError:
+                raise RegistryError(ErrorCode.INVALID_COMPATIBILITY_LEVEL,
+                                    f"Invalid compatibility level. Valid values are {[c.value for c in Compatibility]}") from None
+            value["compatibilityLevel"] = level
+        if normalize is not None:
+            value["normalize"] = normalize
+        return [Record(config_key(subject), value)]
 
     def plan_mode(self, subject: str | None, mode: str | None, *, force: bool = False) -> list[Record]:
         if mode is None:
