@@ -79,3 +79,22 @@ def test_a_bad_rules_file_says_where(data, says):
 ])
 def test_what_each_route_needs(method, route, match, query, expected):
     assert required(method, route, match, query) == expected
+
+
+def test_the_rules_file_is_read_again_when_it_changes_and_a_bad_edit_keeps_the_last_good_rules(tmp_path):
+    import json
+    import os
+
+    from tinystream.registry.authz import RulesFile
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps({"rules": [{"principal": "User:a", "subject": "s", "operations": ["READ"]}]}))
+    rules = RulesFile(path)
+    assert allowed(rules.rules(), "User:a", R, "s") and not allowed(rules.rules(), "User:b", R, "s")
+    path.write_text(json.dumps({"rules": [{"principal": "User:b", "subject": "s", "operations": ["READ"]}]}))
+    os.utime(path, (1, 1))  # another mtime, whatever the clock's resolution
+    assert allowed(rules.rules(), "User:b", R, "s") and not allowed(rules.rules(), "User:a", R, "s")
+    path.write_text("{broken")
+    os.utime(path, (2, 2))
+    assert allowed(rules.rules(), "User:b", R, "s")
+    with pytest.raises(RulesError, match="rules.json"):
+        RulesFile(path)  # at start-up a bad file is refused

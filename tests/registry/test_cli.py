@@ -33,3 +33,17 @@ def test_binding_beyond_loopback_needs_a_users_file():
     result = subprocess.run([sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", "127.0.0.1:1",
                              "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--users-file" in result.stderr
+
+
+@pytest.mark.parametrize(("rules", "with_users", "says"), [
+    ({"rules": []}, False, "--users-file"),
+    ({"rules": [{"principal": "alice", "subject": "s", "operations": ["READ"]}]}, True, "rule 0"),
+    ("not json", True, "rules.json"),
+])
+def test_a_rules_file_needs_users_and_must_parse(tmp_path, rules, with_users, says):
+    (tmp_path / "rules.json").write_text(rules if isinstance(rules, str) else json.dumps(rules))
+    (tmp_path / "users.json").write_text('{"users": {}}')
+    args = ["--rules-file", str(tmp_path / "rules.json")] + (["--users-file", str(tmp_path / "users.json")] if with_users else [])
+    result = subprocess.run([sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", "127.0.0.1:1", *args],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and says in result.stderr, result.stderr

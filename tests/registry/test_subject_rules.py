@@ -126,7 +126,7 @@ def _get(url: str, user: str, password: str) -> int:
 
 
 def test_a_wrong_password_waits_without_holding_other_callers(secured):
-    registry, _ = secured(failed_login_delay=10.0)
+    registry, _ = secured(failed_login_delay=10.0, max_concurrent=1)  # the waiting guess holds no turn
     answers: list[int] = []
     guesser = threading.Thread(target=lambda: answers.append(_get(registry.url, "reader", "wrong")), daemon=True)
     guesser.start()

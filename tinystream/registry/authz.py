@@ -114,7 +114,8 @@ class RulesFile:
         try:
             mtime = self.path.stat().st_mtime
             if mtime != self._mtime:
-                self._rules, self._mtime = load_rules(self.path), mtime
+                self._mtime = mtime  # a bad edit is read once, not on every call
+                self._rules = load_rules(self.path)
         except (OSError, RulesError):
             pass  # keep the last good rules; the start-up load already refused a bad file
         return self._rules
