@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tinystream.registry.errors import RegistryError
+from tinystream.registry.errors import ErrorCode, RegistryError
 from tinystream.registry.model import Compatibility, Mode, Reference, SchemaDef, SchemaType
 from tinystream.registry.records import Record
 from tinystream.registry.state import RegistryState
@@ -134,3 +134,27 @@ def test_two_writers_planning_the_same_version_of_one_subject_keep_the_first():
         loser = plan_b.records[0]
         assert not state.apply(Record.decode(loser.key_bytes(), loser.value_bytes()))
         assert state.version("s", 2).schema_id == 2 and 3 not in state.schemas
+
+
+def test_the_caps_count_what_is_held_after_soft_and_hard_deletes():
+    from tinystream.registry.state import Limits
+    state = RegistryState(limits=Limits(max_subjects=10, max_subjects_per_user=10, max_versions=2, max_versions_per_user=10))
+
+    def register(subject: str, text: str) -> None:
+        for record in state.plan_register(subject, SchemaDef(SchemaType.AVRO, text), owner="u").records:
+            assert state.apply(record)
+
+    def run(records) -> None:
+        assert all(state.apply(r) for r in records)
+
+    register("a", '"string"')
+    register("b", '"long"')
+    with pytest.raises(RegistryError) as refused:
+        register("c", '"int"')
+    assert refused.value.code is ErrorCode.LIMIT_REACHED and "max_versions 2" in refused.value.message
+    run(state.plan_delete_subject("b", permanent=False)[1])  # soft: still held, still counted
+    with pytest.raises(RegistryError):
+        register("c", '"int"')
+    run(state.plan_delete_subject("b", permanent=True)[1])  # hard: room again
+    register("c", '"int"')
+    assert state.subject_names() == ["a", "c"]

@@ -19,6 +19,7 @@ to a refused record.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,7 @@ class RegistryState:
         self.configs: dict[str | None, Compatibility] = {None: default_compatibility}
         self.modes: dict[str | None, Mode] = {None: DEFAULT_MODE}
         self.normalize: dict[str | None, bool] = {}  # the config key "normalize", per subject and global (None)
+        self._held: Counter[str | None] = Counter()  # versions held per owner (None: registered without a login)
         self.max_id = 0
         self._parsed: dict[int, ParsedSchema] = {}
 
@@ -121,6 +123,7 @@ class RegistryState:
             if not versions:
                 del self.subjects[subject]
             if gone is not None:
+                self._held[gone.owner] -= 1
                 self._forget_if_unused(gone.schema_id)
             return True
         schema = SchemaDef(SchemaType(value.get("schemaType") or "AVRO"), value["schema"],
@@ -137,6 +140,9 @@ class RegistryState:
         owner = value.get("owner")
         versions[version] = SubjectVersion(subject, version, schema_id, bool(value.get("deleted")),
                                            owner if isinstance(owner, str) else None)
+        if held is not None:
+            self._held[held.owner] -= 1
+        self._held[versions[version].owner] += 1
         return True
 
     def _forget_if_unused(self, schema_id: int) -> None:
@@ -244,19 +250,19 @@ class RegistryState:
     def _within_limits(self, subject: str, owner: str | None) -> None:
         """Refuse a new version (and maybe a new subject) past a cap; what is held stays as it is."""
         new_subject = not self.subjects.get(subject)
-        held = [v for versions in self.subjects.values() for v in versions.values()]
-        firsts = [versions[min(versions)] for versions in self.subjects.values() if versions]
-        checks = [(len(held) >= self.limits.max_versions, f"the registry holds {len(held)} schema versions, "
+        held = sum(self._held.values())
+        checks = [(held >= self.limits.max_versions, f"the registry holds {held} schema versions, "
                    f"its limit (max_versions {self.limits.max_versions})")]
+        subjects = sum(bool(versions) for versions in self.subjects.values())
         if new_subject:
-            checks.append((len(firsts) >= self.limits.max_subjects, f"the registry holds {len(firsts)} subjects, "
+            checks.append((subjects >= self.limits.max_subjects, f"the registry holds {subjects} subjects, "
                            f"its limit (max_subjects {self.limits.max_subjects})"))
         if owner is not None:
-            mine = sum(v.owner == owner for v in held)
+            mine = self._held[owner]
             checks.append((mine >= self.limits.max_versions_per_user, f"user '{owner}' registered {mine} schema "
                            f"versions, the limit per user (max_versions_per_user {self.limits.max_versions_per_user})"))
             if new_subject:
-                created = sum(v.owner == owner for v in firsts)
+                created = sum(versions[min(versions)].owner == owner for versions in self.subjects.values() if versions)
                 checks.append((created >= self.limits.max_subjects_per_user, f"user '{owner}' created {created} "
                                f"subjects, the limit per user (max_subjects_per_user {self.limits.max_subjects_per_user})"))
         for over, why in checks:
