@@ -3,8 +3,8 @@
 A registry started with a users file answers 401 (with a Basic challenge) to
 any call without valid credentials; the password is checked the way the
 broker checks SASL/PLAIN, against the stored salted SCRAM keys, so one
-`tinystream users add` serves both. Any authenticated user may call any
-endpoint (no per-subject ACLs yet). The file is read again when it changes.
+`tinystream users add` serves both. What a user may then do is authz.py's
+(a rules file), or everything without one. The file is read again when it changes.
 
 Checking a password costs a PBKDF2 run (4096 rounds or more: ~5 ms, on the
 event loop); a credential that passed is remembered as a salted digest until

@@ -4,7 +4,9 @@ Every write goes through one lock: plan against the state, write the records
 to `_schemas`, wait until they are applied, answer from the state. Errors are
 RegistryError, answered as Confluent's `{"error_code", "message"}`; bodies
 above `max_body_bytes` get 413; with `auth` set, every route answers
-401 without valid Basic credentials.
+401 without valid Basic credentials (after `failed_login_delay` for a wrong
+password), and with `rules` 403 (40301) to a call `required` says the user
+may not make. At most `max_concurrent` requests are handled at once.
 """
 
 from __future__ import annotations
