@@ -435,3 +435,9 @@ def parse_registry_options(options: Mapping[str, str], topic: str | None, *, wri
 def include_headers(options: Mapping[str, str]) -> bool:
     """Only what the schema needs (DataSource.schema() runs before full validation)."""
     return parse_bool(_lower(options), "includeHeaders", False)
+
+
+def registry_options(options: Mapping[str, str]) -> RegistryOptions | None:
+    """Only the registry options of a read (DataSource.schema() runs before the mode is known)."""
+    opts = _lower(options)
+    return parse_registry_options(opts, _single_topic(opts))

@@ -20,7 +20,14 @@ from pyspark.sql.types import StructType
 
 from tinystream.spark.batch_reader import TinyStreamBatchReader
 from tinystream.spark.errors import SchemaRegistryError
-from tinystream.spark.options import Mode, ReadOptions, include_headers, parse_read_options, parse_write_options
+from tinystream.spark.options import (
+    Mode,
+    ReadOptions,
+    include_headers,
+    parse_read_options,
+    parse_write_options,
+    registry_options,
+)
 from tinystream.spark.registry_values import latest_schema, read_schema
 from tinystream.spark.schema import spark_schema
 from tinystream.spark.stream_reader import TinyStreamStreamReader
@@ -37,11 +44,10 @@ class TinyStreamDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        if "schema.registry.url" not in {str(k).lower() for k in self.options}:
+        registry = registry_options(self.options)  # schema() runs before the mode is known
+        if registry is None:
             return spark_schema(include_headers(self.options))
-        opts = parse_read_options(self.options, Mode.STREAMING)  # the registry options do not depend on the mode
-        assert opts.registry is not None
-        return read_schema(opts.include_headers, opts.registry, latest_schema(opts.registry))
+        return read_schema(include_headers(self.options), registry, latest_schema(registry))
 
     def _read_options(self, mode: Mode, schema: StructType) -> ReadOptions:
         """Options with the subject's latest schema fixed, checked against the schema Spark planned with."""
