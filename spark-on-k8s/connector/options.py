@@ -16,7 +16,7 @@ Streaming + Kafka Integration Guide), so a job moves between
 
 Values through a schema registry (Confluent's serializer names, see RegistryOptions):
     schema.registry.url, schema.registry.basic.auth.user.info, value.subject,
-    value.format (avro), mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and
+    value.format (avro | json), mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and
     value.schema (write)
 
 Spark lower-cases option names before a Python data source sees them; every
@@ -146,7 +146,7 @@ class DecodeMode(Enum):
     PERMISSIVE = "PERMISSIVE"
 
 
-REGISTRY_FORMATS = ("avro",)
+REGISTRY_FORMATS = ("avro", "json")  # the registry's schemaType AVRO, JSON
 
 
 @dataclass(frozen=True)
@@ -156,11 +156,12 @@ class RegistryOptions:
     url: str
     subject: str
     user_info: str | None = None
-    value_format: str = "avro"
+    value_format: str | None = None  # None: the subject's schemaType decides
     mode: DecodeMode = DecodeMode.FAILFAST
     auto_register: bool = False
     value_schema: str | None = None  # write: the schema to register (auto.register.schemas=true)
     reader_schema: str | None = None  # read: the subject's latest schema, fixed on the driver when planning
+    reader_schema_type: str = "AVRO"  # ... and its schemaType
 
 
 @dataclass(frozen=True)
@@ -411,8 +412,8 @@ def parse_registry_options(options: Mapping[str, str], topic: str | None, *, wri
             'option "value.subject" is required unless exactly one topic is read ("subscribe") or written ("topic"); '
             "the default is <topic>-value"
         )
-    value_format = (opts.get("value.format") or "avro").strip().lower()
-    if value_format not in REGISTRY_FORMATS:
+    value_format = (opts.get("value.format") or "").strip().lower() or None
+    if value_format is not None and value_format not in REGISTRY_FORMATS:
         raise InvalidOptionError(f'option "value.format" must be one of {", ".join(REGISTRY_FORMATS)}, got {value_format!r}')
     mode_raw = (opts.get("mode") or "FAILFAST").strip().upper()
     try:

@@ -54,12 +54,13 @@ class TinyStreamDataSource(DataSource):
         opts = parse_read_options(self.options, mode)
         if opts.registry is None:
             return opts
-        text = latest_schema(opts.registry)
-        if read_schema(opts.include_headers, opts.registry, text) != schema:
+        latest = latest_schema(opts.registry)
+        if read_schema(opts.include_headers, opts.registry, latest) != schema:
             raise SchemaRegistryError(
                 f'the latest schema of subject "{opts.registry.subject}" changed while the query was planned; run it again'
             )
-        return dataclasses.replace(opts, registry=dataclasses.replace(opts.registry, reader_schema=text))
+        fixed = dataclasses.replace(opts.registry, reader_schema=latest.schema, reader_schema_type=latest.schema_type)
+        return dataclasses.replace(opts, registry=fixed)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TinyStreamBatchReader(self._read_options(Mode.BATCH, schema))

@@ -21,6 +21,7 @@ pytest.importorskip("authlib")  # confluent-kafka[schemaregistry]
 from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 from spark_helpers import batch_reader, create_topic  # noqa: E402
 
@@ -87,6 +88,51 @@ def test_avro_serializer_values_read_as_typed_columns_and_bad_ids_fail_or_read_a
     assert got[0][2] is None and "schema id 999999" in got[2][2] and "HTTP 404" in got[2][2]
 
 
+def _consume(bootstrap: str, topic: str, deserialize, count: int) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list = []
+    try:
+        for _ in range(120):
+            if len(got) == count:
+                break
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            got.append(deserialize(message.value(), SerializationContext(topic, MessageField.VALUE)))
+    finally:
+        consumer.close()
+    return got
+
+
+PERSON = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person", "type": "object", "properties": {
+    "name": {"type": "string"}, "age": {"type": "integer"}, "born": {"type": "string", "format": "date"},
+    "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["name"]}
+PEOPLE = [{"name": "ada", "age": 36, "born": "1815-12-10", "tags": ["math"]}, {"name": "alan", "tags": []}]
+
+
+def test_json_schema_values_read_typed_and_written_for_json_deserializer(spark, broker, topic_name, registry):
+    source, target = topic_name, topic_name + "-out"
+    create_topic(broker.bootstrap, source)
+    create_topic(broker.bootstrap, target)
+    serializer = JSONSerializer(json.dumps(PERSON), SchemaRegistryClient({"url": registry}))
+    _produce(broker.bootstrap, source, [serializer(p, SerializationContext(source, MessageField.VALUE)) for p in PEOPLE])
+
+    df = batch_reader(spark, broker.bootstrap, source, **{"schema.registry.url": registry})
+    assert df.schema["value"].dataType.simpleString() == "struct<name:string,age:bigint,born:date,tags:array<string>>"
+    rows = sorted((_row_dict(r) for r in df.select("value.*").collect()), key=lambda r: r["name"])
+    assert rows == [{"name": "ada", "age": 36, "born": dt.date(1815, 12, 10), "tags": ["math"]},
+                    {"name": "alan", "age": None, "born": None, "tags": []}]
+
+    (df.select("value").write.format("tinystream").option("bootstrap.servers", broker.bootstrap).option("topic", target)
+       .option("schema.registry.url", registry).option("value.format", "json").option("auto.register.schemas", "true")
+       .option("value.schema", json.dumps(PERSON)).mode("append").save())
+    deserializer = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": registry}))
+    got = _consume(broker.bootstrap, target, deserializer, len(PEOPLE))
+    assert sorted(got, key=lambda p: p["name"]) == PEOPLE
+
+
 def test_connector_writes_what_avro_deserializer_reads(spark, broker, topic_name, registry):
     create_topic(broker.bootstrap, topic_name)
     ddl = ("id bigint, note string, status string, lines array<struct<sku: string, qty: int>>, day date, "
@@ -97,20 +143,7 @@ def test_connector_writes_what_avro_deserializer_reads(spark, broker, topic_name
        .option("value.schema", json.dumps(ORDER)).mode("append").save())
 
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry}))
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic_name])
-    got: list = []
-    try:
-        for _ in range(120):
-            if len(got) == len(ORDERS):
-                break
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            got.append(deserializer(message.value(), SerializationContext(topic_name, MessageField.VALUE)))
-    finally:
-        consumer.close()
+    got = _consume(broker.bootstrap, topic_name, deserializer, len(ORDERS))
     assert sorted(got, key=lambda v: v["id"]) == ORDERS
     # and the connector reads its own writes through the subject it registered
     back = batch_reader(spark, broker.bootstrap, topic_name, **{"schema.registry.url": registry})

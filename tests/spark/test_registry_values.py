@@ -17,9 +17,10 @@ pytest.importorskip("fastavro")
 
 from pyspark.sql import types as T  # noqa: E402
 
-from tinystream.spark import avro_values  # noqa: E402
+from tinystream.spark import avro_values, json_values  # noqa: E402
 from tinystream.spark.errors import InvalidOptionError, SchemaRegistryError  # noqa: E402
 from tinystream.spark.options import DecodeMode, Mode, parse_read_options, parse_write_options  # noqa: E402
+from tinystream.spark.registry_client import RegisteredSchema  # noqa: E402
 from tinystream.spark.registry_values import ValueDecoder, read_schema, records_to_registry_batch  # noqa: E402
 
 ORDER = {
@@ -110,7 +111,7 @@ def test_registry_options_default_subject_and_refusals():
     assert parse_read_options({"bootstrap.servers": "h:1", "subscribe": "orders"}, Mode.BATCH).registry is None
     bad = [
         ({**base, "subscribe": "a,b"}, '"value.subject" is required'),
-        ({**base, "value.format": "xml"}, '"value.format" must be one of avro'),
+        ({**base, "value.format": "xml"}, '"value.format" must be one of avro, json'),
         ({**base, "mode": "DROPMALFORMED"}, '"mode" must be "FAILFAST" or "PERMISSIVE"'),
         ({**base, "schema.registry.url": "r:8081"}, "http:// or https://"),
         ({**base, "schema.registry.basic.auth.user.info": "nopassword"}, "user:password"),
@@ -166,11 +167,38 @@ def test_permissive_batch_has_null_and_the_reason_for_an_unknown_id():
     assert values[1] is None and "schema id 99" in errors[1] and "unreachable" in errors[1]
     assert values[2] is None and errors[2] is None  # a tombstone is null, not an error
     assert errors[0] is None
-    assert read_schema(False, reg, json.dumps(ORDER)).names[-1] == "valueError"
+    assert read_schema(False, reg, RegisteredSchema(1, "AVRO", json.dumps(ORDER))).names[-1] == "valueError"
 
 
 def test_failfast_batch_names_the_record_and_the_option():
     reg = _registry("FAILFAST")
     with pytest.raises(SchemaRegistryError, match=r'orders-0 offset 4: the value has 2 bytes.*"mode" to "PERMISSIVE"'):
         records_to_registry_batch([FakeMessage(b"\x00\x01", 4)], include_headers=False, reg=reg, decoder=_decoder(reg))
-    assert "valueError" not in read_schema(False, reg, json.dumps(ORDER)).names
+    assert "valueError" not in read_schema(False, reg, RegisteredSchema(1, "AVRO", json.dumps(ORDER))).names
+
+
+PERSON = {"type": "object", "properties": {
+    "name": {"type": "string"}, "age": {"type": ["integer", "null"]}, "score": {"type": "number"},
+    "born": {"type": "string", "format": "date"}, "tags": {"type": "array", "items": {"type": "string"}},
+    "home": {"type": "object", "properties": {"city": {"type": "string"}}}},
+    "required": ["name"]}
+
+
+def test_json_schema_types_map_to_nullable_spark_fields():
+    assert json_values.value_struct(json.dumps(PERSON)) == T.StructType([
+        T.StructField("name", T.StringType()), T.StructField("age", T.LongType()), T.StructField("score", T.DoubleType()),
+        T.StructField("born", T.DateType()), T.StructField("tags", T.ArrayType(T.StringType())),
+        T.StructField("home", T.StructType([T.StructField("city", T.StringType())]))])
+    with pytest.raises(SchemaRegistryError, match=r"\$.x: .* has no Spark type"):
+        json_values.spark_type({"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}]}}})
+
+
+def test_json_values_decode_into_the_struct_and_encode_validated():
+    kind = json_values.value_struct(json.dumps(PERSON))
+    decoded = json_values.decode(b'{"name":"ada","born":"1815-12-10","tags":["x"],"extra":1}', kind)
+    assert decoded == {"name": "ada", "age": None, "score": None, "born": dt.date(1815, 12, 10), "tags": ["x"], "home": None}
+    assert json.loads(json_values.encode(PERSON, decoded)) == {"name": "ada", "born": "1815-12-10", "tags": ["x"]}
+    with pytest.raises(SchemaRegistryError, match="'name' is a required property"):
+        json_values.encode(PERSON, {"age": 3})
+    with pytest.raises(SchemaRegistryError, match="not UTF-8 JSON"):
+        json_values.decode(b"{nope", kind)
