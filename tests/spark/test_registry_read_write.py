@@ -148,3 +148,26 @@ def test_connector_writes_what_avro_deserializer_reads(spark, broker, topic_name
     # and the connector reads its own writes through the subject it registered
     back = batch_reader(spark, broker.bootstrap, topic_name, **{"schema.registry.url": registry})
     assert [_row_dict(r) for r in back.select("value.*").orderBy("id").collect()] == ORDERS
+
+
+def test_registry_client_sends_basic_auth_and_a_refusal_names_the_status(broker, tmp_path):
+    """schema.registry.basic.auth.user.info reaches a registry that requires it; wrong or no credentials get 401."""
+    from tinystream.scram_users import UserStore  # noqa: PLC0415
+    from tinystream.spark.errors import SchemaRegistryError  # noqa: PLC0415
+    from tinystream.spark.registry_client import RegistryClient  # noqa: PLC0415
+
+    store = UserStore()
+    store.set_password("spark", "s3cret")
+    store.save(tmp_path / "users.json")
+    options = RegistryOptions(bootstrap=broker.bootstrap, port=0, topic=f"_schemas_{uuid.uuid4().hex[:8]}",
+                              users_file=tmp_path / "users.json")
+    with RegistryThread(options) as running:
+        client = RegistryClient(running.url, "spark:s3cret")
+        schema_id = client.register("orders-value", json.dumps(ORDER))
+        assert client.latest("orders-value").schema_id == schema_id
+        assert json.loads(client.by_id(schema_id).schema)["name"] == "Order"
+        for user_info in ("spark:wrong", None):
+            with pytest.raises(SchemaRegistryError, match="HTTP 401"):
+                RegistryClient(running.url, user_info).latest("orders-value")
+        with pytest.raises(SchemaRegistryError, match="HTTP 404, error_code 40401"):
+            client.latest("nobody-value")
