@@ -23,7 +23,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
-from spark_helpers import batch_reader, create_topic  # noqa: E402
+from spark_helpers import batch_reader, create_topic, stream_reader  # noqa: E402
 
 from tinystream.registry.app import RegistryOptions  # noqa: E402
 from tinystream.testing.registry import RegistryThread  # noqa: E402
@@ -131,6 +131,19 @@ def test_json_schema_values_read_typed_and_written_for_json_deserializer(spark, 
     deserializer = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": registry}))
     got = _consume(broker.bootstrap, target, deserializer, len(PEOPLE))
     assert sorted(got, key=lambda p: p["name"]) == PEOPLE
+
+
+def test_a_streaming_read_decodes_avro_values_too(spark, broker, topic_name, registry):
+    create_topic(broker.bootstrap, topic_name)
+    serializer = AvroSerializer(SchemaRegistryClient({"url": registry}), json.dumps(ORDER))
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    _produce(broker.bootstrap, topic_name, [serializer(v, context) for v in ORDERS])
+    query = (stream_reader(spark, broker.bootstrap, topic_name, startingOffsets="earliest",
+                           **{"schema.registry.url": registry}).select("value.*")
+             .writeStream.format("memory").queryName("registry_stream").trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert [_row_dict(r) for r in spark.sql("select * from registry_stream order by id").collect()] == ORDERS
 
 
 def test_connector_writes_what_avro_deserializer_reads(spark, broker, topic_name, registry):
