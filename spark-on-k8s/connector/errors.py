@@ -5,7 +5,8 @@
     ├── DataLossError                    offsets the query needs are gone (failOnDataLoss=true)
     ├── KafkaClientError                 the broker or the client said no; carries the
     │                                    broker's message and Kafka error name
-    └── ProduceError (KafkaClientError)  records a write task could not deliver
+    ├── ProduceError (KafkaClientError)  records a write task could not deliver
+    └── SchemaRegistryError              a registry request failed, or a value is not its schema's
 
 confluent-kafka's `KafkaException` is translated at the boundary
 (`kafka_client.py`) with `raise ... from exc`, so a Spark task failure shows
@@ -50,3 +51,7 @@ class KafkaClientError(TinyStreamSparkError):
 
 class ProduceError(KafkaClientError):
     """One or more records were not acknowledged by the broker."""
+
+
+class SchemaRegistryError(TinyStreamSparkError):
+    """The schema registry refused a request, or a value does not match its schema (wire format, payload)."""

@@ -14,6 +14,11 @@ Streaming + Kafka Integration Guide), so a job moves between
     topic                                           (write: overrides the column)
     kafka.*                                         passed to the client (librdkafka names)
 
+Values through a schema registry (Confluent's serializer names, see RegistryOptions):
+    schema.registry.url, schema.registry.basic.auth.user.info, value.subject,
+    value.format (avro | json), mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and
+    value.schema (write)
+
 Spark lower-cases option names before a Python data source sees them; every
 lookup here goes through a lower-cased copy, so plain dicts in tests behave
 the same. Errors name the option and say what would be valid.
@@ -134,6 +139,31 @@ class PartitionTimestamps:
 OffsetSpec = EarliestOffsets | LatestOffsets | SpecificOffsets | GlobalTimestamp | PartitionTimestamps
 
 
+class DecodeMode(Enum):
+    """What a read does with a value it cannot decode (spark-avro's from_avro modes)."""
+
+    FAILFAST = "FAILFAST"
+    PERMISSIVE = "PERMISSIVE"
+
+
+REGISTRY_FORMATS = ("avro", "json")  # the registry's schemaType AVRO, JSON
+
+
+@dataclass(frozen=True)
+class RegistryOptions:
+    """Values framed by a Confluent-compatible schema registry (magic 0, schema id, Avro payload)."""
+
+    url: str
+    subject: str
+    user_info: str | None = None
+    value_format: str | None = None  # None: the subject's schemaType decides
+    mode: DecodeMode = DecodeMode.FAILFAST
+    auto_register: bool = False
+    value_schema: str | None = None  # write: the schema to register (auto.register.schemas=true)
+    reader_schema: str | None = None  # read: the subject's latest schema, fixed on the driver when planning
+    reader_schema_type: str = "AVRO"  # ... and its schemaType
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     bootstrap_servers: str
@@ -149,6 +179,7 @@ class ReadOptions:
     fetch_retries: int = DEFAULT_FETCH_RETRIES
     fetch_retry_interval_ms: int = DEFAULT_FETCH_RETRY_INTERVAL_MS
     client_conf: Mapping[str, str] = field(default_factory=dict)
+    registry: RegistryOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +187,7 @@ class WriteOptions:
     bootstrap_servers: str
     topic: str | None
     client_conf: Mapping[str, str] = field(default_factory=dict)
+    registry: RegistryOptions | None = None
 
 
 # --- parsing ----------------------------------------------------------------
@@ -339,19 +371,74 @@ def parse_read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
             opts, "fetchOffset.retryIntervalMs", minimum=0, default=DEFAULT_FETCH_RETRY_INTERVAL_MS
         ),
         client_conf=_client_conf(opts, FORBIDDEN_SOURCE_CONF),
+        registry=parse_registry_options(opts, _single_topic(opts)),
     )
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
     topic = opts.get("topic")
+    topic = topic.strip() if topic and topic.strip() else None
+    registry = parse_registry_options(opts, topic, writing=True)
+    if registry is not None and topic is None:
+        raise InvalidOptionError('writing through a schema registry needs the "topic" option (the column may not vary)')
     return WriteOptions(
         bootstrap_servers=_bootstrap(opts),
-        topic=topic.strip() if topic and topic.strip() else None,
+        topic=topic,
         client_conf=_client_conf(opts, FORBIDDEN_SINK_CONF),
+        registry=registry,
     )
+
+
+def _single_topic(opts: Mapping[str, str]) -> str | None:
+    topics = [t.strip() for t in opts.get("subscribe", "").split(",") if t.strip()]
+    return topics[0] if len(set(topics)) == 1 else None
+
+
+def parse_registry_options(options: Mapping[str, str], topic: str | None, *, writing: bool = False) -> RegistryOptions | None:
+    """None without "schema.registry.url"; else the validated registry options (TopicNameStrategy subject)."""
+    opts = _lower(options)
+    url = (opts.get("schema.registry.url") or "").strip()
+    if not url:
+        given = [n for n in ("value.subject", "value.format", "auto.register.schemas", "value.schema") if n in opts]
+        if given:
+            raise InvalidOptionError(f'option "{given[0]}" needs "schema.registry.url"')
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise InvalidOptionError(f'option "schema.registry.url" must be an http:// or https:// URL, got {url!r}')
+    subject = (opts.get("value.subject") or "").strip() or (f"{topic}-value" if topic else "")
+    if not subject:
+        raise InvalidOptionError(
+            'option "value.subject" is required unless exactly one topic is read ("subscribe") or written ("topic"); '
+            "the default is <topic>-value"
+        )
+    value_format = (opts.get("value.format") or "").strip().lower() or None
+    if value_format is not None and value_format not in REGISTRY_FORMATS:
+        raise InvalidOptionError(f'option "value.format" must be one of {", ".join(REGISTRY_FORMATS)}, got {value_format!r}')
+    mode_raw = (opts.get("mode") or "FAILFAST").strip().upper()
+    try:
+        mode = DecodeMode(mode_raw)
+    except ValueError:
+        raise InvalidOptionError(f'option "mode" must be "FAILFAST" or "PERMISSIVE", got {mode_raw!r}') from None
+    auto_register = parse_bool(opts, "auto.register.schemas", False)
+    value_schema = opts.get("value.schema")
+    if auto_register and not value_schema:
+        raise InvalidOptionError('option "auto.register.schemas" needs "value.schema" (the Avro schema to register)')
+    if not writing and (auto_register or value_schema):
+        raise InvalidOptionError('options "auto.register.schemas" and "value.schema" are for writes only')
+    user_info = opts.get("schema.registry.basic.auth.user.info")
+    if user_info is not None and ":" not in user_info:
+        raise InvalidOptionError('option "schema.registry.basic.auth.user.info" must be "user:password"')
+    return RegistryOptions(url=url, subject=subject, user_info=user_info, value_format=value_format, mode=mode,
+                           auto_register=auto_register, value_schema=value_schema)
 
 
 def include_headers(options: Mapping[str, str]) -> bool:
     """Only what the schema needs (DataSource.schema() runs before full validation)."""
     return parse_bool(_lower(options), "includeHeaders", False)
+
+
+def registry_options(options: Mapping[str, str]) -> RegistryOptions | None:
+    """Only the registry options of a read (DataSource.schema() runs before the mode is known)."""
+    opts = _lower(options)
+    return parse_registry_options(opts, _single_topic(opts))

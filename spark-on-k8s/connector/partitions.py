@@ -16,6 +16,7 @@ from pyspark.sql.datasource import InputPartition
 from tinystream.spark.kafka_client import read_range
 from tinystream.spark.offsets import OffsetRange
 from tinystream.spark.options import ReadOptions
+from tinystream.spark.registry_values import ValueDecoder, records_to_registry_batch
 from tinystream.spark.schema import records_to_batch
 
 
@@ -35,6 +36,8 @@ def read_partition(partition: Any, opts: ReadOptions) -> Iterator[Any]:
     """Arrow RecordBatches of one input partition (nothing for Spark's empty placeholder)."""
     if not isinstance(partition, RangePartition):
         return  # PySpark plans InputPartition(None) when a batch read has no ranges
+    reg = opts.registry
+    decoder = ValueDecoder(reg) if reg is not None else None
     for messages in read_range(
         partition.range,
         bootstrap=opts.bootstrap_servers,
@@ -44,4 +47,7 @@ def read_partition(partition: Any, opts: ReadOptions) -> Iterator[Any]:
         retries=opts.fetch_retries,
         retry_interval_ms=opts.fetch_retry_interval_ms,
     ):
-        yield records_to_batch(messages, include_headers=opts.include_headers)
+        if reg is not None and decoder is not None:
+            yield records_to_registry_batch(messages, include_headers=opts.include_headers, reg=reg, decoder=decoder)
+        else:
+            yield records_to_batch(messages, include_headers=opts.include_headers)

@@ -7,6 +7,8 @@ a task.
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -17,7 +19,16 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from tinystream.spark.batch_reader import TinyStreamBatchReader
-from tinystream.spark.options import Mode, include_headers, parse_read_options, parse_write_options
+from tinystream.spark.errors import SchemaRegistryError
+from tinystream.spark.options import (
+    Mode,
+    ReadOptions,
+    include_headers,
+    parse_read_options,
+    parse_write_options,
+    registry_options,
+)
+from tinystream.spark.registry_values import latest_schema, read_schema
 from tinystream.spark.schema import spark_schema
 from tinystream.spark.stream_reader import TinyStreamStreamReader
 from tinystream.spark.writer import TinyStreamBatchWriter, TinyStreamStreamWriter
@@ -33,13 +44,29 @@ class TinyStreamDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        return spark_schema(include_headers(self.options))
+        registry = registry_options(self.options)  # schema() runs before the mode is known
+        if registry is None:
+            return spark_schema(include_headers(self.options))
+        return read_schema(include_headers(self.options), registry, latest_schema(registry))
+
+    def _read_options(self, mode: Mode, schema: StructType) -> ReadOptions:
+        """Options with the subject's latest schema fixed, checked against the schema Spark planned with."""
+        opts = parse_read_options(self.options, mode)
+        if opts.registry is None:
+            return opts
+        latest = latest_schema(opts.registry)
+        if read_schema(opts.include_headers, opts.registry, latest) != schema:
+            raise SchemaRegistryError(
+                f'the latest schema of subject "{opts.registry.subject}" changed while the query was planned; run it again'
+            )
+        fixed = dataclasses.replace(opts.registry, reader_schema=latest.schema, reader_schema_type=latest.schema_type)
+        return dataclasses.replace(opts, registry=fixed)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TinyStreamBatchReader(parse_read_options(self.options, Mode.BATCH))
+        return TinyStreamBatchReader(self._read_options(Mode.BATCH, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return TinyStreamStreamReader(parse_read_options(self.options, Mode.STREAMING))
+        return TinyStreamStreamReader(self._read_options(Mode.STREAMING, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return TinyStreamBatchWriter(parse_write_options(self.options), schema)

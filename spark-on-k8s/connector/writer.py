@@ -1,7 +1,8 @@
 """Batch and streaming write: DataFrame rows -> records, through an idempotent producer.
 
 Columns, as Spark's Kafka sink takes them:
-    value    binary or string, required (null writes a tombstone)
+    value    binary or string, required (null writes a tombstone); with "schema.registry.url"
+             a struct (or the one type of a non-record schema) encoded by registry_values
     key      binary or string, optional
     topic    string, optional; the "topic" option overrides it; one of the two is required
     partition int, optional (null: the murmur2 partitioner, as Java clients do)
@@ -38,6 +39,7 @@ from pyspark.sql.types import (
 from tinystream.spark.errors import InvalidOptionError, ProduceError
 from tinystream.spark.kafka_client import RecordProducer
 from tinystream.spark.options import WriteOptions
+from tinystream.spark.registry_values import ValueEncoder
 
 TEXT_OR_BYTES = (BinaryType, StringType)
 
@@ -53,7 +55,7 @@ def check_write_schema(schema: StructType, opts: WriteOptions) -> None:
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in fields:
         raise InvalidOptionError(f'required attribute "value" not found in {schema.simpleString()}')
-    for name in ("value", "key"):
+    for name in ("value", "key") if opts.registry is None else ("key",):
         if name in fields and not isinstance(fields[name], TEXT_OR_BYTES):
             raise InvalidOptionError(f'{name} attribute type must be a string or binary, not {fields[name].simpleString()}')
     if opts.topic is None:
@@ -90,6 +92,7 @@ def _as_bytes(value: Any) -> bytes | None:
 
 def write_batches(batches: Iterator[Any], opts: WriteOptions) -> int:
     """Produce every row of the Arrow batches; returns the number written, raises ProduceError."""
+    encoder = ValueEncoder(opts.registry) if opts.registry is not None else None
     producer = RecordProducer(opts.bootstrap_servers, opts.client_conf)
     for batch in batches:
         names = [n.lower() for n in batch.schema.names]
@@ -105,7 +108,7 @@ def write_batches(batches: Iterator[Any], opts: WriteOptions) -> int:
                 raise ProduceError('null topic present in the data; set the "topic" option or fill the column')
             producer.send(
                 topic,
-                _as_bytes(value),
+                encoder.encode(value) if encoder is not None else _as_bytes(value),
                 key=_as_bytes(keys[i]) if keys is not None else None,
                 partition=partitions[i] if partitions is not None else None,
                 headers=[(h["key"], h["value"]) for h in headers[i]] if headers is not None and headers[i] else None,
