@@ -14,8 +14,10 @@ the median records/s ratio and broker CPU per GB ratio with their ranges; `--out
 compare.json, compare.md (the table) and two pictures (throughput.png, cpu.png; needs the [bench]
 extra's matplotlib).
 
-Replicated (RF 3), end-to-end latency and TLS cells are separate benchmarks today (`bench replicated`,
-`bench produce --security`), not yet in this matrix.
+Two cells run on 3-broker clusters instead (cluster_cells.py), and only when asked for with `--cells`
+(the clusters start only then): `replicated` (RF 3, acks=all, a producer and a consumer at the same time)
+and `latency` (end to end at `--latency-rate` records/s for `--latency-seconds`); `--out` adds latency.png.
+TLS is its own benchmark (`bench produce --security`).
 """
 
 from __future__ import annotations
@@ -24,16 +26,27 @@ import contextlib
 import json
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from tinystream.bench import consume_workloads, produce_workloads
-from tinystream.bench.compare_report import Pair, summarize, table, write_pictures
+from tinystream.bench import cluster_cells, consume_workloads, produce_workloads
+from tinystream.bench.compare_report import (
+    LatencyPair,
+    Pair,
+    latency_table,
+    summarize,
+    table,
+    write_latency_picture,
+    write_pictures,
+)
 from tinystream.bench.stats import RunResult
 from tinystream.bench.targets import Target, describe_spec, open_target
 
 CELLS = ("produce", "produce-lz4", "produce-zstd", "consume", "consume-lz4", "consume-zstd")
+CLUSTER_CELLS = ("replicated", "latency")  # 3-broker clusters; run only when named with --cells
+REPLICATED_ROWS = ("replicated-produce", "replicated-consume")  # the replicated cell's two table rows
 
 
 def pair_order(cell_index: int, round_index: int) -> tuple[str, str]:
@@ -77,49 +90,126 @@ def run_matrix(targets: dict[str, Target], cells: list[str], *, rounds: int, cli
     return pairs
 
 
+@dataclass(frozen=True)
+class ClusterSizes:
+    records: int  # replicated: records per run
+    partitions: int
+    latency_rate: int  # latency: records/s
+    latency_seconds: int
+
+
+def run_cluster_matrix(targets: dict[str, cluster_cells.ClusterTarget], cells: list[str], *, rounds: int,
+                       sizes: ClusterSizes, say=print) -> tuple[list[Pair], list[LatencyPair]]:  # type: ignore[no-untyped-def]
+    """The 3-broker cells, each round back to back on both clusters, the side that goes first alternating."""
+    run_id = uuid.uuid4().hex[:8]
+    pairs: list[Pair] = []
+    latency: list[LatencyPair] = []
+    total = rounds * len(cells)
+    for round_index in range(rounds):
+        for cell_index, cell in enumerate(cells):
+            order = pair_order(cell_index, round_index)
+            done = f"[{round_index * len(cells) + cell_index + 1}/{total}] round {round_index + 1} {cell:<13}"
+            peer = targets["peer"].name
+            if cell == "replicated":
+                got = {side: cluster_cells.run_replicated(
+                    targets[side], records=sizes.records, partitions=sizes.partitions,
+                    topic=f"compare-replicated-{run_id}-{round_index}-{side}") for side in order}
+                for index, row in enumerate(REPLICATED_ROWS):
+                    pairs.append(Pair(row, round_index, got["ours"][index], got["peer"][index]))
+                produce, consume = pairs[-2], pairs[-1]
+                say(f"{done} produce ours {produce.ours.records_per_s:>10,.0f} records/s, {peer} "
+                    f"{produce.peer.records_per_s:>10,.0f}; consume at the same time ours "
+                    f"{consume.ours.records_per_s:>10,.0f}, {peer} {consume.peer.records_per_s:>10,.0f}")
+                continue
+            runs = {side: cluster_cells.run_latency(
+                targets[side], rate=sizes.latency_rate, seconds=sizes.latency_seconds, partitions=sizes.partitions,
+                topic=f"compare-latency-{run_id}-{round_index}-{side}") for side in order}
+            latency.append(LatencyPair(round_index, runs["ours"], runs["peer"]))
+            say(f"{done} end-to-end p50 / p99 / p99.9 ms: ours " + _percentiles(runs["ours"].latency_ms)
+                + f", {peer} " + _percentiles(runs["peer"].latency_ms))
+    return pairs, latency
+
+
+def _percentiles(latency_ms: dict[str, float]) -> str:
+    return " / ".join(f"{latency_ms.get(k, float('nan')):.0f}" for k in ("p50", "p99", "p99.9"))
+
+
 @click.command("compare")
 @click.option("--peer", default="kafka", show_default=True, metavar="NAME|CMD",
               help="`kafka`, `tansu`, or a shell command that prints bootstrap=HOST:PORT.")
-@click.option("--cells", multiple=True, type=click.Choice(CELLS), help="Cells to run (default: all).")
+@click.option("--cells", multiple=True, type=click.Choice(CELLS + CLUSTER_CELLS),
+              help="Cells to run (default: the six single-broker cells; replicated and latency only when named).")
 @click.option("--rounds", default=3, show_default=True, type=click.IntRange(1))
 @click.option("--records", default=2_000_000, show_default=True, type=click.IntRange(1), help="Records per run.")
 @click.option("--partitions", default=6, show_default=True, type=click.IntRange(1))
 @click.option("--client", type=click.Choice(["java", "raw", "confluent"]), default="java", show_default=True,
               help="java: Kafka's ProducerPerformance / ConsumerPerformance; raw: ours; confluent: librdkafka.")
+@click.option("--replicated-records", default=1_000_000, show_default=True, type=click.IntRange(1),
+              help="replicated cell: records per run (produced and consumed at the same time).")
+@click.option("--latency-rate", default=20_000, show_default=True, type=click.IntRange(1),
+              help="latency cell: records/s, fixed (ProducerPerformance --throughput).")
+@click.option("--latency-seconds", default=60, show_default=True, type=click.IntRange(1),
+              help="latency cell: seconds per run.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write compare.json, compare.md and the pictures here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
-def compare_bench_command(peer, cells, rounds, records, partitions, client, out, as_json) -> None:
-    """Produce and consume (none, lz4, zstd) against a peer, alternating pairs; medians, spreads, pictures."""
+def compare_bench_command(peer, cells, rounds, records, partitions, client, replicated_records, latency_rate,
+                          latency_seconds, out, as_json) -> None:
+    """Produce and consume (none, lz4, zstd) against a peer, alternating pairs; medians, spreads, pictures.
+    With --cells replicated / latency: 3-broker clusters, ProducerPerformance and ConsumerPerformance."""
     chosen = list(cells) or list(CELLS)
+    single = [c for c in chosen if c in CELLS]
+    clustered = [c for c in CLUSTER_CELLS if c in chosen]
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if as_json else click.echo
     say(f"compare: peer={peer}, client={client}, records={records}, partitions={partitions}, rounds={rounds}, "
         f"cells={','.join(chosen)}")
-    with contextlib.ExitStack() as stack:
-        targets = {"ours": stack.enter_context(open_target("tinystream")),
-                   "peer": stack.enter_context(open_target(peer))}
-        pairs = run_matrix(targets, chosen, rounds=rounds, client=client, records=records, partitions=partitions,
-                           say=say)
+    pairs: list[Pair] = []
+    latency: list[LatencyPair] = []
+    if single:
+        with contextlib.ExitStack() as stack:
+            targets = {"ours": stack.enter_context(open_target("tinystream")),
+                       "peer": stack.enter_context(open_target(peer))}
+            pairs += run_matrix(targets, single, rounds=rounds, client=client, records=records, partitions=partitions,
+                                say=say)
+    if clustered:
+        if peer not in cluster_cells.CLUSTER_PEERS:
+            raise click.UsageError(f"--cells {' '.join(clustered)} needs --peer kafka (a 3-node peer), not {peer!r}")
+        say(f"3-broker cells: replicated-records={replicated_records}, latency-rate={latency_rate}/s, "
+            f"latency-seconds={latency_seconds}")
+        sizes = ClusterSizes(replicated_records, partitions, latency_rate, latency_seconds)
+        with contextlib.ExitStack() as stack:
+            cluster_targets = {"ours": stack.enter_context(cluster_cells.open_cluster("tinystream")),
+                               "peer": stack.enter_context(cluster_cells.open_cluster(peer))}
+            more, latency = run_cluster_matrix(cluster_targets, clustered, rounds=rounds, sizes=sizes, say=say)
+        pairs += more
     peer_name = describe_spec(peer)
-    summaries = summarize(chosen, pairs)
-    text = table(summaries, peer_name)
+    rows = single + (list(REPLICATED_ROWS) if "replicated" in clustered else [])
+    summaries = summarize(rows, pairs)
+    text = "\n\n".join(part for part in (table(summaries, peer_name) if summaries else "",
+                                          latency_table(latency, peer_name)) if part)
     say(text)
     report = {"peer": peer_name, "client": client, "records": records, "partitions": partitions, "rounds": rounds,
+              "replicated_records": replicated_records, "latency_rate": latency_rate,
+              "latency_seconds": latency_seconds,
               "summaries": [s.as_dict() for s in summaries],
               "pairs": [{"cell": p.cell, "round": p.round_index, "ours": p.ours.as_dict(), "peer": p.peer.as_dict()}
-                        for p in pairs]}
+                        for p in pairs],
+              "latency": [{"round": p.round_index, "ours": p.ours.as_dict(), "peer": p.peer.as_dict()}
+                          for p in latency]}
     if out is not None:
-        _write(out, report, text, summaries, pairs, peer_name, say)
+        _write(out, report, text, summaries, pairs, latency, peer_name, say)
     if as_json:
         click.echo(json.dumps(report, indent=2))
 
 
-def _write(out: Path, report: dict, text: str, summaries, pairs, peer_name: str, say) -> None:  # type: ignore[no-untyped-def]
+def _write(out: Path, report: dict, text: str, summaries, pairs, latency, peer_name: str, say) -> None:  # type: ignore[no-untyped-def]
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.json").write_text(json.dumps(report, indent=2))
     (out / "compare.md").write_text(text + "\n")
     try:
-        pictures = write_pictures(summaries, pairs, peer_name, out)
+        pictures = write_pictures(summaries, pairs, peer_name, out) if summaries else []
+        if latency:
+            pictures.append(write_latency_picture(latency, peer_name, out))
     except ModuleNotFoundError as exc:
         say(f"no pictures: {exc.name} is not installed (pip install 'tinystream[bench]')")
         pictures = []

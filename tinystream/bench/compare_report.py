@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinystream.bench.e2e_latency import LatencyRun
 from tinystream.bench.stats import RunResult, Spread
 
 
@@ -110,3 +111,58 @@ def write_pictures(summaries: list[CellSummary], pairs: list[Pair], peer: str, o
         written.append(path)
     return written
 
+
+
+# --------------------------------------------------------------------------- the latency cell
+
+
+@dataclass(frozen=True)
+class LatencyPair:
+    """One round of the latency cell: ours and the peer at the same fixed rate, back to back."""
+
+    round_index: int
+    ours: LatencyRun
+    peer: LatencyRun
+
+
+def latency_table(pairs: list[LatencyPair], peer: str) -> str:
+    """A Markdown table: end-to-end p50 / p99 / p99.9 per side (median over rounds, range), the p99 ratio."""
+    if not pairs:
+        return ""
+    rate = pairs[0].ours.rate
+    lines = [f"| latency at {rate:,} records/s (ms) | ours | {peer} | ours / {peer} |", "|---|---|---|---|"]
+    for key in ("p50", "p99", "p99.9"):
+        ours = Spread.of([p.ours.latency_ms[key] for p in pairs if key in p.ours.latency_ms])
+        theirs = Spread.of([p.peer.latency_ms[key] for p in pairs if key in p.peer.latency_ms])
+        ratio = Spread.of([p.ours.latency_ms[key] / p.peer.latency_ms[key] for p in pairs
+                           if p.ours.latency_ms.get(key) and p.peer.latency_ms.get(key)])
+        lines.append(f"| {key} | {_spread(ours, 1)} | {_spread(theirs, 1)} | {_spread(ratio, unit='x')} |")
+    received = (Spread.of([p.ours.received_per_s for p in pairs]), Spread.of([p.peer.received_per_s for p in pairs]))
+    lines.append(f"| received records/s | {_spread(received[0], 0)} | {_spread(received[1], 0)} | |")
+    return "\n".join(lines)
+
+
+def write_latency_picture(pairs: list[LatencyPair], peer: str, out: Path) -> Path:
+    """latency.png: the per-second p99 over the run, each round a line, both sides (log scale)."""
+    import matplotlib  # optional: the [bench] extra
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for side, label, colour in (("ours", "tinystream", "tab:blue"), ("peer", peer, "tab:orange")):
+        for pair in pairs:
+            series = getattr(pair, side).series
+            ax.plot([s for s, _ in series], [max(v, 0.5) for _, v in series], color=colour, alpha=0.8,
+                    linewidth=1, label=label if pair is pairs[0] else None)
+    rate = pairs[0].ours.rate if pairs else 0
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds since the producer started (JVM start-up included)")
+    ax.set_ylabel("p99 end-to-end latency (ms)")
+    ax.set_title(f"per-second p99, produce -> consume, RF 3 acks=all\n{rate:,} records/s; each round a line")
+    ax.legend()
+    fig.tight_layout()
+    path = out / "latency.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -257,6 +257,17 @@ def run_confluent(target: Target, spec: ConsumeSpec) -> RunResult:
 # --------------------------------------------------------------------------- java
 
 
+def parse_consumer_performance(stdout: str) -> dict[str, str] | None:
+    """ConsumerPerformance's CSV result (the header line from `start.time` and the line after), or None."""
+    rows = [line for line in stdout.splitlines() if line.strip()]
+    header_index = next((i for i, line in enumerate(rows) if line.startswith("start.time")), None)
+    if header_index is None or header_index + 1 >= len(rows):
+        return None
+    reader = csv.reader(io.StringIO(rows[header_index] + "\n" + rows[header_index + 1]), skipinitialspace=True)
+    header, values = list(reader)
+    return dict(zip(header, values))
+
+
 def run_java(target: Target, spec: ConsumeSpec) -> RunResult:
     ends = asyncio.run(fill_topic(target, spec, show=spec.progress))
     goal = min(spec.records, sum(ends.values()))
@@ -266,13 +277,9 @@ def run_java(target: Target, spec: ConsumeSpec) -> RunResult:
     with CpuMeter(target.pgid).measure() as cpu:  # the whole tool run: the broker idles while the JVM starts
         out = run_java_tool(CONSUMER_PERFORMANCE, args, timeout=max(120.0, goal / 50_000),
                             jvm_opts=("-Xms512m", "-Xmx2g", "-XX:+UseG1GC"))
-    rows = [line for line in out.stdout.splitlines() if line.strip()]
-    header_index = next((i for i, line in enumerate(rows) if line.startswith("start.time")), None)
-    if out.returncode != 0 or header_index is None or header_index + 1 >= len(rows):
+    row = parse_consumer_performance(out.stdout)
+    if out.returncode != 0 or row is None:
         raise ConsumeError(f"ConsumerPerformance exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-    reader = csv.reader(io.StringIO(rows[header_index] + "\n" + rows[header_index + 1]), skipinitialspace=True)
-    header, values = list(reader)
-    row = dict(zip(header, values))
     records = int(row["data.consumed.in.nMsg"])
     fetch_ms = float(row.get("fetch.time.ms") or 0)
     seconds = fetch_ms / 1000 if fetch_ms > 0 else records / float(row["nMsg.sec"])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +39,12 @@ def parse_stat(text: str) -> ProcStat:
 
 def group_cpu_seconds(pgid: int, proc: Path = PROC) -> float | None:
     """User + system seconds of the live processes in process group `pgid`; None without /proc."""
+    return groups_cpu_seconds((pgid,), proc)
+
+
+def groups_cpu_seconds(pgids: Collection[int], proc: Path = PROC) -> float | None:
+    """The same for several groups in one pass over /proc: a cluster's brokers (and controller), each
+    started in its own session."""
     if not proc.is_dir():
         return None
     ticks = 0
@@ -49,23 +55,28 @@ def group_cpu_seconds(pgid: int, proc: Path = PROC) -> float | None:
             stat = parse_stat((entry / "stat").read_text())
         except (OSError, ValueError, IndexError):  # gone meanwhile, or not a process
             continue
-        if stat.pgid == pgid:
+        if stat.pgid in pgids:
             ticks += stat.utime_ticks + stat.stime_ticks
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
 class CpuMeter:
-    """CPU seconds a process group used between entering and leaving `measure()`."""
+    """CPU seconds a process group (and `more` groups: the rest of a cluster) used between entering and
+    leaving `measure()`."""
 
     pgid: int | None
     seconds: float | None = None
+    more: tuple[int, ...] = ()
+
+    def _now(self) -> float | None:
+        return None if self.pgid is None else groups_cpu_seconds({self.pgid, *self.more})
 
     @contextlib.contextmanager
     def measure(self) -> Iterator[CpuMeter]:
-        before = None if self.pgid is None else group_cpu_seconds(self.pgid)
+        before = self._now()
         try:
             yield self
         finally:
-            after = None if self.pgid is None else group_cpu_seconds(self.pgid)
+            after = self._now()
             self.seconds = None if before is None or after is None else max(0.0, after - before)
