@@ -4,7 +4,10 @@ For a cluster `demo`:
 
     Secret demo-cluster-ca-cert   ca.crt (the trust bundle)   clients trust the brokers with it
     Secret demo-broker-tls        broker.pem (chain + key), ca.crt (the bundle)   (tls) renewed in place
+    Secret demo-broker-tls        clients-ca.crt (the clients CA bundle: listeners with tls authentication)
+    Secret demo-clients-ca-cert   ca.crt (the clients CA bundle, public)
     Secret demo-cluster-ca        ca.crt, ca.key     the user's own CA (generateCertificateAuthority false): read only
+    Secret demo-clients-ca        ca.crt, ca.key     the same for the clients CA
     Secret demo-broker-users      users.json, broker-password         (scram-sha-512, or no tls) made once
 
 Without TLS brokers replicate as the inter-broker SCRAM user, so that Secret is made for a cluster with
