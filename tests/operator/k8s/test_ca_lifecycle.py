@@ -259,3 +259,40 @@ def test_users_holding_names_the_tls_users_of_the_cluster_not_yet_of_the_new_ca(
              user("scram", kind="scram-sha-512")]
     assert users_holding(users, cluster, new) == "users whose certificate is not of the new CA yet: fresh, old"
     assert users_holding(users[:1], cluster, new) == ""
+
+
+class _Secrets:
+    """Create (every Secret new here) and patch, recorded: all _ensure_clients_ca calls."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, dict] = {}
+
+    async def create(self, obj: dict) -> dict:
+        self.created[obj["metadata"]["name"]] = obj
+        return obj
+
+
+async def test_an_existing_tls_cluster_starts_its_clients_ca_by_trusting_its_cluster_ca() -> None:
+    import base64  # noqa: PLC0415
+
+    from tinystream.operator.k8s.cluster_tls import _ensure_clients_ca  # noqa: PLC0415
+
+    body = {"metadata": {"name": "demo", "namespace": "ns", "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"listeners": {"tls": True, "authentication": {"type": "tls"}}}}
+    spec = ClusterSpec.from_resource(body)
+    cluster_pem = generation_ca("master", spec, CaState.from_status(
+        steps(SPEC, None, CREATED)[0].state.to_status()).current).cert_pem
+    # An existing cluster, a year old; a new one, a day old.
+    for status, legacy, now in (({"clusterCa": {"generation": 0}}, True, CREATED + 400 * DAY),
+                                ({}, False, CREATED + DAY)):
+        api = _Secrets()
+        plan, recorded = await _ensure_clients_ca(api, spec, status, master="master", now=now,  # type: ignore[arg-type]
+                                                  rolled=None, holding="", cluster_bundle=cluster_pem)
+        bundle = base64.b64decode(api.created["demo-broker-tls"]["data"]["clients-ca.crt"]).decode()
+        if legacy:  # users signed by the cluster CA keep logging in until they are re-issued
+            assert plan.state.phase is CaPhase.TRUST_NEW and plan.marker == "trust-0-1" and plan.signer is None
+            assert bundle.startswith(cluster_pem) and bundle.count("BEGIN CERTIFICATE") == 2
+            assert recorded["reason"] == LEGACY_REASON
+        else:  # a new cluster: one clients CA, no roll
+            assert plan.state.phase is CaPhase.STEADY and plan.marker == "" and cluster_pem not in bundle
+            assert bundle.count("BEGIN CERTIFICATE") == 1
