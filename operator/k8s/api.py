@@ -26,7 +26,15 @@ from typing import Any
 import aiohttp
 
 from tinystream.operator.k8s.errors import NotFound, api_error
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, TOPIC_KIND, TOPIC_PLURAL
+from tinystream.operator.k8s.model import (
+    API_VERSION,
+    CLUSTER_KIND,
+    CLUSTER_PLURAL,
+    TOPIC_KIND,
+    TOPIC_PLURAL,
+    USER_KIND,
+    USER_PLURAL,
+)
 
 FIELD_MANAGER = "tinystream-operator"
 USER_AGENT = "tinystream-operator"
@@ -67,6 +75,7 @@ KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Kind(API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL),
     Kind(API_VERSION, TOPIC_KIND, TOPIC_PLURAL),
+    Kind(API_VERSION, USER_KIND, USER_PLURAL),  # listed while the clients CA rotates (who is re-issued)
     Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
     Kind("authentication.k8s.io/v1", "TokenReview", "tokenreviews", namespaced=False),
 ]}

@@ -1,4 +1,9 @@
-"""The cluster CA's lifecycle: which CA signs, which CAs are trusted, and when the brokers roll. Pure.
+"""A CA's lifecycle (the cluster CA's, the clients CA's): which CA signs, which are trusted, when brokers roll. Pure.
+
+Two CAs go through it, as Strimzi's: the cluster CA (`CLUSTER`: it signs the broker certificates, clients
+trust the brokers with its bundle) and the clients CA (`CLIENTS`: it signs tls TinyStreamUsers'
+certificates, the brokers' client listeners trust its bundle). `CaKind` names what differs: the spec
+field, the condition, the pod-template annotation that rolls the brokers, the force-renew annotation.
 
 `plan_ca(spec, state, now=..., ...) -> CaPlan` is called once per pass with what status.clusterCa
 remembers (`CaState`), the spec (`CaSpec`: spec.security.clusterCa) and, for a CA the user brings, what
@@ -37,9 +42,31 @@ from tinystream.operator.k8s.conditions import Condition
 
 #: Pod-template annotation: the CA state the brokers run with (a change rolls them, one at a time).
 CA_ANNOTATION = "tinystream.io/cluster-ca"
+CLIENTS_CA_ANNOTATION = "tinystream.io/clients-ca"
 #: What a cluster made before CA lifecycles was given: its first CA lives this long (cluster_tls.CA_VALIDITY_DAYS).
 LEGACY_VALIDITY_DAYS = 3650
 CONDITION = "ClusterCa"
+
+
+@dataclass(frozen=True, slots=True)
+class CaKind:
+    """What differs between the cluster CA and the clients CA (the planner is the same)."""
+
+    title: str  # "cluster CA"
+    condition: str  # the condition's type
+    annotation: str  # the pod template's marker annotation (a change rolls the brokers)
+    force_annotation: str  # a new value on the cluster renews the CA
+    status_field: str  # status.<field>
+    steps: tuple[str, str, str]  # what each rotation roll does, for the condition
+
+
+CLUSTER = CaKind("cluster CA", CONDITION, CA_ANNOTATION, "tinystream.io/force-renew-ca", "clusterCa",
+                 ("brokers learn to trust the new CA", "brokers get certificates of the new CA",
+                  "the old CA leaves the trust bundle"))
+CLIENTS = CaKind("clients CA", "ClientsCa", CLIENTS_CA_ANNOTATION, "tinystream.io/force-renew-clients-ca", "clientsCa",
+                 ("brokers learn to trust client certificates of the new CA",
+                  "users get certificates of the new CA (their Secrets are updated)",
+                  "the old CA leaves the client listeners' trust bundle"))
 
 
 class CaPhase(str, enum.Enum):
@@ -63,7 +90,7 @@ class CaReason(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class CaSpec:
-    """spec.security.clusterCa, and the force-renew annotation's value."""
+    """spec.security.clusterCa (or .clientsCa), and the force-renew annotation's value."""
 
     generate: bool = True
     validity_days: int = 365
@@ -211,7 +238,8 @@ class PodView(Protocol):
     terminating: bool
 
 
-def rolled_marker(statefulset: Mapping[str, Any] | None, pods: Sequence[PodView], *, replicas: int) -> str | None:
+def rolled_marker(statefulset: Mapping[str, Any] | None, pods: Sequence[PodView], *, replicas: int,
+                  annotation: str = CA_ANNOTATION) -> str | None:
     """The CA marker every broker runs with: the template's, once each of the `replicas` pods is at the
     StatefulSet's update revision, ready and not going; None while a roll is due or under way."""
     if statefulset is None:
@@ -226,7 +254,7 @@ def rolled_marker(statefulset: Mapping[str, Any] | None, pods: Sequence[PodView]
         if pod is None or pod.terminating or not pod.ready or not revision or pod.revision != revision:
             return None
     template = ((statefulset.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    return str((template.get("annotations") or {}).get(CA_ANNOTATION) or "")
+    return str((template.get("annotations") or {}).get(annotation) or "")
 
 
 def first_state(spec: CaSpec, *, created: datetime.datetime, legacy: bool,
@@ -240,7 +268,8 @@ def first_state(spec: CaSpec, *, created: datetime.datetime, legacy: bool,
     return CaState(Generation(0, created, days), renew_token=spec.force_token)
 
 
-def _why_rotate(spec: CaSpec, state: CaState, provided: ProvidedCa | None, now: datetime.datetime) -> str:
+def _why_rotate(spec: CaSpec, state: CaState, provided: ProvidedCa | None, now: datetime.datetime,
+                kind: CaKind) -> str:
     current = state.current
     if not spec.generate:
         if provided is not None and provided.cert_pem and not current.same_ca(provided.cert_pem):
@@ -249,19 +278,19 @@ def _why_rotate(spec: CaSpec, state: CaState, provided: ProvidedCa | None, now: 
     if current.provided:
         return "generateCertificateAuthority is true again: a generated CA replaces the provided one"
     if spec.force_token != state.renew_token:
-        return f"renewal asked for (tinystream.io/force-renew-ca: {spec.force_token!r})"
+        return f"renewal asked for ({kind.force_annotation}: {spec.force_token!r})"
     if current.not_after - now <= datetime.timedelta(days=spec.renewal_days):
         return f"the CA expires {current.not_after.isoformat()} (renewal window {spec.renewal_days} days)"
     return ""
 
 
-def _advance(state: CaState, rolled: str | None) -> CaState:
-    """The next phase once the roll of this one is complete."""
+def _advance(state: CaState, rolled: str | None, holding: str) -> CaState:
+    """The next phase once the roll of this one is complete (and, leaving SIGN_NEW, nothing `holding` it)."""
     if rolled != marker(state):
         return state
     if state.phase is CaPhase.TRUST_NEW:
         return replace(state, phase=CaPhase.SIGN_NEW)
-    if state.phase is CaPhase.SIGN_NEW:
+    if state.phase is CaPhase.SIGN_NEW and not holding:
         assert state.next is not None
         return replace(state, current=state.next, next=None, phase=CaPhase.DROP_OLD)
     if state.phase is CaPhase.DROP_OLD:
@@ -273,48 +302,53 @@ def _can_sign(gen: Generation, provided: ProvidedCa | None) -> bool:
     return not gen.provided or (provided is not None and bool(provided.cert_pem) and gen.same_ca(provided.cert_pem))
 
 
-def _condition(state: CaState, spec: CaSpec, now: datetime.datetime, *, generation: int | None) -> Condition:
+def _condition(state: CaState, spec: CaSpec, now: datetime.datetime, *, generation: int | None, kind: CaKind,
+               holding: str) -> Condition:
     cur = state.current
     what = f"generation {cur.number} ({cur.source}), expires {cur.not_after.isoformat()}"
     if state.phase is not CaPhase.STEADY:
         nxt = f" to generation {state.next.number}" if state.next else ""
-        steps = {CaPhase.TRUST_NEW: "1/3 brokers learn to trust the new CA",
-                 CaPhase.SIGN_NEW: "2/3 brokers get certificates of the new CA",
-                 CaPhase.DROP_OLD: "3/3 the old CA leaves the trust bundle"}[state.phase]
-        return Condition(CONDITION, True, CaReason.ROTATING.value,
-                         f"rotating the cluster CA{nxt} ({state.reason}): {steps}; in force {what}", generation)
+        steps = {CaPhase.TRUST_NEW: f"1/3 {kind.steps[0]}", CaPhase.SIGN_NEW: f"2/3 {kind.steps[1]}",
+                 CaPhase.DROP_OLD: f"3/3 {kind.steps[2]}"}[state.phase]
+        wait = f" (waiting for {holding})" if holding and state.phase is CaPhase.SIGN_NEW else ""
+        return Condition(kind.condition, True, CaReason.ROTATING.value,
+                         f"rotating the {kind.title}{nxt} ({state.reason}): {steps}{wait}; in force {what}", generation)
     if cur.provided and cur.not_after - now <= datetime.timedelta(days=spec.renewal_days):
-        return Condition(CONDITION, True, CaReason.EXPIRING.value,
+        return Condition(kind.condition, True, CaReason.EXPIRING.value,
                          f"the provided CA {what}: put a new CA in Secret {spec.secret_name} "
                          "(the operator rotates to it)", generation)
-    return Condition(CONDITION, True, CaReason.VALID.value, what, generation)
+    return Condition(kind.condition, True, CaReason.VALID.value, what, generation)
 
 
 def plan_ca(spec: CaSpec, state: CaState | None, *, now: datetime.datetime, created: datetime.datetime,
             legacy: bool = False, provided: ProvidedCa | None = None, rolled: str | None = None,
-            generation: int | None = None) -> CaPlan:
+            generation: int | None = None, kind: CaKind = CLUSTER, holding: str = "",
+            first: CaState | None = None) -> CaPlan:
     """The CA step of one pass (module docstring). `provided`: what the user's Secret held (generate false);
-    `rolled`: rolled_marker of the StatefulSet; `legacy`: the cluster had a CA before CA lifecycles."""
+    `rolled`: rolled_marker of the StatefulSet (of kind.annotation); `legacy`: the cluster had a CA before
+    CA lifecycles; `holding`: what still keeps RenewingCertificates from moving on, "" when nothing (the
+    clients CA: users whose certificate is not of the new CA yet); `first`: the state to start from when
+    there is none, instead of first_state's (the clients CA of a cluster made before it)."""
     if not spec.generate and (provided is None or provided.problem is not None):
         problem = provided.problem if provided is not None else CaReason.SECRET_MISSING
         detail = provided.detail if provided is not None else "not found"
-        condition = Condition(CONDITION, False, (problem or CaReason.SECRET_MISSING).value,
+        condition = Condition(kind.condition, False, (problem or CaReason.SECRET_MISSING).value,
                               f"Secret {spec.secret_name} (generateCertificateAuthority false): {detail}; the "
                               "operator never writes it, put ca.crt and ca.key of a valid CA there", generation)
         kept = state or CaState(Generation(0, created, spec.validity_days))
         return CaPlan(kept, (), None, marker(kept), condition, problem=True)
     if state is None:
-        state = first_state(spec, created=created, legacy=legacy, provided=provided)
-    state = _advance(state, rolled)
+        state = first or first_state(spec, created=created, legacy=legacy, provided=provided)
+    state = _advance(state, rolled, holding)
     started = ""
     if state.phase is CaPhase.STEADY:
-        why = _why_rotate(spec, state, provided, now)
+        why = _why_rotate(spec, state, provided, now, kind)
         if why:
             number = state.current.number + 1
             nxt = (Generation(number, now, 0, provided.cert_pem) if not spec.generate and provided is not None
                    else Generation(number, now, spec.validity_days))
             state = CaState(state.current, CaPhase.TRUST_NEW, nxt, spec.force_token, why)
-            started = f"rotating the cluster CA from generation {state.current.number} to {number}: {why}"
+            started = f"rotating the {kind.title} from generation {state.current.number} to {number}: {why}"
     if state.phase is CaPhase.TRUST_NEW:
         assert state.next is not None
         trusted: tuple[Generation, ...] = (state.current, state.next)
@@ -326,5 +360,5 @@ def plan_ca(spec: CaSpec, state: CaState | None, *, now: datetime.datetime, crea
         trusted, signer = (state.current,), state.current
     if signer is not None and not _can_sign(signer, provided):
         signer = None
-    return CaPlan(state, trusted, signer, marker(state), _condition(state, spec, now, generation=generation),
-                  started)
+    return CaPlan(state, trusted, signer, marker(state),
+                  _condition(state, spec, now, generation=generation, kind=kind, holding=holding), started)

@@ -46,11 +46,13 @@ class IssuedCertificates:
     def __init__(self) -> None:
         self._issued: dict[str, dict[str, str]] = {}
         self._ca: dict[str, dict[str, Any]] = {}
+        self._clients_ca: dict[str, dict[str, Any]] = {}
 
     def latest(self, uid: str, status: Any) -> dict[str, Any]:
         """`status` with the certificates and CA state recorded here since in place of its own."""
         return {**(status or {}), "certificates": self._issued.get(uid) or (status or {}).get("certificates"),
-                "clusterCa": self._ca.get(uid) or (status or {}).get("clusterCa")}
+                "clusterCa": self._ca.get(uid) or (status or {}).get("clusterCa"),
+                "clientsCa": self._clients_ca.get(uid) or (status or {}).get("clientsCa")}
 
     def record(self, uid: str, certificates: dict[str, str]) -> None:
         self._issued[uid] = certificates
@@ -58,9 +60,13 @@ class IssuedCertificates:
     def record_ca(self, uid: str, cluster_ca: dict[str, Any]) -> None:
         self._ca[uid] = cluster_ca
 
+    def record_clients_ca(self, uid: str, clients_ca: dict[str, Any]) -> None:
+        self._clients_ca[uid] = clients_ca
+
     def forget(self, uid: str) -> None:
         self._issued.pop(uid, None)
         self._ca.pop(uid, None)
+        self._clients_ca.pop(uid, None)
 
 
 class UserSecretPasses:

@@ -81,7 +81,8 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
 _P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 
 
-def derived_ca(seed: bytes, cluster: str, namespace: str, *, created: datetime.datetime, days: int) -> KeyPair:
+def derived_ca(seed: bytes, cluster: str, namespace: str, *, created: datetime.datetime, days: int,
+               title: str = "cluster CA") -> KeyPair:
     """The cluster's CA, the same every time from the same seed (a secret the operator derives).
 
     So the operator never reads the CA key back from a Secret (its RBAC has no
@@ -92,7 +93,7 @@ def derived_ca(seed: bytes, cluster: str, namespace: str, *, created: datetime.d
     digest = int.from_bytes(hashlib.sha512(seed).digest(), "big")
     key = ec.derive_private_key(digest % (_P256_ORDER - 1) + 1, ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "tinystream.io"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, f"{namespace}/{cluster} cluster CA")])
+                      x509.NameAttribute(NameOID.COMMON_NAME, f"{namespace}/{cluster} {title}")])
     cert = (
         x509.CertificateBuilder()
         .subject_name(name).issuer_name(name).public_key(key.public_key())

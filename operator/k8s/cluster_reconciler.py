@@ -27,15 +27,21 @@ from typing import Any, get_args
 import kopf
 
 from tinystream.operator.k8s.api import KubeClient
-from tinystream.operator.k8s.ca_lifecycle import rolled_marker
+from tinystream.operator.k8s.ca_lifecycle import CLIENTS, rolled_marker
 from tinystream.operator.k8s.caches import IssuedCertificates, ReportedReasons
-from tinystream.operator.k8s.cluster_tls import ForeignSecret, SecurityOutcome, ensure_security
+from tinystream.operator.k8s.cluster_tls import (
+    ForeignSecret,
+    SecurityOutcome,
+    ensure_security,
+    next_clients_ca,
+    users_holding,
+)
 from tinystream.operator.k8s.conditions import ClusterReason, merge_condition, ready
 from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.errors import Forbidden
 from tinystream.operator.k8s.external import LISTENER_LABEL, certificate_hosts, node_addresses
-from tinystream.operator.k8s.model import API_VERSION, ClusterSpec
+from tinystream.operator.k8s.model import API_VERSION, USER_KIND, ClusterSpec
 from tinystream.operator.k8s.reconcile import (
     Action,
     Apply,
@@ -149,10 +155,16 @@ class ClusterReconciler:
         if deps.master_secret is None:
             raise kopf.TemporaryError("the operator has no master secret to make certificates and passwords with")
         rolled = rolled_marker(observed.statefulset(spec), observed.pods, replicas=spec.brokers)
+        clients_rolled = rolled_marker(observed.statefulset(spec), observed.pods, replicas=spec.brokers,
+                                       annotation=CLIENTS.annotation)
+        latest = self.issued.latest(spec.uid, status)
+        holding = await self._users_holding(dataclasses.replace(spec, clients_ca_status=latest.get("clientsCa") or {}),
+                                            deps.master_secret)
         try:
-            outcome = await ensure_security(deps.kube(), spec, self.issued.latest(spec.uid, status),
+            outcome = await ensure_security(deps.kube(), spec, latest,
                                             master=deps.master_secret, ctx=deps.ctx, now=deps.clock(),
-                                            external_hosts=await self._external_hosts(spec), rolled=rolled)
+                                            external_hosts=await self._external_hosts(spec), rolled=rolled,
+                                            clients_rolled=clients_rolled, holding=holding)
         except ForeignSecret as exc:  # never mount (or write into) a Secret that is not the cluster's
             condition = ready(False, ClusterReason.SECRET_NOT_OWNED, str(exc), generation=spec.generation)
             if self.reported.changed(body, status, condition.reason):
@@ -169,29 +181,50 @@ class ClusterReconciler:
             patch.status["certificates"] = outcome.certificates
         return self._ca_step(spec, body, status, patch, outcome)
 
+    async def _users_holding(self, spec: ClusterSpec, master: str) -> str:
+        """While the clients CA is in RenewingCertificates: the tls users not yet re-issued from the new CA."""
+        new_ca = next_clients_ca(master, spec) if spec.tls_clients else ""
+        if not new_ca:
+            return ""
+        users = await self.deps.kube().list(API_VERSION, USER_KIND, spec.namespace)
+        return users_holding(users, spec, new_ca)
+
     def _ca_step(self, spec: ClusterSpec, body: Any, status: Any, patch: kopf.Patch,
                  outcome: SecurityOutcome) -> ClusterSpec:
-        """Record the CA state and its condition; a provided CA that cannot be used stops the pass."""
+        """Record the CA states and their conditions; a provided CA that cannot be used stops the pass."""
         plan = outcome.ca
         if plan is None:
             return spec
         conditions = merge_condition((status or {}).get("conditions") or [], plan.condition)
-        if plan.problem:
-            condition = ready(False, ClusterReason.CA_UNUSABLE, plan.condition.message, generation=spec.generation)
-            if self.reported.changed(body, status, condition.reason):
-                kopf.warn(body, reason=plan.condition.reason, message=plan.condition.message)
-            patch.status["conditions"] = merge_condition(conditions, condition)
-            raise kopf.TemporaryError(plan.condition.message, delay=30)
+        if outcome.clients is not None:
+            conditions = merge_condition(conditions, outcome.clients.condition)
+        for step in (plan, outcome.clients):
+            if step is not None and step.problem:
+                condition = ready(False, ClusterReason.CA_UNUSABLE, step.condition.message, generation=spec.generation)
+                if self.reported.changed(body, status, condition.reason):
+                    kopf.warn(body, reason=step.condition.reason, message=step.condition.message)
+                patch.status["conditions"] = merge_condition(conditions, condition)
+                raise kopf.TemporaryError(step.condition.message, delay=30)
         patch.status["conditions"] = conditions  # report() merges the others into these
         if plan.started:
             kopf.info(body, reason="CaRotationStarted", message=plan.started)
+        if outcome.clients is not None and outcome.clients.started:
+            kopf.info(body, reason="CaRotationStarted", message=outcome.clients.started)
+        if outcome.clients_status is not None:
+            previous = ((self.issued.latest(spec.uid, status).get("clientsCa") or {}).get("phase"))
+            if previous and previous != outcome.clients_status["phase"]:
+                kopf.info(body, reason="CaRotation",
+                          message=f"clients CA: {previous} -> {outcome.clients_status['phase']}")
+            self.issued.record_clients_ca(spec.uid, outcome.clients_status)
+            patch.status["clientsCa"] = outcome.clients_status
         if outcome.ca_status is not None:
             previous = (self.issued.latest(spec.uid, status).get("clusterCa") or {}).get("phase")
             if previous and previous != outcome.ca_status["phase"]:
                 kopf.info(body, reason="CaRotation", message=f"cluster CA: {previous} -> {outcome.ca_status['phase']}")
             self.issued.record_ca(spec.uid, outcome.ca_status)
             patch.status["clusterCa"] = outcome.ca_status
-        return dataclasses.replace(spec, ca_marker=plan.marker)
+        return dataclasses.replace(spec, ca_marker=plan.marker,
+                                   clients_ca_marker=outcome.clients.marker if outcome.clients is not None else "")
 
     async def _external_services(self, spec: ClusterSpec) -> list[dict[str, Any]]:
         """The cluster's external listeners' Services there now (by their listener label)."""

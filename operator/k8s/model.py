@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinystream.operator.k8s.ca_lifecycle import CaSpec
+from tinystream.operator.k8s.ca_lifecycle import CLIENTS, CLUSTER, CaKind, CaSpec
 from tinystream.operator.k8s.pod_template import PodTemplate
 
 GROUP = "tinystream.io"
@@ -34,7 +34,9 @@ ConfigValue = str | int | float | bool
 #: A new value on a TinyStreamCluster renews its broker certificate at once (as Strimzi's force-renew).
 RENEW_CERTIFICATES_ANNOTATION = "tinystream.io/renew-certificates"
 #: A new value on a TinyStreamCluster rotates its cluster CA (as Strimzi's strimzi.io/force-renew on the CA Secret).
-FORCE_RENEW_CA_ANNOTATION = "tinystream.io/force-renew-ca"
+FORCE_RENEW_CA_ANNOTATION = CLUSTER.force_annotation
+#: A new value rotates its clients CA (the CA of tls TinyStreamUsers' certificates).
+FORCE_RENEW_CLIENTS_CA_ANNOTATION = CLIENTS.force_annotation
 
 
 # Secure by default: a spec that says nothing about security gets all of it (the CRD's defaults say the
@@ -59,14 +61,16 @@ def _authentication(listeners: Mapping[str, Any]) -> str | None:
     return None if kind == NONE else str(kind)
 
 
-def _cluster_ca(meta: Mapping[str, Any], security: Mapping[str, Any]) -> CaSpec:
-    """spec.security.clusterCa (as Strimzi's clusterCa): a provided CA's Secret is <name>-cluster-ca by default."""
-    ca = security.get("clusterCa") or {}
+def _ca_spec(meta: Mapping[str, Any], security: Mapping[str, Any], kind: CaKind = CLUSTER) -> CaSpec:
+    """spec.security.clusterCa or .clientsCa (as Strimzi's): a provided CA's Secret is <name>-cluster-ca
+    (<name>-clients-ca) by default."""
+    ca = security.get(kind.status_field) or {}
     generate = bool(ca.get("generateCertificateAuthority", True))
+    default_secret = f"{meta['name']}-{kind.title.split()[0]}-ca"
     return CaSpec(generate=generate, validity_days=int(ca.get("validityDays", 365)),
                   renewal_days=int(ca.get("renewalDays", 30)),
-                  secret_name="" if generate else str(ca.get("secretName") or f"{meta['name']}-cluster-ca"),
-                  force_token=str((meta.get("annotations") or {}).get(FORCE_RENEW_CA_ANNOTATION) or ""))
+                  secret_name="" if generate else str(ca.get("secretName") or default_secret),
+                  force_token=str((meta.get("annotations") or {}).get(kind.force_annotation) or ""))
 
 
 NODEPORT = "nodeport"
@@ -153,6 +157,9 @@ class ClusterSpec:
     cluster_ca: CaSpec = field(default_factory=CaSpec)  # spec.security.clusterCa (ca_lifecycle.py)
     ca_status: Mapping[str, Any] = field(default_factory=dict)  # status.clusterCa as last written: who signs
     ca_marker: str = ""  # the pod template's CA annotation, set by the reconciler after the CA step
+    clients_ca: CaSpec = field(default_factory=CaSpec)  # spec.security.clientsCa: signs tls users' certificates
+    clients_ca_status: Mapping[str, Any] = field(default_factory=dict)  # status.clientsCa as last written
+    clients_ca_marker: str = ""  # the pod template's clients-CA annotation (ca_lifecycle.CLIENTS)
     pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.template.pod (pod_template.py)
 
     @property
@@ -185,6 +192,12 @@ class ClusterSpec:
         """The REPLICATION listener's protocol: mTLS with the broker certificate when the cluster has TLS,
         else SCRAM as the inter-broker user; never unauthenticated (only a proven broker may replicate)."""
         return "SSL" if self.tls else "SASL_PLAINTEXT"
+
+    @property
+    def tls_clients(self) -> bool:
+        """Whether a listener authenticates clients by certificate (of the clients CA, ca_lifecycle.CLIENTS)."""
+        return self.tls and (self.authentication == "tls" or any(
+            listener.tls and listener.authentication == "tls" for listener in self.external))
 
     @property
     def needs_scram_users(self) -> bool:
@@ -224,8 +237,10 @@ class ClusterSpec:
             cert_renewal_days=int(certificates.get("renewalDays", 30)),
             renew_token=str((meta.get("annotations") or {}).get(RENEW_CERTIFICATES_ANNOTATION) or ""),
             created=str(meta.get("creationTimestamp") or ""),
-            cluster_ca=_cluster_ca(meta, spec.get("security") or {}),
+            cluster_ca=_ca_spec(meta, spec.get("security") or {}),
             ca_status=dict((body.get("status") or {}).get("clusterCa") or {}),
+            clients_ca=_ca_spec(meta, spec.get("security") or {}, CLIENTS),
+            clients_ca_status=dict((body.get("status") or {}).get("clientsCa") or {}),
             pod_template=PodTemplate.from_spec((spec.get("template") or {}).get("pod")),
         )
 

@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tinystream.config.settings import BrokerSettings
-from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION
+from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION, CLIENTS_CA_ANNOTATION
 from tinystream.operator.k8s.external import (
     ADDRESSES_FILE,
     BROKER_LABEL,
@@ -74,6 +74,7 @@ CONTROLLER_CA_FILE = "controller-ca.crt"  # in the tokens Secret: the CA of the 
 ADMIN_TOKEN_FILE = "admin-token"  # in the tokens Secret: what the brokers' admin HTTP asks of its callers
 RUN_AS = 10001  # the image's non-root user (Dockerfile)
 TLS_MOUNT = "/etc/tinystream-tls"  # the broker certificate (cluster_tls.py renews it; the listener reloads it)
+CLIENTS_CA_FILE = "clients-ca.crt"  # in the broker TLS Secret: the clients CA bundle client certificates verify against
 USERS_MOUNT = "/etc/tinystream-users"  # salted SCRAM credentials of the inter-broker user, and its password
 
 # Keys the operator sets itself; the CRD refuses them in spec.config as well.
@@ -223,6 +224,10 @@ def security_config(cluster: ClusterSpec) -> dict[str, ConfigValue]:
         principals.append(f"User:CN={broker_user(cluster)}")
     if cluster.authentication == "tls":
         config["ssl.client.auth"] = "required"
+    if cluster.tls_clients:  # client certificates verify against the clients CA; brokers' against the cluster CA
+        for listener in ("client", *(x.name for x in cluster.external if x.tls and x.authentication == "tls")):
+            if listener != "client" or cluster.authentication == "tls":
+                config[f"listener.name.{listener}.ssl.truststore.location"] = f"{TLS_MOUNT}/{CLIENTS_CA_FILE}"
     if cluster.needs_scram_users:
         config.update({"sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.users.file": f"{USERS_MOUNT}/users.json"})
     if replication == "SASL_PLAINTEXT":
@@ -551,6 +556,8 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
         own_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key
     if cluster.tls and cluster.ca_marker:  # a CA rotation's phase: each one rolls the brokers (ca_lifecycle.py)
         own_annotations[CA_ANNOTATION] = cluster.ca_marker
+    if cluster.tls_clients and cluster.clients_ca_marker:  # the clients CA's rotation rolls them too
+        own_annotations[CLIENTS_CA_ANNOTATION] = cluster.clients_ca_marker
     template = cluster.pod_template
     meta = _metadata(cluster, names.statefulset)
     meta["annotations"] = {POD_TEMPLATE_ANNOTATION: template.digest}

@@ -3,9 +3,9 @@
 users.plan_user_secret decides, `ensure_user_secret` acts. The Secret of a
 scram-sha-512 user holds `password` and `sasl.jaas.config` (the Java
 client's line); a tls user's holds `user.crt`, `user.key` and `ca.crt` (a
-client certificate from the cluster's CA, CN=<user>, valid for the cluster's
-spec.certificates.validityDays; status.certificate records its serial and
-notAfter). Passwords and the CA derive from the operator's master secret and
+client certificate from the cluster's clients CA, CN=<user>, valid for the cluster's
+spec.certificates.validityDays; status.certificate records its serial, notAfter and CA; ca.crt is the
+cluster CA's bundle, which verifies the brokers). Passwords and the CA derive from the operator's master secret and
 the uids, so the operator never reads a Secret back (its RBAC has create and
 patch on Secrets, no get or list).
 """
@@ -49,7 +49,7 @@ def password_files(user: UserSpec, password: str) -> dict[str, str]:
 
 
 def certificate_files(bundle: str, cert: KeyPair) -> dict[str, str]:
-    """A tls user's files: ca.crt is the cluster's trust bundle (two CAs while one rotates)."""
+    """A tls user's files: ca.crt is the cluster CA's trust bundle (two CAs while it rotates)."""
     return {"user.crt": cert.cert_pem, "user.key": cert.key_pem, "ca.crt": bundle}
 
 

@@ -126,3 +126,56 @@ def test_kafka_java_tools_with_a_pem_keystore(mtls, tmp_path):
     # connection closed "during authentication" (or an SslAuthenticationException when it reads the alert).
     assert refused.returncode != 0, said[-2000:]
     assert "SslAuthenticationException" in said or "terminated during authentication" in said, said[-2000:]
+
+
+@pytest.fixture(scope="module")
+def two_cas(tmp_path_factory):
+    """The operator's layout (resources.security_config): the broker certificate and ssl.truststore.location
+    of the cluster CA, the client listener's own truststore of the clients CA (its tls users' CA)."""
+    import datetime  # noqa: PLC0415
+
+    from tinystream.operator.k8s.certificates import derived_ca, issue  # noqa: PLC0415
+
+    folder = tmp_path_factory.mktemp("two-cas")
+    now = datetime.datetime.now(datetime.UTC)
+    cluster = derived_ca(b"cluster", "demo", "ns", created=now, days=30)
+    clients = derived_ca(b"clients", "demo", "ns", created=now, days=30, title="clients CA")
+    broker_cert = issue(cluster, "demo-broker", frozenset({"localhost"}), now=now, days=30,
+                        ip_addresses=frozenset({"127.0.0.1"}))
+    files = {"broker.pem": broker_cert.cert_pem + broker_cert.key_pem, "ca.crt": cluster.cert_pem,
+             "clients-ca.crt": clients.cert_pem}
+    for name, pem in files.items():
+        (folder / name).write_text(pem)
+    for name, ca in (("user", clients), ("stranger", cluster)):  # the second: signed by the cluster CA only
+        cert = issue(ca, name, frozenset(), now=now, days=30)
+        (folder / f"{name}.pem").write_text(cert.cert_pem + cert.key_pem)
+    settings = test_settings(folder / "data", **{
+        "listeners": "CLIENT://127.0.0.1:0", "listener.security.protocol.map": "CLIENT:SSL",
+        "inter.broker.listener.name": "CLIENT",
+        "ssl.keystore.location": str(folder / "broker.pem"), "ssl.truststore.location": str(folder / "ca.crt"),
+        "ssl.client.auth": "required",
+        "listener.name.client.ssl.truststore.location": str(folder / "clients-ca.crt")})
+    with BrokerThread(settings) as broker:
+        yield broker, folder
+
+
+@pytest.mark.parametrize("who,accepted", [("user", True), ("stranger", False)])
+def test_the_client_listener_accepts_certificates_of_the_clients_ca_only(two_cas, who, accepted):
+    """Issue 23 item 4: a client verifies the broker with the cluster CA; the broker verifies the client with
+    the clients CA, so a certificate the cluster CA signed (a broker's kind) does not log a client in."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    broker, folder = two_cas
+    cert = str(folder / f"{who}.pem")
+    conf = {"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL",
+            "ssl.ca.location": str(folder / "ca.crt"), "ssl.certificate.location": cert, "ssl.key.location": cert,
+            "log_level": 0}
+    if accepted:
+        admin = AdminClient(conf)  # kept: its connection stays open while principals() looks
+        assert admin.list_topics(timeout=10).brokers
+        assert "User:CN=user" in principals(broker)
+    else:
+        with pytest.raises(KafkaException):
+            AdminClient(conf).list_topics(timeout=5)
+        assert "User:CN=stranger" not in principals(broker)

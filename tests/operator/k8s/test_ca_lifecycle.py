@@ -11,6 +11,7 @@ from cryptography.x509.oid import NameOID
 
 from tinystream.operator.k8s.ca_lifecycle import (
     CA_ANNOTATION,
+    CLIENTS,
     CaPhase,
     CaReason,
     CaSpec,
@@ -19,8 +20,21 @@ from tinystream.operator.k8s.ca_lifecycle import (
     plan_ca,
     rolled_marker,
 )
-from tinystream.operator.k8s.certificates import IssuedRecord, broker_dns_names, derived_ca, issue, renewal_reason
-from tinystream.operator.k8s.cluster_tls import generation_ca, signing_ca
+from tinystream.operator.k8s.certificates import (
+    IssuedRecord,
+    broker_dns_names,
+    derived_ca,
+    fingerprint,
+    issue,
+    renewal_reason,
+)
+from tinystream.operator.k8s.cluster_tls import (
+    LEGACY_REASON,
+    generation_ca,
+    legacy_clients_state,
+    signing_ca,
+    users_holding,
+)
 from tinystream.operator.k8s.model import ClusterSpec
 from tinystream.operator.k8s.reconcile import BrokerPod
 
@@ -178,15 +192,107 @@ def test_a_broker_certificate_renews_before_expiry_but_not_past_its_ca() -> None
     assert renewal_reason(clipped_record, now=CREATED + 95 * DAY, **due) is None  # the CA's rotation renews it
 
 
-async def test_tls_users_are_signed_by_the_ca_of_the_phase_and_trust_the_bundle() -> None:
+async def test_tls_users_are_signed_by_the_clients_ca_of_the_phase_and_trust_the_cluster_bundle() -> None:
     body = {"metadata": {"name": "demo", "namespace": "ns", "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"security": {"clusterCa": {"validityDays": 100, "renewalDays": 10}}}}
-    _, state = steps(SPEC, None, CREATED)
-    trusting, state = steps(SPEC, state, CREATED + 91 * DAY)
-    signing, _ = steps(SPEC, state, CREATED + 92 * DAY, rolled=trusting.marker)
+            "spec": {"listeners": {"tls": True, "authentication": {"type": "tls"}},
+                     "security": {"clientsCa": {"validityDays": 100, "renewalDays": 10}}}}
+    _, state = steps(SPEC, None, CREATED, kind=CLIENTS)
+    trusting, state = steps(SPEC, state, CREATED + 91 * DAY, kind=CLIENTS)
+    signing, _ = steps(SPEC, state, CREATED + 92 * DAY, rolled=trusting.marker, kind=CLIENTS)
     now = CREATED + 92 * DAY
     for plan, signer in ((trusting, 0), (signing, 1)):
-        spec = ClusterSpec.from_resource({**body, "status": {"clusterCa": plan.state.to_status()}})
+        spec = ClusterSpec.from_resource({**body, "status": {"clientsCa": plan.state.to_status()}})
         ca, bundle = await signing_ca(None, "master", spec, now=now)  # type: ignore[arg-type]  # no Secret read
-        assert ca.cert_pem == generation_ca("master", spec, plan.trusted[signer]).cert_pem
-        assert bundle.count("BEGIN CERTIFICATE") == 2 and ca.cert_pem in bundle
+        assert ca.cert_pem == generation_ca("master", spec, plan.trusted[signer], CLIENTS).cert_pem
+        assert "clients CA" in ca.certificate.subject.rfc4514_string()
+        assert bundle.count("BEGIN CERTIFICATE") == 1 and ca.cert_pem not in bundle  # the cluster CA's
+        assert fingerprint(ca.cert_pem) != fingerprint(generation_ca("master", spec, plan.trusted[signer]).cert_pem)
+
+
+def test_the_clients_ca_has_its_own_condition_annotation_and_force_token() -> None:
+    spec = CaSpec(validity_days=100, renewal_days=10, force_token="a")
+    _, state = steps(spec, None, CREATED, kind=CLIENTS)
+    plan, state = steps(CaSpec(validity_days=100, renewal_days=10, force_token="b"), state, CREATED + DAY,
+                        kind=CLIENTS)
+    assert plan.condition.type == "ClientsCa" and "tinystream.io/force-renew-clients-ca" in plan.started
+    assert "clients CA" in plan.started and "client certificates" in plan.condition.message
+    sts = {"metadata": {"name": "demo-broker", "generation": 1}, "status": {"observedGeneration": 1,
+           "updateRevision": "r1"}, "spec": {"template": {"metadata": {"annotations": {
+               CA_ANNOTATION: "ca-3", CLIENTS.annotation: plan.marker}}}}}
+    pods = [BrokerPod("demo-broker-0", 0, True, revision="r1")]
+    assert rolled_marker(sts, pods, replicas=1) == "ca-3"
+    assert rolled_marker(sts, pods, replicas=1, annotation=CLIENTS.annotation) == plan.marker == "trust-0-1"
+
+
+def test_renewing_certificates_waits_while_something_holds_it_then_moves_on() -> None:
+    _, state = steps(SPEC, None, CREATED, kind=CLIENTS)
+    trusting, state = steps(SPEC, state, CREATED + 91 * DAY, kind=CLIENTS)
+    signing, state = steps(SPEC, state, CREATED + 92 * DAY, rolled=trusting.marker, kind=CLIENTS)
+    assert signing.state.phase is CaPhase.SIGN_NEW
+    held, state = steps(SPEC, state, CREATED + 93 * DAY, rolled=signing.marker, kind=CLIENTS, holding="users: app")
+    assert held.state.phase is CaPhase.SIGN_NEW and "waiting for users: app" in held.condition.message
+    assert [g.number for g in held.trusted] == [0, 1] and held.signer.number == 1  # both trusted meanwhile
+    done, _ = steps(SPEC, state, CREATED + 93 * DAY, rolled=signing.marker, kind=CLIENTS)
+    assert done.state.phase is CaPhase.DROP_OLD and [g.number for g in done.trusted] == [1]
+
+
+def test_a_cluster_from_before_the_clients_ca_starts_by_trusting_the_cluster_ca_for_clients() -> None:
+    cluster_pem = derived_ca(b"seed", "demo", "ns", created=CREATED, days=3650).cert_pem
+    first = legacy_clients_state(CaSpec(), cluster_pem, None, now=CREATED + DAY)
+    plan, state = steps(CaSpec(), None, CREATED + DAY, kind=CLIENTS, first=first)
+    assert plan.state.phase is CaPhase.TRUST_NEW and plan.state.reason == LEGACY_REASON
+    assert plan.trusted[0].provided == cluster_pem and plan.trusted[1].number == 1
+    assert plan.signer is None  # the cluster CA signs no user any more: new users wait one roll
+    signing, _ = steps(CaSpec(), state, CREATED + 2 * DAY, rolled=plan.marker, kind=CLIENTS)
+    assert signing.signer is not None and signing.signer.number == 1 and not signing.signer.provided
+
+
+def test_users_holding_names_the_tls_users_of_the_cluster_not_yet_of_the_new_ca() -> None:
+    cluster = ClusterSpec.from_resource({"metadata": {"name": "demo", "namespace": "ns", "uid": "u1"}})
+    new = derived_ca(b"new", "demo", "ns", created=CREATED, days=100).cert_pem
+
+    def user(name: str, cluster_name: str = "demo", kind: str = "tls", ca: str = "") -> dict:
+        return {"metadata": {"name": name}, "spec": {"cluster": cluster_name, "authentication": {"type": kind}},
+                "status": {"certificate": {"ca": ca}} if ca else {}}
+
+    users = [user("done", ca=fingerprint(new)), user("old", ca="0123"), user("fresh"), user("other", "x"),
+             user("scram", kind="scram-sha-512")]
+    assert users_holding(users, cluster, new) == "users whose certificate is not of the new CA yet: fresh, old"
+    assert users_holding(users[:1], cluster, new) == ""
+
+
+class _Secrets:
+    """Create (every Secret new here) and patch, recorded: all _ensure_clients_ca calls."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, dict] = {}
+
+    async def create(self, obj: dict) -> dict:
+        self.created[obj["metadata"]["name"]] = obj
+        return obj
+
+
+async def test_an_existing_tls_cluster_starts_its_clients_ca_by_trusting_its_cluster_ca() -> None:
+    import base64  # noqa: PLC0415
+
+    from tinystream.operator.k8s.cluster_tls import _ensure_clients_ca  # noqa: PLC0415
+
+    body = {"metadata": {"name": "demo", "namespace": "ns", "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"listeners": {"tls": True, "authentication": {"type": "tls"}}}}
+    spec = ClusterSpec.from_resource(body)
+    cluster_pem = generation_ca("master", spec, CaState.from_status(
+        steps(SPEC, None, CREATED)[0].state.to_status()).current).cert_pem
+    # An existing cluster, a year old; a new one, a day old.
+    for status, legacy, now in (({"clusterCa": {"generation": 0}}, True, CREATED + 400 * DAY),
+                                ({}, False, CREATED + DAY)):
+        api = _Secrets()
+        plan, recorded = await _ensure_clients_ca(api, spec, status, master="master", now=now,  # type: ignore[arg-type]
+                                                  rolled=None, holding="", cluster_bundle=cluster_pem)
+        bundle = base64.b64decode(api.created["demo-broker-tls"]["data"]["clients-ca.crt"]).decode()
+        if legacy:  # users signed by the cluster CA keep logging in until they are re-issued
+            assert plan.state.phase is CaPhase.TRUST_NEW and plan.marker == "trust-0-1" and plan.signer is None
+            assert bundle.startswith(cluster_pem) and bundle.count("BEGIN CERTIFICATE") == 2
+            assert recorded["reason"] == LEGACY_REASON
+        else:  # a new cluster: one clients CA, no roll
+            assert plan.state.phase is CaPhase.STEADY and plan.marker == "" and cluster_pem not in bundle
+            assert bundle.count("BEGIN CERTIFICATE") == 1

@@ -14,6 +14,7 @@ from k8s_helpers import builtin_errors
 
 from tinystream.broker.security.listener_config import plan_listeners
 from tinystream.config.settings import BrokerSettings
+from tinystream.operator.k8s.ca_lifecycle import CLIENTS_CA_ANNOTATION
 from tinystream.operator.k8s.conditions import secure_condition
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.pod_template import reserved_annotation, reserved_label
@@ -176,7 +177,10 @@ STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
         "authorizer.class.name": STANDARD_AUTHORIZER}),
     ({"tls": True, "authentication": {"type": "tls"}}, {
         "listener.security.protocol.map": "CLIENT:SSL,REPLICATION:SSL", "ssl.client.auth": "required",
-        "super.users": "User:CN=demo-broker;User:admin"}),
+        "super.users": "User:CN=demo-broker;User:admin",
+        # client certificates verify against the clients CA; brokers' (replication) against the cluster CA
+        "ssl.truststore.location": "/etc/tinystream-tls/ca.crt",
+        "listener.name.client.ssl.truststore.location": "/etc/tinystream-tls/clients-ca.crt"}),
     ({"tls": False, "authentication": {"type": "scram-sha-512"}}, {
         "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,REPLICATION:SASL_PLAINTEXT",
         "inter.broker.sasl.username": "demo-broker", "super.users": "User:demo-broker;User:admin"}),
@@ -210,6 +214,23 @@ def test_a_secured_cluster_configures_its_listener_and_mounts_its_secrets(listen
     assert brokers_only["ports"] == [{"port": 9093, "protocol": "TCP"}]
     assert brokers_only["from"] == [{"podSelector": {"matchLabels": {"tinystream.io/cluster": "demo",
                                                                       "app.kubernetes.io/component": "broker"}}}]
+
+
+def test_only_a_listener_with_tls_authentication_trusts_the_clients_ca_and_its_marker_rolls_the_brokers():
+    body = {**BODY, "spec": {**BODY["spec"], "listeners": {"tls": True, "authentication": {"type": "scram-sha-512"},
+                                                          "external": [{"name": "ext", "port": 9094, "type": "nodeport",
+                                                                        "authentication": {"type": "tls"}}]}}}
+    spec = dataclasses.replace(ClusterSpec.from_resource(body), clients_ca_marker="trust-0-1")
+    broker = tomllib.loads(config_map(spec, CTX)["data"][CONFIG_FILE])["broker"]
+    assert broker["listener.name.ext.ssl.truststore.location"] == "/etc/tinystream-tls/clients-ca.crt"
+    assert "listener.name.client.ssl.truststore.location" not in broker  # SCRAM there: no client certificates
+    annotations = statefulset(spec, CTX, replicas=3, cfg_hash="x")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[CLIENTS_CA_ANNOTATION] == "trust-0-1"
+    scram = dataclasses.replace(ClusterSpec.from_resource({**BODY, "spec": {**BODY["spec"], "listeners": {
+        "tls": True, "authentication": {"type": "scram-sha-512"}}}}), clients_ca_marker="trust-0-1")
+    assert not scram.tls_clients
+    assert CLIENTS_CA_ANNOTATION not in statefulset(scram, CTX, replicas=3, cfg_hash="x")["spec"]["template"][
+        "metadata"]["annotations"]
 
 
 def test_spec_config_cannot_loosen_a_secured_listener():

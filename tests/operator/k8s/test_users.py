@@ -10,8 +10,9 @@ import pytest
 
 from tinystream.acls import AclBinding
 from tinystream.operator.controller.image import AclRecord
+from tinystream.operator.k8s.ca_lifecycle import CLIENTS, CaSpec, first_state
 from tinystream.operator.k8s.certificates import CertFacts, IssuedRecord, fingerprint, issue, signed_by
-from tinystream.operator.k8s.cluster_tls import ForeignSecret, cluster_ca
+from tinystream.operator.k8s.cluster_tls import ForeignSecret, cluster_ca, cluster_created, generation_ca
 from tinystream.operator.k8s.errors import Conflict, KubeApiError
 from tinystream.operator.k8s.model import ClusterSpec, UserSpec
 from tinystream.operator.k8s.user_secrets import ensure_user_secret, user_password
@@ -86,14 +87,18 @@ def test_a_tls_user_is_named_by_its_certificate() -> None:
 MASTER = "master-secret"
 NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.UTC)
 TLS_USER = UserSpec.from_resource({**BODY, "spec": {**BODY["spec"], "authentication": {"type": "tls"}}})
-TLS_CLUSTER = ClusterSpec.from_resource({
+TLS_BODY = {
     "metadata": {"name": "secure", "namespace": "ns", "uid": "c1", "creationTimestamp": "2026-11-01T00:00:00Z"},
     "spec": {"listeners": {"tls": True, "authentication": {"type": "tls"}},
-             "certificates": {"validityDays": 30, "renewalDays": 5}}})
+             "certificates": {"validityDays": 30, "renewalDays": 5}}}
+_CLIENTS_STATE = first_state(CaSpec(), created=datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC), legacy=False,
+                             provided=None)
+#: A tls cluster whose pass recorded its clients CA (status.clientsCa): users' certificates come from it.
+TLS_CLUSTER = ClusterSpec.from_resource({**TLS_BODY, "status": {"clientsCa": _CLIENTS_STATE.to_status()}})
 SCRAM_CLUSTER = ClusterSpec.from_resource({
     "metadata": {"name": "secure", "namespace": "ns", "uid": "c1"},
     "spec": {"listeners": {"authentication": {"type": "scram-sha-512"}}}})
-CA = cluster_ca(MASTER, TLS_CLUSTER)
+CA = generation_ca(MASTER, TLS_CLUSTER, _CLIENTS_STATE.current, CLIENTS)
 
 
 def record(*, now: datetime.datetime = NOW, days: int = 30, ca=CA) -> IssuedRecord:
@@ -189,8 +194,28 @@ async def test_a_tls_secret_made_again_or_renewed_holds_the_certificate_status_r
     facts = CertFacts.of(pem["user.crt"])
     assert done.certificate is not None and f"{facts.serial:x}" == done.certificate.serial
     assert facts.not_after == done.certificate.not_after == later + datetime.timedelta(days=30)  # validityDays
-    assert signed_by(pem["user.crt"], pem["ca.crt"]) and done.certificate.ca == fingerprint(CA.cert_pem)
+    assert signed_by(pem["user.crt"], CA.cert_pem) and done.certificate.ca == fingerprint(CA.cert_pem)
+    assert not signed_by(pem["user.crt"], pem["ca.crt"])  # ca.crt: the cluster CA, which verifies the brokers
     assert (done.because is not None) == present
+
+
+async def test_a_tls_user_is_signed_by_the_clients_ca_and_trusts_the_cluster_ca() -> None:
+    api = SecretsApi(present=False)
+    done = await ensure_user_secret(api, TLS_USER, TLS_CLUSTER, master=MASTER, current=None, recorded=False, now=NOW)
+    files = {k: base64.b64decode(v).decode() for k, v in api.created[0]["data"].items()}
+    assert signed_by(files["user.crt"], CA.cert_pem)
+    assert not signed_by(files["user.crt"], cluster_ca(MASTER, TLS_CLUSTER).cert_pem)
+    assert files["ca.crt"].count("BEGIN CERTIFICATE") == 1  # the cluster CA, to verify the brokers with
+    assert fingerprint(files["ca.crt"]) == fingerprint(cluster_ca(MASTER, TLS_CLUSTER).cert_pem)
+    assert done.certificate is not None and done.certificate.ca == fingerprint(CA.cert_pem)
+    assert cluster_created(TLS_CLUSTER) == _CLIENTS_STATE.current.created
+
+
+async def test_a_tls_user_waits_until_the_cluster_recorded_its_clients_ca() -> None:
+    api = SecretsApi(present=False)
+    done = await ensure_user_secret(api, TLS_USER, ClusterSpec.from_resource(TLS_BODY), master=MASTER, current=None,
+                                    recorded=False, now=NOW)
+    assert done.change is None and done.certificate is None and not api.created
 
 
 async def test_a_tls_secret_in_force_is_left_as_it_is() -> None:

@@ -225,7 +225,9 @@ async def test_a_deleted_user_secret_comes_back_and_a_tls_certificate_is_renewed
             pem = secret_files(await api.get("v1", "secrets", "dave"))
             facts = CertFacts.of(pem["user.crt"])
             assert f"{facts.serial:x}" == issued["serial"] and facts.not_after.isoformat() == issued["notAfter"]
-            assert signed_by(pem["user.crt"], pem["ca.crt"])
+            clients_ca = secret_files(await api.get("v1", "secrets", "mtls-clients-ca-cert"))["ca.crt"]
+            assert signed_by(pem["user.crt"], clients_ca)  # the clients CA; ca.crt (the cluster CA) verifies brokers
+            assert not signed_by(pem["user.crt"], pem["ca.crt"])
             assert (facts.not_after - datetime.datetime.now(datetime.UTC)).days in (29, 30)  # validityDays
 
             days[0] = 26  # inside the renewal window (renewalDays 5 of 30)
@@ -236,7 +238,7 @@ async def test_a_deleted_user_secret_comes_back_and_a_tls_certificate_is_renewed
             facts_after = CertFacts.of(after["user.crt"])
             assert f"{facts_after.serial:x}" == renewed["status"]["certificate"]["serial"]
             assert facts_after.not_after > facts.not_after + datetime.timedelta(days=25)
-            assert signed_by(after["user.crt"], pem["ca.crt"]) and after["user.key"] != pem["user.key"]
+            assert signed_by(after["user.crt"], clients_ca) and after["user.key"] != pem["user.key"]
             await wait_for_events(events_of, "dave", "CertificateRenewed")
 
             await api.delete("v1", "secrets", "dave")
