@@ -24,7 +24,6 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-import fastavro
 from pyspark.sql import types as T
 
 from tinystream.spark.errors import SchemaRegistryError
@@ -60,9 +59,20 @@ def unframe(data: bytes | None) -> tuple[int, bytes]:
     return schema_id, bytes(data[_HEADER.size:])
 
 
+def _fastavro() -> Any:
+    """fastavro, imported only when a pipeline uses registry-framed Avro (plain reads never need it)."""
+    try:
+        import fastavro
+    except ImportError as exc:
+        raise SchemaRegistryError(
+            "registry-framed Avro needs fastavro: pip install 'tinystream[spark]' (or fastavro>=1.9)") from exc
+    return fastavro
+
+
 def parse_schema(text: str | Mapping[str, Any] | list[Any]) -> Any:
     """fastavro's parsed form of a registry schema string (named types resolved)."""
     raw = _json(text)
+    fastavro = _fastavro()
     try:
         return fastavro.parse_schema(raw)
     except Exception as exc:  # noqa: BLE001 - fastavro raises several types for a bad schema
@@ -154,6 +164,7 @@ def value_struct(schema_text: str) -> T.StructType:
 
 def decode(parsed: Any, payload: bytes, *, reader: Any = None, wrapped: bool = False) -> Any:
     """One Avro binary value (written with `parsed`, resolved to `reader`) -> values Spark/Arrow take."""
+    fastavro = _fastavro()
     try:
         value = fastavro.schemaless_reader(io.BytesIO(payload), parsed, reader)
     except Exception as exc:  # noqa: BLE001 - EOFError, ValueError, ... from a malformed payload
@@ -164,6 +175,7 @@ def decode(parsed: Any, payload: bytes, *, reader: Any = None, wrapped: bool = F
 def encode(parsed: Any, value: Any) -> bytes:
     """A row value (dict for a record) -> Avro binary; a value the schema does not take is an error."""
     out = io.BytesIO()
+    fastavro = _fastavro()
     try:
         fastavro.schemaless_writer(out, parsed, value)
     except Exception as exc:  # noqa: BLE001 - fastavro's ValueError/TypeError for a bad datum

@@ -202,3 +202,23 @@ def test_json_values_decode_into_the_struct_and_encode_validated():
         json_values.encode(PERSON, {"age": 3})
     with pytest.raises(SchemaRegistryError, match="not UTF-8 JSON"):
         json_values.decode(b"{nope", kind)
+
+
+def test_plain_reads_import_without_fastavro_and_avro_use_names_the_missing_codec():
+    """A Spark image without fastavro must still run plain pipelines; only registry Avro asks for it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; sys.modules['fastavro'] = None\n"
+        "import tinystream.spark.partitions, tinystream.spark.writer, tinystream.spark.source\n"
+        "from tinystream.spark import avro_values\n"
+        "from tinystream.spark.errors import SchemaRegistryError\n"
+        "try:\n"
+        "    avro_values.parse_schema('\"string\"')\n"
+        "except SchemaRegistryError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "refused: registry-framed Avro needs fastavro" in done.stdout
