@@ -40,6 +40,8 @@ RESOURCES = [
     ("v1/secrets", "Secret", True, set()),
     ("v1/pods", "Pod", True, {"status"}),
     ("v1/persistentvolumeclaims", "PersistentVolumeClaim", True, {"status"}),
+    ("v1/serviceaccounts", "ServiceAccount", True, set()),
+    ("rbac.authorization.k8s.io/v1/clusterrolebindings", "ClusterRoleBinding", False, set()),
     ("storage.k8s.io/v1/storageclasses", "StorageClass", False, set()),
     ("v1/events", "Event", True, set()),
     ("v1/nodes", "Node", False, {"status"}),
