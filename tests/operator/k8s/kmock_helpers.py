@@ -51,7 +51,9 @@ RESOURCES = [
 ]
 VERBS = {"get", "list", "watch", "create", "patch", "update", "delete"}
 
-CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts.ops.svc")
+# broker_rack_role: the chart's ClusterRole as release `ts` names it (test_chart_install.py binds to it).
+CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts.ops.svc",
+                      broker_rack_role="ts-tinystream-broker-rack")
 
 
 def declare(server: Any) -> None:
