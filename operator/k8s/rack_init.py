@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinystream.atomic_file import write_atomically
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.errors import KubeApiError
 from tinystream.operator.k8s.rack import node_rack, rack_file_text
@@ -85,10 +86,7 @@ async def read_rack(request: Request) -> str | None:
 
 def write_rack(out: Path, rack: str | None) -> None:
     """Write atomically: the broker never reads half a file."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(rack_file_text(rack))
-    os.replace(tmp, out)
+    write_atomically(out, rack_file_text(rack).encode(), durable=False, parents=True)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
