@@ -10,13 +10,14 @@ For a cluster `demo` in namespace `ns`:
     PodDisruptionBudget demo-broker      maxUnavailable 1: a drain never takes two brokers
     NetworkPolicy      demo-broker       (secured clusters) the replication port admits broker pods only
     StatefulSet        demo-broker       the brokers, one PVC each
-    ServiceAccount     demo-broker       (spec.rack) the brokers' account; its `rack` init container reads
-    ClusterRoleBinding tinystream-ns-demo-rack   the node's label with it: get nodes (rack.py)
+    ServiceAccount     demo-broker       (spec.rack) the brokers' own account (rack.py)
+    ClusterRoleBinding tinystream-ns-demo-rack  (spec.rack) that account may get nodes (rack.py)
     Service            demo-<l>-bootstrap, demo-<l>-N   per external listener <l> (external.py)
 
 Every object carries an owner reference to the cluster (controller=true), so
 deleting the cluster deletes them (Kubernetes' garbage collector), and the
-operator needs no delete rights on them.
+operator needs no delete rights on them; the ClusterRoleBinding alone, being
+cluster-scoped, cannot, and the operator deletes it (cluster_handlers.py).
 
 Broker identity comes from the pod: broker.id is the StatefulSet ordinal
 (the `apps.kubernetes.io/pod-index` label, Kubernetes >= 1.28), the
