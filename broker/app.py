@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from tinystream.broker.assembly.control import ControllerControl, LocalControl
 from tinystream.broker.assembly.coordination import build_coordination
 from tinystream.broker.assembly.network import build_network
+from tinystream.broker.assembly.rack import with_rack_file
 from tinystream.broker.assembly.security import build_security
 from tinystream.broker.assembly.storage import build_storage
 from tinystream.broker.control.broker_configs import BrokerConfigs
@@ -222,6 +223,7 @@ class Broker:
 async def run_broker(settings: BrokerSettings, *, ready: Callable[[BrokerInfo], None] | None = None) -> None:
     """Run a broker until cancelled, or until it must stop (exit code 1); shutdown flushes and closes every log."""
     try:
+        settings = with_rack_file(settings)
         broker = Broker(settings)
     except ValueError as exc:  # settings whose fault shows when used: an unreadable truststore, a listener plan
         raise SystemExit(f"broker {settings.broker_id}: {exc}") from None

@@ -146,6 +146,26 @@ def test_services_and_dns_from_a_client_pod(kube):
     assert len(out.splitlines()) == 2, out
 
 
+RACKS_SCRIPT = """\
+import sys
+from kafka.admin import KafkaAdminClient
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1], client_id="racks")
+for broker in admin.describe_cluster()["brokers"]:
+    print(broker["broker_id"], broker["rack"])
+admin.close()
+"""
+
+
+def test_each_broker_says_its_nodes_zone_as_its_rack(kube):
+    """broker.rack from the node's label (the `rack` init container, operator/k8s/rack.py), as the brokers
+    themselves answer Metadata; the operator's status.brokers[].rack reads the same label from the nodes."""
+    out = kube.kubectl("exec", "-i", CLIENT_POD, "--", "python3", "-", f"{CLUSTER}-kafka:9092",
+                       input=RACKS_SCRIPT, timeout=60).stdout
+    reported = {int(broker): rack for broker, rack in (line.split() for line in out.splitlines())}
+    nodes = {b["id"]: b["rack"] for b in tsc(kube)["status"]["brokers"]}
+    assert reported == nodes and set(reported.values()) == {"zone-a", "zone-b"}, (reported, nodes)
+
+
 CONTROLLER_TLS_PROBE = """\
 import socket, ssl, sys, urllib.error, urllib.request
 ca = sys.stdin.read()

@@ -69,6 +69,8 @@ KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind("v1", "Pod", "pods"),
     Kind("v1", "Node", "nodes", namespaced=False),
     Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    Kind("v1", "ServiceAccount", "serviceaccounts"),
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
     Kind("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False),
     Kind("apps/v1", "StatefulSet", "statefulsets"),
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),

@@ -104,6 +104,8 @@ def operator_context(environ: Mapping[str, str], settings: OperatorSettings) -> 
     given["controller_tls"] = settings.controller_tls_enabled
     given["dashboard_port"] = settings.dashboard_port
     given["broker_metrics_public"] = _flag_in(environ, "TINYSTREAM_BROKER_METRICS_PUBLIC")
+    if "TINYSTREAM_BROKER_RACK_ROLE" in environ:
+        given["broker_rack_role"] = environ["TINYSTREAM_BROKER_RACK_ROLE"]
     return OperatorContext(**given)
 
 

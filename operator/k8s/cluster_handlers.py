@@ -6,7 +6,8 @@
 - a field handler on spec.brokers records the scale request as an Event.
 - delete is optional (no finalizer): the owned objects go with the cluster
   through their owner references, and a namespace deletion is never blocked
-  by the operator.
+  by the operator. Only a spec.rack cluster's ClusterRoleBinding (cluster-scoped: no owner reference
+  can name a namespaced cluster) is deleted here, as Strimzi deletes its kafka-init binding.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.handler_ids import handler_id
 from tinystream.operator.k8s.model import CLUSTER_PLURAL, GROUP, VERSION
+from tinystream.operator.k8s.rack import RACK_BINDING, binding_name
 
 CLUSTERS = (GROUP, VERSION, CLUSTER_PLURAL)
 
@@ -51,4 +53,6 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
     async def cluster_deleted(name: str, namespace: str, body: Any, logger: logging.Logger, **_: Any) -> None:
         reconciler.forget(body)
         await deps.controller.forget(ClusterKey(namespace, name))
+        if await deps.kube().delete(*RACK_BINDING, binding_name(namespace, name)):
+            logger.info("deleted the brokers' ClusterRoleBinding %s", binding_name(namespace, name))
         logger.info("cluster deleted; its objects go with it (owner references)")

@@ -42,6 +42,7 @@ from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.errors import Forbidden
 from tinystream.operator.k8s.external import LISTENER_LABEL, certificate_hosts, node_addresses
 from tinystream.operator.k8s.model import API_VERSION, USER_KIND, ClusterSpec
+from tinystream.operator.k8s.rack import RACK_BINDING, binding_name
 from tinystream.operator.k8s.reconcile import (
     Action,
     Apply,
@@ -127,6 +128,7 @@ class ClusterReconciler:
         self.reported = ReportedReasons()
         self.issued = IssuedCertificates()
         self._passes: dict[str, asyncio.Lock] = {}  # per cluster uid: one pass at a time
+        self._unlabelled: set[tuple[str, str, str]] = set()  # (cluster uid, pod, node) already reported
 
     async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
         """One pass: observe, plan, act, report. kopf runs a cluster's change handler and its health timer
@@ -135,14 +137,29 @@ class ClusterReconciler:
         async with self._passes.setdefault(_uid(body), asyncio.Lock()):
             spec = ClusterSpec.from_resource(body)
             observed = await self.observe(spec)
+            self._warn_unlabelled(spec, observed, body)
             spec = await self.secure(spec, body, status, patch, observed)
             plan = plan_cluster(spec, status, observed, ctx=self.deps.ctx)
             await self.execute(spec, plan, body, logger)
             self.report(spec, plan, body, status, patch)
             return plan
 
+    def _warn_unlabelled(self, spec: ClusterSpec, observed: Observed, body: Any) -> None:
+        """An Event, once per pod and node, for a broker whose node lacks the rack label: it runs without
+        broker.rack (its init container logs the same), and status.brokers shows no rack for it."""
+        if not spec.rack_topology_key:
+            return
+        for pod in observed.pods:
+            key = (_uid(body), pod.name, pod.node or "")
+            if pod.node and pod.ordinal not in observed.racks and key not in self._unlabelled:
+                self._unlabelled.add(key)
+                kopf.warn(body, reason="RackLabelMissing",
+                          message=f"{pod.name}: node {pod.node} has no label {spec.rack_topology_key}; "
+                                  "the broker runs without broker.rack")
+
     def forget(self, body: Any) -> None:
         uid = _uid(body)
+        self._unlabelled = {k for k in self._unlabelled if k[0] != uid}
         self.reported.forget(uid)
         self.issued.forget(uid)
         self._passes.pop(uid, None)
@@ -276,6 +293,10 @@ class ClusterReconciler:
                 objects[(obj["kind"], obj["metadata"]["name"])] = current
         for service in await self._external_services(spec):  # those of a removed listener too, to delete
             objects[("Service", service["metadata"]["name"])] = service
+        if not spec.rack_topology_key:  # spec.rack removed: its binding goes (plan_owned_objects)
+            binding = await client.get(*RACK_BINDING, binding_name(spec.namespace, spec.name))
+            if binding is not None:
+                objects[(RACK_BINDING[1], binding_name(spec.namespace, spec.name))] = binding
         if not spec.dashboard:
             dashboard = await client.get("v1", "Service", Names.of(spec).dashboard, spec.namespace)
             if dashboard is not None:

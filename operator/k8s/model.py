@@ -327,6 +327,8 @@ class OperatorContext:
     #: Brokers serve /metrics without their admin token (admin.metrics.public): the chart's broker
     #: ServiceMonitor is on, and it scrapes every cluster without any cluster's token.
     broker_metrics_public: bool = False
+    #: The chart's ClusterRole that may get nodes: a spec.rack cluster's brokers are bound to it (rack.py).
+    broker_rack_role: str = "tinystream-broker-rack"
 
     @property
     def cluster_domain(self) -> str:

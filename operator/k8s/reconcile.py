@@ -57,6 +57,7 @@ from typing import Any
 from tinystream.operator.k8s.conditions import ClusterReason, Condition, merge_condition, ready, secure_condition
 from tinystream.operator.k8s.external import ExternalAddresses, advertised_addresses, stale_services
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, PartitionView
+from tinystream.operator.k8s.rack import RACK_BINDING, binding_name
 from tinystream.operator.k8s.resources import (
     Names,
     broker_config_problems,
@@ -390,6 +391,9 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
             actions.append(Apply(obj, create=existing is None))
     if not serves_dashboard(spec, ctx) and ("Service", Names.of(spec).dashboard) in observed.objects:
         actions.append(Delete("v1", "Service", Names.of(spec).dashboard))
+    binding = binding_name(spec.namespace, spec.name)
+    if not spec.rack_topology_key and (RACK_BINDING[1], binding) in observed.objects:  # spec.rack removed
+        actions.append(Delete(*RACK_BINDING, binding))
     actions += [Delete("v1", "Service", name) for name in stale_services(spec, observed.objects.values(),
                                                                          replicas=replicas)]
     return tuple(actions)

@@ -10,11 +10,14 @@ For a cluster `demo` in namespace `ns`:
     PodDisruptionBudget demo-broker      maxUnavailable 1: a drain never takes two brokers
     NetworkPolicy      demo-broker       (secured clusters) the replication port admits broker pods only
     StatefulSet        demo-broker       the brokers, one PVC each
+    ServiceAccount     demo-broker       (spec.rack) the brokers' own account (rack.py)
+    ClusterRoleBinding tinystream-ns-demo-rack  (spec.rack) that account may get nodes (rack.py)
     Service            demo-<l>-bootstrap, demo-<l>-N   per external listener <l> (external.py)
 
 Every object carries an owner reference to the cluster (controller=true), so
 deleting the cluster deletes them (Kubernetes' garbage collector), and the
-operator needs no delete rights on them.
+operator needs no delete rights on them; the ClusterRoleBinding alone, being
+cluster-scoped, cannot, and the operator deletes it (cluster_handlers.py).
 
 Broker identity comes from the pod: broker.id is the StatefulSet ordinal
 (the `apps.kubernetes.io/pod-index` label, Kubernetes >= 1.28), the
@@ -51,6 +54,15 @@ from tinystream.operator.k8s.external import (
 )
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
 from tinystream.operator.k8s.pod_template import pod_annotations, pod_labels, scheduling, spread_constraints
+from tinystream.operator.k8s.rack import (
+    broker_mount,
+    cluster_role_binding,
+    init_container,
+    rack_file_setting,
+    service_account,
+    service_account_name,
+)
+from tinystream.operator.k8s.rack import volumes as rack_volumes
 
 DATA_DIR = "/var/lib/tinystream"
 CONFIG_DIR = "/etc/tinystream"
@@ -73,13 +85,15 @@ TOKENS_MOUNT = "/etc/tinystream-auth"  # the brokers' controller API tokens; not
 CONTROLLER_CA_FILE = "controller-ca.crt"  # in the tokens Secret: the CA of the controller API's certificate
 ADMIN_TOKEN_FILE = "admin-token"  # in the tokens Secret: what the brokers' admin HTTP asks of its callers
 RUN_AS = 10001  # the image's non-root user (Dockerfile)
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                      "capabilities": {"drop": ["ALL"]}}
 TLS_MOUNT = "/etc/tinystream-tls"  # the broker certificate (cluster_tls.py renews it; the listener reloads it)
 CLIENTS_CA_FILE = "clients-ca.crt"  # in the broker TLS Secret: the clients CA bundle client certificates verify against
 USERS_MOUNT = "/etc/tinystream-users"  # salted SCRAM credentials of the inter-broker user, and its password
 
 # Keys the operator sets itself; the CRD refuses them in spec.config as well.
 OPERATOR_OWNED_KEYS = frozenset({
-    "broker.id", "broker.rack", "host", "port", "admin.port", "advertised.host", "advertised.port",
+    "broker.id", "broker.rack", "broker.rack.file", "host", "port", "admin.port", "advertised.host", "advertised.port",
     "log.dirs", "controller.url", "controller.token.file", "controller.ssl.truststore.location", "admin.token.file",
     # from spec.listeners / spec.authorization (cluster_tls.py makes the files)
     "listeners", "ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth", "sasl.users.file",
@@ -277,6 +291,8 @@ def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Confi
         **({"admin.metrics.public": True} if ctx.broker_metrics_public else {}),
         **({"controller.ssl.truststore.location": f"{TOKENS_MOUNT}/{CONTROLLER_CA_FILE}"} if ctx.controller_tls else {}),
         **security_config(cluster),
+        # spec.rack: the `rack` init container writes the node's label there (rack.py)
+        **({"broker.rack.file": rack_file_setting()} if cluster.rack_topology_key else {}),
     }
     user = {k: v for k, v in cluster.config.items() if k not in OPERATOR_OWNED_KEYS}
     return {**dict(sorted(user.items())), **owned}
@@ -480,9 +496,10 @@ def _broker_container(cluster: ClusterSpec, ctx: OperatorContext, names: Names) 
                          {"name": "controller-tokens", "mountPath": TOKENS_MOUNT, "readOnly": True},
                          {"name": "controller-identity", "mountPath": IDENTITY_MOUNT, "readOnly": True},
                          {"name": "tmp", "mountPath": "/tmp"}],
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": dict(CONTAINER_SECURITY),
     }
+    if cluster.rack_topology_key:
+        container["volumeMounts"].append(broker_mount())
     if cluster.external:
         del container["args"]
         container["command"] = start_command(addresses_file=f"{CONFIG_DIR}/{ADDRESSES_FILE}",
@@ -522,10 +539,17 @@ def _pod_spec(cluster: ClusterSpec, ctx: OperatorContext, names: Names) -> dict[
         "terminationGracePeriodSeconds": 60,
         "affinity": _affinity(cluster),
         "enableServiceLinks": False,
-        # A broker never calls the Kubernetes API: no service-account token in its pods (issue 21).
+        # A broker never calls the Kubernetes API: no service-account token in its pods (issue 21); with
+        # spec.rack, the init container alone mounts one (rack.py).
         "automountServiceAccountToken": False,
         **scheduling(cluster.pod_template),
     }
+    if cluster.rack_topology_key:  # the node's label becomes broker.rack before the broker starts (rack.py)
+        pod_spec["initContainers"] = [init_container(
+            image=cluster.image or ctx.broker_image, pull_policy=cluster.image_pull_policy,
+            topology_key=cluster.rack_topology_key, security_context=CONTAINER_SECURITY)]
+        pod_spec["volumes"] += rack_volumes()
+        pod_spec["serviceAccountName"] = service_account_name(cluster.name)
     rack = [{
         "maxSkew": 1,
         "topologyKey": cluster.rack_topology_key,
@@ -599,5 +623,10 @@ def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int,
         objects.append(dashboard_service(cluster, ctx))
     objects.append(network_policy(cluster))
     objects.append(pod_disruption_budget(cluster))
+    if cluster.rack_topology_key:  # before the pods, which need both (rack.py)
+        objects.append(service_account(name=service_account_name(cluster.name), namespace=cluster.namespace,
+                                       labels=labels(cluster), owner=owner_reference(cluster)))
+        objects.append(cluster_role_binding(namespace=cluster.namespace, cluster=cluster.name,
+                                            role=ctx.broker_rack_role, labels=labels(cluster)))
     objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
     return objects

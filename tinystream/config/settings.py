@@ -81,6 +81,9 @@ class BrokerSettings(ComponentSettings):
 
     broker_id: int = kafka_field(0, "broker.id", ge=0)
     broker_rack: str | None = kafka_field(None, "broker.rack")
+    # A file whose first line is broker.rack, read at start-up when broker.rack is unset (Kubernetes: the
+    # node's zone label, written by the pod's `rack` init container; empty: no rack).
+    broker_rack_file: str | None = kafka_field(None, "broker.rack.file")
     host: str = kafka_field("127.0.0.1", "host")
     port: int = kafka_field(9092, "port", ge=0, le=65535)
     advertised_host: str | None = kafka_field(None, "advertised.host")

@@ -40,6 +40,8 @@ RESOURCES = [
     ("v1/secrets", "Secret", True, set()),
     ("v1/pods", "Pod", True, {"status"}),
     ("v1/persistentvolumeclaims", "PersistentVolumeClaim", True, {"status"}),
+    ("v1/serviceaccounts", "ServiceAccount", True, set()),
+    ("rbac.authorization.k8s.io/v1/clusterrolebindings", "ClusterRoleBinding", False, set()),
     ("storage.k8s.io/v1/storageclasses", "StorageClass", False, set()),
     ("v1/events", "Event", True, set()),
     ("v1/nodes", "Node", False, {"status"}),
@@ -49,7 +51,9 @@ RESOURCES = [
 ]
 VERBS = {"get", "list", "watch", "create", "patch", "update", "delete"}
 
-CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts.ops.svc")
+# broker_rack_role: the chart's ClusterRole as release `ts` names it (test_chart_install.py binds to it).
+CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts.ops.svc",
+                      broker_rack_role="ts-tinystream-broker-rack")
 
 
 def declare(server: Any) -> None:

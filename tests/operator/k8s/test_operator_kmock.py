@@ -205,3 +205,31 @@ async def test_crash_looping_broker_pod_ends_its_session_at_once(api, operator, 
         await asyncio.sleep(0.1)
     down = next(a for a in controller.broker_calls if isinstance(a, BrokerDown))
     assert down.broker_id == 1 and "CrashLoopBackOff" in down.reason
+
+
+async def test_a_broker_on_a_node_without_the_rack_label_is_a_warning_once(api, operator, monkeypatch):
+    events: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(kopf, "warn", lambda body, *, reason, message: events.append(
+        (body["metadata"]["name"], reason, message)))
+    zone = "topology.kubernetes.io/zone"
+    nodes = api.in_namespace(None)
+    await nodes.create("v1", "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "labelled",
+                                                                                       "labels": {zone: "zone-a"}}})
+    await nodes.create("v1", "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare"}})
+    await api.create(TS, "tinystreamclusters", {**CLUSTER, "metadata": {"name": "racked", "generation": 1},
+                                                "spec": {"brokers": 2, "rack": {"topologyKey": zone}}})
+    await api.wait_for("apps/v1", "statefulsets", "racked-broker", lambda o: o is not None)
+    for i, node in enumerate(("labelled", "bare")):
+        await api.create("v1", "pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"racked-broker-{i}",
+                         "labels": {"tinystream.io/cluster": "racked", "app.kubernetes.io/component": "broker"}},
+            "spec": {"nodeName": node, "containers": [{"name": "broker", "image": "tinystream:test"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    cluster = await api.wait_for(TS, "tinystreamclusters", "racked", lambda o: len(
+        [b for b in ((o or {}).get("status") or {}).get("brokers") or () if b.get("pod")]) == 2)
+    assert [b.get("rack") for b in cluster["status"]["brokers"]] == ["zone-a", None]
+    await asyncio.sleep(1.5)  # a few more health passes (0.5 s apart): still one Event
+    missing = [e for e in events if e[1] == "RackLabelMissing"]
+    assert missing == [("racked", "RackLabelMissing", f"racked-broker-1: node bare has no label {zone}; "
+                                                       "the broker runs without broker.rack")], events

@@ -84,6 +84,13 @@ async def scenario(api: Api, server) -> None:
     # Dashboard off: its Service is deleted.
     await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"dashboard": {"enabled": False}}})
     await api.wait_for("v1", "services", "demo-dashboard", lambda o: o is None, timeout=40)  # a pass may be mid-way
+    # The brokers' rack binding (operator/k8s/rack.py) exists, and goes when spec.rack is removed.
+    crbs = api.in_namespace(None)
+    await crbs.wait_for("rbac.authorization.k8s.io/v1", "clusterrolebindings", "tinystream-streaming-demo-rack",
+                        lambda o: o is not None)
+    await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"rack": None}})
+    await crbs.wait_for("rbac.authorization.k8s.io/v1", "clusterrolebindings", "tinystream-streaming-demo-rack",
+                        lambda o: o is None, timeout=40)
 
 
 async def test_every_operator_call_is_granted_by_the_chart(kmock, tmp_path):
@@ -122,6 +129,8 @@ async def test_every_operator_call_is_granted_by_the_chart(kmock, tmp_path):
     # The scenario did exercise the risky permissions.
     assert {("delete", "pods"), ("delete", "services"), ("get", "nodes"), ("patch", "customresourcedefinitions"),
             ("patch", "clusterkopfpeerings"), ("create", "events"), ("patch", "topics"),
-            ("patch", "persistentvolumeclaims"), ("delete", "statefulsets"), ("get", "storageclasses")} <= verbs_seen, verbs_seen
+            ("patch", "persistentvolumeclaims"), ("delete", "statefulsets"), ("get", "storageclasses"),
+            ("patch", "serviceaccounts"), ("patch", "clusterrolebindings"),
+            ("delete", "clusterrolebindings")} <= verbs_seen, verbs_seen
     missing = sorted(c for c in calls if not granted(rules, verb=c[0], group=c[1], resource=c[2], name=c[3]))
     assert missing == [], f"calls the chart's RBAC does not grant: {missing}"

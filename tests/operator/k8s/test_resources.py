@@ -56,13 +56,18 @@ def by_kind_name(objects):
 
 def test_every_owned_object_is_valid_for_kubernetes(spec):
     objects = owned_objects(spec, CTX, replicas=3)
-    assert len(objects) == 8  # a NetworkPolicy for every cluster: REPLICATION admits brokers only
+    # a NetworkPolicy for every cluster: REPLICATION admits brokers only; spec.rack: a ServiceAccount and
+    # its ClusterRoleBinding
+    assert len(objects) == 10
     for obj in objects:
         assert builtin_errors(obj) == [], obj["kind"]
 
 
 def test_every_owned_object_is_owned_by_the_cluster(spec):
     for obj in owned_objects(spec, CTX, replicas=3):
+        if obj["kind"] == "ClusterRoleBinding":  # cluster-scoped: deleted with the cluster by the operator
+            assert "ownerReferences" not in obj["metadata"] and "namespace" not in obj["metadata"]
+            continue
         ref, = obj["metadata"]["ownerReferences"]
         assert ref == {"apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamCluster", "name": "demo",
                        "uid": "uid-1", "controller": True, "blockOwnerDeletion": True}

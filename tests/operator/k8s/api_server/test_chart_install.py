@@ -14,6 +14,7 @@ import base64
 import datetime
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -282,3 +283,74 @@ async def test_the_operator_makes_its_master_secret_and_dashboard_login_once_und
         assert login == await ensure_dashboard_login(client, NS, f"{SA}-dashboard-login") and login != first
     finally:
         await client.close()
+
+
+ZONE = "topology.kubernetes.io/zone"
+RACK_ROLE = f"{SA}-broker-rack"
+
+
+def run_rack_init(cp: KubeControlPlane, tmp_path, *, token: str, node: str,
+                  out: str) -> subprocess.CompletedProcess[str]:
+    """The init container's entry point, as a process, against the real API server with `token`."""
+    creds = tmp_path / f"creds-{out}"
+    creds.mkdir()
+    (creds / "token").write_text(token)
+    (creds / "ca.crt").write_bytes((cp.workdir / "apiserver-certs" / "apiserver.crt").read_bytes())
+    return subprocess.run([sys.executable, "-m", "tinystream.operator.k8s.rack_init", "--topology-key", ZONE,
+                           "--out", str(tmp_path / out), "--credentials", str(creds), "--node", node,
+                           "--server", cp.url], capture_output=True, text=True, timeout=60)
+
+
+async def test_a_rack_clusters_brokers_may_get_nodes_and_nothing_else(installed: KubeControlPlane, tmp_path) -> None:
+    """Under the chart's RBAC the operator gives a spec.rack cluster's brokers their own ServiceAccount bound to
+    the chart's get-nodes ClusterRole; the init container's entry point reads its node's zone with it."""
+    for name, labels in (("node-a", {ZONE: "zone-a"}), ("node-bare", {})):
+        status, body = installed.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                                                   "metadata": {"name": name, "labels": labels}})
+        assert status == 201, body
+    token = installed.service_account_token(NS, SA)
+    api = RealApi(installed, NS)
+    binding = f"tinystream-{NS}-racked-rack"
+    try:
+        await api.create(TS, "tinystreamclusters", {"apiVersion": TS, "kind": "TinyStreamCluster",
+                                                    "metadata": {"name": "racked"}, "spec": {
+            "brokers": 1, "storage": {"size": "1Gi"}, "rack": {"topologyKey": ZONE}}})
+        async with running_operator(installed.url, controller=FakeController(), connection=connection(installed, token),
+                                    namespace=NS):
+            sts = await api.wait_for("apps/v1", "statefulsets", "racked-broker", lambda o: o is not None, timeout=60)
+            pod = sts["spec"]["template"]["spec"]
+            assert [c["name"] for c in pod["initContainers"]] == ["rack"]
+            assert pod["serviceAccountName"] == "racked-broker" and pod["automountServiceAccountToken"] is False
+            assert {"name": "rack", "mountPath": "/var/run/tinystream-rack", "readOnly": True} in \
+                pod["containers"][0]["volumeMounts"]
+            status, crb = installed.request("GET", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
+            assert status == 200 and crb["roleRef"]["name"] == RACK_ROLE, crb
+            assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "racked-broker", "namespace": NS}]
+
+            broker = f"--as=system:serviceaccount:{NS}:racked-broker"
+            for verb, resource, allowed in (("get", "nodes", "yes"), ("list", "nodes", "no"), ("watch", "nodes", "no"),
+                                            ("patch", "nodes", "no"), ("get", "pods", "no"), ("get", "secrets", "no")):
+                result = installed.kubectl("auth", "can-i", verb, resource, broker, "-n", NS, check=False)
+                assert result.stdout.strip() == allowed, (verb, resource, result.stdout, result.stderr)
+            other = installed.kubectl("auth", "can-i", "get", "nodes", f"--as=system:serviceaccount:{NS}:default",
+                                      check=False)
+            assert other.stdout.strip() == "no"  # only the rack cluster's brokers, not the namespace
+
+            broker_token = installed.service_account_token(NS, "racked-broker")
+            done = run_rack_init(installed, tmp_path, token=broker_token, node="node-a", out="a")
+            assert done.returncode == 0, done.stderr
+            assert (tmp_path / "a").read_text() == "zone-a\n"
+            bare = run_rack_init(installed, tmp_path, token=broker_token, node="node-bare", out="bare")
+            assert bare.returncode == 0, bare.stderr
+            assert (tmp_path / "bare").read_text() == ""
+            assert f"node node-bare has no label {ZONE}" in bare.stderr
+            refused = run_rack_init(installed, tmp_path, token=installed.service_account_token(NS, "default"),
+                                    node="node-a", out="refused")
+            assert refused.returncode == 1 and "cannot read node node-a" in refused.stderr, refused.stderr
+            assert "Forbidden" in refused.stderr and not (tmp_path / "refused").exists()
+
+            await api.delete(TS, "tinystreamclusters", "racked")  # the operator deletes the cluster-scoped binding
+            await wait_until_async(lambda: installed.request(
+                "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")[0] == 404, timeout=30)
+    finally:
+        await api.close()
