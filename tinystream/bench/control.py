@@ -1,8 +1,9 @@
-"""Control traffic for the benchmarks over a raw connection: topics and offsets.
+"""Control traffic for the benchmarks over a raw connection: topics, offsets and client quotas.
 
 Create a topic and wait for its leaders, read partition counts, read end
-offsets (ListOffsets "latest", timestamp -1). Kept to the versions every
-target serves: Metadata v1, CreateTopics v4, ListOffsets v1.
+offsets (ListOffsets "latest", timestamp -1), set a client-id's quota. Kept
+to the versions every target serves: Metadata v1, CreateTopics v4,
+ListOffsets v1, AlterClientQuotas v0.
 """
 
 from __future__ import annotations
@@ -11,6 +12,13 @@ import asyncio
 import datetime
 import time
 
+from kio.schema.alter_client_quotas.v0.request import (
+    AlterClientQuotasRequest,
+    EntityData,
+    EntryData,
+    OpData,
+)
+from kio.schema.alter_client_quotas.v0.response import AlterClientQuotasResponse
 from kio.schema.create_topics.v4.request import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -26,7 +34,7 @@ from kio.schema.list_offsets.v1.response import ListOffsetsResponse
 from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v1.response import MetadataResponse
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i16, i32, i32Timedelta, i64
+from kio.static.primitive import f64, i16, i32, i32Timedelta, i64
 
 from tinystream.bench.wire_client import WireConnection
 
@@ -107,3 +115,15 @@ async def _end_offsets_once(conn: WireConnection, topic: str, partitions: int) -
                 raise ControlError(f"ListOffsets {topic}-{p.partition_index}: error {int(p.error_code)}")
             out[int(p.partition_index)] = int(p.offset)
     return out
+
+
+async def set_client_quota(conn: WireConnection, client_id: str, key: str, value: float | None) -> None:
+    """Set (or, with value None, remove) one quota of the entity client-id=`client_id` (KIP-546)."""
+    op = OpData(key=key, value=f64(0.0 if value is None else value), remove=value is None)
+    request = AlterClientQuotasRequest(entries=(EntryData(
+        entity=(EntityData(entity_type="client-id", entity_name=client_id),), ops=(op,)),), validate_only=False)
+    response = await conn.request(request, AlterClientQuotasResponse)
+    for entry in response.entries:
+        if entry.error_code != 0:
+            raise ControlError(f"AlterClientQuotas client-id={client_id} {key}: error {int(entry.error_code)} "
+                               f"{entry.error_message}")

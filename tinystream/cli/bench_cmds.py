@@ -11,7 +11,7 @@ import click
 @click.group()
 def bench() -> None:
     """Benchmarks: storage log, produce, consume, the matrix against a peer (compare), replicated (acks=all), fetch
-    sessions, schema registry, Spark connector."""
+    sessions, schema registry, client quotas over time, Spark connector."""
 
 
 for _module, _attribute, _name in [
@@ -21,6 +21,7 @@ for _module, _attribute, _name in [
     ("tinystream.bench.replicated_bench", "replicated_bench_command", "replicated"),
     ("tinystream.bench.fetch_session_bench", "fetch_session_bench_command", "fetch-sessions"),
     ("tinystream.bench.registry_bench", "registry_bench_command", "registry"),
+    ("tinystream.bench.quota_bench", "quota_bench_command", "quota"),
     ("tinystream.bench.compare", "compare_bench_command", "compare"),
 ]:
     try:
