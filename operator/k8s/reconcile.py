@@ -23,8 +23,9 @@ ends the pass with the reason that becomes the Ready condition:
      (highest-ordinal) brokers first (DrainBrokers, ScaleDownDraining), and
      the StatefulSet shrinks only when they hold none.
 3. plan_owned_objects: owned objects whose desired fields differ from the
-   observed ones are applied (create-or-patch); a disabled dashboard's Service
-   and external Services no listener needs are deleted. plan_volumes
+   observed ones are applied (create-or-patch), spec.schemaRegistry's too
+   (schema_registry.py); a disabled dashboard's Service, external Services no
+   listener needs and a removed schema registry's objects are deleted. plan_volumes
    (volume_expansion.py): a larger spec.storage.size expands the claims, and
    the StatefulSet (claim templates are immutable) is deleted with orphan
    propagation and re-created on the next pass; the pass stops meanwhile
@@ -64,6 +65,7 @@ from tinystream.operator.k8s.resources import (
     owned_objects,
     serves_dashboard,
 )
+from tinystream.operator.k8s.schema_registry import registry_keys, registry_objects
 from tinystream.operator.k8s.volume_expansion import Claim, ExpandClaim, StorageClassView, StoragePlan, plan_storage
 
 REVISION_LABEL = "controller-revision-hash"
@@ -377,7 +379,8 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
     once, with every address."""
     actions: list[Action] = []
     addresses = external_addresses(spec, observed, replicas=replicas)
-    for obj in owned_objects(spec, ctx, replicas=replicas, addresses=addresses):
+    registry = registry_objects(spec, image=spec.image or ctx.broker_image)
+    for obj in [*owned_objects(spec, ctx, replicas=replicas, addresses=addresses), *registry]:
         key = (obj["kind"], obj["metadata"]["name"])
         if addresses.waiting and key[0] in ("ConfigMap", "StatefulSet"):
             continue
@@ -390,6 +393,9 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
             actions.append(Apply(obj, create=existing is None))
     if not serves_dashboard(spec, ctx) and ("Service", Names.of(spec).dashboard) in observed.objects:
         actions.append(Delete("v1", "Service", Names.of(spec).dashboard))
+    if spec.schema_registry is None:  # spec.schemaRegistry removed: its objects go (schema_registry.py)
+        actions += [Delete(api_version, kind, name) for api_version, kind, name in registry_keys(spec)
+                    if (kind, name) in observed.objects]
     actions += [Delete("v1", "Service", name) for name in stale_services(spec, observed.objects.values(),
                                                                          replicas=replicas)]
     return tuple(actions)
