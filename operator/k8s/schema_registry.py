@@ -85,7 +85,7 @@ def registry_user(cluster: ClusterSpec) -> dict[str, Any] | None:
              "operations": list(TOPIC_OPERATIONS)}]
     return {"apiVersion": API_VERSION, "kind": USER_KIND, "metadata": _metadata(cluster, RegistryNames.of(cluster).user),
             "spec": {"cluster": cluster.name, "authentication": {"type": cluster.authentication},
-                     "authorization": {"type": "simple", "acls": acls}}}
+                     "authorization": {"acls": acls}}}
 
 
 def _bootstrap(cluster: ClusterSpec) -> str:
