@@ -12,7 +12,8 @@
 - execute: each action through EXECUTORS, a table keyed by the action's
   type; the actions for the controller core go to it in one call.
 - registry logins: with spec.schemaRegistry, the registry's users file
-  (schema_registry.users_json) from the cluster's scram-sha-512 users.
+  (schema_registry.users_json) from the cluster's scram-sha-512 users, and with
+  TLS its HTTPS certificate (registry_tls.py).
 - report: status fields and conditions (reconcile.status_conditions), and an
   Event when the Ready reason changes.
 """
@@ -32,6 +33,7 @@ import kopf
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.ca_lifecycle import CLIENTS, rolled_marker
 from tinystream.operator.k8s.caches import IssuedCertificates, ReportedReasons
+from tinystream.operator.k8s.certificates import IssuedRecord
 from tinystream.operator.k8s.cluster_tls import (
     ForeignSecret,
     SecurityOutcome,
@@ -63,6 +65,7 @@ from tinystream.operator.k8s.reconcile import (
     plan_cluster,
     status_conditions,
 )
+from tinystream.operator.k8s.registry_tls import ensure_registry_certificate
 from tinystream.operator.k8s.resources import Names, owned_objects, selector_labels
 from tinystream.operator.k8s.schema_registry import (
     registry_keys,
@@ -141,6 +144,7 @@ class ClusterReconciler:
         self.issued = IssuedCertificates()
         self._passes: dict[str, asyncio.Lock] = {}  # per cluster uid: one pass at a time
         self._registry_logins: dict[str, str] = {}  # per cluster uid: the registry logins last written
+        self._registry_certs: dict[str, IssuedRecord] = {}  # per cluster uid: the registry's HTTPS certificate
 
     async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
         """One pass: observe, plan, act, report. kopf runs a cluster's change handler and its health timer
@@ -151,6 +155,7 @@ class ClusterReconciler:
             observed = await self.observe(spec)
             spec = await self.secure(spec, body, status, patch, observed)
             await self._registry_users(spec)
+            spec = await self._registry_certificate(spec, status)
             plan = plan_cluster(spec, status, observed, ctx=self.deps.ctx)
             await self.execute(spec, plan, body, logger)
             self.report(spec, plan, body, status, patch)
@@ -162,6 +167,7 @@ class ClusterReconciler:
         self.issued.forget(uid)
         self._passes.pop(uid, None)
         self._registry_logins.pop(uid, None)
+        self._registry_certs.pop(uid, None)
 
     async def secure(self, spec: ClusterSpec, body: Any, status: Any, patch: kopf.Patch,
                      observed: Observed) -> ClusterSpec:
@@ -213,6 +219,22 @@ class ClusterReconciler:
         if not await create_secret(self.deps.kube(), secret):
             await replace_secret_data(self.deps.kube(), secret)
         self._registry_logins[spec.uid] = key
+
+    async def _registry_certificate(self, spec: ClusterSpec, status: Any) -> ClusterSpec:
+        """With spec.schemaRegistry and TLS: its HTTPS certificate (registry_tls.py), issued or renewed when due;
+        the spec comes back with its serial, which the registry's pod template carries."""
+        master = self.deps.master_secret
+        if spec.schema_registry is None or not spec.tls or master is None:
+            return spec
+        current = self._registry_certs.get(spec.uid) or IssuedRecord.from_status(
+            ((status or {}).get("schemaRegistry") or {}).get("certificate"))
+        latest = dataclasses.replace(spec, ca_status=self.issued.latest(spec.uid, status).get("clusterCa") or {})
+        done = await ensure_registry_certificate(self.deps.kube(), latest, master=master, current=current,
+                                                 ctx=self.deps.ctx, now=self.deps.clock())
+        if done.record is None:
+            return spec
+        self._registry_certs[spec.uid] = done.record
+        return dataclasses.replace(spec, registry_certificate=done.record.serial)
 
     async def _users_holding(self, spec: ClusterSpec, master: str) -> str:
         """While the clients CA is in RenewingCertificates: the tls users not yet re-issued from the new CA."""
@@ -367,7 +389,8 @@ class ClusterReconciler:
                 event(body, reason=plan.condition.reason, message=plan.condition.message)
         for k, v in plan.status.items():
             patch.status[k] = v
-        registry = registry_status(spec)
+        certificate = self._registry_certs.get(spec.uid) if spec.registry_certificate else None
+        registry = registry_status(spec, certificate.to_status() if certificate is not None else None)
         if registry is not None or "schemaRegistry" in (status or {}):
             patch.status["schemaRegistry"] = registry  # None: removed (a merge patch's null)
         patch.status["conditions"] = status_conditions(spec, plan, previous)

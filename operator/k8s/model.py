@@ -181,6 +181,7 @@ class ClusterSpec:
     clients_ca_marker: str = ""  # the pod template's clients-CA annotation (ca_lifecycle.CLIENTS)
     pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.template.pod (pod_template.py)
     schema_registry: RegistrySpec | None = None  # spec.schemaRegistry; None: no registry (schema_registry.py)
+    registry_certificate: str = ""  # the serial of the registry's HTTPS certificate, set by the reconciler
 
     @property
     def security_protocol(self) -> str:

@@ -9,6 +9,7 @@ and not retried until the spec changes; an unreachable registry is retried.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import kopf
 from tinystream.operator.k8s.conditions import Condition, SchemaReason, merge_condition, ready
 from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, SchemaSpec
+from tinystream.operator.k8s.registry_tls import trust_bundle
 from tinystream.operator.k8s.schema_registry import OPERATOR_LOGIN, operator_password, registry_url
 from tinystream.operator.k8s.schemas import (
     Refusal,
@@ -49,10 +51,17 @@ class SchemaReconciler:
                     calls: Sequence[RegistryCall]) -> tuple[Any, Refusal | None]:
         """Make `calls` in order; the last answer, or the refusal that stopped them."""
         master = self.deps.master_secret or ""
-        auth = aiohttp.BasicAuth(OPERATOR_LOGIN, operator_password(master, cluster))
+        login = aiohttp.encode_basic_auth(OPERATOR_LOGIN, operator_password(master, cluster))
         answer: Any = None
-        async with aiohttp.ClientSession(auth=auth, timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
-                                         headers={"Accept": CONTENT_TYPE}) as session:
+        tls: ssl.SSLContext | bool = True
+        if self._url(cluster).startswith("https://"):  # the registry's certificate is from the cluster CA
+            bundle = await trust_bundle(self.deps.kube(), master, cluster, now=self.deps.clock())
+            if bundle is None:
+                return None, refusal(spec, calls[0].step, None, "the cluster CA cannot be used now")
+            tls = ssl.create_default_context(cadata=bundle)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
+                                         headers={"Accept": CONTENT_TYPE, "Authorization": login},
+                                         connector=aiohttp.TCPConnector(ssl=tls)) as session:
             for call in calls:
                 try:
                     async with session.request(call.method, self._url(cluster) + call.path, json=call.body,

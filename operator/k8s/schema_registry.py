@@ -5,6 +5,7 @@ For a cluster `demo` with spec.schemaRegistry:
     TinyStreamUser  demo-schema-registry        how it reaches the brokers: ACLs on _schemas only (the user
                                                 reconciler makes its Secret, credential and ACLs)
     Secret          demo-schema-registry-users  users.json: the HTTP Basic logins (registry --users-file)
+    Secret          demo-schema-registry-tls    its HTTPS certificate from the cluster CA (listeners.tls)
     Deployment      demo-schema-registry        `tinystream schema-registry` on the cluster's bootstrap
     Service         demo-schema-registry        port 8081 (Confluent's)
 
@@ -44,6 +45,9 @@ OPERATOR_LOGIN = "tinystream-operator"  # the operator's own HTTP login (TinyStr
 USERS_MOUNT = "/etc/tinystream-registry-users"
 CREDENTIALS_MOUNT = "/etc/tinystream-registry-credentials"  # the TinyStreamUser's Secret
 CA_MOUNT = "/etc/tinystream-cluster-ca"
+TLS_MOUNT = "/etc/tinystream-registry-tls"  # its HTTPS certificate (registry_tls.py)
+#: On the pod template: the serial of the HTTPS certificate; a renewal restarts the registry (it reads it once).
+CERTIFICATE_ANNOTATION = "tinystream.io/registry-certificate"
 MECHANISM = "SCRAM-SHA-512"
 ITERATIONS = 4096  # Kafka's minimum, as `tinystream users add`
 #: What the registry does on the cluster (tinystream/registry/store.py): create, read and write its topic.
@@ -56,16 +60,18 @@ class RegistryNames:
     service: str
     user: str  # the TinyStreamUser and its Secret
     users_secret: str
+    tls_secret: str  # the HTTPS certificate (registry_tls.py), a cluster with listeners.tls
 
     @classmethod
     def of(cls, cluster: ClusterSpec) -> RegistryNames:
         name = f"{cluster.name}-schema-registry"
-        return cls(deployment=name, service=name, user=name, users_secret=f"{name}-users")
+        return cls(deployment=name, service=name, user=name, users_secret=f"{name}-users", tls_secret=f"{name}-tls")
 
 
 def registry_url(cluster: ClusterSpec) -> str:
     """Where the registry answers inside the Kubernetes cluster."""
-    return f"http://{RegistryNames.of(cluster).service}.{cluster.namespace}.svc:{REGISTRY_PORT}"
+    scheme = "https" if cluster.tls else "http"
+    return f"{scheme}://{RegistryNames.of(cluster).service}.{cluster.namespace}.svc:{REGISTRY_PORT}"
 
 
 def selector(cluster: ClusterSpec) -> dict[str, str]:
@@ -103,6 +109,8 @@ def registry_args(cluster: ClusterSpec, registry: RegistrySpec) -> list[str]:
                  "--sasl-password-file", f"{CREDENTIALS_MOUNT}/password"]
     if cluster.tls:
         args += ["--ssl-cafile", f"{CA_MOUNT}/ca.crt"]
+    if cluster.tls:
+        args += ["--tls-certfile", f"{TLS_MOUNT}/registry.crt", "--tls-keyfile", f"{TLS_MOUNT}/registry.key"]
     if cluster.tls and cluster.authentication == "tls":
         args += ["--ssl-certfile", f"{CREDENTIALS_MOUNT}/user.crt", "--ssl-keyfile", f"{CREDENTIALS_MOUNT}/user.key"]
     return args
@@ -119,10 +127,13 @@ def _volumes(cluster: ClusterSpec) -> tuple[list[dict[str, Any]], list[dict[str,
     if cluster.tls:
         volumes.append({"name": "cluster-ca", "secret": {"secretName": Names.of(cluster).ca_cert, "defaultMode": 0o440}})
         mounts.append({"name": "cluster-ca", "mountPath": CA_MOUNT, "readOnly": True})
+        volumes.append({"name": "tls", "secret": {"secretName": names.tls_secret, "defaultMode": 0o440}})
+        mounts.append({"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True})
     return volumes, mounts
 
 
-def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str) -> dict[str, Any]:
+def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, certificate: str = "") -> dict[str, Any]:
+    """`certificate`: the serial of the HTTPS certificate in force (CERTIFICATE_ANNOTATION)."""
     volumes, mounts = _volumes(cluster)
     probe = {"tcpSocket": {"port": "http"}, "periodSeconds": 10}  # every HTTP call needs a login, a probe has none
     container: dict[str, Any] = {
@@ -145,7 +156,8 @@ def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str) -> d
             # One writer at a time: the old pod stops before the new one starts (no election yet).
             "strategy": {"type": "Recreate"},
             "template": {
-                "metadata": {"labels": labels(cluster, COMPONENT)},
+                "metadata": {"labels": labels(cluster, COMPONENT),
+                             **({"annotations": {CERTIFICATE_ANNOTATION: certificate}} if certificate else {})},
                 "spec": {"containers": [container], "volumes": volumes, "enableServiceLinks": False,
                          "automountServiceAccountToken": False,
                          "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
@@ -162,12 +174,16 @@ def service(cluster: ClusterSpec) -> dict[str, Any]:
 
 
 def registry_objects(cluster: ClusterSpec, *, image: str) -> list[dict[str, Any]]:
-    """What spec.schemaRegistry asks for (besides the users Secret), in creation order; [] without it."""
+    """What spec.schemaRegistry asks for (besides the Secrets), in creation order; [] without it. With TLS the
+    Deployment waits for its certificate (ClusterSpec.registry_certificate, set by the reconciler)."""
     registry = cluster.schema_registry
     if registry is None:
         return []
     user = registry_user(cluster)
-    return [*([user] if user is not None else []), service(cluster), deployment(cluster, registry, image=image)]
+    objects = [*([user] if user is not None else []), service(cluster)]
+    if not cluster.tls or cluster.registry_certificate:
+        objects.append(deployment(cluster, registry, image=image, certificate=cluster.registry_certificate))
+    return objects
 
 
 def registry_keys(cluster: ClusterSpec) -> list[tuple[str, str, str]]:
@@ -210,11 +226,14 @@ def users_secret(cluster: ClusterSpec, content: str) -> dict[str, Any]:
             "data": {"users.json": base64.b64encode(content.encode()).decode()}}
 
 
-def registry_status(cluster: ClusterSpec) -> dict[str, Any] | None:
-    """status.schemaRegistry; None (a merge patch's delete) without spec.schemaRegistry."""
+def registry_status(cluster: ClusterSpec, certificate: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """status.schemaRegistry; None (a merge patch's delete) without spec.schemaRegistry. `certificate`: the
+    HTTPS certificate's record (registry_tls.py)."""
     if cluster.schema_registry is None:
         return None
-    status = {"url": registry_url(cluster)}
+    status: dict[str, Any] = {"url": registry_url(cluster)}
+    if certificate:
+        status["certificate"] = dict(certificate)
     if cluster.authentication is not None:
         status["user"] = RegistryNames.of(cluster).user
     return status

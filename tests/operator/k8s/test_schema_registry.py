@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
@@ -38,6 +39,8 @@ def test_no_field_no_objects_and_no_status():
 
 def test_a_secured_cluster_gets_a_scram_user_with_acls_on_schemas_only_and_a_pod_that_logs_in_as_it():
     spec = cluster(schemaRegistry={"resources": {"limits": {"memory": "256Mi"}}})
+    assert "Deployment" not in by_kind(registry_objects(spec, image="img:1"))  # waits for its certificate
+    spec = dataclasses.replace(spec, registry_certificate="abc1")
     objects = by_kind(registry_objects(spec, image="img:1"))
     assert set(objects) == {"TinyStreamUser", "Service", "Deployment"}
     user = objects["TinyStreamUser"]
@@ -52,16 +55,20 @@ def test_a_secured_cluster_gets_a_scram_user_with_acls_on_schemas_only_and_a_pod
     assert args[:3] == ["schema-registry", "--bootstrap", "demo-kafka.ns.svc:9092"]
     assert args[args.index("--security-protocol") + 1] == "SASL_SSL"
     assert args[args.index("--sasl-username") + 1] == "demo-schema-registry"
-    assert "--ssl-cafile" in args and "--users-file" in args
+    assert "--ssl-cafile" in args and "--users-file" in args and "--tls-certfile" in args
+    template = objects["Deployment"]["spec"]["template"]["metadata"]
+    assert template["annotations"] == {"tinystream.io/registry-certificate": "abc1"}  # a renewal restarts it
     assert container["resources"] == {"limits": {"memory": "256Mi"}}
     secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
-    assert secrets == {"demo-schema-registry-users", "demo-schema-registry", "demo-cluster-ca-cert"}
+    assert secrets == {"demo-schema-registry-users", "demo-schema-registry", "demo-cluster-ca-cert",
+                       "demo-schema-registry-tls"}
     assert objects["Service"]["spec"]["ports"][0]["port"] == 8081
-    assert registry_status(spec) == {"url": "http://demo-schema-registry.ns.svc:8081", "user": "demo-schema-registry"}
+    assert registry_status(spec) == {"url": "https://demo-schema-registry.ns.svc:8081", "user": "demo-schema-registry"}
 
 
 def test_a_tls_authenticated_cluster_gives_the_registry_a_client_certificate():
-    spec = cluster(schemaRegistry={}, listeners={"tls": True, "authentication": {"type": "tls"}})
+    spec = dataclasses.replace(cluster(schemaRegistry={}, listeners={"tls": True, "authentication": {"type": "tls"}}),
+                               registry_certificate="1")
     objects = by_kind(registry_objects(spec, image="img"))
     assert objects["TinyStreamUser"]["spec"]["authentication"] == {"type": "tls"}
     args = objects["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -73,10 +80,11 @@ def test_an_open_cluster_gets_no_user():
     spec = cluster(schemaRegistry={}, listeners={"tls": False, "authentication": {"type": "none"}},
                    authorization={"type": "none"})
     assert set(by_kind(registry_objects(spec, image="img"))) == {"Service", "Deployment"}
+    assert registry_status(spec) == {"url": "http://demo-schema-registry.ns.svc:8081"}
 
 
 def test_the_plan_applies_the_objects_and_deletes_them_once_the_field_is_removed():
-    spec = cluster(schemaRegistry={"replicas": 1})
+    spec = dataclasses.replace(cluster(schemaRegistry={"replicas": 1}), registry_certificate="1")
     applied = {a.key for a in plan_owned_objects(spec, Observed(), CTX, replicas=3) if isinstance(a, Apply)}
     assert {("Deployment", "demo-schema-registry"), ("Service", "demo-schema-registry"),
             ("TinyStreamUser", "demo-schema-registry")} <= applied

@@ -1,6 +1,6 @@
 """spec.schemaRegistry and TinyStreamSchema against the real API server, with a real registry process.
 
-The Deployment, Service, TinyStreamUser and users Secret appear for spec.schemaRegistry and (but the
+The Deployment, Service, TinyStreamUser, users Secret and HTTPS certificate (from the cluster CA) appear for spec.schemaRegistry and (but the
 Secret, which goes with the cluster) vanish without it; the API server refuses a bad spec. A
 TinyStreamSchema is registered by the operator (as its own login, from the users file the operator
 writes) in a registry on an in-process broker: status gets id and version; an incompatible change gets
@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 
 import pytest
 from fake_controller import FakeController
 from kmock_helpers import ready_condition, running_operator
 from real_api import connection
 
+from tinystream.operator.k8s.certificates import CertFacts, signed_by
 from tinystream.operator.k8s.model import ClusterSpec
 from tinystream.operator.k8s.schema_registry import users_json
 from tinystream.registry.app import RegistryOptions
@@ -52,7 +54,8 @@ async def test_the_registry_objects_come_with_the_field_and_go_without_it(api, o
         obj = await api.wait_for(api_version, plural, "demo-schema-registry", lambda o: o is not None, timeout=30)
         assert obj["metadata"]["ownerReferences"][0]["name"] == "demo"
     deployment = await api.get("apps/v1", "deployments", "demo-schema-registry")
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"][0] == "schema-registry"
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "schema-registry" and "--tls-certfile" in args
     secret = await api.wait_for("v1", "secrets", "demo-schema-registry-users", lambda o: o is not None, timeout=30)
     users = json.loads(base64.b64decode(secret["data"]["users.json"]))["users"]
     assert "tinystream-operator" in users
@@ -60,8 +63,20 @@ async def test_the_registry_objects_come_with_the_field_and_go_without_it(api, o
     await api.wait_for("v1", "secrets", "demo-schema-registry-users", lambda o: "demo-schema-registry" in json.loads(
         base64.b64decode(o["data"]["users.json"]))["users"], timeout=30)
     found = await api.wait_for(TS, "tinystreamclusters", "demo",
-                               lambda o: "schemaRegistry" in (o.get("status") or {}), timeout=30)
-    assert found["status"]["schemaRegistry"]["url"] == "http://demo-schema-registry." + api.ns + ".svc:8081"
+                               lambda o: "certificate" in ((o.get("status") or {}).get("schemaRegistry") or {}),
+                               timeout=30)
+    registry = found["status"]["schemaRegistry"]
+    assert registry["url"] == "https://demo-schema-registry." + api.ns + ".svc:8081"  # the cluster has TLS
+    tls = {k: base64.b64decode(v).decode() for k, v in
+           (await api.get("v1", "secrets", "demo-schema-registry-tls"))["data"].items()}
+    ca = base64.b64decode((await api.get("v1", "secrets", "demo-cluster-ca-cert"))["data"]["ca.crt"]).decode()
+    assert signed_by(tls["registry.crt"], ca) and tls["ca.crt"] == ca
+    facts = CertFacts.of(tls["registry.crt"])
+    assert f"demo-schema-registry.{api.ns}.svc" in facts.dns_names
+    assert f"{facts.serial:x}" == registry["certificate"]["serial"]
+    deployment = await api.get("apps/v1", "deployments", "demo-schema-registry")
+    template = deployment["spec"]["template"]["metadata"]
+    assert template["annotations"]["tinystream.io/registry-certificate"] == registry["certificate"]["serial"]
 
     await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"schemaRegistry": None}})
     for api_version, plural in REGISTRY:
@@ -93,18 +108,33 @@ def broker(tmp_path_factory):
 
 
 async def test_a_schema_is_registered_and_an_incompatible_change_is_reported(
-        api, control_plane, broker, tmp_path) -> None:
+        api, control_plane, broker, tmp_path, monkeypatch) -> None:
+    """Over HTTPS, as on Kubernetes: the registry serves the certificate the operator issued (from its Secret),
+    the operator trusts the cluster CA and calls the registry by its Service name (resolved here to loopback)."""
     users_file = tmp_path / "users.json"
     users_file.write_text('{"users": {}}')
-    registry = RegistryThread(RegistryOptions(bootstrap=broker.bootstrap, port=0, users_file=users_file))
-    registry.start()
+    registry: list[RegistryThread] = []
+    service = f"demo-schema-registry.{api.ns}.svc"
+    resolve = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: resolve(
+        "127.0.0.1" if host == service else host, *a, **k))
     try:
         async with running_operator(control_plane.url, controller=FakeController(),
-                                    connection=connection(control_plane), registry_url=lambda _: registry.url):
+                                    connection=connection(control_plane),
+                                    registry_url=lambda _: f"https://{service}:{registry[0].url.rsplit(':', 1)[1]}"):
             await api.create(TS, "tinystreamclusters", cluster(schemaRegistry={}))
             body = await api.get(TS, "tinystreamclusters", "demo")
             # What the operator writes into the users Secret: its own login (derived from its master secret).
             users_file.write_text(users_json(MASTER, ClusterSpec.from_resource(body), []))
+            secret = await api.wait_for("v1", "secrets", "demo-schema-registry-tls", lambda o: o is not None,
+                                        timeout=30)
+            for name in ("registry.crt", "registry.key"):
+                (tmp_path / name).write_bytes(base64.b64decode(secret["data"][name]))
+            registry.append(RegistryThread(RegistryOptions(
+                bootstrap=broker.bootstrap, port=0, users_file=users_file,
+                tls_certfile=tmp_path / "registry.crt", tls_keyfile=tmp_path / "registry.key")))
+            registry[0].start()
+            assert registry[0].url.startswith("https://")
             await api.create(TS, "tinystreamschemas", {
                 "apiVersion": TS, "kind": "TinyStreamSchema", "metadata": {"name": "orders"},
                 "spec": {"cluster": "demo", "subject": "orders-value", "schema": record("id"),
@@ -131,6 +161,7 @@ async def test_a_schema_is_registered_and_an_incompatible_change_is_reported(
             await api.delete(TS, "tinystreamschemas", "orders")  # Keep: the subject stays
             await api.wait_for(TS, "tinystreamschemas", "orders", lambda o: o is None, timeout=30)
     finally:
-        registry.stop()
-    assert registry.server is not None
-    assert "orders-value" in registry.server.state.subject_names()
+        for running in registry:
+            running.stop()
+    assert registry and registry[0].server is not None
+    assert "orders-value" in registry[0].server.state.subject_names()
