@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import ssl
 
+import aiohttp
 import pytest
 from fake_controller import FakeController
 from kmock_helpers import ready_condition, running_operator
@@ -158,6 +160,13 @@ async def test_a_schema_is_registered_and_an_incompatible_change_is_reported(
             second = await api.wait_for(TS, "tinystreamschemas", "orders",
                                         lambda o: (o.get("status") or {}).get("version") == 2, timeout=30)
             assert ready_condition(second)["status"] == "True" and second["status"]["id"] != first_id
+            # Who may call: the logins of the users file only (the operator's here); others get 401.
+            trust = ssl.create_default_context(cadata=base64.b64decode(secret["data"]["ca.crt"]).decode())
+            url = f"https://{service}:{registry[0].url.rsplit(':', 1)[1]}/subjects"
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session:
+                for headers in ({}, {"Authorization": aiohttp.encode_basic_auth("tinystream-operator", "guess")}):
+                    async with session.get(url, headers=headers) as response:
+                        assert response.status == 401, headers
             await api.delete(TS, "tinystreamschemas", "orders")  # Keep: the subject stays
             await api.wait_for(TS, "tinystreamschemas", "orders", lambda o: o is None, timeout=30)
     finally:
