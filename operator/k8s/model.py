@@ -136,13 +136,15 @@ class RegistrySpec:
     replicas: int = 1  # the CRD caps it at 1 until the registry elects a single writer
     resources: Mapping[str, Any] = field(default_factory=dict)
     compatibility: str = "BACKWARD"
+    pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.schemaRegistry.template.pod
 
     @classmethod
     def from_spec(cls, item: Mapping[str, Any] | None) -> RegistrySpec | None:
         if item is None:
             return None
         return cls(replicas=int(item.get("replicas", 1)), resources=dict(item.get("resources") or {}),
-                   compatibility=str(item.get("compatibility") or "BACKWARD"))
+                   compatibility=str(item.get("compatibility") or "BACKWARD"),
+                   pod_template=PodTemplate.from_spec((item.get("template") or {}).get("pod")))
 
 
 @dataclass(frozen=True, slots=True)

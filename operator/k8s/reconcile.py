@@ -326,11 +326,13 @@ def check_config(spec: ClusterSpec) -> End | None:
 
 def check_pod_template(spec: ClusterSpec) -> End | None:
     """1. A pod template that would take a key of the operator's (the CRD refuses it first): change nothing."""
-    problems = spec.pod_template.problems()
+    problems = [f"spec.template.pod {p}" for p in spec.pod_template.problems()]
+    if spec.schema_registry is not None:
+        problems += [f"spec.schemaRegistry.template.pod {p}" for p in spec.schema_registry.pod_template.problems()]
     if not problems:
         return None
     return End(Phase.FAILED, ClusterReason.INVALID_POD_TEMPLATE,
-               "spec.template.pod cannot be used, nothing was changed: " + "; ".join(problems), requeue=None)
+               "a pod template cannot be used, nothing was changed: " + "; ".join(problems), requeue=None)
 
 
 def plan_scale(spec: ClusterSpec, observed: Observed) -> Scale:

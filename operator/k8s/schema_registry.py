@@ -37,7 +37,8 @@ from typing import Any
 import scramp
 
 from tinystream.operator.k8s.model import API_VERSION, REGISTRY_PORT, USER_KIND, ClusterSpec, RegistrySpec
-from tinystream.operator.k8s.resources import RUN_AS, Names, labels, owner_reference
+from tinystream.operator.k8s.pod_template import pod_annotations, pod_labels, scheduling
+from tinystream.operator.k8s.resources import POD_TEMPLATE_ANNOTATION, RUN_AS, Names, labels, owner_reference
 
 COMPONENT = "schema-registry"
 TOPIC = "_schemas"
@@ -147,21 +148,35 @@ def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, cert
     }
     if registry.resources:
         container["resources"] = dict(registry.resources)
+    template = registry.pod_template
+    pod: dict[str, Any] = {
+        "containers": [container], "volumes": volumes, "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        # template.pod.securityContext replaces it whole, as for the brokers (pod_template.py).
+        "securityContext": dict(template.security_context or {
+            "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"}}),
+        **scheduling(template),
+    }
+    if template.affinity:
+        pod["affinity"] = dict(template.affinity)
+    if template.topology_spread_constraints:
+        pod["topologySpreadConstraints"] = [dict(c) for c in template.topology_spread_constraints]
+    meta = _metadata(cluster, RegistryNames.of(cluster).deployment)
+    meta["annotations"] = {POD_TEMPLATE_ANNOTATION: template.digest}  # a removed template field is seen too
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": _metadata(cluster, RegistryNames.of(cluster).deployment),
+        "metadata": meta,
         "spec": {
             "replicas": registry.replicas,
             "selector": {"matchLabels": selector(cluster)},
             # One writer at a time: the old pod stops before the new one starts (no election yet).
             "strategy": {"type": "Recreate"},
             "template": {
-                "metadata": {"labels": labels(cluster, COMPONENT),
-                             **({"annotations": {CERTIFICATE_ANNOTATION: certificate}} if certificate else {})},
-                "spec": {"containers": [container], "volumes": volumes, "enableServiceLinks": False,
-                         "automountServiceAccountToken": False,
-                         "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
-                                             "seccompProfile": {"type": "RuntimeDefault"}}},
+                "metadata": {"labels": pod_labels(template, labels(cluster, COMPONENT)),
+                             "annotations": pod_annotations(
+                                 template, {CERTIFICATE_ANNOTATION: certificate} if certificate else {})},
+                "spec": pod,
             },
         },
     }

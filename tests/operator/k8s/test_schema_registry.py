@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
-from tinystream.operator.k8s.reconcile import Apply, Delete, Observed, plan_owned_objects
+from tinystream.operator.k8s.reconcile import Apply, Delete, Observed, check_pod_template, plan_owned_objects
 from tinystream.operator.k8s.schema_registry import (
     OPERATOR_LOGIN,
     operator_password,
@@ -114,3 +114,25 @@ def test_only_the_clusters_scram_users_become_logins():
              {"metadata": {"name": "b"}, "spec": {"cluster": "demo", "authentication": {"type": "tls"}}},
              {"metadata": {"name": "c"}, "spec": {"cluster": "other", "authentication": {"type": "scram-sha-512"}}}]
     assert [name for name, _ in scram_logins(users, cluster())] == ["a"]
+
+
+def test_the_template_reaches_the_registry_pod_and_its_reserved_keys_stop_the_pass():
+    template = {"pod": {"metadata": {"labels": {"team": "data"}, "annotations": {"note": "x"}},
+                        "nodeSelector": {"disk": "ssd"}, "tolerations": [{"key": "k", "operator": "Exists"}],
+                        "securityContext": {"runAsNonRoot": True}}}
+    spec = dataclasses.replace(cluster(schemaRegistry={"template": template}), registry_certificate="s1")
+    deployment = by_kind(registry_objects(spec, image="img"))["Deployment"]
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["labels"]["team"] == "data"
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "schema-registry"  # the operator's win
+    assert pod["metadata"]["annotations"] == {"note": "x", "tinystream.io/registry-certificate": "s1"}
+    assert pod["spec"]["nodeSelector"] == {"disk": "ssd"} and pod["spec"]["tolerations"]
+    assert pod["spec"]["securityContext"] == {"runAsNonRoot": True}
+    plain = by_kind(registry_objects(dataclasses.replace(cluster(schemaRegistry={}), registry_certificate="s1"),
+                                     image="img"))["Deployment"]
+    assert (deployment["metadata"]["annotations"]["tinystream.io/pod-template"]
+            != plain["metadata"]["annotations"]["tinystream.io/pod-template"])  # removing the template is seen
+
+    bad = cluster(schemaRegistry={"template": {"pod": {"metadata": {"labels": {"tinystream.io/x": "y"}}}}})
+    end = check_pod_template(bad)
+    assert end is not None and "spec.schemaRegistry.template.pod" in end.message

@@ -87,7 +87,8 @@ async def test_the_registry_objects_come_with_the_field_and_go_without_it(api, o
                        lambda o: "schemaRegistry" not in (o.get("status") or {}), timeout=30)
 
 
-@pytest.mark.parametrize("registry", [{"replicas": -1}, {"replicas": 2}, {"compatibility": "SOMETIMES"}])
+@pytest.mark.parametrize("registry", [{"replicas": -1}, {"replicas": 2}, {"compatibility": "SOMETIMES"},
+                                      {"template": {"pod": {"metadata": {"labels": {"tinystream.io/x": "y"}}}}}])
 def test_the_api_server_refuses_a_bad_schema_registry(control_plane, namespace, registry) -> None:
     body = {**cluster(schemaRegistry=registry), "metadata": {"name": "bad", "namespace": namespace}}
     status, answer = control_plane.request(
