@@ -26,7 +26,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from tinystream.operator.k8s.conditions import Condition, SchemaReason, ready
 from tinystream.operator.k8s.model import SchemaSpec
@@ -49,8 +48,12 @@ class RegistryCall:
     body: Mapping[str, Any] | None = None
 
 
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
 def _subject_path(subject: str) -> str:
-    return quote(subject, safe="")
+    """The subject as one path segment (RFC 3986 percent-encoding; `/` too): no urllib in a pure module."""
+    return "".join(c if c in _UNRESERVED else "".join(f"%{b:02X}" for b in c.encode()) for c in subject)
 
 
 def schema_body(spec: SchemaSpec) -> dict[str, Any]:
