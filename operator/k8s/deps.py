@@ -42,6 +42,7 @@ class Deps:
     # Where the operator reaches a cluster's schema registry (TinyStreamSchema); None: its Service
     # (schema_registry.registry_url). Tests point it at a registry process of their own.
     registry_url: Callable[[ClusterSpec], str] | None = None
+    schema_interval_s: float = 60.0  # how often a TinyStreamSchema is registered again (drift in the registry)
 
     def kube(self) -> KubeClient:
         """The Kubernetes API client, made by the startup handler."""

@@ -10,8 +10,9 @@ A pass is a short sequence of Confluent REST calls (docs/schema-registry.md):
 
 The first answer that is not a success ends the pass: 409 (incompatible) and
 422 (42201 invalid schema, 42203 invalid level) are the user's to fix and
-land in the Ready condition with the registry's message, not retried until
-the spec changes; a 5xx or no answer is RegistryUnavailable and retried.
+land in the Ready condition with the registry's message, tried again on a
+spec change and by the periodic check (schema_handlers.py); a 5xx or no
+answer is RegistryUnavailable and retried in 10 s.
 
 Deletion follows spec.deletionPolicy: Keep (the default, as Confluent for
 Kubernetes' and Strimzi's "the data outlives the resource" stance for things

@@ -22,10 +22,11 @@ from real_api import connection
 
 from tinystream.operator.k8s.certificates import CertFacts, signed_by
 from tinystream.operator.k8s.model import ClusterSpec
-from tinystream.operator.k8s.schema_registry import users_json
+from tinystream.operator.k8s.schema_registry import operator_password, users_json
 from tinystream.registry.app import RegistryOptions
 from tinystream.testing.broker import BrokerThread, test_settings
 from tinystream.testing.registry import RegistryThread
+from tinystream.testing.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 TS = "tinystream.io/v1alpha1"
@@ -123,7 +124,7 @@ async def test_a_schema_is_registered_and_an_incompatible_change_is_reported(
         "127.0.0.1" if host == service else host, *a, **k))
     try:
         async with running_operator(control_plane.url, controller=FakeController(),
-                                    connection=connection(control_plane),
+                                    connection=connection(control_plane), schema_interval_s=1.0,
                                     registry_url=lambda _: f"https://{service}:{registry[0].url.rsplit(':', 1)[1]}"):
             await api.create(TS, "tinystreamclusters", cluster(schemaRegistry={}))
             body = await api.get(TS, "tinystreamclusters", "demo")
@@ -168,6 +169,17 @@ async def test_a_schema_is_registered_and_an_incompatible_change_is_reported(
                 for headers in ({}, {"Authorization": aiohttp.encode_basic_auth("tinystream-operator", "guess")}):
                     async with session.get(url, headers=headers) as response:
                         assert response.status == 401, headers
+                # A subject deleted by hand: the periodic check registers the schema again.
+                operator_login = {"Authorization": aiohttp.encode_basic_auth(
+                    "tinystream-operator", operator_password(MASTER, ClusterSpec.from_resource(body)))}
+                async with session.delete(f"{url}/orders-value", headers=operator_login) as response:
+                    assert response.status == 200, await response.text()
+
+                async def registered_again() -> bool:
+                    async with session.get(f"{url}/orders-value/versions", headers=operator_login) as response:
+                        return response.status == 200
+
+                await wait_until_async(registered_again, timeout=30, interval=0.5)
             await api.delete(TS, "tinystreamschemas", "orders")  # Keep: the subject stays
             await api.wait_for(TS, "tinystreamschemas", "orders", lambda o: o is None, timeout=30)
     finally:
