@@ -24,7 +24,7 @@ COPY broker/ broker/
 COPY operator/ operator/
 COPY spark-on-k8s/connector/ spark-on-k8s/connector/
 RUN python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-compile -c image-constraints.txt '.[operator]' \
+ && /opt/venv/bin/pip install --no-compile -c image-constraints.txt '.[operator,registry]' \
  && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} +
 
 FROM ${BASE_IMAGE}

@@ -30,6 +30,8 @@ from tinystream.operator.k8s.model import (
     API_VERSION,
     CLUSTER_KIND,
     CLUSTER_PLURAL,
+    SCHEMA_KIND,
+    SCHEMA_PLURAL,
     TOPIC_KIND,
     TOPIC_PLURAL,
     USER_KIND,
@@ -73,10 +75,12 @@ KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
     Kind("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False),
     Kind("apps/v1", "StatefulSet", "statefulsets"),
+    Kind("apps/v1", "Deployment", "deployments"),  # spec.schemaRegistry (schema_registry.py)
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Kind(API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL),
     Kind(API_VERSION, TOPIC_KIND, TOPIC_PLURAL),
+    Kind(API_VERSION, SCHEMA_KIND, SCHEMA_PLURAL),
     Kind(API_VERSION, USER_KIND, USER_PLURAL),  # listed while the clients CA rotates (who is re-issued)
     Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
     Kind("authentication.k8s.io/v1", "TokenReview", "tokenreviews", namespaced=False),

@@ -11,6 +11,9 @@
 - plan: reconcile.plan_cluster, pure.
 - execute: each action through EXECUTORS, a table keyed by the action's
   type; the actions for the controller core go to it in one call.
+- registry logins: with spec.schemaRegistry, the registry's users file
+  (schema_registry.users_json) from the cluster's scram-sha-512 users, and with
+  TLS its HTTPS certificate (registry_tls.py).
 - report: status fields and conditions (reconcile.status_conditions), and an
   Event when the Ready reason changes.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,11 +33,14 @@ import kopf
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.ca_lifecycle import CLIENTS, rolled_marker
 from tinystream.operator.k8s.caches import IssuedCertificates, ReportedReasons
+from tinystream.operator.k8s.certificates import IssuedRecord
 from tinystream.operator.k8s.cluster_tls import (
     ForeignSecret,
     SecurityOutcome,
+    create_secret,
     ensure_security,
     next_clients_ca,
+    replace_secret_data,
     users_holding,
 )
 from tinystream.operator.k8s.conditions import ClusterReason, merge_condition, ready
@@ -41,7 +48,7 @@ from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, Co
 from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.errors import Forbidden
 from tinystream.operator.k8s.external import LISTENER_LABEL, certificate_hosts, node_addresses
-from tinystream.operator.k8s.model import API_VERSION, USER_KIND, ClusterSpec
+from tinystream.operator.k8s.model import API_VERSION, USER_KIND, ClusterSpec, UserSpec
 from tinystream.operator.k8s.rack import RACK_BINDING, binding_name
 from tinystream.operator.k8s.reconcile import (
     Action,
@@ -59,7 +66,16 @@ from tinystream.operator.k8s.reconcile import (
     plan_cluster,
     status_conditions,
 )
+from tinystream.operator.k8s.registry_tls import ensure_registry_certificate
 from tinystream.operator.k8s.resources import Names, owned_objects, selector_labels
+from tinystream.operator.k8s.schema_registry import (
+    registry_keys,
+    registry_status,
+    scram_logins,
+    users_json,
+    users_secret,
+)
+from tinystream.operator.k8s.user_secrets import user_password
 from tinystream.operator.k8s.volume_expansion import Claim, ExpandClaim, StorageClassView
 
 
@@ -129,6 +145,8 @@ class ClusterReconciler:
         self.issued = IssuedCertificates()
         self._passes: dict[str, asyncio.Lock] = {}  # per cluster uid: one pass at a time
         self._unlabelled: set[tuple[str, str, str]] = set()  # (cluster uid, pod, node) already reported
+        self._registry_logins: dict[str, str] = {}  # per cluster uid: the registry logins last written
+        self._registry_certs: dict[str, IssuedRecord] = {}  # per cluster uid: the registry's HTTPS certificate
 
     async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> ClusterPlan:
         """One pass: observe, plan, act, report. kopf runs a cluster's change handler and its health timer
@@ -139,6 +157,8 @@ class ClusterReconciler:
             observed = await self.observe(spec)
             self._warn_unlabelled(spec, observed, body)
             spec = await self.secure(spec, body, status, patch, observed)
+            await self._registry_users(spec)
+            spec = await self._registry_certificate(spec, status)
             plan = plan_cluster(spec, status, observed, ctx=self.deps.ctx)
             await self.execute(spec, plan, body, logger)
             self.report(spec, plan, body, status, patch)
@@ -163,6 +183,8 @@ class ClusterReconciler:
         self.reported.forget(uid)
         self.issued.forget(uid)
         self._passes.pop(uid, None)
+        self._registry_logins.pop(uid, None)
+        self._registry_certs.pop(uid, None)
 
     async def secure(self, spec: ClusterSpec, body: Any, status: Any, patch: kopf.Patch,
                      observed: Observed) -> ClusterSpec:
@@ -197,6 +219,39 @@ class ClusterReconciler:
         if outcome.certificates is not None:
             patch.status["certificates"] = outcome.certificates
         return self._ca_step(spec, body, status, patch, outcome)
+
+    async def _registry_users(self, spec: ClusterSpec) -> None:
+        """spec.schemaRegistry's logins (schema_registry.users_json): written when they changed since the last
+        pass (deterministic content: a patch with the same content would change nothing either)."""
+        master = self.deps.master_secret
+        if spec.schema_registry is None or master is None:
+            return
+        users = await self.deps.kube().list(API_VERSION, USER_KIND, spec.namespace)
+        logins = [(name, user_password(master, UserSpec.from_resource(body)))
+                  for name, body in scram_logins(users, spec)]
+        key = json.dumps([spec.uid, sorted(logins)])
+        if self._registry_logins.get(spec.uid) == key:
+            return
+        secret = users_secret(spec, users_json(master, spec, logins))
+        if not await create_secret(self.deps.kube(), secret):
+            await replace_secret_data(self.deps.kube(), secret)
+        self._registry_logins[spec.uid] = key
+
+    async def _registry_certificate(self, spec: ClusterSpec, status: Any) -> ClusterSpec:
+        """With spec.schemaRegistry and TLS: its HTTPS certificate (registry_tls.py), issued or renewed when due;
+        the spec comes back with its serial, which the registry's pod template carries."""
+        master = self.deps.master_secret
+        if spec.schema_registry is None or not spec.tls or master is None:
+            return spec
+        current = self._registry_certs.get(spec.uid) or IssuedRecord.from_status(
+            ((status or {}).get("schemaRegistry") or {}).get("certificate"))
+        latest = dataclasses.replace(spec, ca_status=self.issued.latest(spec.uid, status).get("clusterCa") or {})
+        done = await ensure_registry_certificate(self.deps.kube(), latest, master=master, current=current,
+                                                 ctx=self.deps.ctx, now=self.deps.clock())
+        if done.record is None:
+            return spec
+        self._registry_certs[spec.uid] = done.record
+        return dataclasses.replace(spec, registry_certificate=done.record.serial)
 
     async def _users_holding(self, spec: ClusterSpec, master: str) -> str:
         """While the clients CA is in RenewingCertificates: the tls users not yet re-issued from the new CA."""
@@ -297,6 +352,10 @@ class ClusterReconciler:
             binding = await client.get(*RACK_BINDING, binding_name(spec.namespace, spec.name))
             if binding is not None:
                 objects[(RACK_BINDING[1], binding_name(spec.namespace, spec.name))] = binding
+        for api_version, kind, name in registry_keys(spec):  # there, or left from a removed spec.schemaRegistry
+            found = await client.get(api_version, kind, name, spec.namespace)
+            if found is not None:
+                objects[(kind, name)] = found
         if not spec.dashboard:
             dashboard = await client.get("v1", "Service", Names.of(spec).dashboard, spec.namespace)
             if dashboard is not None:
@@ -351,6 +410,10 @@ class ClusterReconciler:
                 event(body, reason=plan.condition.reason, message=plan.condition.message)
         for k, v in plan.status.items():
             patch.status[k] = v
+        certificate = self._registry_certs.get(spec.uid) if spec.registry_certificate else None
+        registry = registry_status(spec, certificate.to_status() if certificate is not None else None)
+        if registry is not None or "schemaRegistry" in (status or {}):
+            patch.status["schemaRegistry"] = registry  # None: removed (a merge patch's null)
         patch.status["conditions"] = status_conditions(spec, plan, previous)
 
 

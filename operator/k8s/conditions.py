@@ -81,6 +81,16 @@ class UserReason(str, enum.Enum):
     SECRET_NOT_OWNED = "SecretNotOwned"  # a Secret of the user's name is there under another owner
 
 
+class SchemaReason(str, enum.Enum):
+    READY = "SchemaReady"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    REGISTRY_NOT_DEPLOYED = "RegistryNotDeployed"  # the cluster has no spec.schemaRegistry
+    REGISTRY_UNAVAILABLE = "RegistryUnavailable"  # not reachable, or a 5xx: retried
+    INCOMPATIBLE = "IncompatibleSchema"  # 409: the subject's compatibility level refuses it
+    INVALID = "InvalidSchema"  # 42201 (or 42203: an invalid compatibility level)
+    REFUSED = "RegistryRefused"  # any other 4xx, its error code in the message
+
+
 _REFUSALS = {
     "INVALID_REPLICATION_FACTOR": TopicReason.INVALID_REPLICATION_FACTOR,
     "INVALID_PARTITIONS": TopicReason.INVALID_PARTITIONS,
@@ -108,7 +118,7 @@ class Condition:
         return "Unknown" if self.status is None else ("True" if self.status else "False")
 
 
-def ready(status: bool | None, reason: ClusterReason | TopicReason | UserReason, message: str, *,
+def ready(status: bool | None, reason: ClusterReason | TopicReason | UserReason | SchemaReason, message: str, *,
           generation: int | None = None) -> Condition:
     return Condition("Ready", status, reason.value, message, generation)
 

@@ -16,7 +16,7 @@ import kopf
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_port import ControllerPort, UnattachedController
 from tinystream.operator.k8s.metrics import OperatorMetrics
-from tinystream.operator.k8s.model import OperatorContext
+from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 
 
 @dataclass
@@ -39,6 +39,10 @@ class Deps:
     # The operator's master secret (controller_secret.py): secured clusters' CAs and passwords derive from it.
     master_secret: str | None = None
     clock: Callable[[], datetime.datetime] = field(default=lambda: datetime.datetime.now(datetime.UTC))
+    # Where the operator reaches a cluster's schema registry (TinyStreamSchema); None: its Service
+    # (schema_registry.registry_url). Tests point it at a registry process of their own.
+    registry_url: Callable[[ClusterSpec], str] | None = None
+    schema_interval_s: float = 60.0  # how often a TinyStreamSchema is registered again (drift in the registry)
 
     def kube(self) -> KubeClient:
         """The Kubernetes API client, made by the startup handler."""

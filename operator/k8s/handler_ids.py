@@ -11,6 +11,7 @@ from __future__ import annotations
 
 CLUSTERS_TOPICS_SCOPE = "make_registry"
 USERS_SCOPE = "register_user_handlers"
+SCHEMAS_SCOPE = "schemas"
 
 
 def handler_id(name: str, *, scope: str = CLUSTERS_TOPICS_SCOPE) -> str:

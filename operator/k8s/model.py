@@ -126,6 +126,27 @@ class ExternalListener:
                    bootstrap_node_port=int(node_port) if node_port else None, brokers=brokers)
 
 
+REGISTRY_PORT = 8081  # Confluent's
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrySpec:
+    """spec.schemaRegistry: the registry the operator deploys for the cluster (schema_registry.py)."""
+
+    replicas: int = 1  # the CRD caps it at 1 until the registry elects a single writer
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    compatibility: str = "BACKWARD"
+    pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.schemaRegistry.template.pod
+
+    @classmethod
+    def from_spec(cls, item: Mapping[str, Any] | None) -> RegistrySpec | None:
+        if item is None:
+            return None
+        return cls(replicas=int(item.get("replicas", 1)), resources=dict(item.get("resources") or {}),
+                   compatibility=str(item.get("compatibility") or "BACKWARD"),
+                   pod_template=PodTemplate.from_spec((item.get("template") or {}).get("pod")))
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
     name: str
@@ -161,6 +182,8 @@ class ClusterSpec:
     clients_ca_status: Mapping[str, Any] = field(default_factory=dict)  # status.clientsCa as last written
     clients_ca_marker: str = ""  # the pod template's clients-CA annotation (ca_lifecycle.CLIENTS)
     pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.template.pod (pod_template.py)
+    schema_registry: RegistrySpec | None = None  # spec.schemaRegistry; None: no registry (schema_registry.py)
+    registry_certificate: str = ""  # the serial of the registry's HTTPS certificate, set by the reconciler
 
     @property
     def security_protocol(self) -> str:
@@ -242,6 +265,7 @@ class ClusterSpec:
             clients_ca=_ca_spec(meta, spec.get("security") or {}, CLIENTS),
             clients_ca_status=dict((body.get("status") or {}).get("clientsCa") or {}),
             pod_template=PodTemplate.from_spec((spec.get("template") or {}).get("pod")),
+            schema_registry=RegistrySpec.from_spec(spec.get("schemaRegistry")),
         )
 
 
@@ -395,3 +419,43 @@ class UserSpec:
                    acls=acls, generation=int(meta.get("generation") or 1),
                    quotas=tuple(sorted((USER_QUOTA_KEYS[k], float(v)) for k, v in (spec.get("quotas") or {}).items()
                                        if k in USER_QUOTA_KEYS and v is not None)))
+
+
+SCHEMA_KIND = "TinyStreamSchema"
+SCHEMA_PLURAL = "tinystreamschemas"
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaReference:
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaSpec:
+    """A TinyStreamSchema: one schema registered under a subject of its cluster's registry (schemas.py)."""
+
+    name: str
+    namespace: str
+    cluster: str
+    subject: str
+    schema: str
+    schema_type: str = "AVRO"
+    references: tuple[SchemaReference, ...] = ()
+    compatibility: str | None = None  # None: the subject keeps the registry's (or its own earlier) level
+    deletion_policy: str = "Keep"  # Keep or Delete (soft-delete the subject when the resource goes)
+    generation: int = 1
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> SchemaSpec:
+        meta = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        return cls(name=meta["name"], namespace=meta.get("namespace") or "default",
+                   cluster=str(spec.get("cluster") or ""), subject=str(spec.get("subject") or meta["name"]),
+                   schema=str(spec.get("schema") or ""), schema_type=str(spec.get("schemaType") or "AVRO"),
+                   references=tuple(SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
+                                    for r in spec.get("references") or ()),
+                   compatibility=spec.get("compatibility") or None,
+                   deletion_policy=str(spec.get("deletionPolicy") or "Keep"),
+                   generation=int(meta.get("generation") or 1))

@@ -23,8 +23,9 @@ ends the pass with the reason that becomes the Ready condition:
      (highest-ordinal) brokers first (DrainBrokers, ScaleDownDraining), and
      the StatefulSet shrinks only when they hold none.
 3. plan_owned_objects: owned objects whose desired fields differ from the
-   observed ones are applied (create-or-patch); a disabled dashboard's Service
-   and external Services no listener needs are deleted. plan_volumes
+   observed ones are applied (create-or-patch), spec.schemaRegistry's too
+   (schema_registry.py); a disabled dashboard's Service, external Services no
+   listener needs and a removed schema registry's objects are deleted. plan_volumes
    (volume_expansion.py): a larger spec.storage.size expands the claims, and
    the StatefulSet (claim templates are immutable) is deleted with orphan
    propagation and re-created on the next pass; the pass stops meanwhile
@@ -65,6 +66,7 @@ from tinystream.operator.k8s.resources import (
     owned_objects,
     serves_dashboard,
 )
+from tinystream.operator.k8s.schema_registry import registry_keys, registry_objects
 from tinystream.operator.k8s.volume_expansion import Claim, ExpandClaim, StorageClassView, StoragePlan, plan_storage
 
 REVISION_LABEL = "controller-revision-hash"
@@ -325,11 +327,13 @@ def check_config(spec: ClusterSpec) -> End | None:
 
 def check_pod_template(spec: ClusterSpec) -> End | None:
     """1. A pod template that would take a key of the operator's (the CRD refuses it first): change nothing."""
-    problems = spec.pod_template.problems()
+    problems = [f"spec.template.pod {p}" for p in spec.pod_template.problems()]
+    if spec.schema_registry is not None:
+        problems += [f"spec.schemaRegistry.template.pod {p}" for p in spec.schema_registry.pod_template.problems()]
     if not problems:
         return None
     return End(Phase.FAILED, ClusterReason.INVALID_POD_TEMPLATE,
-               "spec.template.pod cannot be used, nothing was changed: " + "; ".join(problems), requeue=None)
+               "a pod template cannot be used, nothing was changed: " + "; ".join(problems), requeue=None)
 
 
 def plan_scale(spec: ClusterSpec, observed: Observed) -> Scale:
@@ -378,7 +382,8 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
     once, with every address."""
     actions: list[Action] = []
     addresses = external_addresses(spec, observed, replicas=replicas)
-    for obj in owned_objects(spec, ctx, replicas=replicas, addresses=addresses):
+    registry = registry_objects(spec, image=spec.image or ctx.broker_image)
+    for obj in [*owned_objects(spec, ctx, replicas=replicas, addresses=addresses), *registry]:
         key = (obj["kind"], obj["metadata"]["name"])
         if addresses.waiting and key[0] in ("ConfigMap", "StatefulSet"):
             continue
@@ -394,6 +399,9 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
     binding = binding_name(spec.namespace, spec.name)
     if not spec.rack_topology_key and (RACK_BINDING[1], binding) in observed.objects:  # spec.rack removed
         actions.append(Delete(*RACK_BINDING, binding))
+    if spec.schema_registry is None:  # spec.schemaRegistry removed: its objects go (schema_registry.py)
+        actions += [Delete(api_version, kind, name) for api_version, kind, name in registry_keys(spec)
+                    if (kind, name) in observed.objects]
     actions += [Delete("v1", "Service", name) for name in stale_services(spec, observed.objects.values(),
                                                                          replicas=replicas)]
     return tuple(actions)

@@ -1,7 +1,7 @@
 """The image's lock file (image-constraints.txt, tools/lock_image.py) pins what the image installs.
 
-The Dockerfile installs `.[operator]` with `-c image-constraints.txt`: every direct requirement of the
-project and its operator extra must be pinned there, to a version its range in pyproject.toml allows
+The Dockerfile installs `.[operator,registry]` with `-c image-constraints.txt`: every direct requirement of the
+project and its operator and registry extras must be pinned there, to a version its range in pyproject.toml allows
 (else pip refuses the build, or the lock would hold back a bound we raised).
 """
 
@@ -28,7 +28,7 @@ def pins() -> dict[str, str]:
 def test_every_requirement_of_the_image_is_pinned_within_its_range():
     pinned = pins()
     direct = [Requirement(line) for line in metadata.distribution("tinystream").requires or ()]
-    needed = [r for r in direct if r.marker is None or r.marker.evaluate({"extra": "operator"})]
+    needed = [r for r in direct if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in ("operator", "registry"))]
     assert {canonicalize_name(r.name) for r in needed} <= set(pinned)
     for requirement in needed:
         version = pinned[canonicalize_name(requirement.name)]
@@ -38,5 +38,5 @@ def test_every_requirement_of_the_image_is_pinned_within_its_range():
 
 def test_the_dockerfile_installs_with_the_lock():
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "-c image-constraints.txt '.[operator]'" in dockerfile
+    assert "-c image-constraints.txt '.[operator,registry]'" in dockerfile
     assert "image-constraints.txt ./" in dockerfile  # copied into the build stage

@@ -47,3 +47,38 @@ def test_a_rules_file_needs_users_and_must_parse(tmp_path, rules, with_users, sa
     result = subprocess.run([sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", "127.0.0.1:1", *args],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and says in result.stderr, result.stderr
+
+
+def test_the_command_serves_https_with_a_certificate(broker, tmp_path):
+    """--tls-certfile/--tls-keyfile (on Kubernetes: a certificate from the cluster CA): HTTPS a client verifies;
+    plain HTTP on the same port gets no schema."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "chain.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", broker.bootstrap, "--port", "0",
+         "--topic", "_schemas_https", "--tls-certfile", str(tmp_path / "chain.pem"),
+         "--tls-keyfile", str(tmp_path / "chain.pem")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline().strip()
+        assert line.startswith("schema-registry=https://127.0.0.1:"), (line, process.stderr.read() if process.poll() else "")
+        url = line.split("=", 1)[1]
+        trusted = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        with urllib.request.urlopen(f"{url}/schemas/types", timeout=30, context=trusted) as response:
+            assert json.loads(response.read()) == ["AVRO", "JSON", "PROTOBUF"]
+        with pytest.raises(OSError):  # a client that does not trust the CA is refused the handshake
+            urllib.request.urlopen(f"{url}/schemas/types", timeout=30, context=ssl.create_default_context())
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_a_tls_certificate_needs_its_key(tmp_path):
+    (tmp_path / "c.pem").write_text("x")
+    result = subprocess.run([sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", "127.0.0.1:1",
+                             "--tls-certfile", str(tmp_path / "c.pem")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--tls-keyfile" in result.stderr

@@ -38,6 +38,14 @@ _LIMITS = Limits()  # the defaults
               help="A file holding that user's password (never on the command line).")
 @click.option("--ssl-cafile", type=click.Path(dir_okay=False, exists=True), default=None,
               help="CA bundle that signed the brokers' certificates (SSL, SASL_SSL).")
+@click.option("--ssl-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The registry's client certificate (PEM) for mTLS to the brokers (listeners with tls authentication).")
+@click.option("--ssl-keyfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Its private key (PEM).")
+@click.option("--tls-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Serve HTTPS with this certificate chain (PEM); needs --tls-keyfile.")
+@click.option("--tls-keyfile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The private key (PEM) of --tls-certfile.")
 @click.option("--compatibility", type=click.Choice([c.value for c in Compatibility]), default="BACKWARD",
               show_default=True, help="The global compatibility level until one is set through /config.")
 @click.option("--rules-file", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -52,7 +60,9 @@ _LIMITS = Limits()  # the defaults
               help="Seconds before a wrong password is answered 401 (other callers are not held).")
 def schema_registry(bootstrap: str, host: str, port: int, topic: str, replication_factor: int, users_file: str | None,
                     max_body_bytes: int, security_protocol: str, sasl_mechanism: str, sasl_username: str | None,
-                    sasl_password_file: str | None, ssl_cafile: str | None, compatibility: str, rules_file: str | None,
+                    sasl_password_file: str | None, ssl_cafile: str | None, ssl_certfile: str | None,
+                    ssl_keyfile: str | None, tls_certfile: str | None, tls_keyfile: str | None, compatibility: str,
+                    rules_file: str | None,
                     max_subjects: int, max_subjects_per_user: int, max_versions: int, max_versions_per_user: int,
                     max_concurrent_requests: int, failed_login_delay: float) -> None:
     """Run a schema registry (Confluent REST API v1) backed by a compacted topic."""
@@ -63,6 +73,8 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, replicatio
             load_rules(Path(rules_file))
         except RulesError as exc:
             raise click.UsageError(str(exc)) from None
+    if (tls_certfile is None) != (tls_keyfile is None):
+        raise click.UsageError("--tls-certfile and --tls-keyfile go together")
     if users_file is None and host not in ("127.0.0.1", "localhost", "::1"):
         raise click.UsageError("binding beyond loopback needs --users-file (no credentials, no exposure)")
     client: dict[str, Any] = {"security_protocol": security_protocol}
@@ -72,14 +84,16 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, replicatio
         client.update(sasl_mechanism=sasl_mechanism, sasl_plain_username=sasl_username,
                       sasl_plain_password=Path(sasl_password_file).read_text().strip())
     if security_protocol.endswith("SSL"):
-        client["ssl_context"] = create_ssl_context(cafile=ssl_cafile)
+        client["ssl_context"] = create_ssl_context(cafile=ssl_cafile, certfile=ssl_certfile, keyfile=ssl_keyfile)
     options = RegistryOptions(bootstrap=bootstrap, host=host, port=port, topic=topic,
                               replication_factor=replication_factor,
                               users_file=Path(users_file) if users_file else None, max_body_bytes=max_body_bytes,
                               default_compatibility=Compatibility(compatibility), client_options=tuple(client.items()),
                               rules_file=Path(rules_file) if rules_file else None,
                               limits=Limits(max_subjects, max_subjects_per_user, max_versions, max_versions_per_user),
-                              max_concurrent=max_concurrent_requests, failed_login_delay=failed_login_delay)
+                              max_concurrent=max_concurrent_requests, failed_login_delay=failed_login_delay,
+                              tls_certfile=Path(tls_certfile) if tls_certfile else None,
+                              tls_keyfile=Path(tls_keyfile) if tls_keyfile else None)
 
     def announce(url: str) -> None:
         click.echo(f"schema-registry={url}")

@@ -9,6 +9,7 @@ exposure); with one, every call needs HTTP Basic credentials.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,17 @@ class RegistryOptions:
     limits: Limits = Limits()
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     failed_login_delay: float = DEFAULT_FAILED_LOGIN_DELAY
+    tls_certfile: Path | None = None  # serve HTTPS with this certificate chain (PEM) and tls_keyfile
+    tls_keyfile: Path | None = None
+
+
+def server_tls(options: RegistryOptions) -> ssl.SSLContext | None:
+    """HTTPS when a certificate is given (on Kubernetes: one from the cluster CA, operator/k8s/registry_tls.py)."""
+    if options.tls_certfile is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(options.tls_certfile, options.tls_keyfile)
+    return context
 
 
 class RegistryServer:
@@ -67,10 +79,11 @@ class RegistryServer:
                         failed_login_delay=self.options.failed_login_delay)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.options.host, self.options.port)
+        tls = server_tls(self.options)
+        site = web.TCPSite(self._runner, self.options.host, self.options.port, ssl_context=tls)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # port 0: the one bound
-        self.url = f"http://{self.options.host}:{port}"
+        self.url = f"{'https' if tls else 'http'}://{self.options.host}:{port}"
         return self.url
 
     async def stop(self) -> None:

@@ -137,7 +137,9 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
                            scanning: bool = False, dashboard: Any = None,
                            connection: kopf.ConnectionInfo | None = None,
                            namespace: str | None = None, user_secret_interval_s: float = 1.0,
-                           clock: Callable[[], datetime.datetime] | None = None) -> AsyncIterator[Deps]:
+                           clock: Callable[[], datetime.datetime] | None = None,
+                           registry_url: Callable[[Any], str] | None = None,
+                           schema_interval_s: float = 60.0) -> AsyncIterator[Deps]:
     """The operator as in production (clusterwide, or watching `namespace` as the chart's default) until the
     block ends.
 
@@ -155,6 +157,8 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
                 master_secret="test-master-secret", user_secret_interval_s=user_secret_interval_s)
     if clock is not None:
         deps.clock = clock
+    deps.registry_url = registry_url  # a schema registry process of the test's (TinyStreamSchema)
+    deps.schema_interval_s = schema_interval_s
     registry = make_registry(deps)
     settings = kopf.OperatorSettings()
     settings.watching.reconnect_backoff = 0.1

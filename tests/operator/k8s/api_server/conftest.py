@@ -33,7 +33,8 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCont
     with KubeControlPlane(tmp_path_factory.mktemp("control-plane"), controller_manager=True) as cp:
         cp.kubectl("apply", "-f", str(ROOT / "crds"))
         cp.kubectl("wait", "--for=condition=Established", "--timeout=30s",
-                   "crd/tinystreamclusters.tinystream.io", "crd/topics.tinystream.io")
+                   "crd/tinystreamclusters.tinystream.io", "crd/topics.tinystream.io",
+                   "crd/tinystreamschemas.tinystream.io")
         yield cp
 
 

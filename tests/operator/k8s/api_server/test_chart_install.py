@@ -23,8 +23,13 @@ from kmock_helpers import ready_condition, running_operator
 from real_api import RealApi, connection
 
 from tinystream.operator.k8s.certificates import CertFacts, signed_by
+from tinystream.operator.k8s.model import ClusterSpec
+from tinystream.operator.k8s.schema_registry import users_json
+from tinystream.registry.app import RegistryOptions
 from tinystream.scram_users import UserStore
+from tinystream.testing.broker import BrokerThread, test_settings
 from tinystream.testing.kube_control_plane import KubeControlPlane, k8s_bin_dir, missing_binaries
+from tinystream.testing.registry import RegistryThread
 from tinystream.testing.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
@@ -354,3 +359,42 @@ async def test_a_rack_clusters_brokers_may_get_nodes_and_nothing_else(installed:
                 "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")[0] == 404, timeout=30)
     finally:
         await api.close()
+
+
+async def test_a_schema_registry_and_a_schema_under_the_charts_rbac(installed, tmp_path) -> None:
+    """spec.schemaRegistry's objects made and deleted, a TinyStreamSchema's status and finalizer, as the chart's
+    ServiceAccount; the registry is a process of the test's (no kubelet here)."""
+    installed.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd/tinystreamschemas.tinystream.io")
+    token = installed.service_account_token(NS, SA)
+    api = RealApi(installed, NS)
+    users_file = tmp_path / "users.json"
+    users_file.write_text('{"users": {}}')
+    with BrokerThread(test_settings(tmp_path / "data")) as broker:
+        registry = RegistryThread(RegistryOptions(bootstrap=broker.bootstrap, port=0, users_file=users_file))
+        registry.start()
+        try:
+            await api.create(TS, "tinystreamclusters", {
+                "apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "reg"},
+                "spec": {"brokers": 1, "storage": {"size": "1Gi"}, "schemaRegistry": {}}})
+            body = await api.get(TS, "tinystreamclusters", "reg")
+            users_file.write_text(users_json("test-master-secret", ClusterSpec.from_resource(body), []))
+            async with running_operator(installed.url, controller=FakeController(),
+                                        connection=connection(installed, token), namespace=NS,
+                                        registry_url=lambda _: registry.url):
+                for api_version, plural in (("apps/v1", "deployments"), ("v1", "services"), (TS, "tinystreamusers")):
+                    await api.wait_for(api_version, plural, "reg-schema-registry", lambda o: o is not None, timeout=60)
+                await api.wait_for("v1", "secrets", "reg-schema-registry-users", lambda o: o is not None, timeout=60)
+                await api.create(TS, "tinystreamschemas", {
+                    "apiVersion": TS, "kind": "TinyStreamSchema", "metadata": {"name": "s"},
+                    "spec": {"cluster": "reg", "subject": "s-value", "schema": '"string"'}})
+                done = await api.wait_for(TS, "tinystreamschemas", "s",
+                                          lambda o: ready_condition(o).get("status") == "True", timeout=60)
+                assert done["status"]["version"] == 1
+                await api.delete(TS, "tinystreamschemas", "s")  # the finalizer is released under the same RBAC
+                await api.wait_for(TS, "tinystreamschemas", "s", lambda o: o is None, timeout=60)
+                await api.patch(TS, "tinystreamclusters", "reg", {"spec": {"schemaRegistry": None}})
+                for api_version, plural in (("apps/v1", "deployments"), ("v1", "services"), (TS, "tinystreamusers")):
+                    await api.wait_for(api_version, plural, "reg-schema-registry", lambda o: o is None, timeout=60)
+        finally:
+            registry.stop()
+            await api.close()
