@@ -136,3 +136,16 @@ def test_a_follower_refuses_callers_without_credentials_or_rights_before_forward
     versions = leader.server.state.versions("orders-value")
     assert [v.owner for v in versions] == ["writer"]  # the leader wrote it as the caller, not as the follower
     assert client("reader").get_schema(1).schema_type == "AVRO"
+
+
+def test_a_leader_that_cannot_be_reached_is_50003_and_nothing_is_written(start_registry):
+    group_id = "schema-registry-" + uuid.uuid4().hex[:8]
+    unreachable = start_registry(group_id=group_id, advertised_url="http://127.0.0.1:1", session_timeout_ms=6000)
+    wait_until(lambda: unreachable.server.leadership.leader_url == "http://127.0.0.1:1", what="it to lead")
+    follower = start_registry(topic=unreachable.options.topic, group_id=group_id, session_timeout_ms=6000)
+    wait_until(lambda: follower.server.leadership.leader_url == "http://127.0.0.1:1", what="the follower to know it")
+    with pytest.raises(SchemaRegistryError) as refused:
+        SchemaRegistryClient({"url": follower.url, "max.retries": 0}).register_schema("u", _avro("U"))
+    assert (refused.value.http_status_code, refused.value.error_code) == (500, 50003)
+    assert "http://127.0.0.1:1" in str(refused.value)
+    assert follower.server.state.subject_names() == [] and unreachable.server.state.subject_names() == []
