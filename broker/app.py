@@ -124,7 +124,8 @@ class Broker:
             groups=coordination.groups, transactions=coordination.transactions, control=control.session,
             forwarding=control.forwarding, authorizer=security.authorizer,
             quotas=control.quotas,
-            schema_ids=(SchemaIdLookup(settings.confluent_schema_registry_url)
+            schema_ids=(SchemaIdLookup(settings.confluent_schema_registry_url,
+                                       user_info_file=settings.confluent_basic_auth_user_info_file)
                         if settings.confluent_schema_registry_url else None),
             broker_configs=broker_configs,
         )

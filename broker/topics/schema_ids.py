@@ -19,11 +19,17 @@ cache is keyed by id. Bounds, since produce requests choose the ids:
 A registry that cannot answer (refused connection, timeout, 5xx, a 401, a
 body that is not the API's) raises RegistryUnavailable: the produce handler
 then answers a retriable error, so producers retry instead of dropping data.
+
+A registry that needs a login gets HTTP Basic credentials from
+`user_info_file` (`user:password`, Confluent's confluent.basic.auth.user.info
+in a file); the file is read at start (a malformed one stops the broker) and
+again when its modification time changes, so a rotated password needs no restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -40,6 +46,27 @@ class RegistryUnavailable(Exception):
     """The registry could not say whether an id is registered."""
 
 
+class UserInfoFile:
+    """`user:password` from a file, read again when the file changes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._mtime: float | None = None
+        self._auth: str | None = None
+        self.auth()  # a missing or malformed file fails here, at start
+
+    def auth(self) -> str:
+        """The Authorization header's value."""
+        mtime = os.stat(self.path).st_mtime
+        if mtime != self._mtime or self._auth is None:
+            with open(self.path, encoding="utf-8") as handle:
+                user, sep, password = handle.read().strip().partition(":")
+            if not sep or not user:
+                raise ValueError(f"{self.path}: confluent.basic.auth.user.info.file holds user:password")
+            self._auth, self._mtime = aiohttp.BasicAuth(user, password).encode(), mtime
+        return self._auth
+
+
 class SchemaIdLookup:
     def __init__(
         self,
@@ -51,8 +78,10 @@ class SchemaIdLookup:
         max_concurrent: int = 8,
         timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        user_info_file: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._user_info = UserInfoFile(user_info_file) if user_info_file else None
         self.max_entries, self.positive_ttl, self.negative_ttl = max_entries, positive_ttl, negative_ttl
         self._clock = clock
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -119,8 +148,14 @@ class SchemaIdLookup:
             if session is None or session.closed:
                 session = self._session = aiohttp.ClientSession(timeout=self._timeout)
             where = f"{self.url}/schemas/ids/{schema_id}/versions"
+            headers = {"Accept": "application/vnd.schemaregistry.v1+json"}
             try:
-                async with session.get(where, headers={"Accept": "application/vnd.schemaregistry.v1+json"}) as resp:
+                if self._user_info is not None:
+                    headers["Authorization"] = self._user_info.auth()
+            except (OSError, ValueError) as exc:
+                raise RegistryUnavailable(f"the registry login could not be read: {exc}") from None
+            try:
+                async with session.get(where, headers=headers) as resp:
                     body = await resp.content.read(MAX_ANSWER_BYTES)
                     status = resp.status
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:

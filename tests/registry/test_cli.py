@@ -82,3 +82,54 @@ def test_a_tls_certificate_needs_its_key(tmp_path):
     result = subprocess.run([sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", "127.0.0.1:1",
                              "--tls-certfile", str(tmp_path / "c.pem")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--tls-keyfile" in result.stderr
+
+
+def _registry_process(broker, *args: str) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", broker.bootstrap, "--port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = process.stdout.readline().strip()
+    assert line.startswith("schema-registry=http://"), (line, process.stderr.read() if process.poll() else "")
+    return process, line.split("=", 1)[1]
+
+
+def test_two_processes_in_a_group_survive_the_leader_being_killed(broker):
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    from tinystream.testing.waiting import wait_until
+
+    def avro(name: str) -> Schema:
+        return Schema(json.dumps({"type": "record", "name": name, "fields": [{"name": "a", "type": "int"}]}), "AVRO")
+
+    group = ["--topic", "_schemas_cli_group", "--group-id", "cli-group", "--session-timeout-ms", "6000"]
+    first, first_url = _registry_process(broker, *group)
+    second = None
+    try:
+        assert SchemaRegistryClient({"url": first_url}).register_schema("a", avro("A")) == 1  # alone: it leads
+        second, second_url = _registry_process(broker, *group)
+        follower = SchemaRegistryClient({"url": second_url})
+        assert follower.register_schema("b", avro("B")) == 2  # forwarded to the first, the leader (sticky)
+        first.kill()  # no LeaveGroup: the broker drops it after the session timeout
+        first.wait(30)
+        got = wait_until(lambda: follower.register_schema("c", avro("C")), timeout=60, retry_on=(SchemaRegistryError,),
+                         what="the second instance to take over")
+        assert got == 3 and follower.register_schema("d", avro("D")) == 4  # ids go on, none used again
+        assert json.loads(follower.get_schema(1).schema_str) == json.loads(avro("A").schema_str)
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(30)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--group-id", "g", "--host", "0.0.0.0", "--users-file", "USERS"], "--advertised-url"),
+    (["--advertised-url", "not a url"], "--advertised-url"),
+])
+def test_instance_options_are_checked(tmp_path, args, says):
+    (tmp_path / "users.json").write_text('{"users": {}}')
+    args = [str(tmp_path / "users.json") if a == "USERS" else a for a in args]
+    result = subprocess.run([sys.executable, "-m", "tinystream", "schema-registry", "--bootstrap", "127.0.0.1:1", *args],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and says in result.stderr, result.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import uuid
 from collections.abc import Iterator
@@ -27,8 +28,10 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.storage.batch import Compression, Record
+from tinystream.broker.topics.schema_ids import SchemaIdLookup
 from tinystream.config.topic_configs import KEY_SCHEMA_VALIDATION, VALUE_SCHEMA_VALIDATION
 from tinystream.registry.app import RegistryOptions
+from tinystream.scram_users import UserStore
 from tinystream.testing.broker import (
     BrokerThread,
     create_topics_request,
@@ -251,3 +254,72 @@ def test_describe_configs_shows_the_keys_and_their_defaults(validated):
     assert entries[KEY_SCHEMA_VALIDATION].value == "false"
     assert entries["confluent.value.subject.name.strategy"].value == (
         "io.confluent.kafka.serializers.subject.TopicNameStrategy")
+
+
+# -- a registry that needs a login (confluent.basic.auth.user.info.file) ------------------------------------
+
+LOGIN_USERS = {"app": "app-secret", "broker": "broker-secret"}
+LOGIN_RULES = {"rules": [{"principal": "User:app", "subject": "*", "operations": ["WRITE"]},
+                   {"principal": "User:broker", "subject": "*", "operations": ["READ"]}]}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    home = tmp_path_factory.mktemp("validation-login")
+    store = UserStore()
+    for name, password in LOGIN_USERS.items():
+        store.set_password(name, password)
+    store.save(home / "users.json")
+    (home / "rules.json").write_text(json.dumps(LOGIN_RULES))
+    login = home / "registry-login"
+    login.write_text("broker:broker-secret\n")
+    port = _free_port()
+    settings = test_settings(home / "data", **{"confluent.schema.registry.url": f"http://127.0.0.1:{port}",
+                                               "confluent.basic.auth.user.info.file": str(login)})
+    with BrokerThread(settings) as broker:
+        registry = RegistryThread(RegistryOptions(bootstrap=broker.bootstrap, port=port, topic="_schemas",
+                                                  users_file=home / "users.json", rules_file=home / "rules.json",
+                                                  failed_login_delay=0))
+        registry.start()
+        try:
+            yield broker, registry.url, login
+        finally:
+            registry.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_broker_with_the_registry_login_accepts_registered_ids_and_refuses_unknown_ones(secured):
+    broker, url, _ = secured
+    _create(broker.bootstrap, "logged-in", ON)
+    client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "app:app-secret"})
+    schema_id = client.register_schema("logged-in-value", Schema(USER, "AVRO"))
+    part = await _produce(broker, "logged-in", Record(value=_framed(schema_id)))
+    assert part.error_code == ErrorCode.none
+    part = await _produce(broker, "logged-in", Record(value=_framed(424242)))
+    assert part.error_code == ErrorCode.invalid_record and "not registered in the schema registry" in part.error_message
+
+
+@pytest.mark.asyncio
+async def test_a_wrong_login_is_retriable_and_a_fixed_file_is_read_again(secured):
+    broker, url, login = secured
+    _create(broker.bootstrap, "rotated", ON)
+    client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "app:app-secret"})
+    schema_id = client.register_schema("rotated-value", Schema(json.dumps(
+        {"type": "record", "name": "Rotated", "fields": [{"name": "a", "type": "int"}]}), "AVRO"))
+    good = login.read_text()
+    try:
+        login.write_text("broker:not-the-password\n")
+        os.utime(login, (1_000_000, 1_000_000))  # a modification time surely different from the last one read
+        part = await _produce(broker, "rotated", Record(value=_framed(schema_id)))
+        assert part.error_code == ErrorCode.not_enough_replicas and "401" in part.error_message  # nothing appended
+    finally:
+        login.write_text(good)
+        os.utime(login, (2_000_000, 2_000_000))
+    part = await _produce(broker, "rotated", Record(value=_framed(schema_id)))
+    assert part.error_code == ErrorCode.none and part.base_offset == 0
+
+
+def test_a_malformed_login_file_stops_the_lookup_at_start(tmp_path):
+    (tmp_path / "login").write_text("no-colon-here")
+    with pytest.raises(ValueError, match="user:password"):
+        SchemaIdLookup("http://127.0.0.1:1", user_info_file=str(tmp_path / "login"))

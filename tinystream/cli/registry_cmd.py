@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,17 @@ from tinystream.registry.model import Compatibility
 from tinystream.registry.state import Limits
 
 _LIMITS = Limits()  # the defaults
+_URL = re.compile(r"^https?://[^\s/:]+(:\d{1,5})?/?$")
+
+
+def check_instance_options(*, host: str, group_id: str | None, advertised_url: str | None) -> None:
+    """The options of one of several instances: a URL the others can reach (forwarded writes go there)."""
+    if advertised_url is not None and not _URL.match(advertised_url):
+        raise click.UsageError(f"--advertised-url {advertised_url!r} is not http(s)://host[:port]")
+    if group_id is not None and advertised_url is None and host in ("0.0.0.0", "::"):
+        raise click.UsageError(f"--group-id with --host {host} needs --advertised-url (others cannot reach {host})")
+    if group_id is not None and not group_id.strip():
+        raise click.UsageError("--group-id must not be empty")
 
 
 @click.command("schema-registry")
@@ -58,14 +70,25 @@ _LIMITS = Limits()  # the defaults
               help="Requests handled at once; more wait their turn.")
 @click.option("--failed-login-delay", type=click.FloatRange(0), default=1.0, show_default=True,
               help="Seconds before a wrong password is answered 401 (other callers are not held).")
+@click.option("--group-id", default=None,
+              help="Run as one of several instances: join this consumer group, which elects the one that writes "
+                   "(Confluent's default name: schema-registry). Unset: this instance writes itself.")
+@click.option("--advertised-url", default=None,
+              help="How the other instances reach this one (http://host:port); default: the address bound.")
+@click.option("--leader-eligibility/--no-leader-eligibility", default=True, show_default=True,
+              help="Whether this instance may be elected leader (with --group-id).")
+@click.option("--session-timeout-ms", type=click.IntRange(1000, 300_000), default=10_000, show_default=True,
+              help="With --group-id: an instance that stops heartbeating loses its place (and its leadership) after this.")
 def schema_registry(bootstrap: str, host: str, port: int, topic: str, replication_factor: int, users_file: str | None,
                     max_body_bytes: int, security_protocol: str, sasl_mechanism: str, sasl_username: str | None,
                     sasl_password_file: str | None, ssl_cafile: str | None, ssl_certfile: str | None,
                     ssl_keyfile: str | None, tls_certfile: str | None, tls_keyfile: str | None, compatibility: str,
                     rules_file: str | None,
                     max_subjects: int, max_subjects_per_user: int, max_versions: int, max_versions_per_user: int,
-                    max_concurrent_requests: int, failed_login_delay: float) -> None:
+                    max_concurrent_requests: int, failed_login_delay: float, group_id: str | None,
+                    advertised_url: str | None, leader_eligibility: bool, session_timeout_ms: int) -> None:
     """Run a schema registry (Confluent REST API v1) backed by a compacted topic."""
+    check_instance_options(host=host, group_id=group_id, advertised_url=advertised_url)
     if rules_file is not None:
         if users_file is None:
             raise click.UsageError("--rules-file needs --users-file (no login, no principal)")
@@ -93,7 +116,9 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, replicatio
                               limits=Limits(max_subjects, max_subjects_per_user, max_versions, max_versions_per_user),
                               max_concurrent=max_concurrent_requests, failed_login_delay=failed_login_delay,
                               tls_certfile=Path(tls_certfile) if tls_certfile else None,
-                              tls_keyfile=Path(tls_keyfile) if tls_keyfile else None)
+                              tls_keyfile=Path(tls_keyfile) if tls_keyfile else None,
+                              group_id=group_id, advertised_url=advertised_url.rstrip("/") if advertised_url else None,
+                              leader_eligible=leader_eligibility, session_timeout_ms=session_timeout_ms)
 
     def announce(url: str) -> None:
         click.echo(f"schema-registry={url}")

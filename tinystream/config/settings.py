@@ -170,6 +170,9 @@ class BrokerSettings(ComponentSettings):
     # check record schema ids against (Confluent Server's name); unset: such topics refuse produce.
     confluent_schema_registry_url: str | None = kafka_field(
         None, "confluent.schema.registry.url", pattern=r"^https?://[^\s/]+(/\S*)?$")
+    # A file holding `user:password` for that registry's HTTP Basic login (Confluent's
+    # confluent.basic.auth.user.info, kept in a file as inter.broker.sasl.password.file is); read again when it changes.
+    confluent_basic_auth_user_info_file: str | None = kafka_field(None, "confluent.basic.auth.user.info.file", min_length=1)
 
     # Network.
     socket_request_max_bytes: int = kafka_field(104_857_600, "socket.request.max.bytes", ge=1)

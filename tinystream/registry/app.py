@@ -18,6 +18,8 @@ from aiohttp import web
 
 from tinystream.registry.auth import BasicAuth
 from tinystream.registry.authz import RulesFile
+from tinystream.registry.forward import Forwarder
+from tinystream.registry.leadership import GroupLeadership, Standalone
 from tinystream.registry.model import Compatibility
 from tinystream.registry.server import (
     DEFAULT_FAILED_LOGIN_DELAY,
@@ -48,6 +50,13 @@ class RegistryOptions:
     tls_certfile: Path | None = None  # serve HTTPS with this certificate chain (PEM) and tls_keyfile
     tls_keyfile: Path | None = None
 
+    # Several instances (leadership.py): with a group id they elect one writer; the others forward writes to it.
+    group_id: str | None = None  # None: this instance writes itself, as a single instance does
+    advertised_url: str | None = None  # how the other instances reach this one; None: the URL bound
+    leader_eligible: bool = True  # False: never leads (Confluent's leader.eligibility)
+    session_timeout_ms: int = 10_000  # a member that stops heartbeating is out after this
+    leader_wait_s: float = 10.0  # a write waits this long for a leader during an election, then 50004
+
 
 def server_tls(options: RegistryOptions) -> ssl.SSLContext | None:
     """HTTPS when a certificate is given (on Kubernetes: one from the cluster CA, operator/k8s/registry_tls.py)."""
@@ -68,15 +77,27 @@ class RegistryServer:
         self.store = SchemaLog(self.state, bootstrap=options.bootstrap, topic=options.topic,
                                replication_factor=options.replication_factor,
                                client_options=dict(options.client_options))
+        self.leadership: GroupLeadership | Standalone = Standalone()
+        if options.group_id is not None:
+            self.leadership = GroupLeadership(
+                bootstrap=options.bootstrap, group_id=options.group_id, topic=options.topic,
+                eligible=options.leader_eligible, catch_up=self.store.read_to_end,
+                client_options=dict(options.client_options), session_timeout_ms=options.session_timeout_ms)
+        self.forwarder: Forwarder | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
 
     async def start(self) -> str:
         await self.store.start()
         auth = BasicAuth(self.options.users_file) if self.options.users_file else None
+        if self.options.group_id is not None:
+            store = self.store
+            self.forwarder = Forwarder(self.leadership, applied=lambda: store.applied,
+                                       wait_applied=lambda offset: store.wait_applied(offset, timeout_s=store.write_timeout_s),
+                                       leader_wait_s=self.options.leader_wait_s)
         app = build_app(RegistryApi(self.state, self.store), auth=auth, rules=self.rules,
                         max_body_bytes=self.options.max_body_bytes, max_concurrent=self.options.max_concurrent,
-                        failed_login_delay=self.options.failed_login_delay)
+                        failed_login_delay=self.options.failed_login_delay, forwarder=self.forwarder)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         tls = server_tls(self.options)
@@ -84,11 +105,15 @@ class RegistryServer:
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # port 0: the one bound
         self.url = f"{'https' if tls else 'http'}://{self.options.host}:{port}"
+        await self.leadership.start(self.options.advertised_url or self.url)
         return self.url
 
     async def stop(self) -> None:
+        await self.leadership.stop()  # first: the group elects another writer while this one shuts down
         if self._runner is not None:
             await self._runner.cleanup()
+        if self.forwarder is not None:
+            await self.forwarder.close()
         await self.store.stop()
 
 

@@ -35,6 +35,8 @@ class ErrorCode(IntEnum):
     LIMIT_REACHED = 42291  # TinyStream's own: a subject or version cap (Confluent has none)
     STORE_ERROR = 50001
     STORE_TIMEOUT = 50002
+    FORWARDING_FAILED = 50003  # a follower could not reach the leader
+    UNKNOWN_LEADER = 50004  # no instance leads (an election under way, or none may lead)
 
     @property
     def http_status(self) -> int:

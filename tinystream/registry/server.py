@@ -22,7 +22,9 @@ from tinystream.registry import protobuf_parse
 from tinystream.registry.auth import BasicAuth
 from tinystream.registry.authz import Operation, RulesFile, allowed
 from tinystream.registry.compatibility import compact
+from tinystream.registry.election import is_write
 from tinystream.registry.errors import ErrorCode, RegistryError
+from tinystream.registry.forward import Forwarder
 from tinystream.registry.model import Reference, SchemaDef, SchemaType, SubjectVersion
 from tinystream.registry.normalize import normalize
 from tinystream.registry.records import Record
@@ -338,8 +340,10 @@ def forbidden(user: str | None, operation: Operation, what: str) -> RegistryErro
 
 def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFile | None = None,
               max_body_bytes: int = DEFAULT_MAX_BODY, max_concurrent: int = DEFAULT_MAX_CONCURRENT,
-              failed_login_delay: float = DEFAULT_FAILED_LOGIN_DELAY) -> web.Application:
-    """The app; `rules` (needs `auth`) decides per subject, without it every logged-in user may do everything."""
+              failed_login_delay: float = DEFAULT_FAILED_LOGIN_DELAY, forwarder: Forwarder | None = None,
+              ) -> web.Application:
+    """The app; `rules` (needs `auth`) decides per subject, without it every logged-in user may do everything.
+    With a `forwarder` (several instances), writes that passed those gates go to the leader."""
     if rules is not None and auth is None:
         raise ValueError("subject rules need a users file (no login, no principal)")
     turns = asyncio.Semaphore(max_concurrent)
@@ -364,12 +368,14 @@ def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFi
 
     async def _handle(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            route = request.match_info.route.resource
-            needs = required(request.method, route.canonical if route is not None else "", dict(request.match_info),
-                             dict(request.query))
+            resource = request.match_info.route.resource
+            route = resource.canonical if resource is not None else ""
+            needs = required(request.method, route, dict(request.match_info), dict(request.query))
             if needs is not None and not _may(request, *needs):
                 operation, subject = needs
                 raise forbidden(_user(request), operation, "the registry" if subject is None else f"subject '{subject}'")
+            if forwarder is not None and is_write(request.method, route):
+                return await forwarder.route(request, route, lambda: handler(request))
             return await handler(request)
         except RegistryError as exc:
             return answer(exc.body(), exc.code.http_status)

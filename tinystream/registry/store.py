@@ -119,6 +119,12 @@ class SchemaLog:
         except TimeoutError:
             raise RegistryError(ErrorCode.STORE_TIMEOUT, f"{self.topic} not read to offset {offset} in time") from None
 
+    async def read_to_end(self) -> None:
+        """Wait until every record in the topic now has been applied (a new leader does, before it writes)."""
+        assert self._consumer is not None
+        end = (await self._consumer.end_offsets([self.partition]))[self.partition]
+        await self.wait_applied(end - 1, timeout_s=self.write_timeout_s)
+
     async def write(self, records: Sequence[Record]) -> None:
         """Produce `records` in order and wait until the follower has applied them."""
         if not records:
