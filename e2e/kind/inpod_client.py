@@ -9,6 +9,10 @@ under the headless Service), as any in-cluster application does.
     read BOOTSTRAP TOPIC                   every value in the topic, one per line, then `END <count>`
     probe BOOTSTRAP TOPIC                  one record sent: `OK`, or `REFUSED <error class>`
     serial HOST PORT                       the serial (hex) of the certificate a new TLS connection sees
+    avro BOOTSTRAP TOPIC REGISTRY SUBJECT  the subject's latest schema from the registry (its login from
+                                           REGISTRY_USER / KAFKA_SASL_PASSWORD_FROM), one value framed with its id
+                                           sent and read back: `ID <id>`, `READ <id> <value as JSON>`;
+                                           `ANONYMOUS <status>`: what the registry answers a caller without login
 
 On a secured cluster the environment says how to log in: KAFKA_SECURITY_PROTOCOL
 (SSL, SASL_SSL), KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD, or KAFKA_SASL_PASSWORD_FROM naming
@@ -106,6 +110,52 @@ def read(bootstrap: str, topic: str) -> None:
     print(f"END {count}", flush=True)
 
 
+def _registry_get(url: str, login: str | None) -> tuple[int, dict]:
+    import base64
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json"})
+    if login:
+        request.add_header("Authorization", "Basic " + base64.b64encode(login.encode()).decode())
+    context = ssl.create_default_context(cafile=os.environ.get("KAFKA_CAFILE"))
+    try:
+        with urllib.request.urlopen(request, timeout=30, context=context) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, {}
+
+
+def avro(bootstrap: str, topic: str, registry: str, subject: str) -> None:
+    """A producer as a registry serializer works: the schema's id from the registry, Confluent's 5-byte frame."""
+    import io
+    import json
+    import struct
+
+    import fastavro  # in the image: the registry's dependency
+
+    login = f"{os.environ['REGISTRY_USER']}:{os.environ[os.environ['KAFKA_SASL_PASSWORD_FROM']]}"
+    print(f"ANONYMOUS {_registry_get(f'{registry}/subjects', None)[0]}", flush=True)
+    status, latest = _registry_get(f"{registry}/subjects/{subject}/versions/latest", login)
+    assert status == 200, (status, latest)
+    print(f"ID {latest['id']}", flush=True)
+    parsed = fastavro.parse_schema(json.loads(latest["schema"]))
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, parsed, {"id": "o-1", "amount": 42})
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **security())
+    producer.send(topic, struct.pack(">bI", 0, latest["id"]) + out.getvalue()).get(timeout=60)
+    producer.close(timeout=10)
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=30000, **security())
+    for record in consumer:
+        magic, schema_id = struct.unpack_from(">bI", record.value)
+        value = fastavro.schemaless_reader(io.BytesIO(record.value[5:]), parsed, None)
+        print(f"READ {schema_id} {json.dumps(value, sort_keys=True)}", flush=True)
+        break
+    consumer.close()
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
     if command == "write":
@@ -114,5 +164,7 @@ if __name__ == "__main__":
         probe(args[0], args[1])
     elif command == "serial":
         serial(args[0], int(args[1]))
+    elif command == "avro":
+        avro(*args[:4])
     else:
         read(args[0], args[1])

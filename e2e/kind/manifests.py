@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 NAMESPACE = "tinystream-e2e"
@@ -214,3 +215,37 @@ def secure_client_pod(image: str) -> str:
     return client_pod(image, name=SECURE_CLIENT_POD,
                       secret_env={"APP_PASSWORD": ("app", "password"), "NOBODY_PASSWORD": ("nobody", "password")},
                       secret_volumes={"ca": (f"{SECURE}-cluster-ca-cert", "/etc/tinystream-ca")})
+
+
+TYPED_TOPIC = "secure-typed"  # app may write it (its ACLs: the secure- prefix)
+TYPED_SUBJECT = f"{TYPED_TOPIC}-value"  # TopicNameStrategy, as Confluent's serializers name it
+
+
+def typed_schema() -> str:
+    """A Topic and the TinyStreamSchema of its values (Avro), applied once the cluster has spec.schemaRegistry."""
+    schema = json.dumps({"type": "record", "name": "Order", "namespace": "shop",
+                         "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "int"}]})
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: Topic
+metadata:
+  name: {TYPED_TOPIC}
+  namespace: {NAMESPACE}
+spec:
+  cluster: {SECURE}
+  partitions: 1
+  replicationFactor: 3
+  config:
+    min.insync.replicas: 2
+---
+apiVersion: tinystream.io/v1alpha1
+kind: TinyStreamSchema
+metadata:
+  name: {TYPED_SUBJECT}
+  namespace: {NAMESPACE}
+spec:
+  cluster: {SECURE}
+  subject: {TYPED_SUBJECT}
+  schemaType: AVRO
+  schema: '{schema}'
+"""

@@ -33,8 +33,11 @@ from manifests import (
     SECURE,
     SECURE_CLIENT_POD,
     SECURE_TOPIC,
+    TYPED_SUBJECT,
+    TYPED_TOPIC,
     secure_client_pod,
     secured_cluster,
+    typed_schema,
     users,
 )
 
@@ -134,6 +137,34 @@ def test_a_deleted_user_secret_comes_back_and_still_logs_in(secured):
     assert probe(secured, client("app", password=after)) == "OK"
     events = secured.json("events", "--field-selector", "involvedObject.name=app,reason=SecretRecreated")["items"]
     assert events, "no SecretRecreated event"
+
+
+def test_a_schema_registered_declaratively_is_used_by_a_producer_pod(secured):
+    """spec.schemaRegistry deploys the registry (HTTPS from the cluster CA, the cluster's SCRAM users as its
+    logins); a TinyStreamSchema is registered in it; an application pod fetches the schema as a
+    serializer does, produces a framed Avro value and reads it back. A caller without login gets 401."""
+    start = time.monotonic()
+    secured.kubectl("patch", "tsc", SECURE, "--type=merge", "-p", json.dumps({"spec": {"schemaRegistry": {}}}))
+    url = wait_until(lambda: secured.json("tsc", SECURE)["status"].get("schemaRegistry", {}).get("url"),
+                     timeout=180, what="status.schemaRegistry.url")
+    assert url == f"https://{SECURE}-schema-registry.{NAMESPACE}.svc:8081", url
+    secured.kubectl("rollout", "status", f"deploy/{SECURE}-schema-registry", "--timeout=300s", timeout=320)
+    secured.apply(typed_schema())
+    wait_until(lambda: ready(secured, "tss", TYPED_SUBJECT) and ready(secured, "topic", TYPED_TOPIC), timeout=240,
+               what="the TinyStreamSchema registered")
+    measure("spec.schemaRegistry -> TinyStreamSchema Ready", f"{time.monotonic() - start:.0f} s")
+    status = secured.json("tss", TYPED_SUBJECT)["status"]
+    assert status["version"] == 1 and status["id"] >= 1, status
+    producer = client("app")
+    producer = Client(pod=producer.pod, bootstrap=producer.bootstrap, env=(*producer.env, ("REGISTRY_USER", "app")))
+    out = producer.run(secured, "avro", BOOTSTRAP, TYPED_TOPIC, url, TYPED_SUBJECT, timeout=180)
+    assert "ANONYMOUS 401" in out, out
+    assert f"ID {status['id']}" in out, out
+    assert f'READ {status["id"]} {{"amount": 42, "id": "o-1"}}' in out, out
+    secured.kubectl("delete", "tss", TYPED_SUBJECT, "--timeout=120s", timeout=150)  # its finalizer released
+    secured.kubectl("patch", "tsc", SECURE, "--type=merge", "-p", json.dumps({"spec": {"schemaRegistry": None}}))
+    wait_until(lambda: secured.kubectl("get", "deploy", f"{SECURE}-schema-registry", check=False).returncode != 0,
+               timeout=180, what="the registry's Deployment removed with spec.schemaRegistry")
 
 
 def serials(kube: Kube) -> set[str]:
