@@ -103,13 +103,15 @@ class Broker:
         self.settings = settings
         self._fatal = asyncio.Event()  # set when the broker must stop on its own (ControllerSession.fatal_error)
         storage = build_storage(settings, self.plan, in_memory=in_memory, clock=clock)
-        # Before any partition opens: the stored dynamic broker configs are part of every LogConfig.
-        broker_configs = BrokerConfigs(storage.logs.metadata_dir, settings)
+        # Before any partition opens: the stored dynamic broker configs are part of every LogConfig (under a
+        # controller they come from its image, applied before the image's partitions open).
+        broker_configs = BrokerConfigs.for_mode(storage.logs.metadata_dir, settings)
         broker_configs.subscribe(storage.topics.use_settings)
         if storage.replicas.throttles is not None:
             broker_configs.subscribe(storage.replicas.throttles.use_settings)
         security = build_security(settings, self.plan)
-        mode = (ControllerControl(settings, storage, security, clock, on_fatal=lambda _message: self._fatal.set())
+        mode = (ControllerControl(settings, storage, security, clock, on_fatal=lambda _message: self._fatal.set(),
+                                  broker_configs=broker_configs)
                 if settings.controller_url else LocalControl(settings, storage, security))
         coordination = build_coordination(settings, storage, mode.producer_ids, clock=clock, with_groups=with_groups)
         control = mode.finish(coordination.groups, coordination.transactions)

@@ -391,6 +391,13 @@ class ControllerClient:
         body = {"alterations": [dict(a) for a in alterations], "validate_only": validate_only}
         return AdminReply(**_admin(await self._call("POST", "/v1/client-quotas", body)))
 
+    async def alter_broker_configs(self, alterations: Sequence[Mapping[str, Any]], *,
+                                   validate_only: bool = False) -> AdminReply:
+        """Dynamic broker configs, all or nothing: each {"resource": "" (the cluster default) or a broker id
+        ("2"), "ops": [{"key", "op": "SET" | "DELETE", "value"}]}."""
+        body = {"alterations": [dict(a) for a in alterations], "validate_only": validate_only}
+        return AdminReply(**_admin(await self._call("POST", "/v1/broker-configs", body)))
+
     # -- leadership and replicas -----------------------------------------------
 
     async def elect_preferred_leaders(self, partitions: Sequence[tuple[str, int]] | None = None) -> ElectionReply:

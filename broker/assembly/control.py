@@ -2,9 +2,10 @@
 
 - Local (no controller.url): topics from this broker's own store; ACLs, SCRAM credentials and client
   quotas in files beside its metadata; producer-id blocks from a file.
-- Controller (controller.url): the controller's image drives topics, roles, ACLs, credentials and client
-  quotas; topic admin, access and quota changes are forwarded to it; producer-id blocks come from it (KIP-730); followers
-  fetch from leaders on the inter-broker listener.
+- Controller (controller.url): the controller's image drives topics, roles, ACLs, credentials, client
+  quotas and dynamic broker configs; topic admin, access, quota and broker config changes are forwarded
+  to it; producer-id blocks come from it (KIP-730); followers fetch from leaders on the inter-broker
+  listener.
 
 Controller mode is built in two steps: the session needs the coordinators (it applies the image to them),
 and the coordinators need the producer ids that the session hands out.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from tinystream.broker.assembly.security import Security
 from tinystream.broker.assembly.storage import Storage
 from tinystream.broker.control.access import AccessAdmin, ForwardedAccessAdmin, LocalAccessAdmin
+from tinystream.broker.control.broker_configs import BrokerConfigs
 from tinystream.broker.control.forwarding import ForwardedTopicAdmin
 from tinystream.broker.control.image import ImageApplier
 from tinystream.broker.control.quotas import ClientQuotas
@@ -65,8 +67,10 @@ class ControllerControl:
     """Replicated mode: a session with the controller, which hands out producer-id blocks (`finish` makes it)."""
 
     def __init__(self, settings: BrokerSettings, storage: Storage, security: Security,
-                 clock: Callable[[], int], *, on_fatal: Callable[[str], None]) -> None:
+                 clock: Callable[[], int], *, on_fatal: Callable[[str], None],
+                 broker_configs: BrokerConfigs | None = None) -> None:
         assert settings.controller_url
+        self.broker_configs = broker_configs  # the image's default and this broker's layer; alters are forwarded
         self._settings, self._storage, self._security, self._clock = settings, storage, security, clock
         self._on_fatal = on_fatal
         storage.replicas.use_hw_checkpoint(HighWatermarkCheckpoint(storage.logs.metadata_dir))
@@ -93,7 +97,7 @@ class ControllerControl:
         applier = ImageApplier(broker_id=s.broker_id, cluster=storage.cluster, topics=storage.topics,
                                replicas=storage.replicas, fetchers=self.fetchers, groups=groups, clock=clock,
                                transactions=transactions, authorizer=self._security.authorizer,
-                               users=self._security.users, quotas=self.quotas)
+                               users=self._security.users, quotas=self.quotas, broker_configs=self.broker_configs)
         session = ControllerSession(
             settings=s, controller=self.controller, cluster=storage.cluster, topics=storage.topics,
             replicas=storage.replicas, fetchers=self.fetchers, applier=applier, clock=clock,

@@ -4,8 +4,8 @@ CreateTopics, DeleteTopics, CreatePartitions and the config alters go to the
 controller (KIP-590's forwarding, over the controller API); the answer waits
 until this broker has applied the image that holds the change, so a client
 that then asks this broker for Metadata sees it. A controller refusal comes
-back as its Kafka error code. Preferred elections, reassignments and client
-quota changes go the same way. `handlers/shared/topic_routing.py` picks this or the
+back as its Kafka error code. Preferred elections, reassignments, client
+quota and dynamic broker config changes go the same way. `handlers/shared/topic_routing.py` picks this or the
 standalone `TopicManager`.
 """
 
@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
+from tinystream.broker.broker_configs.dynamic import Change, Op
 from tinystream.broker.control.image import topic_spec
 from tinystream.broker.control.session import ControllerSession
 from tinystream.broker.errors import ErrorCode
@@ -110,6 +111,22 @@ class ForwardedTopicAdmin:
             return error_code(exc), exc.message
         if not validate_only and not await self.session.wait_for_version(reply.metadata_version):
             return ErrorCode.request_timed_out, "the quota change did not reach this broker in time"
+        return ErrorCode.none, None
+
+    async def alter_broker_configs(self, resource: str, changes: Sequence[Change], *,
+                                   validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+        """IncrementalAlterConfigs on one BROKER resource ("" the cluster default, else a broker id): the
+        controller changes its image, all or none; answered once this broker applied the result (so a
+        DescribeConfigs here then shows it)."""
+        ops = [{"key": c.key, "op": Op(c.op).name, "value": c.value}
+               for c in changes]
+        try:
+            reply = await self.controller.alter_broker_configs([{"resource": resource, "ops": ops}],
+                                                               validate_only=validate_only)
+        except ControllerClientError as exc:
+            return error_code(exc), exc.message
+        if not validate_only and not await self.session.wait_for_version(reply.metadata_version):
+            return ErrorCode.request_timed_out, "the broker config change did not reach this broker in time"
         return ErrorCode.none, None
 
     async def _refresh(self) -> None:

@@ -9,7 +9,9 @@ the named leader (fetcher, truncation first). Partitions no longer ours are
 deleted; topics no longer in the image too. The image's ACLs replace the
 authorizer's, its SCRAM credentials the user store's replicated ones and its
 client quotas the ones enforced here, in the same synchronous step, so every
-broker authorizes and throttles as the image says.
+broker authorizes and throttles as the image says. Its dynamic broker configs
+(the default and this broker's layer) are applied first, so the partitions it
+opens get LogConfigs made from them.
 
 The image's JSON layout is the controller's (operator/service/README.md,
 "GET /v1/metadata"); `partition_epochs` keeps each partition's epoch for the
@@ -24,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tinystream.broker.control.broker_configs import BrokerConfigs
 from tinystream.broker.control.quotas import ClientQuotas
 from tinystream.broker.coordinators.group_service import GroupService
 from tinystream.broker.coordinators.txn_service import TransactionService
@@ -77,8 +80,10 @@ class ImageApplier:
         authorizer: Authorizer | None = None,
         users: UserStore | None = None,
         quotas: ClientQuotas | None = None,
+        broker_configs: BrokerConfigs | None = None,
     ) -> None:
         self.authorizer = authorizer
+        self.broker_configs = broker_configs
         self.quotas = quotas
         self.users = users
         self.broker_id = broker_id
@@ -112,6 +117,8 @@ class ImageApplier:
     def apply(self, image: dict[str, Any]) -> None:
         """Make this broker what `image` says (synchronous: no request sees half of it)."""
         me = self.broker_id
+        if self.broker_configs is not None:  # first: the LogConfigs made below are made from them
+            self.broker_configs.use_image(image.get("broker_configs") or {})
         brokers = [
             BrokerEndpoint(b["broker_id"], b["host"], b["port"], b.get("rack"), tuple(
                 ListenerAddress(e["name"], e["host"], e["port"], e.get("security_protocol", "PLAINTEXT"))

@@ -5,7 +5,12 @@ describes only the values set at that level; this broker's id describes every
 broker setting with its source (DYNAMIC_BROKER_CONFIG > DYNAMIC_DEFAULT_BROKER_CONFIG
 > STATIC_BROKER_CONFIG > DEFAULT_CONFIG) and, with synonyms, each level's value.
 SET / DELETE change the keys in broker_configs/dynamic.py live (control/broker_configs.py
-keeps and applies them); any other key is refused.
+keeps and applies them); any other key is refused. A standalone broker takes only ""
+and its own id. Under a controller any broker id may be named (as in KRaft): the
+change is checked here (over this broker's static settings when it is "" or this
+broker, over the defaults for another broker), then forwarded to the controller,
+which puts it in its image; every broker applies the default and its own layer
+from there, and answers DescribeConfigs from them.
 
 BROKER_LOGGER (KIP-412; Kafka's ConfigAdminManager.validateLogLevelConfigs):
 the resource name is this broker's id; entries are loggers and their levels
@@ -27,6 +32,7 @@ from tinystream.broker.control import broker_loggers
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.handlers.shared.context import BrokerContext
 from tinystream.broker.topics.config import ConfigSource, ConfigType, DescribedConfig
+from tinystream.config.broker_configs import altered, resource_problem
 
 Result = tuple[ErrorCode, str | None]
 
@@ -86,10 +92,16 @@ def describe_broker(ctx: BrokerContext, name: str) -> tuple[ErrorCode, str | Non
     return ErrorCode.none, None, out
 
 
-def alter_broker(ctx: BrokerContext, resource: Any, validate_only: bool) -> Result:
+async def alter_broker(ctx: BrokerContext, resource: Any, validate_only: bool) -> Result:
     me = str(ctx.cluster.broker_id)
     changes = [Change(c.config_operation, c.name, c.value) for c in resource.configs]
     only_static_deletes = all(c.op == Op.DELETE and c.key not in DYNAMIC_KEYS for c in changes)
+    if only_static_deletes and (ctx.forwarding is not None or resource.resource_name not in ("", me)):
+        # Nothing but a dynamic key can be set, so none of these is set anywhere: Kafka answers such a delete
+        # with success, and kafka-reassign-partitions.sh --verify sends one per broker (replication throttles).
+        return ErrorCode.none, None
+    if ctx.forwarding is not None and ctx.broker_configs is not None:
+        return await _forward(ctx, resource.resource_name, changes, validate_only)
     if resource.resource_name not in ("", me):
         if only_static_deletes:
             # Nothing but a dynamic key can be set, so none of these is set anywhere: Kafka answers such a delete
@@ -106,6 +118,24 @@ def alter_broker(ctx: BrokerContext, resource: Any, validate_only: bool) -> Resu
     except Refused as exc:
         return (ErrorCode.invalid_config if exc.invalid_config else ErrorCode.invalid_request), str(exc)
     return ErrorCode.none, None
+
+
+async def _forward(ctx: BrokerContext, name: str, changes: list[Change], validate_only: bool) -> Result:
+    """Under a controller: checked here first (Kafka's broker refuses what its config would), then the
+    controller's, which changes the image all or nothing."""
+    assert ctx.forwarding is not None and ctx.broker_configs is not None
+    problem = resource_problem(name)
+    if problem is not None:
+        return ErrorCode.invalid_request, problem
+    try:
+        if name in ("", str(ctx.cluster.broker_id)):
+            level = Level.DEFAULT if name == "" else Level.BROKER
+            ctx.broker_configs.layers.alter(level, changes).effective(ctx.broker_configs.static)
+        else:
+            altered({}, changes)  # another broker's static settings are not known here: over the defaults
+    except Refused as exc:
+        return (ErrorCode.invalid_config if exc.invalid_config else ErrorCode.invalid_request), str(exc)
+    return await ctx.forwarding.alter_broker_configs(name, changes, validate_only=validate_only)
 
 
 # -- BROKER_LOGGER ----------------------------------------------------------------------------------------------

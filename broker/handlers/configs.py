@@ -131,7 +131,7 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, call: Call) -> An
 
 async def _incremental(ctx: BrokerContext, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     if resource.resource_type == ResourceType.BROKER:
-        return broker_configs.alter_broker(ctx, resource, validate_only)
+        return await broker_configs.alter_broker(ctx, resource, validate_only)
     if resource.resource_type == ResourceType.BROKER_LOGGER:
         return broker_configs.alter_loggers(ctx, resource, validate_only)
     if resource.resource_type != ResourceType.TOPIC:

@@ -21,6 +21,7 @@ from tinystream.operator.controller.actions import (
     AclsCreated,
     AclsDeleted,
     Action,
+    BrokerConfigsChanged,
     BrokerDrained,
     BrokerFenced,
     BrokerRegistered,
@@ -51,10 +52,13 @@ from tinystream.operator.controller.events import (
     AclFilter,
     AdvanceTime,
     AllocateProducerIds,
+    AlterBrokerConfigs,
     AlterClientQuotas,
     AlterPartition,
     AlterScramCredentials,
     AlterTopicConfig,
+    BrokerConfigAlteration,
+    BrokerConfigOp,
     BrokerHeartbeat,
     ControllerActivated,
     CreateAcls,
@@ -79,6 +83,7 @@ from tinystream.operator.controller.ids import IdSource
 from tinystream.operator.controller.image import (
     NO_LEADER,
     AclRecord,
+    BrokerConfigsRecord,
     BrokerRecord,
     ClientQuotaRecord,
     LeaderRecoveryState,
@@ -95,6 +100,11 @@ from tinystream.operator.controller.reassignment import plan_reassignment
 from tinystream.operator.controller.state import ControllerState
 
 __all__ = [
+    "AlterBrokerConfigs",
+    "BrokerConfigAlteration",
+    "BrokerConfigOp",
+    "BrokerConfigsChanged",
+    "BrokerConfigsRecord",
     "AlterClientQuotas",
     "ClientQuotaRecord",
     "ClientQuotasChanged",

@@ -214,3 +214,11 @@ class ClientQuotasChanged(Action):
     """The entities whose quotas an AlterClientQuotas changed, as kafka-configs.sh names them."""
 
     entities: tuple[str, ...]
+
+
+@_action
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfigsChanged(Action):
+    """The BROKER resources whose dynamic configs changed: "" the cluster default, else broker ids."""
+
+    resources: tuple[str, ...]

@@ -30,6 +30,7 @@ from tinystream.operator.controller.actions import (
 from tinystream.operator.controller.election import ElectionReason
 from tinystream.operator.controller.image import (
     AclRecord,
+    BrokerConfigsRecord,
     BrokerRecord,
     ClientQuotaRecord,
     MetadataImage,
@@ -63,6 +64,7 @@ class ImageBuilder:
         self.acls: tuple[AclRecord, ...] = image.acls
         self.scram_credentials: tuple[ScramCredentialRecord, ...] = image.scram_credentials
         self.client_quotas: tuple[ClientQuotaRecord, ...] = image.client_quotas
+        self.broker_configs: BrokerConfigsRecord = image.broker_configs
 
     @property
     def next_version(self) -> int:
@@ -162,6 +164,15 @@ class ImageBuilder:
             self.client_quotas = ordered
             self._changed = True
 
+    def set_broker_configs(self, default: Mapping[str, str],
+                           brokers: Mapping[int, Mapping[str, str]] | Mapping[str, Mapping[str, str]]) -> None:
+        """Replace the dynamic broker configs: the cluster default and each broker's layer (by id; an empty or
+        absent layer is none). Values are Kafka's text; the caller checked them (tinystream.config.broker_configs)."""
+        record = BrokerConfigsRecord(default=default, brokers={str(b): v for b, v in brokers.items()})
+        if record != self.broker_configs:
+            self.broker_configs = record
+            self._changed = True
+
     # -- result ------------------------------------------------------------
 
     def finish(self) -> MetadataImage | None:
@@ -215,4 +226,5 @@ class ImageBuilder:
         return MetadataImage(
             version=self.base.version + 1, cluster_id=self.base.cluster_id, brokers=self.brokers, topics=topics,
             acls=self.acls, scram_credentials=self.scram_credentials, client_quotas=self.client_quotas,
+            broker_configs=self.broker_configs,
         )

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tinystream.config.broker_configs import Refused
 from tinystream.operator.controller.access import (
     acl_problem,
     binding,
@@ -36,6 +37,7 @@ from tinystream.operator.controller.actions import (
     AclsCreated,
     AclsDeleted,
     Action,
+    BrokerConfigsChanged,
     BrokerDrained,
     BrokerFenced,
     BrokerRegistered,
@@ -53,6 +55,7 @@ from tinystream.operator.controller.actions import (
     TopicCreated,
     TopicDeleted,
 )
+from tinystream.operator.controller.broker_configs import fold as fold_broker_configs
 from tinystream.operator.controller.builder import ImageBuilder
 from tinystream.operator.controller.config import PreferredElection
 from tinystream.operator.controller.election import elect_leader
@@ -60,6 +63,7 @@ from tinystream.operator.controller.errors import ControllerError, PlacementErro
 from tinystream.operator.controller.events import (
     AdvanceTime,
     AllocateProducerIds,
+    AlterBrokerConfigs,
     AlterClientQuotas,
     AlterPartition,
     AlterScramCredentials,
@@ -606,6 +610,16 @@ def _alter_client_quotas(step: _Step, e: AlterClientQuotas) -> None:
                                                                  for a in e.alterations)))
 
 
+def _alter_broker_configs(step: _Step, e: AlterBrokerConfigs) -> None:
+    try:
+        record = fold_broker_configs(step.image.broker_configs, e.alterations)
+    except Refused as exc:
+        raise _Rejected(ControllerError.INVALID_CONFIG if exc.invalid_config else ControllerError.INVALID_REQUEST,
+                        str(exc)) from None
+    step.image.set_broker_configs(record.default, record.brokers)
+    step.image.actions.append(BrokerConfigsChanged(resources=tuple(a.resource for a in e.alterations)))
+
+
 # -- partitions --------------------------------------------------------------------
 
 
@@ -708,4 +722,5 @@ _HANDLERS: dict[type[Event], Callable[[_Step, Any], None]] = {
     DeleteAcls: _delete_acls,
     AlterScramCredentials: _alter_scram_credentials,
     AlterClientQuotas: _alter_client_quotas,
+    AlterBrokerConfigs: _alter_broker_configs,
 }

@@ -25,6 +25,7 @@ controller-internal trigger:
     DeleteAcls            DeleteAcls (forwarded by a broker)
     AlterScramCredentials AlterUserScramCredentials (forwarded by a broker)
     AlterClientQuotas     AlterClientQuotas (forwarded by a broker, or a TinyStreamUser's spec.quotas)
+    AlterBrokerConfigs    IncrementalAlterConfigs on BROKER resources (forwarded by a broker)
 
 Plain form: `{"type": "<class name>", <field>: <value>, ...}` with the
 codec's JSON types (tuples as lists); `Event.from_dict` checks every field.
@@ -350,6 +351,41 @@ class AlterClientQuotas(Event):
     """Change client quotas, all or nothing; an entity at most once. An entity left with no key goes."""
 
     alterations: tuple[QuotaAlteration, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alterations", tuple(self.alterations))
+
+
+# -- dynamic broker configs (KRaft's ConfigRecord for BROKER resources) -------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfigOp:
+    """IncrementalAlterConfigs' op on one key: "SET" (with a value), "DELETE", "APPEND" or "SUBTRACT" (the
+    last two are refused: no dynamic broker config is a list)."""
+
+    key: str
+    op: str = "SET"
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfigAlteration:
+    """One BROKER resource's ops: `resource` "" is the cluster default, else a broker id ("2")."""
+
+    resource: str
+    ops: tuple[BrokerConfigOp, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ops", tuple(self.ops))
+
+
+@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterBrokerConfigs(Event):
+    """Change dynamic broker configs, all or nothing; a resource at most once."""
+
+    alterations: tuple[BrokerConfigAlteration, ...]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alterations", tuple(self.alterations))

@@ -30,7 +30,9 @@ Records are frozen; mappings are read-only copies. Dict shape (see
      "scram_credentials": [{"user": "alice", "mechanism": "SCRAM-SHA-512", "salt": "<b64>",
                             "stored_key": "<b64>", "server_key": "<b64>", "iterations": 8192}],
      "client_quotas": [{"entity": {"user": "alice", "client-id": null},   # null: <default>
-                        "values": {"producer_byte_rate": 1048576.0}}]}
+                        "values": {"producer_byte_rate": 1048576.0}}],
+     "broker_configs": {"default": {"log.retention.ms": "60000"},
+                        "brokers": {"2": {"follower.replication.throttled.rate": "1048576"}}}}
 
 ACLs and SCRAM credentials are cluster metadata as in KRaft (AccessControlEntryRecord,
 UserScramCredentialRecord): kept here, every broker applies them from the image,
@@ -38,6 +40,9 @@ so all brokers authorize and authenticate alike. Credentials are salted (RFC 580
 StoredKey/ServerKey), never passwords. Client quotas are too (Kafka's
 ClientQuotaRecord, KIP-546): one record per entity with its values, the shape
 of a standalone broker's quotas.json, so every broker enforces the same ones.
+Dynamic broker configs are too (ConfigRecord on BROKER resources): the cluster
+default and each broker's layer, values as the text the client sent; every
+broker applies the default and its own id's layer.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinystream.config.broker_configs import layer_problem
 from tinystream.operator.controller.codec import (
     OMIT_DEFAULT,
     SCHEMA_VERSION,
@@ -221,6 +227,40 @@ class ClientQuotaRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfigsRecord:
+    """Dynamic broker configs (Kafka's ConfigRecords on BROKER resources, folded): `default` for every
+    broker (resource name ""), `brokers` by broker id as text ("2"), each {dynamic key: value text}. Checked
+    on load with tinystream.config.broker_configs; empty layers are not kept."""
+
+    default: Mapping[str, str] = field(default_factory=dict)
+    brokers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "default", frozen_mapping(self.default))
+        by_id = sorted(((str(b), v) for b, v in self.brokers.items()), key=lambda i: (len(i[0]), i[0]))
+        object.__setattr__(self, "brokers", frozen_mapping({b: frozen_mapping(v) for b, v in by_id if v}))
+
+    def __bool__(self) -> bool:
+        return bool(self.default or self.brokers)
+
+    def problem(self) -> str | None:
+        """Why these layers cannot be in an image, or None."""
+        problem = layer_problem(self.default)
+        if problem is not None:
+            return f"default: {problem}"
+        for broker, values in self.brokers.items():
+            if not (broker.isascii() and broker.isdigit() and str(int(broker)) == broker):
+                return f"brokers: {broker!r} is not a broker id"
+            problem = layer_problem(values)
+            if problem is not None:
+                return f"brokers.{broker}: {problem}"
+        return None
+
+    def to_plain(self) -> dict[str, Any]:
+        return {"default": dict(self.default), "brokers": {b: dict(v) for b, v in self.brokers.items()}}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataImage:
     version: int
     cluster_id: str
@@ -229,6 +269,7 @@ class MetadataImage:
     acls: tuple[AclRecord, ...] = ()  # sorted, no duplicates
     scram_credentials: tuple[ScramCredentialRecord, ...] = ()  # sorted by (user, mechanism), one each
     client_quotas: tuple[ClientQuotaRecord, ...] = ()  # sorted by entity (ClientQuotaRecord.key), one each
+    broker_configs: BrokerConfigsRecord = field(default_factory=BrokerConfigsRecord)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "brokers", frozen_mapping(self.brokers))
@@ -280,13 +321,14 @@ class MetadataImage:
             **({"acls": to_plain(self.acls)} if self.acls else {}),
             **({"scram_credentials": to_plain(self.scram_credentials)} if self.scram_credentials else {}),
             **({"client_quotas": to_plain(self.client_quotas)} if self.client_quotas else {}),
+            **({"broker_configs": self.broker_configs.to_plain()} if self.broker_configs else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetadataImage:
         check_schema_version(data, what="metadata image")
         unknown = sorted(set(data) - {"schema_version", "version", "cluster_id", "brokers", "topics", "acls",
-                                      "scram_credentials", "client_quotas"})
+                                      "scram_credentials", "client_quotas", "broker_configs"})
         if unknown:
             raise StateFormatError(f"$: unknown field(s) {unknown} for MetadataImage")
         version = convert(int, data.get("version"), path="$.version")
@@ -314,5 +356,9 @@ class MetadataImage:
         quotas = convert(tuple[ClientQuotaRecord, ...], data.get("client_quotas", []), path="$.client_quotas")
         if len({q.key() for q in quotas}) != len(quotas):
             raise StateFormatError("$.client_quotas: an entity appears twice")
+        configs = from_plain(BrokerConfigsRecord, data.get("broker_configs", {}), path="$.broker_configs")
+        problem = configs.problem()
+        if problem is not None:
+            raise StateFormatError(f"$.broker_configs.{problem}")
         return cls(version=version, cluster_id=cluster_id, brokers=brokers, topics=topics, acls=acls,
-                   scram_credentials=scram, client_quotas=quotas)
+                   scram_credentials=scram, client_quotas=quotas, broker_configs=configs)

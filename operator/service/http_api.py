@@ -14,8 +14,9 @@ public: with them anyone could forge an AlterPartition.
     any principal       GET /v1/metadata, /v1/state, /v1/topics/{name}
     broker-<id> itself  register, heartbeat, producer-ids, partitions/alter: for its own id only
     a broker or admin   topic create, delete, partitions, config; ACL create/delete; SCRAM credential
-                        changes; preferred elections, reassignments, client quotas (brokers forward
-                        their clients' requests, after their own authorizer said yes)
+                        changes; preferred elections, reassignments, client quotas, dynamic broker
+                        configs (brokers forward their clients' requests, after their own authorizer
+                        said yes)
     admin               drain, undrain, unregister
 
 A controller made without a secret (tests of the API itself) lets every caller
@@ -36,6 +37,7 @@ from tinystream.controller_auth import ADMIN, bearer, broker_id_of, principal_of
 from tinystream.operator.controller import (
     AclsDeleted,
     AllocateProducerIds,
+    AlterBrokerConfigs,
     AlterClientQuotas,
     AlterPartition,
     AlterScramCredentials,
@@ -65,6 +67,7 @@ from tinystream.operator.service.metrics import ControllerMetrics, http_middlewa
 from tinystream.operator.service.openapi import openapi_document
 from tinystream.operator.service.request_bodies import (
     AllocateProducerIdsRequest,
+    AlterBrokerConfigsRequest,
     AlterClientQuotasRequest,
     AlterConfigRequest,
     AlterPartitionRequest,
@@ -115,6 +118,7 @@ def _routes(prefix: str = "") -> list[web.RouteDef]:
         web.post(prefix + "/v1/acls/delete", delete_acls),
         web.post(prefix + "/v1/scram-credentials", alter_scram_credentials),
         web.post(prefix + "/v1/client-quotas", alter_client_quotas),
+        web.post(prefix + "/v1/broker-configs", alter_broker_configs),
     ]
 
 
@@ -658,4 +662,17 @@ async def alter_client_quotas(request: web.Request) -> web.Response:
     _require_broker_or_admin(request)
     body: AlterClientQuotasRequest = await _body(request, AlterClientQuotasRequest)
     decision = await _run(request, AlterClientQuotas(alterations=body.alterations), validate_only=body.validate_only)
+    return reply(_admin_reply(request, decision, validate_only=body.validate_only))
+
+
+# -- dynamic broker configs (cluster metadata, KRaft's ConfigRecord on BROKER resources) -----------------------
+
+
+async def alter_broker_configs(request: web.Request) -> web.Response:
+    # A broker forwards its clients' IncrementalAlterConfigs on BROKER resources (ALTER_CONFIGS on the cluster
+    # checked there), the admin may set them directly. The keys are the few that change live (log defaults,
+    # connection limits, replication throttles): nothing a broker could not already do to its own topics.
+    _require_broker_or_admin(request)
+    body: AlterBrokerConfigsRequest = await _body(request, AlterBrokerConfigsRequest)
+    decision = await _run(request, AlterBrokerConfigs(alterations=body.alterations), validate_only=body.validate_only)
     return reply(_admin_reply(request, decision, validate_only=body.validate_only))

@@ -210,6 +210,7 @@ _REQUESTS = {
     "DeleteAclsRequest": rq.DeleteAclsRequest,
     "AlterScramRequest": rq.AlterScramRequest,
     "AlterClientQuotasRequest": rq.AlterClientQuotasRequest,
+    "AlterBrokerConfigsRequest": rq.AlterBrokerConfigsRequest,
 }
 
 _BROKER_ID = {"name": "broker_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
@@ -266,6 +267,8 @@ _ENDPOINTS: list[tuple[str, str, str, str | None, tuple[int, str], tuple[int, ..
      "AlterScramRequest", (200, "AdminReply"), (400, 404), []),
     ("post", "/v1/client-quotas", "AlterClientQuotas (KIP-546): set or remove quotas of user / client-id entities",
      "AlterClientQuotasRequest", (200, "AdminReply"), (400,), []),
+    ("post", "/v1/broker-configs", "IncrementalAlterConfigs on BROKER resources: the cluster default (\"\") or "
+     "one broker's dynamic configs", "AlterBrokerConfigsRequest", (200, "AdminReply"), (400,), []),
 ]
 
 _PUBLIC = ("/healthz", "/v1/openapi.json")

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from tinystream.operator.controller import (
     AclFilter,
     AclRecord,
+    BrokerConfigAlteration,
     LeaderRecoveryState,
     ListenerEndpoint,
     QuotaAlteration,
@@ -101,6 +102,12 @@ class AlterScramRequest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AlterClientQuotasRequest:
     alterations: tuple[QuotaAlteration, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterBrokerConfigsRequest:
+    alterations: tuple[BrokerConfigAlteration, ...]
     validate_only: bool = False
 
 

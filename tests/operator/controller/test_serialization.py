@@ -17,10 +17,14 @@ from tinystream.operator.controller import (
     Action,
     AdvanceTime,
     AllocateProducerIds,
+    AlterBrokerConfigs,
     AlterClientQuotas,
     AlterPartition,
     AlterScramCredentials,
     AlterTopicConfig,
+    BrokerConfigAlteration,
+    BrokerConfigOp,
+    BrokerConfigsChanged,
     BrokerDrained,
     BrokerFenced,
     BrokerHeartbeat,
@@ -101,6 +105,10 @@ EVENTS = [
     AlterScramCredentials(upsertions=(CRED,), deletions=(ScramDeletion(user="b", mechanism="SCRAM-SHA-256"),)),
     AlterClientQuotas(alterations=(QuotaAlteration(entity={"user": "a", "client-id": None}, ops=(
         QuotaOp(key="producer_byte_rate", value=1024.0), QuotaOp(key="request_percentage", remove=True))),)),
+    AlterBrokerConfigs(alterations=(BrokerConfigAlteration(resource="", ops=(
+        BrokerConfigOp(key="log.retention.ms", value="60000"), BrokerConfigOp(key="max.connections", op="DELETE"))),
+        BrokerConfigAlteration(resource="2", ops=(BrokerConfigOp(key="follower.replication.throttled.rate",
+                                                                 value="1024"),)))),
 ]
 
 ACTIONS = [
@@ -125,6 +133,7 @@ ACTIONS = [
     AclsDeleted(matched=((ACL,), ())),
     ScramCredentialsChanged(users=("a",)),
     ClientQuotasChanged(entities=("user=a, client-id=<default>",)),
+    BrokerConfigsChanged(resources=("", "2")),
 ]
 
 
