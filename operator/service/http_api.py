@@ -16,7 +16,8 @@ public: with them anyone could forge an AlterPartition.
     a broker or admin   topic create, delete, partitions, config; ACL create/delete; SCRAM credential
                         changes; preferred elections, reassignments, client quotas (brokers forward
                         their clients' requests, after their own authorizer said yes)
-    admin               drain, undrain, unregister
+    admin               drain, undrain, unregister; rebalance proposal, execute, verify, stop (a broker
+                        forwards no client request that plans moves over the whole cluster)
 
 A controller made without a secret (tests of the API itself) lets every caller
 act as admin; `tinystream controller`, `tinystream dev` and the operator always
@@ -55,10 +56,15 @@ from tinystream.operator.controller import (
     ProducerIdsAllocated,
     ReassignPartitions,
     RegisterBroker,
+    ReplicaAssignment,
+    TopicPartition,
     UndrainBroker,
     UnregisterBroker,
 )
 from tinystream.operator.controller.codec import to_plain
+from tinystream.operator.controller.errors import PlacementError
+from tinystream.operator.controller.rebalance import Mode, model_from_image, propose
+from tinystream.operator.controller.rebalance.execution import config_change, remaining, throttles_for
 from tinystream.operator.service.controller_service import ControllerService
 from tinystream.operator.service.errors import INVALID_REQUEST, ApiError
 from tinystream.operator.service.metrics import ControllerMetrics, http_middleware, metrics_handler
@@ -77,6 +83,8 @@ from tinystream.operator.service.request_bodies import (
     EmptyRequest,
     HeartbeatRequest,
     ReassignRequest,
+    RebalanceMovesRequest,
+    RebalanceProposalRequest,
     RegisterRequest,
     decode,
     default_if_negative_one,
@@ -111,6 +119,10 @@ def _routes(prefix: str = "") -> list[web.RouteDef]:
         web.patch(prefix + "/v1/topics/{name}/config", alter_topic_config),
         web.post(prefix + "/v1/elections/preferred", elect_preferred_leaders),
         web.post(prefix + "/v1/reassignments", reassign_partitions),
+        web.post(prefix + "/v1/rebalance/proposal", rebalance_proposal),
+        web.post(prefix + "/v1/rebalance/execute", rebalance_execute),
+        web.post(prefix + "/v1/rebalance/verify", rebalance_verify),
+        web.post(prefix + "/v1/rebalance/stop", rebalance_stop),
         web.post(prefix + "/v1/acls", create_acls),
         web.post(prefix + "/v1/acls/delete", delete_acls),
         web.post(prefix + "/v1/scram-credentials", alter_scram_credentials),
@@ -555,6 +567,93 @@ async def reassign_partitions(request: web.Request) -> web.Response:
         if record is not None:
             partitions.append({"topic": a.topic, **to_plain(record)})
     return reply(_admin_reply(request, decision, partitions=partitions))
+
+
+# -- rebalance (operator/controller/rebalance) ----------------------------------
+# Admin only: a plan over the whole cluster is no client request a broker forwards. Stateless: the caller
+# (the CLI, or the operator with the proposal in a TinyStreamRebalance's status) sends the reviewed moves.
+
+
+async def rebalance_proposal(request: web.Request) -> web.Response:
+    _require_admin(request)
+    body: RebalanceProposalRequest = await _body(request, RebalanceProposalRequest)
+    modes = {m.value: m for m in Mode}
+    if body.mode not in modes:
+        raise ApiError.bad_request(f"{_where(request)}: mode {body.mode!r} is not one of {', '.join(modes)}")
+    image = _service(request).image
+    sizes = {(s.topic, s.partition): s.size_bytes for s in body.sizes}
+    try:
+        proposal = propose(model_from_image(image, sizes=sizes), modes[body.mode], body.brokers)
+    except PlacementError as exc:
+        raise ApiError.from_controller(exc.error, f"{_where(request)}: {exc.message}") from None
+    return reply({"proposal": proposal.to_dict(), "sizes_measured": len(sizes), "metadata_version": image.version})
+
+
+def _moves(body: RebalanceMovesRequest) -> dict[tuple[str, int], tuple[int, ...]]:
+    return {(a.topic, a.partition): a.replicas for a in body.assignments if a.replicas is not None}
+
+
+async def _throttle(request: web.Request, moves: dict[tuple[str, int], tuple[int, ...]], *, add: bool) -> list[str]:
+    """Add (or take out) the moves' throttled-replicas entries; the topics changed."""
+    changed = []
+    image = _service(request).image
+    for topic, throttle in throttles_for(image, moves).items():
+        record = image.topic(topic)
+        change = config_change(record.config if record else {}, throttle, add=add)
+        if change:
+            await _run(request, AlterTopicConfig(topic=topic, config=change))
+            changed.append(topic)
+    return changed
+
+
+def _keys(keys: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p} for t, p in keys]
+
+
+async def rebalance_execute(request: web.Request) -> web.Response:
+    _require_admin(request)
+    body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
+    moves = _moves(body)
+    event = ReassignPartitions(assignments=tuple(a for a in body.assignments if a.replicas is not None))
+    await _run(request, event, validate_only=True)  # refused before any throttle is set
+    throttled = await _throttle(request, moves, add=True) if body.throttle else []
+    decision = await _run(request, event)
+    left = remaining(decision.state.image, moves)
+    return reply(_admin_reply(request, decision, remaining=_keys(left), throttled_topics=throttled))
+
+
+async def rebalance_verify(request: web.Request) -> web.Response:
+    """kafka-reassign-partitions --verify: what is left; once nothing is, the throttles go and the moved
+    partitions' preferred leaders (the proposal's leader moves) are elected."""
+    _require_admin(request)
+    body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
+    moves = _moves(body)
+    left = remaining(_service(request).image, moves)
+    unthrottled: list[str] = []
+    if not left:
+        unthrottled = await _throttle(request, moves, add=False)
+        image = _service(request).image
+        elect = tuple(TopicPartition(t, p) for t, p in moves if image.partition(t, p) is not None)
+        if elect:
+            await _run(request, ElectPreferredLeaders(partitions=elect))
+    return reply({"remaining": _keys(left), "done": not left, "unthrottled_topics": unthrottled,
+                  "metadata_version": _service(request).image.version})
+
+
+async def rebalance_stop(request: web.Request) -> web.Response:
+    """Cancel the moves still running (KIP-455: back to the original replicas) and take the throttles out;
+    moves already done stay done."""
+    _require_admin(request)
+    body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
+    moves = _moves(body)
+    image = _service(request).image
+    running = [key for key in remaining(image, moves) if image.partition(*key).reassigning]  # type: ignore[union-attr]
+    if running:
+        await _run(request, ReassignPartitions(
+            assignments=tuple(ReplicaAssignment(topic=t, partition=p, replicas=None) for t, p in running)))
+    unthrottled = await _throttle(request, moves, add=False)
+    return reply({"cancelled": _keys(running), "unthrottled_topics": unthrottled,
+                  "metadata_version": _service(request).image.version})
 
 
 # -- topics --------------------------------------------------------------------
