@@ -26,6 +26,7 @@ have one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -582,8 +583,9 @@ async def rebalance_proposal(request: web.Request) -> web.Response:
         raise ApiError.bad_request(f"{_where(request)}: mode {body.mode!r} is not one of {', '.join(modes)}")
     image = _service(request).image
     sizes = {(s.topic, s.partition): s.size_bytes for s in body.sizes}
-    try:
-        proposal = propose(model_from_image(image, sizes=sizes), modes[body.mode], body.brokers)
+    try:  # planning takes seconds on a large cluster: off the loop that answers brokers' heartbeats
+        proposal = await asyncio.to_thread(propose, model_from_image(image, sizes=sizes), modes[body.mode],
+                                           body.brokers)
     except PlacementError as exc:
         raise ApiError.from_controller(exc.error, f"{_where(request)}: {exc.message}") from None
     return reply({"proposal": proposal.to_dict(), "sizes_measured": len(sizes), "metadata_version": image.version})

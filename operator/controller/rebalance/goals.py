@@ -88,8 +88,12 @@ def keeps_hard_goals(model: LoadModel, before: Sequence[int], after: Sequence[in
 def move_cost(x: Load, source: Load, target: Load, scales: Load, n: int) -> float:
     """The score change of moving load `x` from a broker loaded `source` to one loaded `target`
     (`scales`: max(mean, 1) per goal over the n brokers considered)."""
-    return sum(w * (2 * xk * (tk - sk) + 2 * xk * xk) / n / (ck * ck)
-               for w, xk, sk, tk, ck in zip(WEIGHTS, x, source, target, scales, strict=True) if xk)
+    total = 0.0
+    for k in range(len(GOALS)):  # a plain loop: the optimizer calls this for every candidate move
+        xk = x[k]
+        if xk:
+            total += WEIGHTS[k] * (2 * xk * (target[k] - source[k]) + 2 * xk * xk) / n / (scales[k] * scales[k])
+    return total
 
 
 def scales_of(loads: Mapping[int, Sequence[float]]) -> Load:

@@ -170,6 +170,9 @@ class _Planner:
         self.targets = targets
         self.destinations = destinations
         self.assignment: dict[PartitionKey, tuple[int, ...]] = {k: p.replicas for k, p in model.partitions.items()}
+        self.keys = sorted(self.assignment)
+        self.target_set = set(targets)
+        self.destination_list = [b for b in targets if b in destinations]
         self.loads = {b: list(x.vector()) for b, x in broker_loads(model, model.brokers).items()}
 
     def _load_of(self, key: PartitionKey, position: int) -> tuple[float, float, float, float]:
@@ -224,26 +227,28 @@ class _Planner:
                 return
 
     def _best_replica_move(self) -> bool:
+        """The move that lowers the score most: priced first (cheap arithmetic), the hard goals checked
+        only for a move that would be the best so far."""
         n = len(self.targets)
         scales = scales_of(self._target_loads())
         best: tuple[float, PartitionKey, int, int] | None = None
-        for key in sorted(self.assignment):
+        for key in self.keys:
             if self.model.partitions[key].frozen:
                 continue
             replicas = self.assignment[key]
             for position, source in enumerate(replicas):
-                if source not in self.loads or source not in self.targets:
+                if source not in self.target_set:
                     continue
                 x = self._load_of(key, position)
-                for target in self.targets:
-                    if target not in self.destinations or target in replicas:
+                source_load = tuple(self.loads[source])
+                for target in self.destination_list:
+                    if target in replicas:
+                        continue
+                    cost = move_cost(x, source_load, tuple(self.loads[target]), scales, n)  # type: ignore[arg-type]
+                    if cost >= -EPSILON or (best is not None and cost >= best[0]):
                         continue
                     after = replicas[:position] + (target,) + replicas[position + 1:]
-                    if not keeps_hard_goals(self.model, replicas, after):
-                        continue
-                    cost = move_cost(x, tuple(self.loads[source]), tuple(self.loads[target]),  # type: ignore[arg-type]
-                                     scales, n)
-                    if cost < -EPSILON and (best is None or cost < best[0]):
+                    if keeps_hard_goals(self.model, replicas, after):
                         best = (cost, key, position, target)
         if best is None:
             return False
@@ -255,7 +260,7 @@ class _Planner:
         scales = scales_of(self._target_loads())
         x = (0.0, 1.0, 0.0, 0.0)
         best: tuple[float, PartitionKey, int] | None = None
-        for key in sorted(self.assignment):
+        for key in self.keys:
             if self.model.partitions[key].frozen:
                 continue
             replicas = self.assignment[key]
