@@ -26,7 +26,6 @@ have one.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,15 +56,12 @@ from tinystream.operator.controller import (
     ProducerIdsAllocated,
     ReassignPartitions,
     RegisterBroker,
-    ReplicaAssignment,
-    TopicPartition,
     UndrainBroker,
     UnregisterBroker,
 )
 from tinystream.operator.controller.codec import to_plain
 from tinystream.operator.controller.errors import PlacementError
-from tinystream.operator.controller.rebalance import Mode, model_from_image, propose
-from tinystream.operator.controller.rebalance.execution import config_change, remaining, throttles_for
+from tinystream.operator.service import rebalancing
 from tinystream.operator.service.controller_service import ControllerService
 from tinystream.operator.service.errors import INVALID_REQUEST, ApiError
 from tinystream.operator.service.metrics import ControllerMetrics, http_middleware, metrics_handler
@@ -578,50 +574,40 @@ async def reassign_partitions(request: web.Request) -> web.Response:
 async def rebalance_proposal(request: web.Request) -> web.Response:
     _require_admin(request)
     body: RebalanceProposalRequest = await _body(request, RebalanceProposalRequest)
-    modes = {m.value: m for m in Mode}
-    if body.mode not in modes:
-        raise ApiError.bad_request(f"{_where(request)}: mode {body.mode!r} is not one of {', '.join(modes)}")
-    image = _service(request).image
     sizes = {(s.topic, s.partition): s.size_bytes for s in body.sizes}
-    try:  # planning takes seconds on a large cluster: off the loop that answers brokers' heartbeats
-        proposal = await asyncio.to_thread(propose, model_from_image(image, sizes=sizes), modes[body.mode],
-                                           body.brokers)
+    try:
+        proposal = await rebalancing.proposal(_service(request), body.mode, body.brokers, sizes)
+    except ValueError as exc:
+        raise ApiError.bad_request(f"{_where(request)}: {exc}") from None
     except PlacementError as exc:
         raise ApiError.from_controller(exc.error, f"{_where(request)}: {exc.message}") from None
-    return reply({"proposal": proposal.to_dict(), "sizes_measured": len(sizes), "metadata_version": image.version})
+    return reply({"proposal": proposal.to_dict(), "sizes_measured": len(sizes),
+                  "metadata_version": _service(request).image.version})
 
 
 def _moves(body: RebalanceMovesRequest) -> dict[tuple[str, int], tuple[int, ...]]:
     return {(a.topic, a.partition): a.replicas for a in body.assignments if a.replicas is not None}
 
 
-async def _throttle(request: web.Request, moves: dict[tuple[str, int], tuple[int, ...]], *, add: bool) -> list[str]:
-    """Add (or take out) the moves' throttled-replicas entries; the topics changed."""
-    changed = []
-    image = _service(request).image
-    for topic, throttle in throttles_for(image, moves).items():
-        record = image.topic(topic)
-        change = config_change(record.config if record else {}, throttle, add=add)
-        if change:
-            await _run(request, AlterTopicConfig(topic=topic, config=change))
-            changed.append(topic)
-    return changed
+def _submitter(request: web.Request) -> rebalancing.Submit:
+    async def submit(event: Event, *, validate_only: bool = False) -> Decision:
+        return await _run(request, event, validate_only=validate_only)
+    return submit
 
 
-def _keys(keys: list[tuple[str, int]]) -> list[dict[str, Any]]:
-    return [{"topic": t, "partition": p} for t, p in keys]
+def _progress(request: web.Request, progress: rebalancing.Progress, *, topics_key: str) -> web.Response:
+    def keys(items: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+        return [{"topic": t, "partition": p} for t, p in items]
+
+    return reply({"remaining": keys(progress.remaining), "done": progress.done, topics_key: list(progress.topics),
+                  "cancelled": keys(progress.cancelled), "metadata_version": _service(request).image.version})
 
 
 async def rebalance_execute(request: web.Request) -> web.Response:
     _require_admin(request)
     body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
-    moves = _moves(body)
-    event = ReassignPartitions(assignments=tuple(a for a in body.assignments if a.replicas is not None))
-    await _run(request, event, validate_only=True)  # refused before any throttle is set
-    throttled = await _throttle(request, moves, add=True) if body.throttle else []
-    decision = await _run(request, event)
-    left = remaining(decision.state.image, moves)
-    return reply(_admin_reply(request, decision, remaining=_keys(left), throttled_topics=throttled))
+    progress = await rebalancing.execute(_service(request), _submitter(request), _moves(body), throttle=body.throttle)
+    return _progress(request, progress, topics_key="throttled_topics")
 
 
 async def rebalance_verify(request: web.Request) -> web.Response:
@@ -629,17 +615,8 @@ async def rebalance_verify(request: web.Request) -> web.Response:
     partitions' preferred leaders (the proposal's leader moves) are elected."""
     _require_admin(request)
     body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
-    moves = _moves(body)
-    left = remaining(_service(request).image, moves)
-    unthrottled: list[str] = []
-    if not left:
-        unthrottled = await _throttle(request, moves, add=False)
-        image = _service(request).image
-        elect = tuple(TopicPartition(t, p) for t, p in moves if image.partition(t, p) is not None)
-        if elect:
-            await _run(request, ElectPreferredLeaders(partitions=elect))
-    return reply({"remaining": _keys(left), "done": not left, "unthrottled_topics": unthrottled,
-                  "metadata_version": _service(request).image.version})
+    progress = await rebalancing.verify(_service(request), _submitter(request), _moves(body))
+    return _progress(request, progress, topics_key="unthrottled_topics")
 
 
 async def rebalance_stop(request: web.Request) -> web.Response:
@@ -647,15 +624,8 @@ async def rebalance_stop(request: web.Request) -> web.Response:
     moves already done stay done."""
     _require_admin(request)
     body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
-    moves = _moves(body)
-    image = _service(request).image
-    running = [key for key in remaining(image, moves) if image.partition(*key).reassigning]  # type: ignore[union-attr]
-    if running:
-        await _run(request, ReassignPartitions(
-            assignments=tuple(ReplicaAssignment(topic=t, partition=p, replicas=None) for t, p in running)))
-    unthrottled = await _throttle(request, moves, add=False)
-    return reply({"cancelled": _keys(running), "unthrottled_topics": unthrottled,
-                  "metadata_version": _service(request).image.version})
+    progress = await rebalancing.stop(_service(request), _submitter(request), _moves(body))
+    return _progress(request, progress, topics_key="unthrottled_topics")
 
 
 # -- topics --------------------------------------------------------------------
