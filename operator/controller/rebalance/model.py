@@ -37,6 +37,9 @@ class LoadModel:
 
     brokers: Mapping[int, str | None]
     partitions: Mapping[PartitionKey, PartitionLoad] = field(default_factory=dict)
+    # Brokers that may keep replicas but receive none: fenced, drained, or not registered (a move to
+    # them would never finish, as they fetch nothing).
+    excluded: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         for key, load in self.partitions.items():
@@ -62,7 +65,7 @@ class LoadModel:
         partitions = dict(self.partitions)
         for key, replicas in assignment.items():
             partitions[key] = replace(partitions[key], replicas=tuple(replicas))
-        return LoadModel(brokers=self.brokers, partitions=partitions)
+        return LoadModel(brokers=self.brokers, partitions=partitions, excluded=self.excluded)
 
 
 def model_from_image(
@@ -73,8 +76,8 @@ def model_from_image(
     extra_brokers: Iterable[int] = (),
 ) -> LoadModel:
     """The load model of a cluster image. `sizes` / `bytes_in` are what was measured (missing: 0).
-    Registered brokers count, fenced or not (a rebalance may be planned while one restarts);
-    `extra_brokers` adds ids not registered yet (add-brokers before the new pods are up), rack unknown."""
+    Every registered broker counts; fenced and drained ones receive no replica. `extra_brokers` adds
+    ids not registered yet (add-brokers before the new pods are up), rack unknown."""
     sizes = sizes or {}
     bytes_in = bytes_in or {}
     brokers: dict[int, str | None] = {b: r.rack for b, r in image.brokers.items()}
@@ -93,4 +96,6 @@ def model_from_image(
         for b in load.replicas:
             brokers.setdefault(b, None)  # a replica on an unregistered broker: still a place that holds data
         partitions[key] = load
-    return LoadModel(brokers=brokers, partitions=partitions)
+    excluded = frozenset(b for b in brokers if b not in image.brokers or image.brokers[b].fenced
+                         or image.brokers[b].drained) - set(extra_brokers)
+    return LoadModel(brokers=brokers, partitions=partitions, excluded=excluded)

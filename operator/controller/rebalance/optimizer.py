@@ -130,6 +130,10 @@ def propose(model: LoadModel, mode: Mode, brokers: Iterable[int] = ()) -> Propos
         raise PlacementError(ControllerError.INVALID_REPLICA_ASSIGNMENT, "mode full takes no broker ids")
     if mode is not Mode.FULL and not named:
         raise PlacementError(ControllerError.INVALID_REPLICA_ASSIGNMENT, f"mode {mode.value} needs broker ids")
+    if mode is Mode.ADD_BROKERS and set(named) & model.excluded:
+        raise PlacementError(ControllerError.INVALID_REPLICA_ASSIGNMENT,
+                             f"broker(s) {sorted(set(named) & model.excluded)} are fenced or drained: they can "
+                             "take no replica")
     targets = [b for b in everyone if mode is not Mode.REMOVE_BROKERS or b not in named]
     destinations = set(named) if mode is Mode.ADD_BROKERS else set(targets)
     if not targets:
@@ -172,7 +176,7 @@ class _Planner:
         self.assignment: dict[PartitionKey, tuple[int, ...]] = {k: p.replicas for k, p in model.partitions.items()}
         self.keys = sorted(self.assignment)
         self.target_set = set(targets)
-        self.destination_list = [b for b in targets if b in destinations]
+        self.destination_list = [b for b in targets if b in destinations and b not in model.excluded]
         self.loads = {b: list(x.vector()) for b, x in broker_loads(model, model.brokers).items()}
 
     def _load_of(self, key: PartitionKey, position: int) -> tuple[float, float, float, float]:
@@ -218,7 +222,10 @@ class _Planner:
                     cost = move_cost(x, (0.0,) * len(x), tuple(self.loads[c]), scales, n)  # type: ignore[arg-type]
                     return (-spread, cost, c)
 
-                candidates = [c for c in self.targets if c not in replicas]
+                candidates = [c for c in self.targets if c not in replicas and c not in self.model.excluded]
+                if not candidates:
+                    raise PlacementError(ControllerError.INVALID_REPLICA_ASSIGNMENT,
+                                         f"{key[0]}-{key[1]}: no remaining live broker can take its replica")
                 self._move(key, position, min(candidates, key=rank))
 
     def balance(self) -> None:

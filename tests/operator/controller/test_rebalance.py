@@ -74,6 +74,16 @@ def test_remove_brokers_empties_them_and_keeps_racks() -> None:
     assert all(after.rack_spread(p.replicas) == 2 for p in after.partitions.values())
 
 
+def test_fenced_or_drained_brokers_receive_nothing(three: Cluster) -> None:
+    three.create("t", partitions=6, rf=None, replica_assignment=((1,),) * 6)
+    three.heartbeat(3, want_fence=True)
+    model = model_from_image(three.image)
+    assert model.excluded == {3}
+    assert not any(3 in m.added for m in propose(model, Mode.FULL).moves)
+    with pytest.raises(PlacementError, match="fenced or drained"):
+        propose(model, Mode.ADD_BROKERS, [3])
+
+
 def test_frozen_partitions_stay() -> None:
     model = LoadModel(brokers={1: None, 2: None, 3: None},
                       partitions={("t", 0): PartitionLoad(replicas=(1, 2), frozen=True),
@@ -116,7 +126,9 @@ def clusters(draw: st.DrawFn) -> LoadModel:
         partitions[("t", p)] = PartitionLoad(replicas=tuple(replicas), size_bytes=draw(st.integers(0, 10_000)),
                                              bytes_in_per_s=draw(st.floats(0, 1000)),
                                              frozen=draw(st.booleans()) and draw(st.booleans()))
-    return LoadModel(brokers=racks, partitions=partitions)
+    widest = max((len(p.replicas) for p in partitions.values()), default=0)
+    excluded = draw(st.sets(st.sampled_from(ids), max_size=max(0, n - widest - 1)))
+    return LoadModel(brokers=racks, partitions=partitions, excluded=frozenset(excluded))
 
 
 @st.composite
@@ -126,10 +138,15 @@ def requests(draw: st.DrawFn) -> tuple[LoadModel, Mode, list[int]]:
     if mode is Mode.FULL:
         return model, mode, []
     ids = sorted(model.brokers)
-    named = draw(st.lists(st.sampled_from(ids), min_size=1, max_size=len(ids) - 1, unique=True))
-    if mode is Mode.REMOVE_BROKERS:  # a plan exists only if every partition fits on the rest
+    if mode is Mode.ADD_BROKERS:
+        ids = [b for b in ids if b not in model.excluded] or ids[:1]
+        if set(ids) <= model.excluded:
+            return model, Mode.FULL, []
+    named = draw(st.lists(st.sampled_from(ids), min_size=1, max_size=max(1, len(ids) - 1), unique=True))
+    if mode is Mode.REMOVE_BROKERS:  # a plan exists only if every partition fits on the live rest
         widest = max((len(p.replicas) for p in model.partitions.values()), default=0)
-        named = named[: max(0, len(ids) - widest)] or []
+        named = [b for b in named if b not in model.excluded]
+        named = named[: max(0, len(ids) - len(model.excluded) - widest)]
         if not named or any(p.frozen and set(p.replicas) & set(named) for p in model.partitions.values()):
             return model, Mode.FULL, []
     return model, mode, named
@@ -158,6 +175,7 @@ def test_a_proposal_keeps_the_hard_goals(request: tuple[LoadModel, Mode, list[in
         assert score(after, model.brokers) == pytest.approx(proposal.score_after)
     if mode is Mode.ADD_BROKERS:
         assert all(set(m.added) <= set(named) for m in proposal.moves)
+    assert not any(set(m.added) & model.excluded for m in proposal.moves)  # nothing to a broker that cannot fetch
     assert proposal.num_replica_movements == sum(len(m.added) for m in proposal.moves)
 
 
