@@ -415,6 +415,25 @@ class ControllerClient:
         parts = tuple(PartitionState.from_json(p["topic"], p) for p in data.get("partitions", ()))
         return ReassignReply(**_admin(data), partitions=parts)
 
+    # -- rebalance (admin only; the reply dicts are the API's, see operator/service/README.md) --------
+
+    async def rebalance_proposal(self, mode: str, *, brokers: Sequence[int] = (),
+                                 sizes: Mapping[tuple[str, int], int] | None = None) -> dict[str, Any]:
+        """A proposal for `mode` (full, add-brokers, remove-brokers); `sizes` are measured bytes per partition."""
+        body = {"mode": mode, "brokers": list(brokers),
+                "sizes": [{"topic": t, "partition": p, "size_bytes": n} for (t, p), n in (sizes or {}).items()]}
+        return await self._call("POST", "/v1/rebalance/proposal", body, extra_timeout_s=60.0)
+
+    async def rebalance_execute(self, moves: Mapping[tuple[str, int], Sequence[int]], *,
+                                throttle: bool = False) -> dict[str, Any]:
+        return await self._call("POST", "/v1/rebalance/execute", _moves_body(moves, throttle=throttle))
+
+    async def rebalance_verify(self, moves: Mapping[tuple[str, int], Sequence[int]]) -> dict[str, Any]:
+        return await self._call("POST", "/v1/rebalance/verify", _moves_body(moves))
+
+    async def rebalance_stop(self, moves: Mapping[tuple[str, int], Sequence[int]]) -> dict[str, Any]:
+        return await self._call("POST", "/v1/rebalance/stop", _moves_body(moves))
+
     # -- service ---------------------------------------------------------------
 
     async def health(self) -> dict[str, Any]:
@@ -465,6 +484,11 @@ class ControllerClient:
         kind = ControllerUnavailable if status >= 500 else ControllerRefused
         raise kind(message, error=error or "UNKNOWN_SERVER_ERROR", code=code if code is not None else -1,
                    status=status)
+
+
+def _moves_body(moves: Mapping[tuple[str, int], Sequence[int]], *, throttle: bool = False) -> dict[str, Any]:
+    return {"assignments": [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in moves.items()],
+            "throttle": throttle}
 
 
 def _quote(name: str) -> str:

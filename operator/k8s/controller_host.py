@@ -76,7 +76,14 @@ from tinystream.operator.controller.events import AlterClientQuotas, AlterScramC
 from tinystream.operator.controller.image import AclRecord, ClientQuotaRecord, ScramCredentialRecord
 from tinystream.operator.controller.reassignment import plan_reassignment, plan_replication_factor
 from tinystream.operator.k8s.api import KubeClient
-from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.k8s.controller_port import (
+    BrokerAction,
+    ClusterKey,
+    ControllerRefused,
+    ControllerUnavailable,
+    RebalanceMoves,
+    RebalanceProgress,
+)
 from tinystream.operator.k8s.controller_secret import SecretSource, broker_admin_token
 from tinystream.operator.k8s.controller_tls import ControllerTLS
 from tinystream.operator.k8s.errors import KubeApiError
@@ -86,6 +93,7 @@ from tinystream.operator.k8s.status_store import ClusterStatusStore
 from tinystream.operator.k8s.topics import AlterConfig, ChangeReplicationFactor, GrowPartitions, TopicAction, TopicView
 from tinystream.operator.k8s.topics import CreateTopic as CreateTopicAction
 from tinystream.operator.k8s.users import UserAccessPlan
+from tinystream.operator.service import rebalancing
 from tinystream.operator.service.controller_service import ControllerService, DriverTiming, monotonic_ms
 from tinystream.operator.service.errors import ApiError, StateFileError
 from tinystream.operator.service.http_api import IdentityLookup, LegacyLookup, make_clusters_app
@@ -414,6 +422,38 @@ class OperatorController:
                 if record is not None and not record.fenced:
                     log.info("%s: broker %d down (%s): ending its session", cluster, action.broker_id, action.reason)
                     await self._submit(service, ExpireSession(broker_id=action.broker_id))
+
+    # -- rebalance (TinyStreamRebalance; the same steps as the local API's /v1/rebalance/*) ---------------
+
+    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
+        service = await self.attach(cluster)
+        try:
+            return (await rebalancing.proposal(service, mode, brokers, {})).to_dict()
+        except ValueError as exc:
+            raise ControllerRefused("INVALID_REQUEST", str(exc)) from exc
+        except PlacementError as exc:
+            raise ControllerRefused(exc.error.name, exc.message) from exc
+
+    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves) -> RebalanceProgress:
+        service = await self.attach(cluster)
+
+        async def submit(event: Event, *, validate_only: bool = False) -> Decision:
+            if validate_only:
+                decision = service.preview(event)
+                if decision.error is not None:
+                    raise ControllerRefused(decision.error.name, decision.message)
+                return decision
+            return await self._submit(service, event)
+
+        if step == "execute":
+            progress = await rebalancing.execute(service, submit, moves, throttle=True)
+        elif step == "verify":
+            progress = await rebalancing.verify(service, submit, moves)
+        elif step == "stop":
+            progress = await rebalancing.stop(service, submit, moves)
+        else:
+            raise ValueError(f"unknown rebalance step {step!r}")
+        return RebalanceProgress(remaining=progress.remaining, cancelled=progress.cancelled)
 
     async def _reassign(self, service: ControllerService, targets: Sequence[int]) -> None:
         try:

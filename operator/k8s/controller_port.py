@@ -16,7 +16,7 @@ which the Topic's Ready condition reports as such.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,6 +49,15 @@ class ControllerRefused(Exception):
 
 
 BrokerAction = MoveLeadership | DrainBrokers | Rebalance | BrokerDown | EndRollDrain
+RebalanceMoves = Mapping[tuple[str, int], tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceProgress:
+    """What is left of a rebalance's moves (verify), or what a stop cancelled."""
+
+    remaining: tuple[tuple[str, int], ...]
+    cancelled: tuple[tuple[str, int], ...] = ()
 
 
 class ControllerPort(Protocol):
@@ -93,6 +102,14 @@ class ControllerPort(Protocol):
 
     async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
         """Create and delete ACLs, set and remove credentials and quotas, as one TinyStreamUser's plan says."""
+
+    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
+        """A rebalance proposal (Proposal.to_dict()) on the cluster's image, partition sizes unknown (0 bytes);
+        raises ControllerUnavailable or ControllerRefused (a mode or broker list no plan can meet)."""
+
+    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves) -> RebalanceProgress:
+        """`step` execute (with the topics' throttled-replicas), verify or stop reviewed moves; raises
+        ControllerUnavailable or ControllerRefused."""
 
     async def forget(self, cluster: ClusterKey) -> None:
         """The cluster was deleted: drop its state."""
@@ -143,6 +160,12 @@ class UnattachedController:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
+        raise ControllerUnavailable(self.MESSAGE)
+
+    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves) -> RebalanceProgress:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def forget(self, cluster: ClusterKey) -> None:

@@ -6,6 +6,7 @@
     topic_handlers.py       Topic -> topic_reconciler.py (observe, validate, apply, report; delete)
     user_handlers.py        TinyStreamUser -> user_reconciler.py (refusal, Secret, access, report; removal)
     schema_handlers.py      TinyStreamSchema -> schema_reconciler.py (registry REST calls, report; deletion policy)
+    rebalance_handlers.py   TinyStreamRebalance -> rebalance_reconciler.py (propose, approve, follow, stop)
 
 Handlers are thin: they call a reconciler, which observes, calls the pure
 decision (reconcile.py, topics.py, users.py), executes it through api.py
@@ -29,6 +30,7 @@ from tinystream.operator.k8s import (
     cluster_handlers,
     lifecycle_handlers,
     pod_handlers,
+    rebalance_handlers,
     schema_handlers,
     topic_handlers,
     user_handlers,
@@ -37,7 +39,8 @@ from tinystream.operator.k8s.deps import Deps
 
 __all__ = ["Deps", "default_connect", "make_registry"]  # Deps lives in deps.py; callers import it from here too
 
-KINDS = (lifecycle_handlers, cluster_handlers, pod_handlers, topic_handlers, user_handlers, schema_handlers)
+KINDS = (lifecycle_handlers, cluster_handlers, pod_handlers, topic_handlers, user_handlers, schema_handlers,
+         rebalance_handlers)
 
 
 def default_connect(**kwargs: Any) -> kopf.ConnectionInfo | None:

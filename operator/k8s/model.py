@@ -363,6 +363,7 @@ class OperatorContext:
 
 USER_KIND = "TinyStreamUser"
 USER_PLURAL = "tinystreamusers"
+REBALANCE_PLURAL = "tinystreamrebalances"
 
 
 @dataclass(frozen=True, slots=True)

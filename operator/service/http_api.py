@@ -17,7 +17,8 @@ public: with them anyone could forge an AlterPartition.
                         changes; preferred elections, reassignments, client quotas, dynamic broker
                         configs (brokers forward their clients' requests, after their own authorizer
                         said yes)
-    admin               drain, undrain, unregister
+    admin               drain, undrain, unregister; rebalance proposal, execute, verify, stop (a broker
+                        forwards no client request that plans moves over the whole cluster)
 
 A controller made without a secret (tests of the API itself) lets every caller
 act as admin; `tinystream controller`, `tinystream dev` and the operator always
@@ -61,6 +62,8 @@ from tinystream.operator.controller import (
     UnregisterBroker,
 )
 from tinystream.operator.controller.codec import to_plain
+from tinystream.operator.controller.errors import PlacementError
+from tinystream.operator.service import rebalancing
 from tinystream.operator.service.controller_service import ControllerService
 from tinystream.operator.service.errors import INVALID_REQUEST, ApiError
 from tinystream.operator.service.metrics import ControllerMetrics, http_middleware, metrics_handler
@@ -80,6 +83,8 @@ from tinystream.operator.service.request_bodies import (
     EmptyRequest,
     HeartbeatRequest,
     ReassignRequest,
+    RebalanceMovesRequest,
+    RebalanceProposalRequest,
     RegisterRequest,
     decode,
     default_if_negative_one,
@@ -114,6 +119,10 @@ def _routes(prefix: str = "") -> list[web.RouteDef]:
         web.patch(prefix + "/v1/topics/{name}/config", alter_topic_config),
         web.post(prefix + "/v1/elections/preferred", elect_preferred_leaders),
         web.post(prefix + "/v1/reassignments", reassign_partitions),
+        web.post(prefix + "/v1/rebalance/proposal", rebalance_proposal),
+        web.post(prefix + "/v1/rebalance/execute", rebalance_execute),
+        web.post(prefix + "/v1/rebalance/verify", rebalance_verify),
+        web.post(prefix + "/v1/rebalance/stop", rebalance_stop),
         web.post(prefix + "/v1/acls", create_acls),
         web.post(prefix + "/v1/acls/delete", delete_acls),
         web.post(prefix + "/v1/scram-credentials", alter_scram_credentials),
@@ -559,6 +568,68 @@ async def reassign_partitions(request: web.Request) -> web.Response:
         if record is not None:
             partitions.append({"topic": a.topic, **to_plain(record)})
     return reply(_admin_reply(request, decision, partitions=partitions))
+
+
+# -- rebalance (operator/controller/rebalance) ----------------------------------
+# Admin only: a plan over the whole cluster is no client request a broker forwards. Stateless: the caller
+# (the CLI, or the operator with the proposal in a TinyStreamRebalance's status) sends the reviewed moves.
+
+
+async def rebalance_proposal(request: web.Request) -> web.Response:
+    _require_admin(request)
+    body: RebalanceProposalRequest = await _body(request, RebalanceProposalRequest)
+    sizes = {(s.topic, s.partition): s.size_bytes for s in body.sizes}
+    try:
+        proposal = await rebalancing.proposal(_service(request), body.mode, body.brokers, sizes)
+    except ValueError as exc:
+        raise ApiError.bad_request(f"{_where(request)}: {exc}") from None
+    except PlacementError as exc:
+        raise ApiError.from_controller(exc.error, f"{_where(request)}: {exc.message}") from None
+    return reply({"proposal": proposal.to_dict(), "sizes_measured": len(sizes),
+                  "metadata_version": _service(request).image.version})
+
+
+def _moves(body: RebalanceMovesRequest) -> dict[tuple[str, int], tuple[int, ...]]:
+    return {(a.topic, a.partition): a.replicas for a in body.assignments if a.replicas is not None}
+
+
+def _submitter(request: web.Request) -> rebalancing.Submit:
+    async def submit(event: Event, *, validate_only: bool = False) -> Decision:
+        return await _run(request, event, validate_only=validate_only)
+    return submit
+
+
+def _progress(request: web.Request, progress: rebalancing.Progress, *, topics_key: str) -> web.Response:
+    def keys(items: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+        return [{"topic": t, "partition": p} for t, p in items]
+
+    return reply({"remaining": keys(progress.remaining), "done": progress.done, topics_key: list(progress.topics),
+                  "cancelled": keys(progress.cancelled), "metadata_version": _service(request).image.version})
+
+
+async def rebalance_execute(request: web.Request) -> web.Response:
+    _require_admin(request)
+    body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
+    progress = await rebalancing.execute(_service(request), _submitter(request), _moves(body), throttle=body.throttle)
+    return _progress(request, progress, topics_key="throttled_topics")
+
+
+async def rebalance_verify(request: web.Request) -> web.Response:
+    """kafka-reassign-partitions --verify: what is left; once nothing is, the throttles go and the moved
+    partitions' preferred leaders (the proposal's leader moves) are elected."""
+    _require_admin(request)
+    body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
+    progress = await rebalancing.verify(_service(request), _submitter(request), _moves(body))
+    return _progress(request, progress, topics_key="unthrottled_topics")
+
+
+async def rebalance_stop(request: web.Request) -> web.Response:
+    """Cancel the moves still running (KIP-455: back to the original replicas) and take the throttles out;
+    moves already done stay done."""
+    _require_admin(request)
+    body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
+    progress = await rebalancing.stop(_service(request), _submitter(request), _moves(body))
+    return _progress(request, progress, topics_key="unthrottled_topics")
 
 
 # -- topics --------------------------------------------------------------------

@@ -136,6 +136,28 @@ class ReassignRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionSize:
+    topic: str
+    partition: int
+    size_bytes: int  # one replica's bytes on disk (DescribeLogDirs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RebalanceProposalRequest:
+    mode: str  # full | add-brokers | remove-brokers
+    brokers: tuple[int, ...] = ()  # the added or removed ids
+    sizes: tuple[PartitionSize, ...] = ()  # measured; a partition left out counts 0 bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RebalanceMovesRequest:
+    """A reviewed proposal's moves (execute, verify, stop); `throttle` adds the topics' throttled-replicas."""
+
+    assignments: tuple[ReplicaAssignment, ...]
+    throttle: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EmptyRequest:
     """Endpoints that take no body accept none, or `{}`."""
 

@@ -32,6 +32,7 @@ _COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "transactions": ("tinystream.cli.transactions_cmd", "transactions", ()),
     "bench": ("tinystream.cli.bench_cmds", "bench", ()),
     "status": ("tinystream.cli.status_cmd", "status", ()),
+    "rebalance": ("tinystream.cli.rebalance_cmd", "rebalance", ()),
     "operator": ("tinystream.operator.k8s.cli", "operator", ("kopf", "kubernetes")),  # extra [operator]
     "demo": ("tinystream.cli.demo_cmd", "demo", ()),
     "schema-registry": ("tinystream.cli.registry_cmd", "schema_registry", ("aiokafka", "fastavro")),  # extra [registry]

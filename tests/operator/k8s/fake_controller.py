@@ -10,11 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from tinystream.operator.controller.errors import PlacementError
 from tinystream.operator.controller.image import AclRecord, ClientQuotaRecord, ScramCredentialRecord
 from tinystream.operator.controller.placement import assign_replicas
 from tinystream.operator.controller.quotas import altered
-from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.controller.rebalance import LoadModel, Mode, PartitionLoad, propose
+from tinystream.operator.k8s.controller_port import (
+    BrokerAction,
+    ClusterKey,
+    ControllerRefused,
+    ControllerUnavailable,
+    RebalanceMoves,
+    RebalanceProgress,
+)
 from tinystream.operator.k8s.reconcile import PartitionView
 from tinystream.operator.k8s.topics import (
     AlterConfig,
@@ -39,6 +49,9 @@ class FakeController:
     credentials: dict[tuple[str, str], ScramCredentialRecord] = field(default_factory=dict)
     quotas: tuple[ClientQuotaRecord, ...] = ()
     leaders: dict[tuple[ClusterKey, str, int], int] = field(default_factory=dict)  # elections; else the first replica
+    hold_moves: bool = False  # rebalance moves stay running (a slow copy) until stopped
+    moving: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    rebalance_steps: list[str] = field(default_factory=list)
 
     async def start(self, client: object) -> None:
         return None
@@ -139,6 +152,33 @@ class FakeController:
             self.credentials[(c.user, c.mechanism)] = c
         for d in plan.remove:
             self.credentials.pop((d.user, d.mechanism), None)
+
+    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
+        """The real optimizer over the fake's placement (no sizes, no racks)."""
+        self._check()
+        model = LoadModel(brokers={b: None for b in self.brokers},
+                          partitions={(name, i): PartitionLoad(replicas=reps)
+                                      for (key, name), assignment in self.placement.items() if key == cluster
+                                      for i, reps in enumerate(assignment)})
+        try:
+            return propose(model, Mode(mode), brokers).to_dict()
+        except PlacementError as exc:
+            raise ControllerRefused(exc.error.name, exc.message) from exc
+
+    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves) -> RebalanceProgress:
+        """execute starts the moves; verify finishes them at once unless `hold_moves`; stop cancels them."""
+        self._check()
+        self.rebalance_steps.append(step)
+        if step == "execute":
+            self.moving = dict(moves)
+        elif step == "verify" and not self.hold_moves:
+            for (name, i), target in self.moving.items():
+                self.placement[(cluster, name)][i] = tuple(target)
+            self.moving = {}
+        elif step == "stop":
+            cancelled, self.moving = tuple(self.moving), {}
+            return RebalanceProgress(remaining=(), cancelled=cancelled)
+        return RebalanceProgress(remaining=tuple(self.moving))
 
     async def forget(self, cluster: ClusterKey) -> None:
         return None

@@ -33,6 +33,7 @@ NS = "streaming"
 RESOURCES = [
     ("tinystream.io/v1alpha1/tinystreamclusters", "TinyStreamCluster", True, {"status", "scale"}),
     ("tinystream.io/v1alpha1/topics", "Topic", True, {"status"}),
+    ("tinystream.io/v1alpha1/tinystreamrebalances", "TinyStreamRebalance", True, {"status"}),
     ("apps/v1/statefulsets", "StatefulSet", True, {"status", "scale"}),
     ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True, {"status"}),
     ("v1/services", "Service", True, {"status"}),

@@ -250,3 +250,50 @@ async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_pa
         assert after.topic("orders").topic_id == before.topic("orders").topic_id
         assert after.version >= before.version
         assert 0 in after.brokers  # the registration survived the restart
+
+
+async def test_a_rebalance_resource_runs_on_the_core(server, api, tmp_path):
+    """TinyStreamRebalance through OperatorController to the real core: a proposal onto a second broker,
+    approve (the move starts, with throttled replicas), then stop (cancelled, throttle gone)."""
+    controller = new_controller()
+    async with running_operator(str(server.url), controller=controller):
+        await api.create(TS, "tinystreamclusters", CLUSTER)
+        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: controller.service(KEY) is not None)
+        async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)):
+            await wait_until_async(lambda: 0 in controller.service(KEY).image.brokers
+                                   and not controller.service(KEY).image.brokers[0].fenced,
+                                   timeout=15, what="broker 0 registered")
+            await api.create(TS, "topics", topic("orders"))
+            await api.wait_for(TS, "topics", "orders", placed)
+            # Broker 1 registers (the admin may act as any broker) but never fetches: a move to it stays running.
+            async with ControllerClient(controller.cluster_url(KEY), token=controller.admin_token(KEY),
+                                        ssl_context=controller_ssl_context(controller.cluster_url(KEY), None)) as c:
+                reply = await c.register_broker(broker_id=1, incarnation_id="b1", host="127.0.0.1", port=9)
+                meta = await c.metadata()
+                assert not (await c.heartbeat(1, broker_epoch=reply.broker_epoch,
+                                              metadata_version=meta.version)).fenced
+
+            def state(name):
+                return lambda o: ((o or {}).get("status") or {}).get("state") == name
+
+            await api.create(TS, "tinystreamrebalances", {
+                "apiVersion": TS, "kind": "TinyStreamRebalance", "metadata": {"name": "grow"},
+                "spec": {"cluster": "demo", "mode": "add-brokers", "brokers": [1]}})
+            ready = await api.wait_for(TS, "tinystreamrebalances", "grow", state("ProposalReady"))
+            (move,) = ready["status"]["proposal"]
+            assert 1 in move["after"] and ready["status"]["optimizationResult"]["numReplicaMovements"] == 1
+
+            await api.patch(TS, "tinystreamrebalances", "grow",
+                            {"metadata": {"annotations": {"tinystream.io/rebalance": "approve"}}})
+            await api.wait_for(TS, "tinystreamrebalances", "grow", state("Rebalancing"))
+            record = controller.service(KEY).image.topic("orders")
+            assert record.partitions[move["partition"]].adding_replicas == (1,)
+            assert record.config["follower.replication.throttled.replicas"] == f"{move['partition']}:1"
+
+            await api.patch(TS, "tinystreamrebalances", "grow",
+                            {"metadata": {"annotations": {"tinystream.io/rebalance": "stop"}}})
+            stopped = await api.wait_for(TS, "tinystreamrebalances", "grow", state("Stopped"))
+            assert "1 running move(s) cancelled" in stopped["status"]["message"]
+            record = controller.service(KEY).image.topic("orders")
+            assert all(p.replicas == (0,) and not p.adding_replicas for p in record.partitions)
+            assert "follower.replication.throttled.replicas" not in record.config

@@ -1,0 +1,82 @@
+"""One pass over a TinyStreamRebalance: decide the step (rebalances.next_step, pure), run it through the
+controller port, write status, remove the annotation acted on.
+
+Failures: the controller unavailable leaves state and annotation as they
+are (the next pass retries); a refusal of a proposal or of the execution
+is NotReady with the controller's message; a refused verify or stop keeps
+Rebalancing and says why. Partition sizes are not measured here (the
+operator does not talk to brokers over Kafka), so proposals balance replica
+and leader counts; the local CLI measures sizes (DescribeLogDirs).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from tinystream.operator.k8s.controller_port import ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.k8s.deps import Deps
+from tinystream.operator.k8s.rebalances import (
+    ANNOTATION,
+    RebalanceSpec,
+    State,
+    Step,
+    moves_of,
+    next_step,
+    problem,
+    proposal_status,
+    state_status,
+)
+
+
+class RebalanceReconciler:
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+
+    async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> None:
+        spec = RebalanceSpec.from_resource(body)
+        step = next_step(spec, status)
+        if step is Step.NONE:
+            return
+        try:
+            update = await self._run(spec, step, status)
+        except ControllerUnavailable as exc:
+            patch.status["message"] = f"waiting for the controller: {exc}"
+            return
+        except ControllerRefused as exc:
+            if step in (Step.PROPOSE, Step.EXECUTE):
+                update = {**state_status(State.NOT_READY, exc.message, generation=spec.generation),
+                          **({"proposal": None, "optimizationResult": None} if step is Step.PROPOSE else {})}
+            else:
+                update = {"message": f"{step.value} refused: {exc.message}"}
+        logger.info("rebalance %s/%s: %s -> %s", spec.namespace, spec.name, step.value, update.get("state"))
+        for key, value in update.items():
+            patch.status[key] = value
+        if spec.annotation is not None:
+            patch.metadata.setdefault("annotations", {})[ANNOTATION] = None
+
+    async def _run(self, spec: RebalanceSpec, step: Step, status: Any) -> dict[str, Any]:
+        port = self.deps.controller
+        cluster = ClusterKey(spec.namespace, spec.cluster)
+        moves = moves_of(status)
+        if step is Step.PROPOSE:
+            bad = problem(spec)
+            if bad:
+                return {**state_status(State.NOT_READY, bad, generation=spec.generation),
+                        "proposal": None, "optimizationResult": None}
+            proposal = await port.rebalance_proposal(cluster, spec.mode, spec.brokers)
+            return proposal_status(proposal, generation=spec.generation)
+        if step is Step.EXECUTE:
+            await port.rebalance_moves(cluster, "execute", moves)
+            return state_status(State.REBALANCING, f"moving {len(moves)} partition(s)", generation=spec.generation)
+        if step is Step.VERIFY:
+            progress = await port.rebalance_moves(cluster, "verify", moves)
+            if not progress.remaining:
+                return state_status(State.READY, f"{len(moves)} partition(s) moved", generation=spec.generation)
+            return state_status(State.REBALANCING, f"{len(progress.remaining)} of {len(moves)} partition(s) left",
+                                generation=spec.generation)
+        progress = await port.rebalance_moves(cluster, "stop", moves)
+        return state_status(State.STOPPED, f"stopped: {len(progress.cancelled)} running move(s) cancelled",
+                            generation=spec.generation)
