@@ -249,3 +249,18 @@ spec:
   schemaType: AVRO
   schema: '{schema}'
 """
+
+
+def rebalance(name: str, *, mode: str, brokers: tuple[int, ...] = ()) -> str:
+    """A TinyStreamRebalance of the demo cluster (Strimzi's KafkaRebalance): a proposal, carried out on approval."""
+    listed = f"\n  brokers: [{', '.join(map(str, brokers))}]" if brokers else ""
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: TinyStreamRebalance
+metadata:
+  name: {name}
+  namespace: {NAMESPACE}
+spec:
+  cluster: {CLUSTER}
+  mode: {mode}{listed}
+"""

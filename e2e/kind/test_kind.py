@@ -41,6 +41,7 @@ from manifests import (
     bad_topic,
     client_pod,
     cluster,
+    rebalance,
     topic,
     writes_topic,
 )
@@ -373,6 +374,38 @@ def test_operator_restarted_mid_roll_finishes_it(kube):
     assert sorted(consume_all(kube)) == sorted(MESSAGES)
 
 
+def rebalance_state(kube: Kube, name: str) -> str:
+    return kube.json("tsr", name).get("status", {}).get("state", "")
+
+
+def drain_with_a_reviewed_rebalance(kube: Kube, *, broker: int) -> None:
+    """Strimzi's way to empty a broker before a scale-down: a remove-brokers TinyStreamRebalance, its
+    proposal reviewed in status, then approved, while an acks=all writer runs; nothing it acked is lost."""
+    name = f"remove-broker-{broker}"
+    kube.apply(rebalance(name, mode="remove-brokers", brokers=(broker,)))
+    wait_until(lambda: rebalance_state(kube, name) == "ProposalReady", timeout=300, what="the rebalance's proposal")
+    status = kube.json("tsr", name)["status"]
+    assert status["optimizationResult"]["numReplicaMovements"] > 0, status
+    assert all(broker not in move["after"] for move in status["proposal"]), status["proposal"]
+    writer = Writer(kube, "rebalance", seconds=600).start()
+    start = time.monotonic()
+    try:
+        kube.kubectl("annotate", "tsr", name, "tinystream.io/rebalance=approve")
+        wait_until(lambda: rebalance_state(kube, name) == "Ready", timeout=600, what="the rebalance carried out")
+    finally:
+        writer.stop()
+    writer.join()
+    measure(f"TinyStreamRebalance remove-brokers ({status['optimizationResult']['numReplicaMovements']} moves) "
+            "under an acks=all writer", f"{time.monotonic() - start:.0f} s")
+
+    def broker_empty() -> bool:
+        return all(broker not in p["replicas"] for name in (TOPIC, WRITES)
+                   for p in kube.json("tst", name)["status"]["partitions"])
+    wait_until(broker_empty, timeout=180, what=f"no replica left on broker {broker}")
+    writer.check_nothing_lost(kube, "rebalance")
+    kube.kubectl("delete", "tsr", name, timeout=120)
+
+
 def test_scale_up_then_down(kube):
     kube.kubectl("scale", f"tsc/{CLUSTER}", "--replicas=4")
     wait_until(lambda: ready_brokers(kube, 4), timeout=600, what="4 ready brokers")
@@ -381,6 +414,7 @@ def test_scale_up_then_down(kube):
         parts = kube.json("tst", TOPIC)["status"]["partitions"]
         return any(3 in p["replicas"] for p in parts)
     wait_until(new_broker_holds_replicas, timeout=600, what="replicas on broker 3")
+    drain_with_a_reviewed_rebalance(kube, broker=3)
     kube.kubectl("scale", f"tsc/{CLUSTER}", "--replicas=3")
     wait_until(lambda: ready_brokers(kube, 3), timeout=900, what="back to 3 brokers")
     parts = kube.json("tst", TOPIC)["status"]["partitions"]
