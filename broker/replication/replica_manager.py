@@ -77,6 +77,7 @@ class FetchedPartition:
     log_start_offset: int = -1
     records: bytes | memoryview | FileRange | None = None  # a FileRange only for a fetch that asked (as_ranges)
     aborted: tuple[AbortedTxn, ...] | None = None  # read_committed only: aborted transactions in the range read
+    from_follower: bool = False  # read from this broker as a follower of the partition (KIP-392)
 
     @property
     def size(self) -> int:
@@ -337,7 +338,7 @@ class ReplicaManager:
             if max_wait_ms <= 0 or not requests or ready >= min_bytes or errors or remaining <= 0:
                 if quota is not None:  # KafkaApis: the leader quota records the throttled partitions' bytes
                     quota.record(sum(r.size for r in results if r.size and quota.throttled(r.tp)), self.clock())
-                if not leader_only and not for_replica and self._read_as_follower(results):
+                if not leader_only and not for_replica and any(r.from_follower for r in results):
                     self.follower_fetches += 1
                 return results
             close_ranges(results)  # read again after the wait
@@ -382,13 +383,6 @@ class ReplicaManager:
             out.append(fetched)
         return out
 
-    def _read_as_follower(self, results: list[FetchedPartition]) -> bool:
-        """Whether a consumer's fetch read some partition from this broker as a follower (KIP-392)."""
-        for r in results:
-            if r.error == ErrorCode.none and (p := self._partitions.get(r.tp)) is not None and not p.is_leader:
-                return True
-        return False
-
     def _read_one(
         self, r: FetchPartition, *, for_replica: bool, limit: int, min_one: bool, read_committed: bool = False,
         as_range: bool = False, leader_only: bool = True,
@@ -396,7 +390,8 @@ class ReplicaManager:
         partition = self._partitions.get(r.tp)
         if partition is None:
             return FetchedPartition(r.tp, ErrorCode.unknown_topic_or_partition)
-        if leader_only and not partition.is_leader:  # followers, and consumers before Fetch v11 (KAFKA-9004)
+        following = not partition.is_leader
+        if leader_only and following:  # followers, and consumers before Fetch v11 (KAFKA-9004)
             return FetchedPartition(r.tp, ErrorCode.not_leader_or_follower)
         epoch_error = partition.check_leader_epoch(r.current_leader_epoch)
         hw = partition.high_watermark
@@ -410,7 +405,8 @@ class ReplicaManager:
         if r.fetch_offset == end and partition.log_start_offset <= end:
             # Caught up: nothing to read. The common case of a fetch session's idle partitions; skipping the
             # segment and index lookups halves an idle 1000-partition fetch (`tinystream bench fetch-sessions`).
-            return FetchedPartition(r.tp, ErrorCode.none, hw, lso, partition.log_start_offset, b"", no_aborts)
+            return FetchedPartition(r.tp, ErrorCode.none, hw, lso, partition.log_start_offset, b"", no_aborts,
+                                    following)
         try:
             result: ReadResult = partition.read(
                 r.fetch_offset, max(limit, 0), for_replica=for_replica, min_one=min_one, read_committed=read_committed,
@@ -426,7 +422,8 @@ class ReplicaManager:
         aborted = no_aborts
         if read_committed and len(result.data):
             aborted = tuple(partition.aborted_transactions(r.fetch_offset, result.next_offset))
-        return FetchedPartition(r.tp, ErrorCode.none, hw, lso, result.log_start_offset, result.data, aborted)
+        return FetchedPartition(r.tp, ErrorCode.none, hw, lso, result.log_start_offset, result.data, aborted,
+                                following)
 
     # -- producer state -------------------------------------------------------------------
 
