@@ -41,6 +41,10 @@ read of the rest through the purgatory, the session's answer, the response.
 - v12 `last_fetched_epoch` (KIP-595): when the fetcher's last epoch ends
   before its fetch offset here, the answer carries `diverging_epoch` and no
   records, so the fetcher truncates first.
+- v11+ from a consumer (KIP-392, `read_replica`): a leader whose
+  replica.selector.class picks another replica answers that partition with
+  `preferred_read_replica` and no records; a follower serves such fetches up
+  to its high watermark. Older versions read from the leader only.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from uuid import UUID
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.fetch_sessions.cache import PartitionRequest
-from tinystream.broker.handlers import fetch_gates, fetch_session
+from tinystream.broker.handlers import fetch_gates, fetch_session, read_replica
 from tinystream.broker.handlers.shared import authz
 from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
@@ -73,8 +77,10 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     if session.error != ErrorCode.none:
         return _top_level_error(call, session.error)
     requests, answered, diverging = _gate(ctx, fetcher, session.partitions)
-    live = [r for r in requests if r.tp not in answered]
     peer = fetcher.peer
+    from_followers = read_replica.may_read_followers(call.version, peer)
+    preferred = read_replica.redirect(ctx, call, requests, answered) if from_followers else {}
+    live = [r for r in requests if r.tp not in answered]
     fetched = await ctx.replicas.fetch(
         live,
         replica_id=fetcher.replica_id if peer else -1,
@@ -85,15 +91,19 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED and not peer,
         # Plaintext: record sets stay in the segment files and go out with sendfile (the connection's writer).
         as_ranges=call.client.sendfile,
+        leader_only=not from_followers,
     )
     answered.update((f.tp, f) for f in fetched)
-    carried = fetch_session.answer(ctx, session, [answered[r.tp] for r in requests], must_include=diverging.keys())
+    if preferred:
+        ctx.metrics.record_preferred_replicas(len(preferred))
+    carried = fetch_session.answer(ctx, session, [answered[r.tp] for r in requests],
+                                   must_include=diverging.keys() | preferred.keys())  # Kafka's FetchSession too
     if carried.error != ErrorCode.none:
         close_ranges(fetched)  # answered without records: their files now, not when collected
         return _top_level_error(call, carried.error)
     read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     return _response(ctx, call, carried.results, diverging, read_committed, call.version, carried.session_id,
-                     fetch_session.topic_ids(session))
+                     fetch_session.topic_ids(session), preferred)
 
 
 def _fetcher(ctx: BrokerContext, call: Call) -> fetch_gates.Fetcher:
@@ -117,7 +127,8 @@ def _gate(
     cap = ctx.settings.fetch_max_bytes
     replicas = ctx.replicas
     for tp, p in partitions:
-        requests.append(FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch))
+        requests.append(FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch,
+                                       p.log_start_offset if fetcher.peer else -1))
         partition = replicas.get(tp)
         error = fetch_gates.refusal(fetcher, tp, p, partition)
         if error is not None:
@@ -150,6 +161,7 @@ def _response(
     version: int,
     session_id: int,
     topic_ids: dict[str, UUID | None],
+    preferred: dict[TopicPartition, int],
 ) -> Any:
     by_topic: dict[str, list[Any]] = {}
     metrics = ctx.metrics
@@ -161,7 +173,7 @@ def _response(
             "last_stable_offset": r.last_stable_offset,
             "log_start_offset": r.log_start_offset,
             "aborted_transactions": _aborted(call, r, read_committed),
-            "preferred_read_replica": -1,
+            "preferred_read_replica": preferred.get(r.tp, -1),
             "records": r.records if r.records is not None else b"",
         }
         if version >= 12:

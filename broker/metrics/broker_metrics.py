@@ -139,6 +139,9 @@ class _BrokerStateCollector(Collector):
                                   value=self.isr_expands)
         yield CounterMetricFamily("tinystream_leader_elections",
                                   "Leader epochs this broker took over as leader", value=self.leader_elections)
+        yield CounterMetricFamily("tinystream_follower_fetch_requests",
+                                  "Consumer fetches that read a partition this broker follows (KIP-392)",
+                                  value=getattr(self._ctx.replicas, "follower_fetches", 0))
 
     def _fetch_session_families(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """KIP-227's cache, as Kafka's NumIncrementalFetchSessions and friends; nothing without sessions."""
@@ -304,6 +307,12 @@ class BrokerMetrics:
         self.produce_errors = Counter(
             "tinystream_produce_errors", "Partition-level produce errors, by error", ["error"], registry=self.registry
         )
+        # KIP-392: partitions a leader answered with another replica to read from (the follower counts the
+        # fetches it then serves, tinystream_follower_fetch_requests).
+        self.preferred_replicas = Counter(
+            "tinystream_preferred_read_replica_answers",
+            "Fetch partitions answered with a preferred read replica (the consumer is sent to a follower)",
+            registry=self.registry)
         self.protocol_errors = Counter(
             "tinystream_protocol_errors", "Connections closed for bad input", registry=self.registry
         )
@@ -357,6 +366,9 @@ class BrokerMetrics:
         (Kafka's per-client throttle-time metric, summed)."""
         self.throttled.labels(quota).inc()
         self.throttle_seconds.labels(quota).inc(throttle_ms / 1000)
+
+    def record_preferred_replicas(self, partitions: int) -> None:
+        self.preferred_replicas.inc(partitions)
 
     def record_out(self, topic: str, size: int) -> None:
         self._topic(topic)[1].inc(size)

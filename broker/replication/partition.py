@@ -9,8 +9,10 @@ A Partition is a leader or a follower (Kafka's Partition.scala, reduced):
   is its log end offset right after the append.
 - Followers' fetch offsets (`record_follower_fetch`) are their log end offsets;
   each one may move the HW.
-- A follower refuses client produce and fetch with NOT_LEADER_OR_FOLLOWER and
-  copies the leader's batches with `append_as_follower`, taking the leader's HW.
+- A follower refuses client produce with NOT_LEADER_OR_FOLLOWER and copies
+  the leader's batches with `append_as_follower`, taking the leader's HW
+  (capped at its own log end); consumers may read it below that HW (KIP-392,
+  see `replica_manager`).
 - Requests that name a leader epoch are checked against ours
   (`check_leader_epoch`, KIP-320): older is FENCED_LEADER_EPOCH, newer
   UNKNOWN_LEADER_EPOCH.
@@ -100,6 +102,7 @@ class Partition:
         self._follower_leo: dict[int, int] = {}
         self._follower_seen_ms: dict[int, int] = {}  # last caught-up time (Kafka's lastCaughtUpTimeMs)
         self._follower_last_fetch: dict[int, tuple[int, int]] = {}  # (time, leader LEO then)
+        self._follower_start: dict[int, int] = {}  # log start offsets followers reported (KIP-392's candidates)
         self._epoch_start_offset = log.log_end_offset  # our LEO when we became leader of this epoch
         # A sole replica has nothing to wait for. With followers, the HW restarts
         # at the log start and rises as they report their positions.
@@ -166,6 +169,7 @@ class Partition:
             self._follower_leo.clear()
             self._follower_seen_ms.clear()
             self._follower_last_fetch.clear()
+            self._follower_start.clear()
             self._epoch_start_offset = self.log.log_end_offset
             if now_ms is not None:
                 for replica in state.isr:
@@ -336,8 +340,9 @@ class Partition:
         """What a read_committed fetch of [fetch_offset, upper_offset) must drop."""
         return self.txn_index.collect(fetch_offset, upper_offset)
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched from `fetch_offset` (= its log end offset); True if the HW moved.
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1) -> bool:
+        """A follower fetched from `fetch_offset` (= its log end offset, its log starting at
+        `log_start_offset`; -1: not said); True if the HW moved.
 
         Caught-up time as Kafka's Replica.updateFetchState: at our log end now
         means caught up now; at least at our log end of its previous fetch
@@ -346,6 +351,7 @@ class Partition:
         """
         leo = self.log.log_end_offset
         self._follower_leo[replica_id] = fetch_offset
+        self._follower_start[replica_id] = log_start_offset
         if fetch_offset >= leo:
             self._follower_seen_ms[replica_id] = now_ms
         else:
@@ -354,6 +360,20 @@ class Partition:
                 self._follower_seen_ms[replica_id] = max(self._follower_seen_ms.get(replica_id, 0), previous[0])
         self._follower_last_fetch[replica_id] = (now_ms, leo)
         return self._maybe_advance_hw()
+
+    def in_sync_holding(self, offset: int, now_ms: int) -> list[tuple[int, int, int]]:
+        """(replica id, log end offset, ms since last caught up) of each in-sync follower whose log, as
+        it last reported, holds `offset`: where a consumer may be sent to read it (KIP-392; Kafka's
+        findPreferredReadReplica). A follower that never said its log start is taken to hold it."""
+        if not self.is_leader:
+            return []
+        out = []
+        for replica in self._state.isr:
+            leo = self._follower_leo.get(replica)
+            if replica == self.broker_id or leo is None or leo < offset or self._follower_start.get(replica, -1) > offset:
+                continue
+            out.append((replica, leo, max(now_ms - self._follower_seen_ms.get(replica, now_ms), 0)))
+        return out
 
     def isr_change(self, now_ms: int, lag_time_max_ms: int,
                    eligible: frozenset[int] | None = None) -> tuple[int, ...] | None:

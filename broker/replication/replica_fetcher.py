@@ -103,9 +103,13 @@ class LeaderFetcher:
         self._client: KafkaClient | None = None
 
     async def stop(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task
+        # Cancel until the task is done: Python 3.11's wait_for (KafkaClient.request) loses a cancel that
+        # lands as its answer arrives (gh-86296), and the loop then fetched on, so a broker's stop hung.
+        while not self.task.done():
+            self.task.cancel()
+            await asyncio.wait({self.task}, timeout=1.0)
+        if not self.task.cancelled():
+            self.task.exception()  # retrieved: a failure of the loop was already logged by it
         await self._close()
 
     async def _close(self) -> None:

@@ -9,7 +9,11 @@
   under the response's and each partition's byte limits, at least one whole
   batch for the first partition with data even past the limits (KIP-74). If
   fewer than min_bytes are ready the request waits in the purgatory, woken by
-  appends, until min_bytes or max_wait (Kafka's DelayedFetch). A fetch from a
+  appends and high-watermark moves, until min_bytes or max_wait (Kafka's
+  DelayedFetch). Consumers read from the leader, or (`leader_only=False`:
+  Fetch v11+, KIP-392) from a follower, up to the high watermark it knows:
+  an offset between that HW and its log end reads nothing yet, one past its
+  log end is OFFSET_OUT_OF_RANGE (Kafka's LocalLog.read). A fetch from a
   follower records the follower's position, which may move the high
   watermark and release waiting acks=all produces, and is served within the
   leader's replication throttle (`throttle`, KIP-73).
@@ -61,6 +65,7 @@ class FetchPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    log_start_offset: int = -1  # a follower's, as its Fetch says (-1: a consumer's, or not said)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,7 @@ class FetchedPartition:
     log_start_offset: int = -1
     records: bytes | memoryview | FileRange | None = None  # a FileRange only for a fetch that asked (as_ranges)
     aborted: tuple[AbortedTxn, ...] | None = None  # read_committed only: aborted transactions in the range read
+    from_follower: bool = False  # read from this broker as a follower of the partition (KIP-392)
 
     @property
     def size(self) -> int:
@@ -104,6 +110,8 @@ class ReplicaManager:
         self._hw_checkpoint: HighWatermarkCheckpoint | None = None
         self._checkpointed_hws: dict[TopicPartition, int] = {}
         self.throttles: ReplicationThrottles | None = None  # KIP-73; set by the broker's assembly
+        # Consumer fetches that read a partition this broker follows (KIP-392); read by /metrics.
+        self.follower_fetches = 0
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -176,7 +184,7 @@ class ReplicaManager:
         deduplicate idempotent retries once it leads.
         """
         partition = self._partitions[tp]
-        before = partition.log_end_offset
+        before, hw = partition.log_end_offset, partition.high_watermark
         view = records if isinstance(records, memoryview) else memoryview(records)
         if len(view):
             partition.append_as_follower(view, leader_hw)
@@ -184,6 +192,8 @@ class ReplicaManager:
                 self._replay(partition, before, self.clock())
         else:
             partition.follow_high_watermark(leader_hw)
+        if partition.high_watermark != hw:
+            self.purgatory.notify(tp)  # consumers long-polling this follower (KIP-392) read up to its HW
         return partition.log_end_offset
 
     def truncate(self, tp: TopicPartition, offset: int) -> None:
@@ -303,10 +313,12 @@ class ReplicaManager:
         max_wait_ms: int,
         read_committed: bool = False,
         as_ranges: bool = False,
+        leader_only: bool = True,
     ) -> list[FetchedPartition]:
         """Read; wait for min_bytes up to max_wait_ms (replica_id >= 0: an authorised follower;
         read_committed: up to the last stable offset, with the aborted transactions read; as_ranges:
-        records from segment files as FileRanges, which the caller closes)."""
+        records from segment files as FileRanges, which the caller closes; leader_only=False: a
+        consumer that may read from a follower, Fetch v11+)."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
         for_replica = replica_id >= 0
         quota = self.throttles.leader if for_replica and self.throttles is not None else None
@@ -319,13 +331,15 @@ class ReplicaManager:
         while True:
             results = self._read_all(requests, for_replica=for_replica, max_bytes=max_bytes,
                                      read_committed=read_committed and not for_replica, as_ranges=as_ranges,
-                                     held=held)
+                                     held=held, leader_only=leader_only or for_replica)
             ready = sum(r.size for r in results)
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - time.monotonic()
             if max_wait_ms <= 0 or not requests or ready >= min_bytes or errors or remaining <= 0:
                 if quota is not None:  # KafkaApis: the leader quota records the throttled partitions' bytes
                     quota.record(sum(r.size for r in results if r.size and quota.throttled(r.tp)), self.clock())
+                if not leader_only and not for_replica and any(r.from_follower for r in results):
+                    self.follower_fetches += 1
                 return results
             close_ranges(results)  # read again after the wait
             await self.purgatory.wait(keys, remaining)
@@ -335,7 +349,7 @@ class ReplicaManager:
         for r in requests:
             partition = self._partitions.get(r.tp)
             if partition is not None and partition.is_leader and replica_id in partition.state.replicas:
-                if partition.record_follower_fetch(replica_id, r.fetch_offset, now):
+                if partition.record_follower_fetch(replica_id, r.fetch_offset, now, r.log_start_offset):
                     self.purgatory.notify(r.tp)
 
     def _held_back(self, requests: list[FetchPartition], replica_id: int,
@@ -352,7 +366,7 @@ class ReplicaManager:
 
     def _read_all(
         self, requests: list[FetchPartition], *, for_replica: bool, max_bytes: int, read_committed: bool = False,
-        as_ranges: bool = False, held: frozenset[TopicPartition] = frozenset(),
+        as_ranges: bool = False, held: frozenset[TopicPartition] = frozenset(), leader_only: bool = True,
     ) -> list[FetchedPartition]:
         remaining = max(max_bytes, 0)
         min_one = True  # KIP-74: the first partition with data returns a whole batch regardless
@@ -362,7 +376,7 @@ class ReplicaManager:
                 out.append(self._read_one(r, for_replica=for_replica, limit=0, min_one=False))
                 continue
             fetched = self._read_one(r, for_replica=for_replica, limit=min(r.max_bytes, remaining), min_one=min_one,
-                                     read_committed=read_committed, as_range=as_ranges)
+                                     read_committed=read_committed, as_range=as_ranges, leader_only=leader_only)
             if fetched.size:
                 min_one = False
                 remaining = max(remaining - fetched.size, 0)
@@ -371,12 +385,13 @@ class ReplicaManager:
 
     def _read_one(
         self, r: FetchPartition, *, for_replica: bool, limit: int, min_one: bool, read_committed: bool = False,
-        as_range: bool = False,
+        as_range: bool = False, leader_only: bool = True,
     ) -> FetchedPartition:
         partition = self._partitions.get(r.tp)
         if partition is None:
             return FetchedPartition(r.tp, ErrorCode.unknown_topic_or_partition)
-        if not partition.is_leader:
+        following = not partition.is_leader
+        if leader_only and following:  # followers, and consumers before Fetch v11 (KAFKA-9004)
             return FetchedPartition(r.tp, ErrorCode.not_leader_or_follower)
         epoch_error = partition.check_leader_epoch(r.current_leader_epoch)
         hw = partition.high_watermark
@@ -390,7 +405,8 @@ class ReplicaManager:
         if r.fetch_offset == end and partition.log_start_offset <= end:
             # Caught up: nothing to read. The common case of a fetch session's idle partitions; skipping the
             # segment and index lookups halves an idle 1000-partition fetch (`tinystream bench fetch-sessions`).
-            return FetchedPartition(r.tp, ErrorCode.none, hw, lso, partition.log_start_offset, b"", no_aborts)
+            return FetchedPartition(r.tp, ErrorCode.none, hw, lso, partition.log_start_offset, b"", no_aborts,
+                                    following)
         try:
             result: ReadResult = partition.read(
                 r.fetch_offset, max(limit, 0), for_replica=for_replica, min_one=min_one, read_committed=read_committed,
@@ -406,7 +422,8 @@ class ReplicaManager:
         aborted = no_aborts
         if read_committed and len(result.data):
             aborted = tuple(partition.aborted_transactions(r.fetch_offset, result.next_offset))
-        return FetchedPartition(r.tp, ErrorCode.none, hw, lso, result.log_start_offset, result.data, aborted)
+        return FetchedPartition(r.tp, ErrorCode.none, hw, lso, result.log_start_offset, result.data, aborted,
+                                following)
 
     # -- producer state -------------------------------------------------------------------
 

@@ -153,9 +153,15 @@ async def controller(tmp_path):
 
 
 @pytest.fixture
-async def cluster(tmp_path, controller):
+def cluster_overrides() -> dict[int, dict]:
+    """Override in a module to give broker i of `cluster` its own settings (Kafka names): {i: {...}}."""
+    return {}
+
+
+@pytest.fixture
+async def cluster(tmp_path, controller, cluster_overrides):
     c = Cluster(tmp_path, controller)
-    await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
+    await asyncio.gather(*(c.start(i, **cluster_overrides.get(i, {})) for i in (1, 2, 3)))
     await wait_until_async(lambda: all(len(b.cluster.brokers()) == 3 for b in c.brokers.values()), what="3 live brokers")
     try:
         yield c

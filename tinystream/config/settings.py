@@ -221,6 +221,11 @@ class BrokerSettings(ComponentSettings):
     # Replication: followers, the ISR and the heartbeat to the controller.
     replica_lag_time_max_ms: int = kafka_field(30_000, "replica.lag.time.max.ms", ge=1)
     replica_fetch_max_bytes: int = kafka_field(1_048_576, "replica.fetch.max.bytes", ge=1)
+    # KIP-392: where a consumer (Fetch v11+, client.rack) reads. Unset (Kafka's default) or LeaderSelector: the
+    # leader. RackAwareReplicaSelector: an in-sync replica in the client's rack (docs/operations.md).
+    replica_selector_class: Literal["org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                                    "org.apache.kafka.common.replica.LeaderSelector"] | None = kafka_field(
+        None, "replica.selector.class")
     # Replication throttle (KIP-73, dynamic), bytes/s: as leader, serve the replicas a topic's
     # leader.replication.throttled.replicas lists, while out of the ISR, within this rate (default: none).
     leader_replication_throttled_rate: int = kafka_field(2**63 - 1, "leader.replication.throttled.rate", ge=0)

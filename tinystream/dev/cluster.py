@@ -321,7 +321,8 @@ class LocalCluster:
     def __init__(self, *, brokers: int, data_dir: str | Path, first_port: int = 9092,
                  overrides: Sequence[str] = (), controller_port: int | None = None,
                  dashboard_port: int | None = None, log_dir: str | Path | None = None,
-                 schema_registry_port: int | None = None, echo: Callable[[str], None] = print) -> None:
+                 schema_registry_port: int | None = None, echo: Callable[[str], None] = print,
+                 broker_overrides: Mapping[int, Sequence[str]] | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.log_dir = Path(log_dir).resolve() if log_dir else self.data_dir / "logs"
         self.echo = echo
@@ -345,6 +346,7 @@ class LocalCluster:
             env=dict(env), log_path=self.log_dir / "controller.log", data_path=self.data_dir / "controller",
         )
         self._broker_settings = to_broker
+        self._own_settings = dict(broker_overrides or {})  # broker id -> its own KEY=VALUEs (broker.rack, ...)
         # Brokers replicate on their own authenticated listener unless the user sets listeners herself.
         self._replication_dir = None if owned_by_user(to_broker) else self.data_dir / "replication"
         self._first_port = first_port
@@ -396,7 +398,8 @@ class LocalCluster:
                     listeners = (replication_settings(self._replication_dir, host="127.0.0.1", port=port)
                                  if self._replication_dir else None)
                     b.argv = broker_argv(broker_id=b.broker_id, port=port, log_dir=b.data_path,
-                                         controller_url=self.controller.url, overrides=self._broker_settings,
+                                         controller_url=self.controller.url,
+                                         overrides=[*self._broker_settings, *self._own_settings.get(b.broker_id, ())],
                                          token_file=token_file, listeners=listeners)
             threads = [threading.Thread(target=self._start_quietly, args=(b,)) for b in self.brokers]
             for t in threads:

@@ -171,10 +171,11 @@ def fetch_request(
     last_fetched_epoch: int = -1,
     forgotten: Sequence[tuple[str, int]] = (),
     topic_ids: Mapping[str, uuid.UUID] | None = None,
+    rack_id: str = "",
 ) -> Any:
     """Fetch (topic, partition, offset) triples, grouped by topic in the order given; `forgotten`
     (topic, partition) pairs leave an incremental fetch session (KIP-227); v13+ names topics by
-    `topic_ids` (KIP-516)."""
+    `topic_ids` (KIP-516); v11+ says the client's `rack_id` (KIP-392)."""
     ids = topic_ids or {}
     by_topic: dict[str, list[Any]] = {}
     for topic, partition, offset in partitions:
@@ -194,7 +195,7 @@ def fetch_request(
                    partitions=tuple(p for tt, p in forgotten if tt == t))
             for t in dict.fromkeys(t for t, _ in forgotten)
         ),
-        rack_id="",
+        rack_id=rack_id,
     )
 
 

@@ -56,9 +56,10 @@ async def test_rf3_topic_gets_a_leader_and_followers_and_acks_all_reaches_every_
         assert cluster.replica(b, "orders", 0).log_end_offset == 3
         await wait_until_async(lambda: cluster.replica(b, "orders", 0).high_watermark == 3, what="follower HW")  # noqa: B023
         assert values_in(cluster.brokers[b], "orders") == [b"a", b"b", b"c"]
-    # Consumers read from the leader only; a follower says NOT_LEADER_OR_FOLLOWER.
+    # Consumers before Fetch v11 read from the leader only; a follower says NOT_LEADER_OR_FOLLOWER (KIP-392:
+    # v11+ may read a follower, test_follower_fetching.py).
     follower = next(b for b in (1, 2, 3) if b != leader)
-    fetched = await (await cluster.client(follower)).request(fetch_request([("orders", 0, 0)]))
+    fetched = await (await cluster.client(follower)).request(fetch_request([("orders", 0, 0)], version=10))
     assert fetched.responses[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
     # Metadata from any broker names the same leader and every broker.
     from tinystream.testing.broker import request

@@ -12,6 +12,7 @@ beside the benchmark on a small machine.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,8 +63,10 @@ class KafkaCluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def cluster_properties(*, node_id: int, ports: list[int], controller_ports: list[int], log_dir: Path) -> dict[str, str]:
-    """Node `node_id` (1-based) of a 3-voter combined cluster on loopback."""
+def cluster_properties(*, node_id: int, ports: list[int], controller_ports: list[int], log_dir: Path,
+                       extra: Mapping[str, object] | None = None) -> dict[str, str]:
+    """Node `node_id` (1-based) of a 3-voter combined cluster on loopback; `extra`: this node's own settings
+    (broker.rack, ...), last."""
     index = node_id - 1
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(controller_ports))
     rf = len(ports)
@@ -72,13 +75,15 @@ def cluster_properties(*, node_id: int, ports: list[int], controller_ports: list
         "offsets.topic.replication.factor": min(rf, 3), "transaction.state.log.replication.factor": min(rf, 3),
         "transaction.state.log.min.isr": min(rf, 2), "share.coordinator.state.topic.replication.factor": min(rf, 3),
         "share.coordinator.state.topic.min.isr": min(rf, 2), "default.replication.factor": min(rf, 3),
-        "min.insync.replicas": min(rf, 2), "group.initial.rebalance.delay.ms": 0,
+        "min.insync.replicas": min(rf, 2), "group.initial.rebalance.delay.ms": 0, **(extra or {}),
     })
 
 
 def start_kafka_cluster(*, nodes: int = 3, workdir: str | Path | None = None, timeout: float = 180.0,
-                        jvm_opts: tuple[str, ...] = CLUSTER_JVM_OPTS, log_level: str = "WARN") -> KafkaCluster:
-    """Format and start `nodes` combined KRaft nodes; returns when every node serves Metadata."""
+                        jvm_opts: tuple[str, ...] = CLUSTER_JVM_OPTS, log_level: str = "WARN",
+                        node_overrides: Mapping[int, Mapping[str, object]] | None = None) -> KafkaCluster:
+    """Format and start `nodes` combined KRaft nodes; returns when every node serves Metadata.
+    `node_overrides`: node id (1-based) -> that node's own settings (broker.rack, ...)."""
     jars = jars_dir()
     java = java_executable()
     directory, created = make_workdir(workdir, "kafka-cluster")
@@ -92,7 +97,7 @@ def start_kafka_cluster(*, nodes: int = 3, workdir: str | Path | None = None, ti
             node_dir = directory / f"node-{node_id}"
             node_dir.mkdir(parents=True, exist_ok=True)
             props = cluster_properties(node_id=node_id, ports=ports, controller_ports=controller_ports,
-                                       log_dir=node_dir / "kraft-logs")
+                                       log_dir=node_dir / "kraft-logs", extra=(node_overrides or {}).get(node_id))
             config = node_dir / "server.properties"
             config.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
             log_config = _log4j_config(node_dir, log_level)
