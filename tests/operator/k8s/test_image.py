@@ -33,7 +33,7 @@ def test_ports_and_paths_match_the_chart_and_operator():
     assert {9092, 8080, 9091, 3200, 8081} <= exposed
     assert "COPY crds/ /opt/tinystream/crds/" in DOCKERFILE
     assert DEFAULT_CRDS_DIRS[0] == Path("/opt/tinystream/crds")
-    assert "'.[operator]'" in DOCKERFILE  # kopf and kubernetes come with the operator extra
+    assert "'.[operator,registry]'" in DOCKERFILE  # kopf and kubernetes (operator), the schema registry's (registry)
 
 
 def test_default_command_is_a_reachable_standalone_broker():
