@@ -7,6 +7,7 @@ under the headless Service), as any in-cluster application does.
     write BOOTSTRAP TOPIC PREFIX SECONDS   one line per record: `A <value> <t>` acked (acks=all), `E <value> <error>`;
                                            ends after SECONDS or once /tmp/stop-PREFIX exists
     read BOOTSTRAP TOPIC                   every value in the topic, one per line, then `END <count>`
+                                           (from a replica in zone KAFKA_CLIENT_RACK when that is set)
     probe BOOTSTRAP TOPIC                  one record sent: `OK`, or `REFUSED <error class>`
     serial HOST PORT                       the serial (hex) of the certificate a new TLS connection sees
     avro BOOTSTRAP TOPIC REGISTRY SUBJECT  the subject's latest schema from the registry (its login from
@@ -96,7 +97,8 @@ def write(bootstrap: str, topic: str, prefix: str, seconds: float) -> None:
 
 def read(bootstrap: str, topic: str) -> None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
-                             consumer_timeout_ms=20000, request_timeout_ms=30000, **security())
+                             consumer_timeout_ms=20000, request_timeout_ms=30000, **security(),
+                             client_rack=os.environ.get("KAFKA_CLIENT_RACK", ""))  # KIP-392: read in this zone
     partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)

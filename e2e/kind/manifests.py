@@ -38,6 +38,8 @@ spec:
     offsets.topic.replication.factor: 3
     default.replication.factor: 3
     min.insync.replicas: 2
+    # Follower fetching (KIP-392): a consumer with client.rack reads from an in-sync replica in its zone.
+    replica.selector.class: org.apache.kafka.common.replica.RackAwareReplicaSelector
 """
 
 

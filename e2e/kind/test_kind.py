@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from image_build import ensure_image
 from kind_helpers import IMAGE_REPO, IMAGE_TAGS, ROOT, Kube, load_image, measure, tool
-from kind_workload import Writer, read_topic, wait_until
+from kind_workload import Client, Writer, read_topic, wait_until
 from manifests import (
     CLIENT_POD,
     CLUSTER,
@@ -217,6 +217,44 @@ def test_topic_gets_placement(kube):
 def test_produce_and_consume_through_the_client_service(kube):
     exec_cli(kube, "produce", TOPIC, "--acks", "all", input="\n".join(MESSAGES) + "\n")
     assert sorted(consume_all(kube)) == sorted(MESSAGES)
+
+
+FOLLOWER_FETCHES_PROBE = """\
+import sys, urllib.request
+token = open("/etc/tinystream-auth/admin-token").read().strip()
+request = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/metrics", headers={"Authorization": f"Bearer {token}"})
+for line in urllib.request.urlopen(request, timeout=10).read().decode().splitlines():
+    if line.startswith("tinystream_follower_fetch_requests_total "):
+        print(line.split()[-1])
+"""
+
+
+def follower_fetches(kube: Kube) -> dict[int, float]:
+    """Per broker: the consumer fetches it served as a follower (its /metrics, with the cluster's admin token)."""
+    config = tomllib.loads(kube.json("configmap", f"{CLUSTER}-config")["data"]["broker.toml"])["broker"]
+    found = {}
+    for ordinal in range(3):
+        out = kube.kubectl("exec", "-i", f"{CLUSTER}-broker-{ordinal}", "-c", "broker", "--", "python3", "-c",
+                           FOLLOWER_FETCHES_PROBE, str(config["admin.port"]), timeout=60).stdout.split()
+        found[ordinal] = float(out[-1]) if out else 0.0
+    return found
+
+
+@pytest.mark.parametrize("zone", ["zone-a", "zone-b"])
+def test_a_consumer_with_client_rack_reads_from_its_zones_replicas(kube, zone):
+    """KIP-392 with the cluster's replica.selector.class: the brokers got their node's zone as broker.rack, so
+    a consumer naming a zone is sent, for partitions led elsewhere, to an in-sync follower in that zone."""
+    racks = {b["id"]: b.get("rack") for b in tsc(kube)["status"]["brokers"]}
+    in_zone = {b for b, rack in racks.items() if rack == zone}
+    assert in_zone, racks
+    before = follower_fetches(kube)
+    values = read_topic(kube, TOPIC, Client(env=(("KAFKA_CLIENT_RACK", zone),)))
+    assert sorted(values) == sorted(MESSAGES)
+    after = follower_fetches(kube)
+    measure(f"consumer with client.rack={zone}: fetches served by followers per broker",
+            ", ".join(f"{b}: {after[b] - before[b]:.0f}" for b in sorted(after)))
+    assert sum(after[b] - before[b] for b in in_zone) > 0, (racks, before, after)
+    assert all(after[b] == before[b] for b in after if b not in in_zone), (racks, before, after)
 
 
 def metadata_v0(host: str, port: int) -> tuple[list[tuple[int, str, int]], list[str]]:
