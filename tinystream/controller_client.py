@@ -425,14 +425,18 @@ class ControllerClient:
         return await self._call("POST", "/v1/rebalance/proposal", body, extra_timeout_s=60.0)
 
     async def rebalance_execute(self, moves: Mapping[tuple[str, int], Sequence[int]], *,
-                                throttle: bool = False) -> dict[str, Any]:
-        return await self._call("POST", "/v1/rebalance/execute", _moves_body(moves, throttle=throttle))
+                                throttle: bool = False, rate: int | None = None) -> dict[str, Any]:
+        """Start the moves; `rate` (bytes/s) also sets the involved brokers' replication throttle rates."""
+        return await self._call("POST", "/v1/rebalance/execute", _moves_body(moves, throttle=throttle, rate=rate))
 
-    async def rebalance_verify(self, moves: Mapping[tuple[str, int], Sequence[int]]) -> dict[str, Any]:
-        return await self._call("POST", "/v1/rebalance/verify", _moves_body(moves))
+    async def rebalance_verify(self, moves: Mapping[tuple[str, int], Sequence[int]], *,
+                               rate: int | None = None) -> dict[str, Any]:
+        """What is left; when done, the throttles go (pass execute's `rate` to remove the rates it set)."""
+        return await self._call("POST", "/v1/rebalance/verify", _moves_body(moves, rate=rate))
 
-    async def rebalance_stop(self, moves: Mapping[tuple[str, int], Sequence[int]]) -> dict[str, Any]:
-        return await self._call("POST", "/v1/rebalance/stop", _moves_body(moves))
+    async def rebalance_stop(self, moves: Mapping[tuple[str, int], Sequence[int]], *,
+                             rate: int | None = None) -> dict[str, Any]:
+        return await self._call("POST", "/v1/rebalance/stop", _moves_body(moves, rate=rate))
 
     # -- service ---------------------------------------------------------------
 
@@ -486,9 +490,10 @@ class ControllerClient:
                    status=status)
 
 
-def _moves_body(moves: Mapping[tuple[str, int], Sequence[int]], *, throttle: bool = False) -> dict[str, Any]:
+def _moves_body(moves: Mapping[tuple[str, int], Sequence[int]], *, throttle: bool = False,
+                rate: int | None = None) -> dict[str, Any]:
     return {"assignments": [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in moves.items()],
-            "throttle": throttle}
+            "throttle": throttle, "throttle_rate": rate}
 
 
 def _quote(name: str) -> str:

@@ -434,7 +434,8 @@ class OperatorController:
         except PlacementError as exc:
             raise ControllerRefused(exc.error.name, exc.message) from exc
 
-    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves) -> RebalanceProgress:
+    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves, *,
+                              throttle: int | None = None) -> RebalanceProgress:
         service = await self.attach(cluster)
 
         async def submit(event: Event, *, validate_only: bool = False) -> Decision:
@@ -445,14 +446,17 @@ class OperatorController:
                 return decision
             return await self._submit(service, event)
 
-        if step == "execute":
-            progress = await rebalancing.execute(service, submit, moves, throttle=True)
-        elif step == "verify":
-            progress = await rebalancing.verify(service, submit, moves)
-        elif step == "stop":
-            progress = await rebalancing.stop(service, submit, moves)
-        else:
-            raise ValueError(f"unknown rebalance step {step!r}")
+        try:
+            if step == "execute":
+                progress = await rebalancing.execute(service, submit, moves, throttle=True, rate=throttle)
+            elif step == "verify":
+                progress = await rebalancing.verify(service, submit, moves, rate=throttle)
+            elif step == "stop":
+                progress = await rebalancing.stop(service, submit, moves, rate=throttle)
+            else:
+                raise ValueError(f"unknown rebalance step {step!r}")
+        except ValueError as exc:
+            raise ControllerRefused("INVALID_REQUEST", str(exc)) from exc
         return RebalanceProgress(remaining=progress.remaining, cancelled=progress.cancelled)
 
     async def _reassign(self, service: ControllerService, targets: Sequence[int]) -> None:

@@ -107,9 +107,11 @@ class ControllerPort(Protocol):
         """A rebalance proposal (Proposal.to_dict()) on the cluster's image, partition sizes unknown (0 bytes);
         raises ControllerUnavailable or ControllerRefused (a mode or broker list no plan can meet)."""
 
-    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves) -> RebalanceProgress:
-        """`step` execute (with the topics' throttled-replicas), verify or stop reviewed moves; raises
-        ControllerUnavailable or ControllerRefused."""
+    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves, *,
+                              throttle: int | None = None) -> RebalanceProgress:
+        """`step` execute (with the topics' throttled-replicas and, given `throttle` in bytes/s, the involved
+        brokers' rates), verify or stop reviewed moves (given the same `throttle`, they take the rates out);
+        raises ControllerUnavailable or ControllerRefused."""
 
     async def forget(self, cluster: ClusterKey) -> None:
         """The cluster was deleted: drop its state."""
@@ -165,7 +167,8 @@ class UnattachedController:
     async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
         raise ControllerUnavailable(self.MESSAGE)
 
-    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves) -> RebalanceProgress:
+    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves, *,
+                              throttle: int | None = None) -> RebalanceProgress:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def forget(self, cluster: ClusterKey) -> None:

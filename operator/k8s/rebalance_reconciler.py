@@ -28,6 +28,7 @@ from tinystream.operator.k8s.rebalances import (
     problem,
     proposal_status,
     state_status,
+    throttle_of,
 )
 
 
@@ -69,14 +70,16 @@ class RebalanceReconciler:
             proposal = await port.rebalance_proposal(cluster, spec.mode, spec.brokers)
             return proposal_status(proposal, generation=spec.generation)
         if step is Step.EXECUTE:
-            await port.rebalance_moves(cluster, "execute", moves)
-            return state_status(State.REBALANCING, f"moving {len(moves)} partition(s)", generation=spec.generation)
+            await port.rebalance_moves(cluster, "execute", moves, throttle=spec.throttle)
+            throttled = f" at {spec.throttle} bytes/s" if spec.throttle is not None else ""
+            return {**state_status(State.REBALANCING, f"moving {len(moves)} partition(s){throttled}",
+                                   generation=spec.generation), "throttle": spec.throttle}
         if step is Step.VERIFY:
-            progress = await port.rebalance_moves(cluster, "verify", moves)
+            progress = await port.rebalance_moves(cluster, "verify", moves, throttle=throttle_of(status))
             if not progress.remaining:
                 return state_status(State.READY, f"{len(moves)} partition(s) moved", generation=spec.generation)
             return state_status(State.REBALANCING, f"{len(progress.remaining)} of {len(moves)} partition(s) left",
                                 generation=spec.generation)
-        progress = await port.rebalance_moves(cluster, "stop", moves)
+        progress = await port.rebalance_moves(cluster, "stop", moves, throttle=throttle_of(status))
         return state_status(State.STOPPED, f"stopped: {len(progress.cancelled)} running move(s) cancelled",
                             generation=spec.generation)

@@ -49,6 +49,7 @@ class RebalanceSpec:
     mode: str
     brokers: tuple[int, ...]
     generation: int
+    throttle: int | None = None  # bytes/s on the brokers a move involves, while moving
     annotation: str | None
 
     @classmethod
@@ -58,6 +59,7 @@ class RebalanceSpec:
         return cls(name=meta["name"], namespace=meta.get("namespace") or "default",
                    cluster=str(spec.get("cluster") or ""), mode=str(spec.get("mode") or "full"),
                    brokers=tuple(int(b) for b in spec.get("brokers") or ()),
+                   throttle=int(spec["throttle"]) if spec.get("throttle") is not None else None,
                    generation=int(meta.get("generation") or 1),
                    annotation=(meta.get("annotations") or {}).get(ANNOTATION))
 
@@ -84,6 +86,8 @@ def problem(spec: RebalanceSpec) -> str | None:
         return f"spec.mode {spec.mode!r} is not one of {', '.join(MODES)}"
     if spec.mode != "full" and not spec.brokers:
         return f"spec.mode {spec.mode} needs spec.brokers"
+    if spec.throttle is not None and spec.throttle < 1:
+        return f"spec.throttle {spec.throttle} is not a positive number of bytes per second"
     return None
 
 
@@ -109,6 +113,12 @@ def proposal_status(proposal: Mapping[str, Any], *, generation: int) -> dict[str
 def moves_of(status: Mapping[str, Any] | None) -> dict[tuple[str, int], tuple[int, ...]]:
     """The reviewed moves kept in status."""
     return {(m["topic"], int(m["partition"])): tuple(m["after"]) for m in (status or {}).get("proposal") or ()}
+
+
+def throttle_of(status: Mapping[str, Any] | None) -> int | None:
+    """The rate the running execution set (kept in status, so a spec edit meanwhile leaves it removable)."""
+    value = (status or {}).get("throttle")
+    return int(value) if value is not None else None
 
 
 def state_status(state: State, message: str, *, generation: int) -> dict[str, Any]:

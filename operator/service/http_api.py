@@ -604,13 +604,23 @@ def _progress(request: web.Request, progress: rebalancing.Progress, *, topics_ke
         return [{"topic": t, "partition": p} for t, p in items]
 
     return reply({"remaining": keys(progress.remaining), "done": progress.done, topics_key: list(progress.topics),
-                  "cancelled": keys(progress.cancelled), "metadata_version": _service(request).image.version})
+                  "cancelled": keys(progress.cancelled), "rate_brokers": list(progress.rate_brokers),
+                  "metadata_version": _service(request).image.version})
+
+
+def _rate(request: web.Request, body: RebalanceMovesRequest) -> int | None:
+    try:
+        rebalancing.check_rate(body.throttle_rate)
+    except ValueError as exc:
+        raise ApiError.bad_request(f"{_where(request)}: {exc}") from None
+    return body.throttle_rate
 
 
 async def rebalance_execute(request: web.Request) -> web.Response:
     _require_admin(request)
     body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
-    progress = await rebalancing.execute(_service(request), _submitter(request), _moves(body), throttle=body.throttle)
+    progress = await rebalancing.execute(_service(request), _submitter(request), _moves(body), throttle=body.throttle,
+                                         rate=_rate(request, body))
     return _progress(request, progress, topics_key="throttled_topics")
 
 
@@ -619,7 +629,8 @@ async def rebalance_verify(request: web.Request) -> web.Response:
     partitions' preferred leaders (the proposal's leader moves) are elected."""
     _require_admin(request)
     body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
-    progress = await rebalancing.verify(_service(request), _submitter(request), _moves(body))
+    progress = await rebalancing.verify(_service(request), _submitter(request), _moves(body),
+                                        rate=_rate(request, body))
     return _progress(request, progress, topics_key="unthrottled_topics")
 
 
@@ -628,7 +639,8 @@ async def rebalance_stop(request: web.Request) -> web.Response:
     moves already done stay done."""
     _require_admin(request)
     body: RebalanceMovesRequest = await _body(request, RebalanceMovesRequest)
-    progress = await rebalancing.stop(_service(request), _submitter(request), _moves(body))
+    progress = await rebalancing.stop(_service(request), _submitter(request), _moves(body),
+                                      rate=_rate(request, body))
     return _progress(request, progress, topics_key="unthrottled_topics")
 
 

@@ -199,6 +199,7 @@ _REPLIES: dict[str, dict[str, Any]] = {
                        "done": {"type": "boolean"}, "cancelled": {"type": "array", "items": {"type": "object"}},
                        "throttled_topics": {"type": "array", "items": {"type": "string"}},
                        "unthrottled_topics": {"type": "array", "items": {"type": "string"}},
+                       "rate_brokers": {"type": "array", "items": {"type": "integer"}},
                        "metadata_version": {"type": "integer"}},
     },
     "AclDeleteReply": {
@@ -278,7 +279,7 @@ _ENDPOINTS: list[tuple[str, str, str, str | None, tuple[int, str], tuple[int, ..
      "ReassignRequest", (200, "ReassignReply"), (400, 404, 409), []),
     ("post", "/v1/rebalance/proposal", "A rebalance proposal (modes full, add-brokers, remove-brokers); admin only",
      "RebalanceProposalRequest", (200, "RebalanceProposalReply"), (400,), []),
-    ("post", "/v1/rebalance/execute", "Start a reviewed proposal's moves, optionally with throttled replicas",
+    ("post", "/v1/rebalance/execute", "Start a reviewed proposal's moves, optionally with throttled replicas and broker rates",
      "RebalanceMovesRequest", (200, "RebalanceProgressReply"), (400, 404, 409), []),
     ("post", "/v1/rebalance/verify", "What is left of the moves; when done, throttles go, preferred leaders elected",
      "RebalanceMovesRequest", (200, "RebalanceProgressReply"), (400,), []),

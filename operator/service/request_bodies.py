@@ -151,10 +151,12 @@ class RebalanceProposalRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RebalanceMovesRequest:
-    """A reviewed proposal's moves (execute, verify, stop); `throttle` adds the topics' throttled-replicas."""
+    """A reviewed proposal's moves (execute, verify, stop); `throttle` adds the topics' throttled-replicas,
+    `throttle_rate` (bytes/s) also the involved brokers' rates (verify and stop take the same to remove them)."""
 
     assignments: tuple[ReplicaAssignment, ...]
     throttle: bool = False
+    throttle_rate: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

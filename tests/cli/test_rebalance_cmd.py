@@ -3,15 +3,18 @@ three with a throttle, and every record stays readable with confluent-kafka, als
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tinystream.cli import cli
 from tinystream.cli.rebalance_cmd import partition_sizes, render
 from tinystream.controller_auth import write_token_file
+from tinystream.controller_client import ControllerClient
 from tinystream.dev.cluster import LocalCluster
 from tinystream.testing.waiting import wait_until
 
@@ -37,6 +40,14 @@ def _dynamic_configs(admin, topic: str, broker: str) -> set[str]:  # noqa: ANN00
     return found
 
 
+def _broker_configs(cluster: LocalCluster) -> dict:
+    async def get() -> dict:
+        async with ControllerClient(cluster.controller_url, token=cluster.admin_token) as client:
+            return ((await client.metadata()).image or {}).get("broker_configs", {})
+
+    return asyncio.run(get())
+
+
 def _read_all(bootstrap: str, group: str) -> list[bytes]:
     from confluent_kafka import Consumer  # noqa: PLC0415
 
@@ -57,7 +68,25 @@ def _read_all(bootstrap: str, group: str) -> list[bytes]:
     return values
 
 
-def test_rebalance_spreads_a_skewed_topic_and_keeps_every_record(tmp_path: Path) -> None:
+RATES = {"leader.replication.throttled.rate": str(THROTTLE), "follower.replication.throttled.rate": str(THROTTLE)}
+
+
+def _watch_rates(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """The controller image's broker configs as each /verify the CLI sends finds them (the first one comes
+    after execute, while the moves still run or right when they end, before verify takes the rates out)."""
+    seen: list[dict] = []
+    verify = ControllerClient.rebalance_verify
+
+    async def watching(self: ControllerClient, moves, **kwargs):  # noqa: ANN001, ANN202 - the wrapped method's
+        seen.append(((await self.metadata()).image or {}).get("broker_configs", {}))
+        return await verify(self, moves, **kwargs)
+
+    monkeypatch.setattr(ControllerClient, "rebalance_verify", watching)
+    return seen
+
+
+def test_rebalance_spreads_a_skewed_topic_and_keeps_every_record(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from confluent_kafka import Producer  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
@@ -85,15 +114,21 @@ def test_rebalance_spreads_a_skewed_topic_and_keeps_every_record(tmp_path: Path)
         assert proposal["data_to_move_bytes"] > 4 * (RECORDS // 6) * 1000
         assert _replicas(bootstrap, "skewed") == {p: [[0, 1], [1, 0]][p % 2] for p in range(6)}  # untouched
 
+        seen = _watch_rates(monkeypatch)
         done = CliRunner().invoke(cli, [*base, "--mode", "full", "--execute", "--throttle", str(THROTTLE)])
         assert done.exit_code == 0, done.output
         assert "done: 4 replica(s) moved" in done.output
+        # while moving, the controller had the rate on the brokers moved from (0, 1) and to (2); then none
+        assert seen[0]["brokers"] == {"0": RATES, "1": RATES, "2": RATES}, seen[0]
+        assert _broker_configs(cluster).get("brokers", {}) == {}
+
         replicas = _replicas(bootstrap, "skewed")
         assert Counter(b for r in replicas.values() for b in r) == {0: 4, 1: 4, 2: 4}
         assert {r[0] for r in replicas.values()} == {0, 1, 2}
-        assert not _dynamic_configs(admin, "skewed", "0") & {
-            "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
-            "leader.replication.throttled.rate", "follower.replication.throttled.rate"}  # all taken out again
+        throttles = {"leader.replication.throttled.replicas", "follower.replication.throttled.replicas", *RATES}
+        for broker in ("0", "1", "2"):  # all taken out again, once each broker applied the image
+            wait_until(lambda b=broker: not _dynamic_configs(admin, "skewed", b) & throttles, timeout=30,
+                       what=lambda b=broker: f"broker {b} without throttles")
         again = CliRunner().invoke(cli, [*base, "--mode", "full"])
         assert "nothing to move" in again.output, again.output
 

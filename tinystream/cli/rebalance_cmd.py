@@ -7,12 +7,14 @@ locally).
 
 Flow: partition sizes from the brokers (DescribeLogDirs, kafka-python), the
 proposal from the controller (POST /v1/rebalance/proposal), printed. With
---execute: the throttle rates on every broker (IncrementalAlterConfigs, as
-kafka-reassign-partitions.sh --throttle does), the moves with throttled
-replicas (POST /v1/rebalance/execute), then /verify until nothing is left
-(the controller then takes the topics' throttles out and elects the
-preferred leaders), then the rates back off. Ctrl-C or --timeout stops the
-moves still running (POST /v1/rebalance/stop).
+--execute: the moves (POST /v1/rebalance/execute), with --throttle the
+controller also sets the moving topics' throttled replicas and the involved
+brokers' leader/follower.replication.throttled.rate in one step before them
+(as kafka-reassign-partitions.sh --throttle; a rate set by hand is kept),
+then /verify until nothing is left (the controller then takes the throttles
+and the rates it set out and elects the preferred leaders). Ctrl-C or
+--timeout stops the moves still running (POST /v1/rebalance/stop), which
+takes them out too.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from tinystream.cli.kafka_client import admin, translated
 from tinystream.controller_client import ControllerClient, ControllerClientError, controller_ssl_context
 
 MODES = ("full", "add-brokers", "remove-brokers")
-RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 Moves = dict[tuple[str, int], list[int]]
 
@@ -77,42 +78,25 @@ def render(proposal: Mapping[str, Any], *, sizes_measured: int) -> list[str]:
     return lines
 
 
-def _set_rates(bootstrap: str, brokers: Sequence[int], rate: int | None) -> None:
-    """Set (or, with None, delete) both throttle rates on every broker (IncrementalAlterConfigs)."""
-    from kafka.admin import ConfigResource, ConfigResourceType  # noqa: PLC0415 - kafka-python's admin types
-
-    ops = {key: ("SET", str(rate)) if rate is not None else ("DELETE", None) for key in RATE_KEYS}
-    with admin(bootstrap) as client, translated(bootstrap):
-        client.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(b), configs=ops) for b in brokers],
-                             incremental=True)
-
-
 async def _run(client: ControllerClient, *, mode: str, brokers: Sequence[int], sizes: dict[tuple[str, int], int],
-               execute: bool, throttle: int | None, bootstrap: str, timeout_s: float, echo: Any) -> dict[str, Any]:
+               execute: bool, throttle: int | None, timeout_s: float, echo: Any) -> dict[str, Any]:
     reply = await client.rebalance_proposal(mode, brokers=brokers, sizes=sizes)
     proposal = reply["proposal"]
     echo(proposal, reply["sizes_measured"])
     moves: Moves = {(m["topic"], m["partition"]): m["after"] for m in proposal["moves"]}
     if not execute or not moves:
         return proposal
-    everyone = [x["broker_id"] for x in proposal["loads_before"]]
-    if throttle is not None:
-        await asyncio.to_thread(_set_rates, bootstrap, everyone, throttle)
+    await client.rebalance_execute(moves, throttle=throttle is not None, rate=throttle)
+    deadline = time.monotonic() + timeout_s
     try:
-        await client.rebalance_execute(moves, throttle=throttle is not None)
-        deadline = time.monotonic() + timeout_s
-        try:
-            while not (await client.rebalance_verify(moves))["done"]:
-                if time.monotonic() > deadline:
-                    raise click.ClickException(f"the moves did not finish in {timeout_s:.0f} s")
-                await asyncio.sleep(0.5)
-        except BaseException:
-            stopped = await client.rebalance_stop(moves)
-            click.echo(f"stopped: {len(stopped['cancelled'])} move(s) cancelled", err=True)
-            raise
-    finally:
-        if throttle is not None:
-            await asyncio.to_thread(_set_rates, bootstrap, everyone, None)
+        while not (await client.rebalance_verify(moves, rate=throttle))["done"]:
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"the moves did not finish in {timeout_s:.0f} s")
+            await asyncio.sleep(0.5)
+    except BaseException:
+        stopped = await client.rebalance_stop(moves, rate=throttle)
+        click.echo(f"stopped: {len(stopped['cancelled'])} move(s) cancelled", err=True)
+        raise
     return proposal
 
 
@@ -123,11 +107,12 @@ async def _run(client: ControllerClient, *, mode: str, brokers: Sequence[int], s
               help="Comma-separated broker ids added or removed (add-brokers, remove-brokers).")
 @click.option("--execute", is_flag=True, help="Carry the proposal out and wait for it (else only print it).")
 @click.option("--throttle", type=click.IntRange(1), default=None, metavar="BYTES",
-              help="While moving, hold replication of moving replicas to BYTES per second per broker.")
+              help="While moving, hold replication of moving replicas to BYTES per second on each broker a move "
+                   "involves (the controller sets and removes the rates; a rate set by hand is kept).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=3600, show_default=True,
               help="Seconds to wait for the moves; then they are stopped.")
 @click.option("--bootstrap-server", "bootstrap", envvar="TINYSTREAM_BOOTSTRAP", default="127.0.0.1:9092",
-              show_default=True, help="Brokers, for partition sizes and throttle rates.")
+              show_default=True, help="Brokers, for partition sizes (DescribeLogDirs).")
 @click.option("--controller", envvar="TINYSTREAM_CONTROLLER_URL", default="http://127.0.0.1:9091", show_default=True,
               help="Controller API URL (env TINYSTREAM_CONTROLLER_URL).")
 @click.option("--controller-token-file", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -157,7 +142,7 @@ def rebalance(mode: str, broker_ids: str, execute: bool, throttle: int | None, t
         async with ControllerClient(controller, token=token,
                                     ssl_context=controller_ssl_context(controller, controller_ca)) as c:
             return await _run(c, mode=mode, brokers=brokers, sizes=sizes, execute=execute,
-                              throttle=throttle, bootstrap=bootstrap, timeout_s=timeout_s, echo=echo)
+                              throttle=throttle, timeout_s=timeout_s, echo=echo)
 
     try:
         proposal = asyncio.run(main())

@@ -52,6 +52,7 @@ class FakeController:
     hold_moves: bool = False  # rebalance moves stay running (a slow copy) until stopped
     moving: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     rebalance_steps: list[str] = field(default_factory=list)
+    rebalance_throttles: list[int | None] = field(default_factory=list)
 
     async def start(self, client: object) -> None:
         return None
@@ -165,10 +166,13 @@ class FakeController:
         except PlacementError as exc:
             raise ControllerRefused(exc.error.name, exc.message) from exc
 
-    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves) -> RebalanceProgress:
-        """execute starts the moves; verify finishes them at once unless `hold_moves`; stop cancels them."""
+    async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves, *,
+                              throttle: int | None = None) -> RebalanceProgress:
+        """execute starts the moves; verify finishes them at once unless `hold_moves`; stop cancels them.
+        Each step's throttle is kept in `rebalance_throttles`."""
         self._check()
         self.rebalance_steps.append(step)
+        self.rebalance_throttles.append(throttle)
         if step == "execute":
             self.moving = dict(moves)
         elif step == "verify" and not self.hold_moves:

@@ -254,7 +254,8 @@ async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_pa
 
 async def test_a_rebalance_resource_runs_on_the_core(server, api, tmp_path):
     """TinyStreamRebalance through OperatorController to the real core: a proposal onto a second broker,
-    approve (the move starts, with throttled replicas), then stop (cancelled, throttle gone)."""
+    approve (the move starts, with throttled replicas and spec.throttle's rate on brokers 0 and 1), then stop
+    (cancelled, throttles and rates gone)."""
     controller = new_controller()
     async with running_operator(str(server.url), controller=controller):
         await api.create(TS, "tinystreamclusters", CLUSTER)
@@ -278,7 +279,7 @@ async def test_a_rebalance_resource_runs_on_the_core(server, api, tmp_path):
 
             await api.create(TS, "tinystreamrebalances", {
                 "apiVersion": TS, "kind": "TinyStreamRebalance", "metadata": {"name": "grow"},
-                "spec": {"cluster": "demo", "mode": "add-brokers", "brokers": [1]}})
+                "spec": {"cluster": "demo", "mode": "add-brokers", "brokers": [1], "throttle": 4096}})
             ready = await api.wait_for(TS, "tinystreamrebalances", "grow", state("ProposalReady"))
             (move,) = ready["status"]["proposal"]
             assert 1 in move["after"] and ready["status"]["optimizationResult"]["numReplicaMovements"] == 1
@@ -289,6 +290,8 @@ async def test_a_rebalance_resource_runs_on_the_core(server, api, tmp_path):
             record = controller.service(KEY).image.topic("orders")
             assert record.partitions[move["partition"]].adding_replicas == (1,)
             assert record.config["follower.replication.throttled.replicas"] == f"{move['partition']}:1"
+            rates = {"leader.replication.throttled.rate": "4096", "follower.replication.throttled.rate": "4096"}
+            assert controller.service(KEY).image.broker_configs.brokers == {"0": rates, "1": rates}
 
             await api.patch(TS, "tinystreamrebalances", "grow",
                             {"metadata": {"annotations": {"tinystream.io/rebalance": "stop"}}})
@@ -297,3 +300,4 @@ async def test_a_rebalance_resource_runs_on_the_core(server, api, tmp_path):
             record = controller.service(KEY).image.topic("orders")
             assert all(p.replicas == (0,) and not p.adding_replicas for p in record.partitions)
             assert "follower.replication.throttled.replicas" not in record.config
+            assert controller.service(KEY).image.broker_configs.brokers == {}

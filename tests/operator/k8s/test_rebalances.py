@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tinystream.operator.k8s.rebalances import RebalanceSpec, Step, moves_of, next_step, problem, proposal_status
+from tinystream.operator.k8s.rebalances import (
+    RebalanceSpec,
+    Step,
+    moves_of,
+    next_step,
+    problem,
+    proposal_status,
+    throttle_of,
+)
 
 
 def spec(annotation=None, generation=1, **fields) -> RebalanceSpec:
@@ -43,3 +51,10 @@ def test_problems_and_status() -> None:
     assert status["state"] == "ProposalReady" and status["observedGeneration"] == 4
     assert status["optimizationResult"]["dataToMoveMB"] == 2.5
     assert moves_of(status) == {("t", 0): (3, 2)}
+
+
+def test_throttle_from_spec_and_status() -> None:
+    assert spec().throttle is None and spec(throttle=1024).throttle == 1024
+    assert problem(spec(throttle=0)) == "spec.throttle 0 is not a positive number of bytes per second"
+    assert throttle_of({"throttle": 1024}) == 1024 and throttle_of({"throttle": None}) is None
+    assert throttle_of(None) is None

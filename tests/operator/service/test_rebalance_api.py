@@ -71,6 +71,68 @@ async def test_stop_cancels_what_runs_and_keeps_a_hand_set_throttle(controller: 
     assert "follower.replication.throttled.replicas" not in topic.config
 
 
+RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
+async def _broker_configs(ctl: Controller) -> dict:
+    _, metadata = await ctl.request("GET", "/v1/metadata")
+    return metadata.get("broker_configs", {"default": {}, "brokers": {}})
+
+
+async def _rated(ctl: Controller) -> dict:
+    """A user's own configs first: broker 2's leader rate and broker 3's retention, the cluster default; broker
+    4 takes no part. Then t-0 moves from [1, 2] to [3, 2] with a rate: sources and destinations are 1, 2, 3."""
+    await _skewed(ctl)
+    await ctl.start_broker(4)
+    await ctl.client.alter_broker_configs([
+        {"resource": "", "ops": [{"key": "log.retention.ms", "value": "60000"}]},
+        {"resource": "2", "ops": [{"key": RATES[0], "value": "999"}]},
+        {"resource": "3", "ops": [{"key": "log.retention.ms", "value": "120000"}]}])
+    moves = {("t", 0): [3, 2]}
+    started = await ctl.client.rebalance_execute(moves, rate=1000)
+    assert started["rate_brokers"] == [1, 2, 3] and started["throttled_topics"] == ["t"]
+    assert (await _broker_configs(ctl))["brokers"] == {
+        "1": {RATES[0]: "1000", RATES[1]: "1000"},
+        "2": {RATES[0]: "999", RATES[1]: "1000"},  # the hand-set leader rate is kept
+        "3": {"log.retention.ms": "120000", RATES[0]: "1000", RATES[1]: "1000"}}
+    assert (await ctl.client.describe_topic("t")).partitions[0].adding_replicas == (3,)
+    return moves
+
+
+USERS_OWN = {"default": {"log.retention.ms": "60000"},
+             "brokers": {"2": {RATES[0]: "999"}, "3": {"log.retention.ms": "120000"}}}
+
+
+async def test_execute_rates_the_involved_brokers_and_verify_takes_only_its_rates_out(controller: Controller):
+    ctl = controller
+    moves = await _rated(ctl)
+    assert (await ctl.client.rebalance_verify(moves, rate=1000))["rate_brokers"] == []  # still moving
+    assert "1" in (await _broker_configs(ctl))["brokers"]
+    await _catch_up(ctl, (await ctl.client.describe_topic("t")).partitions[0])
+    verified = await ctl.client.rebalance_verify(moves, rate=1000)
+    assert verified["done"] is True and verified["rate_brokers"] == [1, 2, 3]
+    assert await _broker_configs(ctl) == USERS_OWN
+
+
+async def test_stop_takes_the_rates_out(controller: Controller):
+    ctl = controller
+    moves = await _rated(ctl)
+    stopped = await ctl.client.rebalance_stop(moves, rate=1000)
+    assert stopped["cancelled"] == [{"topic": "t", "partition": 0}] and stopped["rate_brokers"] == [1, 2, 3]
+    assert await _broker_configs(ctl) == USERS_OWN
+
+
+@pytest.mark.parametrize("rate", [0, -5, "fast"])
+async def test_a_bad_rate_gets_a_clear_400_and_changes_nothing(controller: Controller, rate: object):
+    await _skewed(controller)
+    body = {"assignments": [{"topic": "t", "partition": 0, "replicas": [3, 2]}], "throttle_rate": rate}
+    status, reply = await controller.request("POST", "/v1/rebalance/execute", body)
+    assert status == 400 and "throttle_rate" in reply["message"], reply
+    assert (await _broker_configs(controller))["brokers"] == {}
+    assert (await controller.client.describe_topic("t")).partitions[0].replicas == (1, 2)
+    assert (await _broker_configs(controller))["brokers"] == {}
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ({"mode": "sideways"}, "not one of full, add-brokers, remove-brokers"),
     ({"mode": "remove-brokers", "brokers": [1, 2]}, "only 1 broker"),
@@ -95,9 +157,10 @@ async def test_execute_refused_by_the_core_sets_no_throttle(controller: Controll
 async def test_only_the_admin_may_rebalance(controller: Controller, path: str) -> None:
     await _skewed(controller)
     body = {"mode": "full"} if path.endswith("proposal") else {"assignments": [
-        {"topic": "t", "partition": 0, "replicas": [3, 2]}]}
+        {"topic": "t", "partition": 0, "replicas": [3, 2]}], "throttle_rate": 1000}
     status, reply = await controller.request("POST", path, body, token=broker_token(controller, 1))
     assert status == 403 and "admin only" in reply["message"], reply
     status, reply = await controller.request("POST", path, body, token=None)
     assert status == 401, reply
     assert (await controller.client.describe_topic("t")).partitions[0].replicas == (1, 2)
+    assert (await _broker_configs(controller))["brokers"] == {}

@@ -50,19 +50,24 @@ async def test_a_proposal_is_reviewed_then_approved(api, controller, namespace) 
     done = await api.wait_for(TS, PLURAL, "spread", state("Ready"), timeout=30)
     assert ANNOTATION not in (done["metadata"].get("annotations") or {})
     assert controller.rebalance_steps[0] == "execute" and controller.rebalance_steps[-1] == "verify"
+    assert set(controller.rebalance_throttles) == {None}  # no spec.throttle: no rate
     placement = controller.placement[(ClusterKey(namespace, "demo"), "skewed")]
     assert Counter(b for reps in placement for b in reps) == {0: 4, 1: 4, 2: 4}
 
 
 async def test_a_running_rebalance_stops_on_the_annotation(api, controller, namespace) -> None:
     controller.hold_moves = True
-    await api.create(TS, PLURAL, rebalance("drain", mode="remove-brokers", brokers=[1]))
+    await api.create(TS, PLURAL, rebalance("drain", mode="remove-brokers", brokers=[1], throttle=1048576))
     await api.wait_for(TS, PLURAL, "drain", state("ProposalReady"), timeout=30)
     await api.patch(TS, PLURAL, "drain", {"metadata": {"annotations": {ANNOTATION: "approve"}}})
-    await api.wait_for(TS, PLURAL, "drain", state("Rebalancing"), timeout=30)
+    moving = await api.wait_for(TS, PLURAL, "drain", state("Rebalancing"), timeout=30)
+    assert moving["status"]["throttle"] == 1048576 and "at 1048576 bytes/s" in moving["status"]["message"]
     await api.patch(TS, PLURAL, "drain", {"metadata": {"annotations": {ANNOTATION: "stop"}}})
     stopped = await api.wait_for(TS, PLURAL, "drain", state("Stopped"), timeout=30)
     assert "6 running move(s) cancelled" in stopped["status"]["message"]
+    # the rate reaches execute, and the same rate every step after, so the controller can take it out
+    assert controller.rebalance_steps[0] == "execute" and controller.rebalance_steps[-1] == "stop"
+    assert set(controller.rebalance_throttles) == {1048576}
     assert controller.placement[(ClusterKey(namespace, "demo"), "skewed")] == [(0, 1), (1, 0)] * 3
 
 
@@ -78,3 +83,11 @@ def test_the_crd_refuses_a_broker_mode_without_brokers(control_plane, namespace)
     status, reply = control_plane.request("POST", f"/apis/tinystream.io/v1alpha1/namespaces/{namespace}/{PLURAL}",
                                           body)
     assert status == 422 and "need spec.brokers" in str(reply), reply
+
+
+def test_the_crd_refuses_a_throttle_below_one_byte(control_plane, namespace) -> None:
+    body = rebalance("slow", throttle=0)
+    body["metadata"]["namespace"] = namespace
+    status, reply = control_plane.request("POST", f"/apis/tinystream.io/v1alpha1/namespaces/{namespace}/{PLURAL}",
+                                          body)
+    assert status == 422 and "spec.throttle" in str(reply), reply
