@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Iterator
 
 import compat_helpers as ch
 import pytest
 from compat_helpers import require_client
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from tinystream.broker.errors import ErrorCode
@@ -31,6 +29,7 @@ from tinystream.broker.protocol.client import KafkaClient
 from tinystream.broker.replication.replica_selector import RACK_AWARE
 from tinystream.dev.cluster import LocalCluster
 from tinystream.testing.broker import fetch_request
+from tinystream.testing.consumers import read_partition
 from tinystream.testing.peers import PeerUnavailable
 from tinystream.testing.peers.apache_kafka_cluster import start_kafka_cluster
 from tinystream.testing.waiting import wait_until
@@ -93,22 +92,7 @@ def _placed_topic(bootstrap: str) -> tuple[str, int, int, dict[int, tuple[str, i
 
 
 def _consume(bootstrap: str, topic: str, rack: str | None) -> list[bytes]:
-    config = {"bootstrap.servers": bootstrap, "group.id": ch.unique_name("ff"), "enable.auto.commit": False}
-    if rack is not None:
-        config["client.rack"] = rack
-    consumer = Consumer(config)
-    consumer.assign([KafkaTopicPartition(topic, 0, OFFSET_BEGINNING)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(got) < RECORDS and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None:
-                assert msg.error() is None, msg.error()
-                got.append(msg.value())
-    finally:
-        consumer.close()
-    return got
+    return read_partition(bootstrap, topic, RECORDS, rack=rack, timeout_s=60)
 
 
 async def _fetch(address: tuple[str, int], topic: str, *, version: int, rack: str = ""):

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import Producer
 
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.replication.replica_selector import RACK_AWARE
 from tinystream.testing.broker import create_topics_request, entity, fetch_request, request
+from tinystream.testing.consumers import read_partition
 from tinystream.testing.waiting import wait_until_async
 
 RACKS = {1: "zone-a", 2: "zone-b", 3: "zone-c"}
@@ -55,23 +54,7 @@ def _produce(bootstrap: str, topic: str) -> None:
 
 def _consume(bootstrap: str, topic: str, rack: str | None) -> list[bytes]:
     """Every record of partition 0 from the start, by a confluent-kafka consumer in `rack`."""
-    config = {"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-              "topic.metadata.refresh.interval.ms": 60_000}
-    if rack is not None:
-        config["client.rack"] = rack
-    consumer = Consumer(config)
-    consumer.assign([KafkaTopicPartition(topic, 0, OFFSET_BEGINNING)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(got) < RECORDS and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None:
-                assert msg.error() is None, msg.error()
-                got.append(msg.value())
-    finally:
-        consumer.close()
-    return got
+    return read_partition(bootstrap, topic, RECORDS, rack=rack, extra={"topic.metadata.refresh.interval.ms": 60_000})
 
 
 def _records_read(cluster, broker_id: int, topic: str) -> int:
