@@ -11,6 +11,7 @@ import aiohttp
 import orjson
 
 from tinystream.config.settings import ControllerSettings
+from tinystream.controller_auth import read_secret, token_for
 from tinystream.controller_client import ControllerClient, RegisterReply
 from tinystream.operator.service import ControllerInfo, ControllerServer, DriverTiming, StateStore, monotonic_ms
 from tinystream.operator.service.controller_service import Clock
@@ -110,6 +111,11 @@ class Controller:
     async def start_broker(self, broker_id: int, *, rack: str | None = None) -> None:
         await self.register(broker_id, rack=rack)
         assert await self.catch_up(broker_id) is False
+
+    def token(self, principal: str) -> str:
+        """A bearer token the controller accepts for `principal` (a broker's, the dashboard's, ...)."""
+        assert self.info is not None
+        return token_for(read_secret(self.info.secret_file), principal)
 
     async def image(self) -> dict[str, Any]:
         assert self.client is not None

@@ -5,16 +5,12 @@ from __future__ import annotations
 import pytest
 from service_helpers import Controller
 
-from tinystream.controller_auth import broker_principal, read_secret, token_for
+from tinystream.controller_auth import broker_principal
 
 ACL = {"resource_type": "TOPIC", "resource_name": "orders", "pattern_type": "LITERAL", "principal": "User:alice",
        "host": "*", "operation": "READ", "permission": "ALLOW"}
 CRED = {"user": "alice", "mechanism": "SCRAM-SHA-512", "salt": "c2FsdA==", "stored_key": "a2V5",
         "server_key": "a2V5", "iterations": 4096}
-
-
-def token(controller: Controller, principal: str) -> str:
-    return token_for(read_secret(controller.info.secret_file), principal)
 
 
 @pytest.mark.parametrize(("path", "body"), [
@@ -25,14 +21,14 @@ def token(controller: Controller, principal: str) -> str:
 async def test_only_brokers_and_the_admin_may_change_acls_or_credentials(controller: Controller, path, body):
     status, reply = await controller.request("POST", path, body, token=None)
     assert status == 401, reply
-    status, reply = await controller.request("POST", path, body, token=token(controller, "dashboard"))
+    status, reply = await controller.request("POST", path, body, token=controller.token("dashboard"))
     assert status == 403 and reply["error"] == "CLUSTER_AUTHORIZATION_FAILED", reply
     _, metadata = await controller.request("GET", "/v1/metadata")
     assert "acls" not in metadata and "scram_credentials" not in metadata
 
 
 async def test_a_broker_forwards_acl_and_credential_changes(controller: Controller):
-    broker = token(controller, broker_principal(1))
+    broker = controller.token(broker_principal(1))
     status, reply = await controller.request("POST", "/v1/acls", {"acls": [ACL]}, token=broker)
     assert status == 200 and reply["actions"][0]["type"] == "AclsCreated", reply
     status, reply = await controller.request("POST", "/v1/scram-credentials", {"upsertions": [CRED]}, token=broker)

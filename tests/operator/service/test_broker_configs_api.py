@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from service_helpers import Controller
 
-from tinystream.controller_auth import broker_principal, read_secret, token_for
+from tinystream.controller_auth import broker_principal
 
 RETENTION = {"resource": "", "ops": [{"key": "log.retention.ms", "value": "60000"}]}
-
-
-def token(controller: Controller, principal: str) -> str:
-    return token_for(read_secret(controller.info.secret_file), principal)
 
 
 async def test_only_brokers_and_the_admin_may_change_broker_configs(controller: Controller):
     body = {"alterations": [RETENTION]}
     status, reply = await controller.request("POST", "/v1/broker-configs", body, token=None)
     assert status == 401, reply
-    status, reply = await controller.request("POST", "/v1/broker-configs", body, token=token(controller, "dashboard"))
+    status, reply = await controller.request("POST", "/v1/broker-configs", body, token=controller.token("dashboard"))
     assert status == 403 and reply["error"] == "CLUSTER_AUTHORIZATION_FAILED", reply
     _, metadata = await controller.request("GET", "/v1/metadata")
     assert "broker_configs" not in metadata
@@ -26,7 +22,7 @@ async def test_only_brokers_and_the_admin_may_change_broker_configs(controller: 
 async def test_the_admin_and_a_broker_put_configs_into_the_image(controller: Controller):
     status, reply = await controller.request("POST", "/v1/broker-configs", {"alterations": [RETENTION]})  # admin
     assert status == 200 and reply["actions"] == [{"type": "BrokerConfigsChanged", "resources": [""]}], reply
-    broker = token(controller, broker_principal(1))
+    broker = controller.token(broker_principal(1))
     status, reply = await controller.request("POST", "/v1/broker-configs", {"alterations": [
         {"resource": "2", "ops": [{"key": "follower.replication.throttled.rate", "value": "1024"}]}]}, token=broker)
     assert status == 200, reply

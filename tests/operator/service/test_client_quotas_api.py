@@ -4,27 +4,23 @@ from __future__ import annotations
 
 from service_helpers import Controller
 
-from tinystream.controller_auth import broker_principal, read_secret, token_for
+from tinystream.controller_auth import broker_principal
 
 ALICE = {"entity": {"user": "alice"}, "ops": [{"key": "producer_byte_rate", "value": 1024}]}
-
-
-def token(controller: Controller, principal: str) -> str:
-    return token_for(read_secret(controller.info.secret_file), principal)
 
 
 async def test_only_brokers_and_the_admin_may_change_client_quotas(controller: Controller):
     body = {"alterations": [ALICE]}
     status, reply = await controller.request("POST", "/v1/client-quotas", body, token=None)
     assert status == 401, reply
-    status, reply = await controller.request("POST", "/v1/client-quotas", body, token=token(controller, "dashboard"))
+    status, reply = await controller.request("POST", "/v1/client-quotas", body, token=controller.token("dashboard"))
     assert status == 403 and reply["error"] == "CLUSTER_AUTHORIZATION_FAILED", reply
     _, metadata = await controller.request("GET", "/v1/metadata")
     assert "client_quotas" not in metadata
 
 
 async def test_a_broker_forwards_a_quota_change_into_the_image(controller: Controller):
-    broker = token(controller, broker_principal(2))
+    broker = controller.token(broker_principal(2))
     status, reply = await controller.request("POST", "/v1/client-quotas", {"alterations": [
         ALICE, {"entity": {"user": None, "client-id": "app"}, "ops": [{"key": "request_percentage", "value": 12.5}]},
     ]}, token=broker)
