@@ -66,7 +66,8 @@ def test_instrumented_handlers_keep_their_kopf_ids():
     wrapped = {h.fn.__wrapped__.__name__ for h in handlers if hasattr(h.fn, "__wrapped__")}
     assert wrapped == {"cluster_changed", "cluster_deleted", "topic_changed", "topic_deleted", "cluster_health",
                        "topic_health", "user_changed", "user_health", "user_secret_check", "user_deleted",
-                       "rebalance_changed", "rebalance_progress"}
+                       "rebalance_changed", "rebalance_progress", "schema_changed", "schema_check",
+                       "schema_deleted"}
 
 
 async def test_operator_serves_metrics_with_every_clusters_controller_series():
