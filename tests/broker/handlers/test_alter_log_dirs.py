@@ -16,6 +16,7 @@ from tinystream.broker.storage.log_manager import MOVE_OLD, MOVE_TMP, resolve_mo
 from tinystream.broker.storage.topic_partition import TopicPartition
 from tinystream.testing.broker import create_topic, entity, request, test_settings
 from tinystream.testing.consumers import read_partition
+from tinystream.testing.waiting import wait_until_async
 
 
 @pytest.fixture
@@ -37,13 +38,16 @@ def holders(answer, topic: str) -> set[str]:
     return {Path(r.log_dir).name for r in answer.results for t in r.topics if t.name == topic and t.partitions}
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+def produce(bootstrap: str, topic: str, values: list[bytes], *, chunk: int = 0) -> None:
+    """Produce and wait for every ack; `chunk` > 0 waits for acks after each `chunk` records (a steady writer)."""
     from confluent_kafka import Producer  # noqa: PLC0415  # the test extra's client
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     errors: list[object] = []
-    for value in values:
+    for index, value in enumerate(values, 1):
         producer.produce(topic, value, partition=0, on_delivery=lambda err, _msg: err and errors.append(err))
+        if chunk and index % chunk == 0:
+            assert producer.flush(30) == 0
     assert producer.flush(30) == 0 and errors == []
 
 
@@ -122,3 +126,32 @@ def test_start_up_drops_what_moves_left_and_keeps_one_complete_copy(tmp_path):
     assert sorted(p.name for p in a.iterdir()) == ["t-0", "w-0"]
     assert sorted(p.name for p in b.iterdir()) == ["v-0"]
     assert (a / "t-0" / "00000000000000000000.log").read_bytes() == b"x" * 10
+
+
+async def test_a_producer_writing_during_the_move_loses_nothing(broker, client, tmp_path, monkeypatch):
+    """Appends during the copy are refused with a retriable error; the client's retries land in the new dir."""
+    import time  # noqa: PLC0415
+
+    from tinystream.broker.handlers import alter_log_dirs  # noqa: PLC0415
+
+    real_copy = alter_log_dirs.copy_partition
+
+    def slow_copy(source, target_dir):  # a copy long enough for the producer to hit it
+        time.sleep(0.5)
+        return real_copy(source, target_dir)
+
+    monkeypatch.setattr(alter_log_dirs, "copy_partition", slow_copy)
+    await create_topic(client, "busy")
+    bootstrap = f"{broker.info.host}:{broker.info.port}"
+    await asyncio.to_thread(produce, bootstrap, "busy", [b"a" * 1000] * 500)  # something to copy
+    source = broker.replicas.logs.partition_dir(TopicPartition("busy", 0))
+    target = tmp_path / ("b" if source.parent.name == "a" else "a")
+    values = [b"w%d" % i for i in range(2000)]
+    writing = asyncio.create_task(asyncio.to_thread(produce, bootstrap, "busy", values, chunk=5))
+    partition = broker.replicas.get(TopicPartition("busy", 0))
+    await wait_until_async(lambda: partition.log_end_offset > 500, what="the producer's first appends")
+    answer = await client.request(alter(target, "busy"))
+    await writing
+    assert codes(answer) == {("busy", 0): ErrorCode.none}
+    got = await asyncio.to_thread(read_partition, bootstrap, "busy", 2500)
+    assert got[500:] == values and len(got) == 2500  # each once, in order (idempotent retries)
