@@ -12,7 +12,7 @@ The move is simpler than Kafka's (a "future" log filled by a fetcher and
 swapped in once caught up): the log is closed, its directory copied on a
 worker thread (`log_manager.copy_partition`: crash-safe, see there), reopened
 in the new dir, and the old directory deleted; the answer comes when the move
-is done. While the copy runs, appends and reads of that partition answer
+is done; moves on one broker run one at a time. While the copy runs, appends and reads of that partition answer
 KAFKA_STORAGE_ERROR (retriable: clients retry), unlike Kafka's online move.
 A failed copy reopens the log where it was and answers KAFKA_STORAGE_ERROR.
 """
@@ -25,6 +25,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
@@ -38,6 +39,9 @@ from tinystream.broker.storage.txn_index import FILE_NAME as TXN_INDEX_FILE
 from tinystream.broker.storage.txn_index import TxnIndex
 
 log = logging.getLogger(__name__)
+# One move at a time per broker: two requests for one partition must not copy into the same
+# `.move-tmp` at once, and the second then sees where the first put it.
+_MOVES: WeakKeyDictionary[LogManager, asyncio.Lock] = WeakKeyDictionary()
 
 
 def target_dir(path: str, log_dirs: Sequence[Path]) -> Path | None:
@@ -69,8 +73,10 @@ async def handle_alter_replica_log_dirs(ctx: BrokerContext, call: Call) -> Any:
     if not authz.allowed_cluster(ctx, call, AclOperation.ALTER):
         answers = {tp: ErrorCode.cluster_authorization_failed for _, tp in wanted}
     else:
+        lock = _MOVES.setdefault(ctx.replicas.logs, asyncio.Lock())
         for path, tp in wanted:
-            answers[tp] = await _alter(ctx, path, tp)
+            async with lock:
+                answers[tp] = await _alter(ctx, path, tp)
     by_topic: dict[str, list[Any]] = {}
     for tp, code in answers.items():
         by_topic.setdefault(tp.topic, []).append(
@@ -104,9 +110,10 @@ async def _move(ctx: BrokerContext, logs: LogManager, partition: Partition, sour
     await asyncio.to_thread(old_log.close)  # appends from here on fail (retriable) until the new log is in
     try:
         moved = await asyncio.to_thread(copy_partition, source, target)
-    except OSError:
-        log.exception("moving %s to %s failed; it stays in %s", partition.tp, target, source.parent)
-        moved = source
+    except Exception:
+        # Before the source was renamed away it is whole and reopens; after, the copy was complete.
+        moved = source if source.is_dir() else target / source.name
+        log.exception("moving %s to %s failed; it is in %s", partition.tp, target, moved.parent)
     partition.log = await asyncio.to_thread(logs.open_in, moved, config, ctx.replicas.clock())
     if moved == source:
         return ErrorCode.kafka_storage_error

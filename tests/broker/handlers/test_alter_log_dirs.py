@@ -155,3 +155,39 @@ async def test_a_producer_writing_during_the_move_loses_nothing(broker, client, 
     assert codes(answer) == {("busy", 0): ErrorCode.none}
     got = await asyncio.to_thread(read_partition, bootstrap, "busy", 2500)
     assert got[500:] == values and len(got) == 2500  # each once, in order (idempotent retries)
+
+
+async def test_two_requests_moving_one_partition_at_once_both_succeed_and_keep_every_record(broker, connect, tmp_path):
+    first, second = await connect(), await connect()
+    await create_topic(first, "twice")
+    bootstrap = f"{broker.info.host}:{broker.info.port}"
+    values = [b"t%d" % i for i in range(100)]
+    await asyncio.to_thread(produce, bootstrap, "twice", values)
+    source = broker.replicas.logs.partition_dir(TopicPartition("twice", 0))
+    target = tmp_path / ("b" if source.parent.name == "a" else "a")
+    answers = await asyncio.gather(first.request(alter(target, "twice")), second.request(alter(target, "twice")))
+    assert [codes(a) for a in answers] == [{("twice", 0): ErrorCode.none}] * 2
+    assert sorted(p.name for p in target.iterdir() if p.name.startswith("twice")) == ["twice-0"]
+    assert not source.exists()
+    assert await asyncio.to_thread(read_partition, bootstrap, "twice", 100) == values
+
+
+async def test_a_failed_copy_answers_a_storage_error_and_the_log_stays_where_it_was(broker, client, tmp_path,
+                                                                                     monkeypatch):
+    from tinystream.broker.handlers import alter_log_dirs  # noqa: PLC0415
+
+    def full_disk(source, target_dir):
+        (target_dir / (source.name + MOVE_TMP)).mkdir()  # what a copy cut short by ENOSPC leaves
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(alter_log_dirs, "copy_partition", full_disk)
+    await create_topic(client, "stay")
+    bootstrap = f"{broker.info.host}:{broker.info.port}"
+    await asyncio.to_thread(produce, bootstrap, "stay", [b"s%d" % i for i in range(50)])
+    source = broker.replicas.logs.partition_dir(TopicPartition("stay", 0))
+    target = tmp_path / ("b" if source.parent.name == "a" else "a")
+    assert codes(await client.request(alter(target, "stay"))) == {("stay", 0): ErrorCode.kafka_storage_error}
+    assert broker.replicas.logs.partition_dir(TopicPartition("stay", 0)) == source
+    await asyncio.to_thread(produce, bootstrap, "stay", [b"t%d" % i for i in range(50)])  # the reopened log writes
+    got = await asyncio.to_thread(read_partition, bootstrap, "stay", 100)
+    assert got == [b"s%d" % i for i in range(50)] + [b"t%d" % i for i in range(50)]
