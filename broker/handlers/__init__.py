@@ -17,6 +17,7 @@ from typing import Any
 
 from tinystream.broker.handlers import (
     acls,
+    alter_log_dirs,
     api_versions,
     client_quotas,
     cluster,
@@ -84,6 +85,7 @@ HANDLERS: dict[int, Handler] = {
     keys.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
     keys.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
     keys.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
+    keys.ALTER_REPLICA_LOG_DIRS: alter_log_dirs.handle_alter_replica_log_dirs,
     keys.ELECT_LEADERS: elect_leaders.handle_elect_leaders,
     keys.ALTER_PARTITION_REASSIGNMENTS: partition_reassignments.handle_alter_partition_reassignments,
     keys.LIST_PARTITION_REASSIGNMENTS: partition_reassignments.handle_list_partition_reassignments,

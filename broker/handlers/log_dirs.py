@@ -4,9 +4,10 @@ sizes, and its volume's total and usable bytes (KIP-827, v4).
 `kafka-log-dirs.sh --describe` and AdminClient.describeLogDirs ask every
 broker this. Needs DESCRIBE on the CLUSTER (Kafka's rule), else a top-level
 CLUSTER_AUTHORIZATION_FAILED and no results. Topics null means every hosted
-partition. This broker keeps no future logs (AlterReplicaLogDirs is not
-served): is_future_key is always false and offset_lag is Kafka's figure for a
-current log, max(high watermark - log end, 0). A dir whose volume cannot be
+partition. This broker keeps no future logs (AlterReplicaLogDirs,
+`alter_log_dirs`, moves a log by one copy, not a future log caught up in the
+background): is_future_key is always false and offset_lag is Kafka's figure
+for a current log, max(high watermark - log end, 0). A dir whose volume cannot be
 read answers KAFKA_STORAGE_ERROR and the other dirs still answer. A broker
 whose logs live in memory reports them under its first log dir.
 """

@@ -71,6 +71,7 @@ CREATE_ACLS = 30
 DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+ALTER_REPLICA_LOG_DIRS = 34
 DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
@@ -158,6 +159,7 @@ API_TABLE: tuple[ApiRange, ...] = (
     ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
     ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
     ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),  # v0 is gone from Kafka 4 (KIP-896)
+    ApiRange(ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 1, 2),  # v0 is gone from Kafka 4 (KIP-896)
     ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
     ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),

@@ -6,6 +6,15 @@ broker's producer-state snapshot for it (`producer-state.json`, see
 `idempotence`). A new partition goes to the log dir holding the fewest
 partitions; an existing one is found wherever it is.
 
+Moves between log dirs (AlterReplicaLogDirs, `copy_partition`) copy into
+`<name>.move-tmp` in the destination, rename it into place only when
+complete, rename the source to `<name>.move-old` and delete it. At start-up
+leftover `.move-tmp` copies (a move cut short: the source is intact) and
+`.move-old` directories (a move that had finished) are deleted. A crash
+between the two renames leaves two complete, identical copies: the one with
+the most log bytes is kept (ties: the earlier dir in `log.dirs`), the others
+are deleted.
+
 Storage engines: `SegmentedLog` (files, the default) or `MemoryLog`
 (`in_memory=True`, tests). Both are behind `PartitionLog`; compaction is
 `storage.cleaner`, run by `ReplicaManager.compact` on a timer.
@@ -13,6 +22,8 @@ Storage engines: `SegmentedLog` (files, the default) or `MemoryLog`
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,6 +35,10 @@ from tinystream.broker.storage.segmented import SegmentedLog
 from tinystream.broker.storage.topic_partition import TopicPartition
 
 PRODUCER_SNAPSHOT = "producer-state.json"
+MOVE_TMP = ".move-tmp"  # a copy being made by a move between log dirs
+MOVE_OLD = ".move-old"  # a moved partition's source, being deleted
+
+log = logging.getLogger(__name__)
 
 
 class LogManager:
@@ -36,6 +51,8 @@ class LogManager:
         self.in_memory = in_memory
         self._dirs: dict[TopicPartition, Path] = {}
         self._load: dict[Path, int] | None = None  # partition directories per log dir, counted once
+        if not in_memory:
+            resolve_moves(self.log_dirs)
 
     @property
     def metadata_dir(self) -> Path:
@@ -77,6 +94,11 @@ class LogManager:
         if directory is not None and directory.exists():
             shutil.rmtree(directory, ignore_errors=True)
 
+    def relocated(self, tp: TopicPartition, directory: Path) -> None:
+        """The partition's directory is now `directory` (a finished move between log dirs)."""
+        self._dirs[tp] = directory
+        self._load = None
+
     def snapshot_path(self, tp: TopicPartition) -> Path | None:
         directory = self.partition_dir(tp)
         return None if directory is None else directory / PRODUCER_SNAPSHOT
@@ -103,3 +125,69 @@ class LogManager:
         if not partition_log.config.compacted or not isinstance(partition_log, CompactableLog):
             return False
         return bool(clean(partition_log, now_ms, max_offset=max_offset, aborted=aborted))
+
+
+def _fsync_tree(root: Path) -> None:
+    for here, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(here, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(here))
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def copy_partition(source: Path, target_dir: Path) -> Path:
+    """Move a closed partition directory into `target_dir`; returns its new path. Blocking (a worker thread).
+
+    Crash-safe: the copy is made as `<name>.move-tmp`, fsynced and renamed into place; only then is the
+    source renamed to `<name>.move-old` and deleted (see the module docstring for start-up)."""
+    name = source.name
+    temporary, final = target_dir / (name + MOVE_TMP), target_dir / name
+    if final.exists():
+        raise FileExistsError(f"{final} already exists")
+    shutil.rmtree(temporary, ignore_errors=True)
+    shutil.copytree(source, temporary)
+    _fsync_tree(temporary)
+    os.rename(temporary, final)
+    _fsync_dir(target_dir)
+    old = source.with_name(name + MOVE_OLD)
+    os.rename(source, old)
+    _fsync_dir(source.parent)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _log_bytes(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.glob("*.log"))
+
+
+def resolve_moves(log_dirs: list[Path]) -> None:
+    """Start-up: delete what unfinished or finished moves left, and keep one copy of a doubled partition."""
+    seen: dict[str, list[Path]] = {}
+    for d in log_dirs:
+        for entry in sorted(d.iterdir()):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith((MOVE_TMP, MOVE_OLD)):
+                log.warning("deleting %s, left by a move between log dirs", entry)
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                seen.setdefault(entry.name, []).append(entry)
+    for copies in seen.values():
+        if len(copies) > 1:
+            keep = max(copies, key=lambda c: (_log_bytes(c), -copies.index(c)))
+            for other in copies:
+                if other != keep:
+                    log.warning("%s is also in %s (a move cut between its renames): keeping %s", other.name,
+                                other.parent, keep)
+                    shutil.rmtree(other, ignore_errors=True)

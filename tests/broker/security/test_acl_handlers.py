@@ -463,6 +463,8 @@ REFUSALS = [
             44, 1, "AlterableConfig", name="tinystream.broker", config_operation=0, value="DEBUG"),)),)),
      CLUSTER_DENIED),
     ("DescribeLogDirs", lambda: request(35, 4, topics=None), CLUSTER_DENIED),
+    ("AlterReplicaLogDirs", lambda: request(34, 2, dirs=(entity(34, 2, "AlterReplicaLogDir", path="/nowhere", topics=(
+        entity(34, 2, "AlterReplicaLogDirTopic", name=T, partitions=(0,)),)),)), CLUSTER_DENIED),
     ("ElectLeaders", lambda: request(43, 2, election_type=0, topic_partitions=(entity(
         43, 2, "TopicPartitions", topic=T, partitions=(0,)),)), CLUSTER_DENIED),
     ("AlterPartitionReassignments", lambda: request(45, 1, timeout=ms(seconds=5), allow_replication_factor_change=True,
