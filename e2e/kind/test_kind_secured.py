@@ -45,6 +45,7 @@ pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
 CA = ("KAFKA_CAFILE", "/etc/tinystream-ca/ca.crt")
 BOOTSTRAP = f"{SECURE}-kafka:9092"
+BROKER_PODS = f"tinystream.io/cluster={SECURE},app.kubernetes.io/component=broker"
 
 
 def client(user: str | None, *, password: str | None = None, protocol: str = "SASL_SSL") -> Client:
@@ -180,7 +181,7 @@ def test_certificate_renewal_under_a_writer_loses_nothing_and_restarts_no_broker
     before = secured.json("tsc", SECURE)["status"]["certificates"]["serial"]
     assert serials(secured) == {before}
     restarts = {p["metadata"]["name"]: p["metadata"]["uid"] for p in
-                secured.json("pods", "-l", f"tinystream.io/cluster={SECURE}")["items"]}
+                secured.json("pods", "-l", BROKER_PODS)["items"]}
     writer = Writer(secured, "rotate", seconds=600, client=APP, topic=SECURE_TOPIC).start()
     wait_until(lambda: writer.acked_count() > 100, timeout=120, what="the writer under way", interval=1)
     asked = time.monotonic()
@@ -200,7 +201,7 @@ def test_certificate_renewal_under_a_writer_loses_nothing_and_restarts_no_broker
              f"{issued:.0f} s / {served:.0f} s, longest gap between acks {writer.longest_stall():.1f} s")
     writer.check_nothing_lost(secured, "certificate renewal under an acks=all writer")
     now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in
-           secured.json("pods", "-l", f"tinystream.io/cluster={SECURE}")["items"]}
+           secured.json("pods", "-l", BROKER_PODS)["items"]}
     assert now == restarts  # the same pods: renewed without a restart
 
 

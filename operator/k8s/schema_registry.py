@@ -155,7 +155,8 @@ def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, cert
         # template.pod.securityContext replaces it whole, as for the brokers (pod_template.py).
         "securityContext": dict(template.security_context or {
             "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
-            "seccompProfile": {"type": "RuntimeDefault"}}),
+            # fsGroup: the Secret volumes (mode 0440) are the registry user's group, else it cannot read them
+            "fsGroup": RUN_AS, "seccompProfile": {"type": "RuntimeDefault"}}),
         **scheduling(template),
     }
     if template.affinity:

@@ -59,6 +59,9 @@ def test_a_secured_cluster_gets_a_scram_user_with_acls_on_schemas_only_and_a_pod
     template = objects["Deployment"]["spec"]["template"]["metadata"]
     assert template["annotations"] == {"tinystream.io/registry-certificate": "abc1"}  # a renewal restarts it
     assert container["resources"] == {"limits": {"memory": "256Mi"}}
+    # Its Secret volumes are mode 0440: readable by the non-root registry user through fsGroup only (seen on kind).
+    assert pod["securityContext"]["runAsUser"] == pod["securityContext"]["fsGroup"] == 10001
+    assert all(v["secret"]["defaultMode"] == 0o440 for v in pod["volumes"] if "secret" in v)
     secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets == {"demo-schema-registry-users", "demo-schema-registry", "demo-cluster-ca-cert",
                        "demo-schema-registry-tls"}
