@@ -171,6 +171,12 @@ def _log_bytes(directory: Path) -> int:
     return sum(f.stat().st_size for f in directory.glob("*.log"))
 
 
+def _is_partition_dir(name: str) -> bool:
+    """`<topic>-<partition>`, as partition_dir names them."""
+    topic, _, partition = name.rpartition("-")
+    return bool(topic) and partition.isdigit()
+
+
 def resolve_moves(log_dirs: list[Path]) -> None:
     """Start-up: delete what unfinished or finished moves left, and keep one copy of a doubled partition."""
     seen: dict[str, list[Path]] = {}
@@ -183,8 +189,8 @@ def resolve_moves(log_dirs: list[Path]) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 seen.setdefault(entry.name, []).append(entry)
-    for copies in seen.values():
-        if len(copies) > 1:
+    for name, copies in seen.items():
+        if len(copies) > 1 and _is_partition_dir(name):  # never another kind of directory that two dirs share
             keep = max(copies, key=lambda c: (_log_bytes(c), -copies.index(c)))
             for other in copies:
                 if other != keep:
