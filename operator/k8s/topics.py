@@ -25,7 +25,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tinystream.config.topic_configs import InvalidConfig, parse
+from tinystream.config.topic_configs import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    InvalidConfig,
+    parse,
+)
 from tinystream.operator.controller.topic_config import TOPIC_CONFIGS, schema_error
 from tinystream.operator.k8s.conditions import Condition, TopicReason, ready
 from tinystream.operator.k8s.model import VALUE_SCHEMA_KEY, ConfigValue, PartitionView, TopicSpec
@@ -36,6 +41,11 @@ TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # fullmatch: "$" would let a 
 # The keys spec.config takes: every topic config of the table but the value schema, which is spec.schema.
 # The Topic CRD lists the same names in a CEL rule (tests/operator/k8s/test_crds.py checks they agree).
 SPEC_CONFIG_KEYS = tuple(sorted(k for k in TOPIC_CONFIGS if k != VALUE_SCHEMA_KEY))
+
+# Keys a running reassignment owns (a TinyStreamRebalance, kafka-reassign-partitions.sh --throttle): a
+# Topic whose spec does not name them leaves them alone, or every re-reconcile during a move would lift
+# the throttle (Strimzi's topic operator has the same carve-out in STRIMZI_ALTERABLE_TOPIC_CONFIG).
+REASSIGNMENT_KEYS = frozenset({LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +171,8 @@ def plan_topic(spec: TopicSpec, existing: TopicView | None) -> list[TopicAction]
         actions.append(GrowPartitions(spec.topic_name, spec.partitions))
     if spec.replication_factor != existing.replication_factor:
         actions.append(ChangeReplicationFactor(spec.topic_name, spec.replication_factor))
-    want, have = _normalized(spec.config), _normalized(existing.config)
+    want = _normalized(spec.config)
+    have = {k: v for k, v in _normalized(existing.config).items() if k in want or k not in REASSIGNMENT_KEYS}
     if want != have:
         change: dict[str, ConfigValue | None] = {k: v for k, v in spec.config.items() if have.get(k) != str(v)}
         change.update({k: None for k in have if k not in want})

@@ -74,6 +74,15 @@ def test_plan_is_empty_when_in_sync():
     assert plan_topic(topic(config={"retention.ms": 5}), TopicView("orders", 3, 2, {"retention.ms": "5"})) == []
 
 
+def test_plan_leaves_a_reassignments_throttle_unless_the_spec_names_it():
+    moving = {"retention.ms": "5", "leader.replication.throttled.replicas": "0:0",
+              "follower.replication.throttled.replicas": "0:1"}
+    assert plan_topic(topic(config={"retention.ms": 5}), TopicView("orders", 3, 2, moving)) == []
+    named = topic(config={"retention.ms": 5, "follower.replication.throttled.replicas": "*"})
+    assert plan_topic(named, TopicView("orders", 3, 2, moving)) == [
+        AlterConfig("orders", {"follower.replication.throttled.replicas": "*"})]
+
+
 def test_topic_name_defaults_to_metadata_name():
     assert topic().topic_name == "orders"
     assert topic(topicName="orders_v1").topic_name == "orders_v1"
