@@ -17,7 +17,9 @@ extra's matplotlib).
 Two cells run on 3-broker clusters instead (cluster_cells.py), and only when asked for with `--cells`
 (the clusters start only then): `replicated` (RF 3, acks=all, a producer and a consumer at the same time)
 and `latency` (end to end at `--latency-rate` records/s for `--latency-seconds`); `--out` adds latency.png.
-TLS is its own benchmark (`bench produce --security`).
+The TLS cells (produce-tls, consume-tls; tls_cells.py) start both brokers with an SSL listener beside
+PLAINTEXT (one throwaway certificate for both) and run the uncompressed workload through it. What TLS
+and SASL cost against our own PLAINTEXT is `bench produce|consume --security`.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from tinystream.bench import cluster_cells, consume_workloads, produce_workloads
+from tinystream.bench import cluster_cells, consume_workloads, produce_workloads, tls_cells
 from tinystream.bench.compare_report import (
     LatencyPair,
     Pair,
@@ -44,7 +47,7 @@ from tinystream.bench.compare_report import (
 from tinystream.bench.stats import RunResult
 from tinystream.bench.targets import Target, describe_spec, open_target
 
-CELLS = ("produce", "produce-lz4", "produce-zstd", "consume", "consume-lz4", "consume-zstd")
+CELLS = ("produce", "produce-lz4", "produce-zstd", "consume", "consume-lz4", "consume-zstd", *tls_cells.TLS_CELLS)
 CLUSTER_CELLS = ("replicated", "latency")  # 3-broker clusters; run only when named with --cells
 REPLICATED_ROWS = ("replicated-produce", "replicated-consume")  # the replicated cell's two table rows
 
@@ -57,8 +60,8 @@ def pair_order(cell_index: int, round_index: int) -> tuple[str, str]:
 def run_cell(cell: str, target: Target, *, client: str, records: int, partitions: int, run_id: str) -> RunResult:
     """One run of one cell on one broker. A cell's topic is the same on every round (a consume topic is
     filled on its first round only)."""
-    operation, _, codec = cell.partition("-")
-    compression = codec or "none"
+    operation, _, variant = cell.partition("-")
+    compression = "none" if variant in ("", "tls") else variant
     topic = f"compare-{cell}-{run_id}"
     if operation == "produce":
         spec = produce_workloads.ProduceSpec(
@@ -71,15 +74,20 @@ def run_cell(cell: str, target: Target, *, client: str, records: int, partitions
 
 
 def run_matrix(targets: dict[str, Target], cells: list[str], *, rounds: int, client: str, records: int,
-               partitions: int, say=print) -> list[Pair]:  # type: ignore[no-untyped-def]
+               partitions: int, say=print, ssl_targets: dict[str, Target] | None = None) -> list[Pair]:  # type: ignore[no-untyped-def]
+    """Every cell on both sides, `rounds` times; a TLS cell runs on `ssl_targets` (the same brokers' SSL
+    listeners)."""
     run_id = uuid.uuid4().hex[:8]
     pairs = []
     total = rounds * len(cells)
     for round_index in range(rounds):
         for cell_index, cell in enumerate(cells):
             results = {}
+            chosen = ssl_targets if cell in tls_cells.TLS_CELLS else targets
+            if chosen is None:
+                raise ValueError(f"{cell} needs the brokers' SSL listeners (ssl_targets)")
             for side in pair_order(cell_index, round_index):
-                results[side] = run_cell(cell, targets[side], client=client, records=records, partitions=partitions,
+                results[side] = run_cell(cell, chosen[side], client=client, records=records, partitions=partitions,
                                          run_id=run_id)
             pair = Pair(cell, round_index, results["ours"], results["peer"])
             pairs.append(pair)
@@ -138,7 +146,8 @@ def _percentiles(latency_ms: dict[str, float]) -> str:
 @click.option("--peer", default="kafka", show_default=True, metavar="NAME|CMD",
               help="`kafka`, `tansu`, or a shell command that prints bootstrap=HOST:PORT.")
 @click.option("--cells", multiple=True, type=click.Choice(CELLS + CLUSTER_CELLS),
-              help="Cells to run (default: the six single-broker cells; replicated and latency only when named).")
+              help="Cells to run (default: the eight single-broker cells, the TLS ones not with --client raw; "
+                   "replicated and latency only when named).")
 @click.option("--rounds", default=3, show_default=True, type=click.IntRange(1))
 @click.option("--records", default=2_000_000, show_default=True, type=click.IntRange(1), help="Records per run.")
 @click.option("--partitions", default=6, show_default=True, type=click.IntRange(1))
@@ -157,8 +166,15 @@ def compare_bench_command(peer, cells, rounds, records, partitions, client, repl
                           latency_seconds, out, as_json) -> None:
     """Produce and consume (none, lz4, zstd) against a peer, alternating pairs; medians, spreads, pictures.
     With --cells replicated / latency: 3-broker clusters, ProducerPerformance and ConsumerPerformance."""
-    chosen = list(cells) or list(CELLS)
+    chosen = list(cells) or [c for c in CELLS if client != "raw" or c not in tls_cells.TLS_CELLS]
     single = [c for c in chosen if c in CELLS]
+    secured = [c for c in single if c in tls_cells.TLS_CELLS]
+    if secured and client == "raw":
+        raise click.UsageError(f"--cells {' '.join(secured)}: the raw client speaks PLAINTEXT only; "
+                               "use --client java or confluent")
+    if secured and peer not in tls_cells.TLS_PEERS:
+        raise click.UsageError(f"--cells {' '.join(secured)} needs --peer kafka (started here with an SSL "
+                               f"listener), not {peer!r}")
     clustered = [c for c in CLUSTER_CELLS if c in chosen]
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if as_json else click.echo
     say(f"compare: peer={peer}, client={client}, records={records}, partitions={partitions}, rounds={rounds}, "
@@ -167,10 +183,19 @@ def compare_bench_command(peer, cells, rounds, records, partitions, client, repl
     latency: list[LatencyPair] = []
     if single:
         with contextlib.ExitStack() as stack:
-            targets = {"ours": stack.enter_context(open_target("tinystream")),
-                       "peer": stack.enter_context(open_target(peer))}
+            ssl_targets = None
+            if secured:
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tinystream-compare-tls-")))
+                files = tls_cells.make_tls_files(folder)
+                sides = {"ours": stack.enter_context(tls_cells.open_with_ssl("tinystream", files)),
+                         "peer": stack.enter_context(tls_cells.open_with_ssl(peer, files))}
+                targets = {side: plain for side, (plain, _) in sides.items()}
+                ssl_targets = {side: ssl for side, (_, ssl) in sides.items()}
+            else:
+                targets = {"ours": stack.enter_context(open_target("tinystream")),
+                           "peer": stack.enter_context(open_target(peer))}
             pairs += run_matrix(targets, single, rounds=rounds, client=client, records=records, partitions=partitions,
-                                say=say)
+                                say=say, ssl_targets=ssl_targets)
     if clustered:
         if peer not in cluster_cells.CLUSTER_PEERS:
             raise click.UsageError(f"--cells {' '.join(clustered)} needs --peer kafka (a 3-node peer), not {peer!r}")

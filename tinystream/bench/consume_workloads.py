@@ -36,6 +36,7 @@ from tinystream.bench.cpu import CpuMeter
 from tinystream.bench.produce_workloads import ProduceSpec, _raw_produce
 from tinystream.bench.stats import Latencies, Progress, RunResult
 from tinystream.bench.targets import Target
+from tinystream.bench.tls_cells import java_client_config
 from tinystream.bench.wire_client import PreparedRequest, WireConnection
 from tinystream.testing.peers.apache_kafka import CONSUMER_PERFORMANCE, run_java_tool
 
@@ -271,10 +272,10 @@ def parse_consumer_performance(stdout: str) -> dict[str, str] | None:
 def run_java(target: Target, spec: ConsumeSpec) -> RunResult:
     ends = asyncio.run(fill_topic(target, spec, show=spec.progress))
     goal = min(spec.records, sum(ends.values()))
-    args = ["--bootstrap-server", target.bootstrap, "--topic", spec.topic, "--messages", str(goal),
-            "--timeout", "60000", "--consumer.config", "/dev/null",
-            "--fetch-size", str(spec.fetch_bytes)]
-    with CpuMeter(target.pgid).measure() as cpu:  # the whole tool run: the broker idles while the JVM starts
+    with java_client_config(target.client_config) as config, CpuMeter(target.pgid).measure() as cpu:
+        # the whole tool run: the broker idles while the JVM starts
+        args = ["--bootstrap-server", target.bootstrap, "--topic", spec.topic, "--messages", str(goal),
+                "--timeout", "60000", "--consumer.config", config, "--fetch-size", str(spec.fetch_bytes)]
         out = run_java_tool(CONSUMER_PERFORMANCE, args, timeout=max(120.0, goal / 50_000),
                             jvm_opts=("-Xms512m", "-Xmx2g", "-XX:+UseG1GC"))
     row = parse_consumer_performance(out.stdout)

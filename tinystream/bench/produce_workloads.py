@@ -41,6 +41,7 @@ from tinystream.bench.control import end_offsets, ensure_topic
 from tinystream.bench.cpu import CpuMeter
 from tinystream.bench.stats import Latencies, Progress, RunResult
 from tinystream.bench.targets import Target
+from tinystream.bench.tls_cells import java_client_props
 from tinystream.bench.wire_client import PreparedRequest, WireConnection
 from tinystream.testing.peers.apache_kafka import PRODUCER_PERFORMANCE, run_java_tool
 
@@ -399,7 +400,8 @@ def run_java(target: Target, spec: ProduceSpec) -> RunResult:
     asyncio.run(_ensure_topic_at(target, spec))
     props = [f"bootstrap.servers={target.bootstrap}", f"acks={spec.acks}", f"batch.size={spec.batch_bytes}",
              "linger.ms=5", f"compression.type={spec.compression}", "enable.idempotence=false",
-             "buffer.memory=268435456", f"max.request.size={max(1048576, spec.batch_bytes * 2)}"]
+             "buffer.memory=268435456", f"max.request.size={max(1048576, spec.batch_bytes * 2)}",
+             *java_client_props(target.client_config)]
     records = spec.records + spec.warmup_records
     args = ["--topic", spec.topic, "--num-records", str(records), "--record-size", str(spec.record_size),
             "--throughput", "-1", "--producer-props", *props]

@@ -129,17 +129,22 @@ def run_java_tool(
 
 
 def server_properties(*, port: int, controller_port: int, log_dir: Path,
-                      overrides: Mapping[str, object] | None = None) -> dict[str, str]:
-    """A combined broker+controller node on loopback, single-node values."""
+                      overrides: Mapping[str, object] | None = None,
+                      extra_listeners: Mapping[str, int] | None = None) -> dict[str, str]:
+    """A combined broker+controller node on loopback, single-node values. `extra_listeners` (protocol ->
+    port, e.g. {"SSL": 9093}) adds a listener per protocol beside PLAINTEXT; its ssl.* settings go in
+    `overrides`."""
+    extra = "".join(f",{name}://127.0.0.1:{extra_port}" for name, extra_port in (extra_listeners or {}).items())
+    protocols = "".join(f",{name}:{name}" for name in extra_listeners or {})
     props: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": 1,
         "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}{extra},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}{extra}",
         "inter.broker.listener.name": "PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
         "log.dirs": str(log_dir),
         "num.partitions": 1,
         "offsets.topic.replication.factor": 1,
@@ -172,15 +177,17 @@ def start_apache_kafka(
     timeout: float = 120.0,
     jvm_opts: Sequence[str] = BROKER_JVM_OPTS,
     log_level: str = "WARN",
+    extra_listeners: Mapping[str, int] | None = None,
 ) -> RunningBroker:
-    """Format storage and start a KRaft node; returns when it serves Metadata."""
+    """Format storage and start a KRaft node; returns when it serves Metadata (on PLAINTEXT)."""
     jars = jars_dir()
     java = java_executable()
     directory, created = make_workdir(workdir, "kafka")
     port = port or free_port()
     controller_port = free_port()
     log_dir = directory / "kraft-logs"
-    props = server_properties(port=port, controller_port=controller_port, log_dir=log_dir, overrides=overrides)
+    props = server_properties(port=port, controller_port=controller_port, log_dir=log_dir, overrides=overrides,
+                              extra_listeners=extra_listeners)
     config = directory / "server.properties"
     config.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
     log_config = _log4j_config(directory, log_level)
