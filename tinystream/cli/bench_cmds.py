@@ -11,7 +11,7 @@ import click
 @click.group()
 def bench() -> None:
     """Benchmarks: storage log, produce, consume, the matrix against a peer (compare), replicated (acks=all), fetch
-    sessions, schema registry, client quotas over time, Spark connector."""
+    sessions, schema registry, client quotas over time, scale (partitions, connections, a big log), Spark connector."""
 
 
 for _module, _attribute, _name in [
@@ -23,6 +23,7 @@ for _module, _attribute, _name in [
     ("tinystream.bench.registry_bench", "registry_bench_command", "registry"),
     ("tinystream.bench.quota_bench", "quota_bench_command", "quota"),
     ("tinystream.bench.compare", "compare_bench_command", "compare"),
+    ("tinystream.bench.scale_bench", "scale_bench_command", "scale"),
 ]:
     try:
         bench.add_command(getattr(importlib.import_module(_module), _attribute), _name)

@@ -179,7 +179,8 @@ def start_apache_kafka(
     log_level: str = "WARN",
     extra_listeners: Mapping[str, int] | None = None,
 ) -> RunningBroker:
-    """Format storage and start a KRaft node; returns when it serves Metadata (on PLAINTEXT)."""
+    """Format storage and start a KRaft node; returns when it serves Metadata (on PLAINTEXT). A `workdir`
+    whose storage is formatted already starts again as the same node (a restart: its logs are kept)."""
     jars = jars_dir()
     java = java_executable()
     directory, created = make_workdir(workdir, "kafka")
@@ -192,13 +193,13 @@ def start_apache_kafka(
     config.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
     log_config = _log4j_config(directory, log_level)
 
-    cluster_id = _cluster_id()
-    fmt = subprocess.run(  # noqa: S603
-        java_tool_argv(STORAGE_TOOL, ["format", "-t", cluster_id, "-c", str(config)], log_config=log_config),
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-    )
-    if fmt.returncode != 0:
-        raise PeerStartError(f"kafka storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
+    if not (log_dir / "meta.properties").exists():  # else formatted before: a restart of the same node
+        fmt = subprocess.run(  # noqa: S603
+            java_tool_argv(STORAGE_TOOL, ["format", "-t", _cluster_id(), "-c", str(config)], log_config=log_config),
+            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )
+        if fmt.returncode != 0:
+            raise PeerStartError(f"kafka storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
 
     argv = [java, *jvm_opts, f"-Dlog4j2.configurationFile={log_config}", "-cp", f"{jars}/*", KAFKA_MAIN, str(config)]
     return start_broker_process(

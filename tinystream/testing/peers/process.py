@@ -75,6 +75,13 @@ class RunningBroker:
             shutil.rmtree(self.workdir, ignore_errors=True)
         return self.process.returncode
 
+    def kill(self) -> int | None:
+        """SIGKILL the process group (an unclean stop: nothing flushed, nothing closed); the folder stays."""
+        if self.process.poll() is None:
+            _signal_group(self.process, signal.SIGKILL)
+            self.process.wait(30)
+        return self.process.returncode
+
     def __enter__(self) -> RunningBroker:
         return self
 
