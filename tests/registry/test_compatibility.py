@@ -109,6 +109,24 @@ def test_invalid_avro_is_422_material():
     assert caught.value.code == 42201
 
 
+@pytest.mark.parametrize("schema", [
+    {"type": "record", "name": "X"},
+    {"type": "record", "name": "X", "fields": {"name": "a", "type": "int"}},
+    {"type": "record", "name": "X", "fields": [{"name": "a", "type": {"type": "record", "name": "Y"}}]},
+    ["null", {"type": "error", "name": "E"}],
+])
+def test_a_record_without_a_fields_list_is_invalid_as_avro_says(schema):
+    with pytest.raises(RegistryError) as caught:
+        avro(schema)
+    assert caught.value.code == 42201 and "has no fields list" in caught.value.message
+
+
+def test_a_default_that_looks_like_a_record_is_data():
+    shape = {"type": "record", "name": "X", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "string"}, "default": {"type": "record"}}]}
+    assert avro(shape) is not None
+
+
 OBJ = "object"
 JSON_CASES = [
     ("same", {"type": OBJ, "properties": {"a": {"type": "string"}}}, {"type": OBJ, "properties": {"a": {"type": "string"}}},

@@ -68,7 +68,9 @@ def test_soft_then_hard_delete_and_versions_keep_growing():
     assert number == 1 and [v.version for v in state.versions("s")] == [2]
     assert [v.version for v in state.versions("s", deleted=True)] == [1, 2]
     assert codes(lambda: state.version("s", 1)) == 40402
+    assert codes(lambda: state.plan_delete_version("s", 1, permanent=False)) == 40406  # already soft-deleted
     write(state, state.plan_delete_version("s", 1, permanent=True)[1])
+    assert codes(lambda: state.plan_delete_version("s", 1, permanent=False)) == 40402  # gone for good
     assert codes(lambda: state.schema(1)) == 40403  # no version holds id 1 any more
     versions, records = state.plan_delete_subject("s", permanent=False)
     write(state, records)

@@ -33,10 +33,25 @@ _PROMOTIONS = {
 
 def parse(obj: Any, named: dict[str, Any] | None = None) -> Any:
     """The fastavro-parsed schema (full names, `__named_schemas`); `named` holds referenced types."""
+    _records_have_fields(obj)
     try:
         return fastavro.parse_schema(obj, named_schemas=dict(named or {}))
     except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise RegistryError(ErrorCode.INVALID_SCHEMA, f"Invalid schema: {exc}") from exc
+
+
+def _records_have_fields(obj: Any) -> None:
+    """A record needs its `fields` list: Avro's own parser (and so Confluent's registry) refuses one without,
+    fastavro takes it as empty."""
+    if isinstance(obj, list):
+        for item in obj:
+            _records_have_fields(item)
+    elif isinstance(obj, dict):
+        if obj.get("type") in ("record", "error") and not isinstance(obj.get("fields"), list):
+            raise RegistryError(ErrorCode.INVALID_SCHEMA, f"Invalid schema: record {obj.get('name')!r} has no fields list")
+        for key, value in obj.items():
+            if key != "default":  # a default is data, not a schema
+                _records_have_fields(value)
 
 
 def named_types(parsed: Any) -> dict[str, Any]:

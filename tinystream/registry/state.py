@@ -338,7 +338,13 @@ class RegistryState:
                                     "being permanently deleted")
             self._not_referenced(target)
             return target.version, [Record(schema_key(subject, target.version), None)]
-        target = self.version(subject, version)
+        # a numbered version already soft-deleted is named as such (Confluent's 40406), not "not found"
+        numbered = parse_version(version) != -1
+        target = self.version(subject, version, deleted=numbered)
+        if target.deleted:
+            raise RegistryError(ErrorCode.SCHEMA_VERSION_SOFT_DELETED,
+                                f"Subject '{subject}' Version {target.version} was soft deleted. "
+                                "Set permanent=true to delete permanently")
         self._not_referenced(target)
         return target.version, [Record(schema_key(subject, target.version), self._deleted_value(target))]
 

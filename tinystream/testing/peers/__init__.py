@@ -9,6 +9,8 @@ to install; one that does not come up raises `PeerStartError` with its log.
 Kafka-named `overrides` (`{"group.initial.rebalance.delay.ms": 0}`) go into
 Kafka's server.properties, or our broker's TINYSTREAM_* environment; tansu
 has no such settings and ignores them.
+
+A registry peer, Karapace, runs on such a broker: `peers.karapace.start_karapace`.
 """
 
 from __future__ import annotations
