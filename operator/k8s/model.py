@@ -222,7 +222,8 @@ class ClusterSpec:
 
         By id, not spec order: the first log dir holds the broker's metadata (LogManager.metadata_dir), so
         reordering the list must not move it."""
-        return tuple(sorted(self.volumes, key=lambda v: v.id)) or (StorageVolume(0, self.storage_size, self.storage_class, self.delete_claim),)
+        single = StorageVolume(0, self.storage_size, self.storage_class, self.delete_claim)
+        return tuple(sorted(self.volumes, key=lambda v: v.id)) or (single,)
 
     @property
     def security_protocol(self) -> str:
