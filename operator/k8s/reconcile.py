@@ -28,9 +28,9 @@ ends the pass with the reason that becomes the Ready condition:
    listener needs and a removed schema registry's objects are deleted. plan_volumes
    (volume_expansion.py): a larger volume size expands its claims (each volume
    of spec.storage.volumes alone; volumes added or removed on a running cluster
-   change nothing, VolumesChanged), and the StatefulSet (claim templates are immutable) is deleted with orphan
-   propagation and re-created on the next pass; the pass stops meanwhile
-   (ResizingStorage). Then wait_for_external_addresses, wait_for_statefulset
+   change nothing, VolumesChanged), and the StatefulSet (claim templates are
+   immutable) is deleted with orphan propagation and re-created on the next
+   pass; the pass stops meanwhile (ResizingStorage). Then wait_for_external_addresses, wait_for_statefulset
    and hold_scale_down stop the pass while an external listener's address is
    not known (the brokers' config waits for it), the StatefulSet is new or a
    scale-down is blocked or draining.
