@@ -64,6 +64,7 @@ from tinystream.operator.k8s.reconcile import (
     OrphanStatefulSet,
     Rebalance,
     plan_cluster,
+    sizes,
     status_conditions,
 )
 from tinystream.operator.k8s.registry_tls import ensure_registry_certificate
@@ -113,7 +114,7 @@ async def _expand_claim(run: Execution, action: ExpandClaim) -> None:
 async def _orphan_statefulset(run: Execution, action: OrphanStatefulSet) -> None:
     # Claim templates are immutable: the StatefulSet goes (its pods and claims stay) and comes back with new ones.
     kopf.info(run.body, reason="RecreatingStatefulSet",
-              message=f"{action.name}: deleted with its pods orphaned, re-created with claims of {run.spec.storage_size}")
+              message=f"{action.name}: deleted with its pods orphaned, re-created with claims of {sizes(run.spec)}")
     await run.client.delete("apps/v1", "StatefulSet", action.name, run.spec.namespace, propagation="Orphan")
 
 
@@ -337,7 +338,7 @@ class ClusterReconciler:
                         drained_for_roll=await controller.drained_for_roll(key),
                         registered=await controller.registered(key),
                         cluster_id=await controller.cluster_id(key),
-                        claims=claims, storage_class=await self._storage_class(spec, claims))
+                        claims=claims, storage_classes=await self._storage_classes(spec, claims))
 
     async def _objects(self, spec: ClusterSpec) -> dict[tuple[str, str], dict[str, Any]]:
         client = self.deps.kube()
@@ -368,15 +369,28 @@ class ClusterReconciler:
                      if p["metadata"]["name"].startswith(Names.of(spec).statefulset + "-"))
 
     async def _claims(self, spec: ClusterSpec) -> tuple[Claim, ...]:
-        prefix = f"data-{Names.of(spec).statefulset}-"
-        claims = await self.deps.kube().list("v1", "PersistentVolumeClaim", spec.namespace, labels=selector_labels(spec))
-        return tuple(Claim.from_pvc(c) for c in claims
-                     if c["metadata"]["name"].startswith(prefix) and c["metadata"]["name"][len(prefix):].isdigit())
+        """Each volume's claims: <template>-<statefulset>-<n> (data-... for the single volume, data-<id>-...)."""
+        sts = Names.of(spec).statefulset
+        prefixes = {f"{v.claim}-{sts}-": v.claim for v in spec.storage_volumes}
+        found = []
+        for claim in await self.deps.kube().list("v1", "PersistentVolumeClaim", spec.namespace,
+                                                 labels=selector_labels(spec)):
+            name = claim["metadata"]["name"]
+            volume = next((v for p, v in prefixes.items() if name.startswith(p) and name[len(p):].isdigit()), None)
+            if volume is not None:
+                found.append(Claim.from_pvc(claim, volume))
+        return tuple(found)
 
-    async def _storage_class(self, spec: ClusterSpec, claims: tuple[Claim, ...]) -> StorageClassView | None:
-        name = next((c.storage_class for c in claims if c.storage_class), spec.storage_class)
-        found = await self.deps.kube().get("storage.k8s.io/v1", "StorageClass", name) if name else None
-        return StorageClassView.from_object(found) if found is not None else None
+    async def _storage_classes(self, spec: ClusterSpec, claims: tuple[Claim, ...]) -> dict[str, StorageClassView]:
+        """The StorageClasses of the claims (or of the spec, before any claim), by name; one missing is left out."""
+        names = {c.storage_class for c in claims if c.storage_class} | {
+            v.storage_class for v in spec.storage_volumes if v.storage_class}
+        found = {}
+        for name in sorted(names):
+            obj = await self.deps.kube().get("storage.k8s.io/v1", "StorageClass", name)
+            if obj is not None:
+                found[name] = StorageClassView.from_object(obj)
+        return found
 
     async def _racks(self, spec: ClusterSpec, pods: tuple[BrokerPod, ...]) -> dict[int, str]:
         racks: dict[int, str] = {}

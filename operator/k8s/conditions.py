@@ -36,6 +36,7 @@ class ClusterReason(str, enum.Enum):
     CA_UNUSABLE = "CaUnusable"  # the provided CA's Secret is missing, unreadable, invalid or expired
     WAITING_FOR_EXTERNAL_ADDRESSES = "WaitingForExternalAddresses"  # a node port or load balancer not known yet
     RESIZING_STORAGE = "ResizingStorage"  # the StatefulSet is re-created for a larger claim template
+    VOLUMES_CHANGED = "VolumesChanged"  # spec.storage.volumes added or removed on a running cluster: refused
 
 
 class StorageReason(str, enum.Enum):
@@ -47,6 +48,7 @@ class StorageReason(str, enum.Enum):
     NOT_EXPANDABLE = "StorageClassNotExpandable"
     CLASS_NOT_FOUND = "StorageClassNotFound"
     SHRINK_REFUSED = "ShrinkRefused"
+    VOLUMES_CHANGED = "VolumesChanged"  # spec.storage.volumes added or removed on a running cluster
 
 
 class TopicReason(str, enum.Enum):

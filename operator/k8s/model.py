@@ -126,6 +126,36 @@ class ExternalListener:
                    bootstrap_node_port=int(node_port) if node_port else None, brokers=brokers)
 
 
+#: The claim template of the single-volume storage (spec.storage.size): its claims are data-<statefulset>-<n>.
+SINGLE_VOLUME_CLAIM = "data"
+
+
+@dataclass(frozen=True, slots=True)
+class StorageVolume:
+    """One broker volume: spec.storage.volumes[] (Strimzi's jbod), or the single spec.storage.size one.
+
+    Each volume is one claim template, one mount and one `log.dirs` entry. The single volume keeps the
+    names clusters had before volumes existed (claim template `data`, mounted at the data directory),
+    so an existing cluster's StatefulSet and claims are never renamed; a listed volume is `data-<id>`.
+    """
+
+    id: int
+    size: str
+    storage_class: str | None = None
+    delete_claim: bool = False
+    listed: bool = False  # from spec.storage.volumes (True) or the single spec.storage.size (False)
+
+    @property
+    def claim(self) -> str:
+        """The StatefulSet's claim template (and pod volume) name."""
+        return f"data-{self.id}" if self.listed else SINGLE_VOLUME_CLAIM
+
+    @property
+    def field(self) -> str:
+        """Where the spec sets its size, for messages."""
+        return f"spec.storage.volumes[id={self.id}].size" if self.listed else "spec.storage.size"
+
+
 REGISTRY_PORT = 8081  # Confluent's
 
 
@@ -159,6 +189,7 @@ class ClusterSpec:
     storage_size: str = "10Gi"
     storage_class: str | None = None
     delete_claim: bool = False
+    volumes: tuple[StorageVolume, ...] = ()  # spec.storage.volumes (JBOD); empty: the one storage_size volume
     resources: Mapping[str, Any] = field(default_factory=dict)
     rack_topology_key: str | None = None
     config: Mapping[str, ConfigValue] = field(default_factory=dict)
@@ -184,6 +215,15 @@ class ClusterSpec:
     pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.template.pod (pod_template.py)
     schema_registry: RegistrySpec | None = None  # spec.schemaRegistry; None: no registry (schema_registry.py)
     registry_certificate: str = ""  # the serial of the registry's HTTPS certificate, set by the reconciler
+
+    @property
+    def storage_volumes(self) -> tuple[StorageVolume, ...]:
+        """Every broker volume by id: spec.storage.volumes, or the single spec.storage.size one.
+
+        By id, not spec order: the first log dir holds the broker's metadata (LogManager.metadata_dir), so
+        reordering the list must not move it."""
+        single = StorageVolume(0, self.storage_size, self.storage_class, self.delete_claim)
+        return tuple(sorted(self.volumes, key=lambda v: v.id)) or (single,)
 
     @property
     def security_protocol(self) -> str:
@@ -246,6 +286,7 @@ class ClusterSpec:
             storage_size=str(storage.get("size") or "10Gi"),
             storage_class=storage.get("storageClass") or None,
             delete_claim=bool(storage.get("deleteClaim", False)),
+            volumes=_volumes(storage),
             resources=dict(spec.get("resources") or {}),
             rack_topology_key=(spec.get("rack") or {}).get("topologyKey") or None,
             config=dict(spec.get("config") or {}),
@@ -267,6 +308,16 @@ class ClusterSpec:
             pod_template=PodTemplate.from_spec((spec.get("template") or {}).get("pod")),
             schema_registry=RegistrySpec.from_spec(spec.get("schemaRegistry")),
         )
+
+
+def _volumes(storage: Mapping[str, Any]) -> tuple[StorageVolume, ...]:
+    """spec.storage.volumes; a volume without deleteClaim takes spec.storage.deleteClaim (the CRD makes them
+    all agree: a StatefulSet has one claim retention policy)."""
+    default_delete = bool(storage.get("deleteClaim", False))
+    return tuple(StorageVolume(id=int(v["id"]), size=str(v.get("size") or "10Gi"),
+                               storage_class=v.get("storageClass") or None,
+                               delete_claim=bool(v.get("deleteClaim", default_delete)), listed=True)
+                 for v in storage.get("volumes") or ())
 
 
 @dataclass(frozen=True, slots=True)

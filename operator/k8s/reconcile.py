@@ -26,10 +26,11 @@ ends the pass with the reason that becomes the Ready condition:
    observed ones are applied (create-or-patch), spec.schemaRegistry's too
    (schema_registry.py); a disabled dashboard's Service, external Services no
    listener needs and a removed schema registry's objects are deleted. plan_volumes
-   (volume_expansion.py): a larger spec.storage.size expands the claims, and
-   the StatefulSet (claim templates are immutable) is deleted with orphan
-   propagation and re-created on the next pass; the pass stops meanwhile
-   (ResizingStorage). Then wait_for_external_addresses, wait_for_statefulset
+   (volume_expansion.py): a larger volume size expands its claims (each volume
+   of spec.storage.volumes alone; volumes added or removed on a running cluster
+   change nothing, VolumesChanged), and the StatefulSet (claim templates are
+   immutable) is deleted with orphan propagation and re-created on the next
+   pass; the pass stops meanwhile (ResizingStorage). Then wait_for_external_addresses, wait_for_statefulset
    and hold_scale_down stop the pass while an external listener's address is
    not known (the brokers' config waits for it), the StatefulSet is new or a
    scale-down is blocked or draining.
@@ -55,7 +56,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinystream.operator.k8s.conditions import ClusterReason, Condition, merge_condition, ready, secure_condition
+from tinystream.operator.k8s.conditions import (
+    ClusterReason,
+    Condition,
+    StorageReason,
+    merge_condition,
+    ready,
+    secure_condition,
+)
 from tinystream.operator.k8s.external import ExternalAddresses, advertised_addresses, stale_services
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, PartitionView
 from tinystream.operator.k8s.rack import RACK_BINDING, binding_name
@@ -67,7 +75,15 @@ from tinystream.operator.k8s.resources import (
     serves_dashboard,
 )
 from tinystream.operator.k8s.schema_registry import registry_keys, registry_objects
-from tinystream.operator.k8s.volume_expansion import Claim, ExpandClaim, StorageClassView, StoragePlan, plan_storage
+from tinystream.operator.k8s.volume_expansion import (
+    Claim,
+    ExpandClaim,
+    StorageClassView,
+    StoragePlan,
+    combine,
+    plan_storage,
+    volumes_changed,
+)
 
 REVISION_LABEL = "controller-revision-hash"
 WAIT_S = 5.0  # how soon to look again while waiting for pods or ISRs
@@ -118,7 +134,7 @@ class Observed:
     registered: frozenset[int] | None = None  # brokers the controller knows; None: no controller view
     cluster_id: str | None = None
     claims: tuple[Claim, ...] = ()  # the brokers' data claims
-    storage_class: StorageClassView | None = None  # the claims' StorageClass; None: not found (or none named)
+    storage_classes: Mapping[str, StorageClassView] = field(default_factory=dict)  # the claims' classes, by name
 
     def statefulset(self, cluster: ClusterSpec) -> Mapping[str, Any] | None:
         return self.objects.get(("StatefulSet", Names.of(cluster).statefulset))
@@ -407,25 +423,51 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
     return tuple(actions)
 
 
-def template_size(statefulset: Mapping[str, Any] | None) -> str | None:
-    """The size of the StatefulSet's `data` claim template; None without a StatefulSet."""
-    for claim in (statefulset or {}).get("spec", {}).get("volumeClaimTemplates") or ():
-        if (claim.get("metadata") or {}).get("name") == "data":
-            return str(claim["spec"]["resources"]["requests"]["storage"])
-    return None
+def template_sizes(statefulset: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The StatefulSet's claim templates, name -> size; None without a StatefulSet."""
+    if statefulset is None:
+        return None
+    return {str(claim["metadata"]["name"]): str(claim["spec"]["resources"]["requests"]["storage"])
+            for claim in statefulset.get("spec", {}).get("volumeClaimTemplates") or ()}
 
 
 def plan_volumes(spec: ClusterSpec, observed: Observed, scale: Scale) -> StoragePlan:
-    """3b. A larger spec.storage.size: expand the claims, re-create the StatefulSet (volume_expansion.py)."""
+    """3b. A larger volume size: expand the claims, re-create the StatefulSet (volume_expansion.py), per volume."""
     sts = observed.statefulset(spec)
     current = int(sts.get("spec", {}).get("replicas", 0)) if sts is not None else None
+    volumes = spec.storage_volumes
+    changed = volumes_changed(wanted=[v.claim for v in volumes], templates=template_sizes(sts),
+                              generation=spec.generation)
+    if changed is not None:
+        return changed
     if sts is not None and (sts.get("metadata") or {}).get("deletionTimestamp"):
         sts = None  # going already (hold_for_new_template waits): its template is not deleted twice
-    class_name = next((c.storage_class for c in observed.claims if c.storage_class), spec.storage_class)
-    return plan_storage(size=spec.storage_size, claims=observed.claims, replicas=max(scale.replicas, spec.brokers),
-                        template_size=template_size(sts), storage_class=observed.storage_class,
-                        class_name=class_name, scaling=current is not None and current != spec.brokers,
-                        generation=spec.generation)
+    templates = template_sizes(sts) or {}
+    plans = []
+    for volume in volumes:
+        claims = [c for c in observed.claims if c.volume == volume.claim]
+        class_name = next((c.storage_class for c in claims if c.storage_class), volume.storage_class)
+        plans.append((f"volume {volume.id}", plan_storage(
+            size=volume.size, claims=claims, replicas=max(scale.replicas, spec.brokers),
+            template_size=templates.get(volume.claim), storage_class=observed.storage_classes.get(class_name or ""),
+            class_name=class_name, scaling=current is not None and current != spec.brokers,
+            generation=spec.generation, field=volume.field)))
+    return combine(plans)
+
+
+def sizes(spec: ClusterSpec) -> str:
+    """The volumes' sizes for messages: "10Gi", or "10Gi (volume 0), 20Gi (volume 1)"."""
+    if not spec.volumes:
+        return spec.storage_size
+    return ", ".join(f"{v.size} (volume {v.id})" for v in spec.volumes)
+
+
+def hold_for_changed_volumes(storage: StoragePlan) -> End | None:
+    """Volumes added or removed on a running cluster: change nothing at all (the ConfigMap's log.dirs would
+    name a directory no pod mounts); the StorageResized condition says why."""
+    if storage.condition.reason != StorageReason.VOLUMES_CHANGED.value:
+        return None
+    return End(Phase.FAILED, ClusterReason.VOLUMES_CHANGED, storage.condition.message, requeue=None)
 
 
 def hold_for_new_template(spec: ClusterSpec, observed: Observed, storage: StoragePlan) -> End | None:
@@ -434,7 +476,7 @@ def hold_for_new_template(spec: ClusterSpec, observed: Observed, storage: Storag
     name = Names.of(spec).statefulset
     if storage.recreate_statefulset:
         return End(Phase.RUNNING, ClusterReason.RESIZING_STORAGE,
-                   f"re-creating StatefulSet {name} with claims of {spec.storage_size}; its pods keep running")
+                   f"re-creating StatefulSet {name} with claims of {sizes(spec)}; its pods keep running")
     if sts is not None and (sts.get("metadata") or {}).get("deletionTimestamp"):
         return End(Phase.RUNNING, ClusterReason.RESIZING_STORAGE,
                    f"waiting for StatefulSet {name} to go (orphan deletion) before re-creating it")
@@ -568,6 +610,9 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
         return _plan(spec, observed, (), invalid)
     scale = plan_scale(spec, observed)
     storage = plan_volumes(spec, observed, scale)
+    refused = hold_for_changed_volumes(storage)
+    if refused is not None:
+        return _plan(spec, observed, (), refused, storage)
     owned = plan_owned_objects(spec, observed, ctx, replicas=scale.replicas)
     held = hold_for_new_template(spec, observed, storage)
     if held is not None:  # no StatefulSet update in this pass: it is (being) deleted

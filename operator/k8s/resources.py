@@ -52,7 +52,14 @@ from tinystream.operator.k8s.external import (
     listener_config,
     start_command,
 )
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, ConfigValue, OperatorContext
+from tinystream.operator.k8s.model import (
+    API_VERSION,
+    CLUSTER_KIND,
+    ClusterSpec,
+    ConfigValue,
+    OperatorContext,
+    StorageVolume,
+)
 from tinystream.operator.k8s.pod_template import pod_annotations, pod_labels, scheduling, spread_constraints
 from tinystream.operator.k8s.rack import (
     broker_mount,
@@ -282,7 +289,7 @@ def broker_config(cluster: ClusterSpec, ctx: OperatorContext) -> dict[str, Confi
         "host": "0.0.0.0",
         "port": cluster.kafka_port,
         "admin.port": cluster.admin_port,
-        "log.dirs": f"{DATA_DIR}/data",
+        "log.dirs": ",".join(log_dir(v) for v in cluster.storage_volumes),
         "controller.url": controller_url(cluster, ctx),
         "controller.token.file": token_file_setting(),
         # /api/* and /metrics need the cluster's admin token (the probes stay open); /metrics is open when the
@@ -491,7 +498,7 @@ def _broker_container(cluster: ClusterSpec, ctx: OperatorContext, names: Names) 
         # Liveness: the process answers. Readiness: registered with the controller and caught up.
         "livenessProbe": _probe("/healthz", period=10, failures=3),
         "readinessProbe": _probe("/readyz", period=5, failures=3),
-        "volumeMounts": [{"name": "data", "mountPath": DATA_DIR},
+        "volumeMounts": [*({"name": v.claim, "mountPath": mount_path(v)} for v in cluster.storage_volumes),
                          {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
                          {"name": "controller-tokens", "mountPath": TOKENS_MOUNT, "readOnly": True},
                          {"name": "controller-identity", "mountPath": IDENTITY_MOUNT, "readOnly": True},
@@ -562,19 +569,31 @@ def _pod_spec(cluster: ClusterSpec, ctx: OperatorContext, names: Names) -> dict[
     return pod_spec
 
 
-def _data_claim(cluster: ClusterSpec) -> dict[str, Any]:
+def mount_path(volume: StorageVolume) -> str:
+    """Where a volume is mounted: the data directory for the single volume (as before volumes existed),
+    a directory per id under it for spec.storage.volumes."""
+    return f"{DATA_DIR}/{volume.claim}" if volume.listed else DATA_DIR
+
+
+def log_dir(volume: StorageVolume) -> str:
+    """The volume's `log.dirs` entry: a directory inside the mount (a fresh file system's lost+found stays out)."""
+    return f"{mount_path(volume)}/data"
+
+
+def _data_claim(cluster: ClusterSpec, volume: StorageVolume) -> dict[str, Any]:
     claim: dict[str, Any] = {
-        "metadata": {"name": "data", "labels": labels(cluster)},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": cluster.storage_size}}},
+        "metadata": {"name": volume.claim, "labels": labels(cluster)},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": volume.size}}},
     }
-    if cluster.storage_class:
-        claim["spec"]["storageClassName"] = cluster.storage_class
+    if volume.storage_class:
+        claim["spec"]["storageClassName"] = volume.storage_class
     return claim
 
 
 def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cfg_hash: str) -> dict[str, Any]:
     names = Names.of(cluster)
-    claim_policy = "Delete" if cluster.delete_claim else "Retain"
+    # One retention policy per StatefulSet: the CRD makes every volume's deleteClaim agree; keep if any says keep.
+    claim_policy = "Delete" if all(v.delete_claim for v in cluster.storage_volumes) else "Retain"
     own_annotations = {CONFIG_HASH_ANNOTATION: cfg_hash}
     if cluster.rack_topology_key:
         own_annotations[RACK_KEY_ANNOTATION] = cluster.rack_topology_key
@@ -601,7 +620,7 @@ def statefulset(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int, cf
                              "annotations": pod_annotations(template, own_annotations)},
                 "spec": _pod_spec(cluster, ctx, names),
             },
-            "volumeClaimTemplates": [_data_claim(cluster)],
+            "volumeClaimTemplates": [_data_claim(cluster, v) for v in cluster.storage_volumes],
         },
     }
 

@@ -18,6 +18,12 @@ and FileSystemResizePending where the volume grew and the kubelet still has to g
 A class that cannot expand changes nothing and says so (StorageClassNotExpandable, with its name).
 Shrinking is refused by the CRD (a CEL rule with quantity()); a spec below the claims anyway (an
 object stored before that rule) is reported (ShrinkRefused), never applied.
+
+With several volumes (spec.storage.volumes, JBOD) each volume is planned alone over its own claims
+(`data-<id>-<statefulset>-<n>`) and its own StorageClass, and `combine` makes one plan and one condition.
+Adding or removing a volume of a running cluster is refused (the CRD refuses it; a spec stored before
+that rule gets VolumesChanged and nothing is applied): a new claim template would need the StatefulSet
+re-created *and* every broker restarted onto a new, empty log dir, and a removed one would drop data.
 """
 
 from __future__ import annotations
@@ -65,12 +71,13 @@ class Claim:
     bound: bool = False
     storage_class: str | None = None
     conditions: tuple[str, ...] = ()  # status.conditions types with status True (Resizing, FileSystemResizePending)
+    volume: str = "data"  # the claim template it comes from (model.StorageVolume.claim)
 
     @classmethod
-    def from_pvc(cls, pvc: Mapping[str, Any]) -> Claim:
+    def from_pvc(cls, pvc: Mapping[str, Any], volume: str = "data") -> Claim:
         spec, status = pvc.get("spec") or {}, pvc.get("status") or {}
         name = pvc["metadata"]["name"]
-        return cls(name=name, ordinal=int(name.rsplit("-", 1)[1]),
+        return cls(name=name, ordinal=int(name.rsplit("-", 1)[1]), volume=volume,
                    requested=str(((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")),
                    capacity=(status.get("capacity") or {}).get("storage"),
                    bound=status.get("phase") == "Bound", storage_class=spec.get("storageClassName"),
@@ -113,7 +120,7 @@ class StoragePlan:
 
 def plan_storage(*, size: str, claims: Sequence[Claim], replicas: int, template_size: str | None,
                  storage_class: StorageClassView | None, class_name: str | None, scaling: bool,
-                 generation: int | None = None) -> StoragePlan:
+                 generation: int | None = None, field: str = "spec.storage.size") -> StoragePlan:
     """What spec.storage.size asks of the claims of brokers 0..replicas-1 and of the StatefulSet's template.
 
     `template_size` is the StatefulSet's claim template size (None: no StatefulSet); `storage_class` the
@@ -130,25 +137,25 @@ def plan_storage(*, size: str, claims: Sequence[Claim], replicas: int, template_
     if larger or (template_size is not None and quantity(template_size) > want):
         held = ", ".join(f"{c.name} {c.requested}" for c in larger) or f"the claim template {template_size}"
         return plan(False, StorageReason.SHRINK_REFUSED,
-                    f"spec.storage.size {size} is below the existing claims ({held}); a volume cannot shrink, "
+                    f"{field} {size} is below the existing claims ({held}); a volume cannot shrink, "
                     f"nothing was changed")
     below = [c for c in kept if quantity(c.requested) < want]
     template_below = template_size is not None and quantity(template_size) < want
     if below or template_below:
-        return _grow(size, below, template_below, storage_class, class_name, scaling, plan)
+        return _grow(size, below, template_below, storage_class, class_name, scaling, plan, field)
     return _report(size, kept, plan)
 
 
 def _grow(size: str, below: Sequence[Claim], template_below: bool, storage_class: StorageClassView | None,
-          class_name: str | None, scaling: bool, plan: Any) -> StoragePlan:
+          class_name: str | None, scaling: bool, plan: Any, field: str) -> StoragePlan:
     named = class_name or "(the cluster's default)"
     if storage_class is None:
         return plan(False, StorageReason.CLASS_NOT_FOUND,
-                    f"spec.storage.size {size} not applied: StorageClass {named} of the claims was not found, "
+                    f"{field} {size} not applied: StorageClass {named} of the claims was not found, "
                     f"so whether it allows volume expansion is unknown; nothing was changed")
     if not storage_class.expandable:
         return plan(False, StorageReason.NOT_EXPANDABLE,
-                    f"spec.storage.size {size} not applied: StorageClass {storage_class.name} does not allow "
+                    f"{field} {size} not applied: StorageClass {storage_class.name} does not allow "
                     f"volume expansion (allowVolumeExpansion is not true); the claims keep their size, nothing "
                     f"was changed")
     expand = [ExpandClaim(c.name, size) for c in below if c.bound]
@@ -177,3 +184,51 @@ def _report(size: str, claims: Sequence[Claim], plan: Any) -> StoragePlan:
     waiting = len(claims) - len(bound)
     note = f" ({waiting} not bound yet)" if waiting else ""
     return plan(True, StorageReason.AT_SIZE, f"{len(claims)} claim(s) at the requested {size}{note}")
+
+
+# --- several volumes ----------------------------------------------------------------------
+
+#: Which reason speaks for several volumes' plans: the first one found, in this order (the worst first).
+_PRECEDENCE = (StorageReason.VOLUMES_CHANGED, StorageReason.SHRINK_REFUSED, StorageReason.CLASS_NOT_FOUND,
+               StorageReason.NOT_EXPANDABLE, StorageReason.RESIZING, StorageReason.FILE_SYSTEM_RESIZE_PENDING,
+               StorageReason.AT_SIZE)
+
+
+_REFUSALS = frozenset(r.value for r in (StorageReason.SHRINK_REFUSED, StorageReason.CLASS_NOT_FOUND,
+                                        StorageReason.NOT_EXPANDABLE))
+
+
+def volumes_changed(*, wanted: Sequence[str], templates: Sequence[str] | None,
+                    generation: int | None = None) -> StoragePlan | None:
+    """A refusal when the spec's volumes (claim template names) are not the StatefulSet's; None when they are
+    (or there is no StatefulSet yet). Nothing is applied: the StatefulSet keeps its pods and claims."""
+    if templates is None or sorted(wanted) == sorted(templates):
+        return None
+    added = sorted(set(wanted) - set(templates))
+    removed = sorted(set(templates) - set(wanted))
+    said = "; ".join(part for part in (f"added {', '.join(added)}" if added else "",
+                                       f"removed {', '.join(removed)}" if removed else "") if part)
+    return StoragePlan((), False, Condition(
+        CONDITION_TYPE, False, StorageReason.VOLUMES_CHANGED.value,
+        f"spec.storage volumes changed ({said}) but a running cluster's volumes are fixed: the StatefulSet's "
+        f"claim templates are {', '.join(sorted(templates))}; nothing was changed (restore the volumes, or "
+        f"create a new cluster and move the topics)", generation))
+
+
+def combine(plans: Sequence[tuple[str, StoragePlan]]) -> StoragePlan:
+    """One plan for several volumes' (label, plan): every expansion, one re-creation, the worst condition.
+
+    When one volume's size is refused, no volume changes: the StatefulSet re-created for another would
+    take the refused volume's spec size as its claim template. A single plan is returned as it is (the
+    single-volume cluster's messages stay the same)."""
+    if len(plans) == 1:
+        return plans[0][1]
+    order = {reason.value: i for i, reason in enumerate(_PRECEDENCE)}
+    worst = min((p.condition for _, p in plans), key=lambda c: order.get(c.reason, 0))
+    message = "; ".join(f"{label}: {p.condition.message}" for label, p in plans
+                        if p.condition.reason == worst.reason)
+    if worst.reason in _REFUSALS:  # the re-created StatefulSet would take every volume's spec size: none moves
+        return StoragePlan((), False, Condition(CONDITION_TYPE, worst.status, worst.reason, message,
+                                                worst.observed_generation))
+    return StoragePlan(tuple(e for _, p in plans for e in p.expand), any(p.recreate_statefulset for _, p in plans),
+                       Condition(CONDITION_TYPE, worst.status, worst.reason, message, worst.observed_generation))

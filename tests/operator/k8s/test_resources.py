@@ -410,3 +410,41 @@ def test_removing_a_template_field_changes_the_digest():
     full, fewer = with_template(TEMPLATE), with_template({k: v for k, v in TEMPLATE.items() if k != "tolerations"})
     assert full.pod_template.digest != fewer.pod_template.digest
     assert with_template({}).pod_template.digest == ClusterSpec.from_resource(BODY).pod_template.digest
+
+
+# --- several volumes (spec.storage.volumes, JBOD) -------------------------------------------
+
+JBOD = {"volumes": [{"id": 1, "size": "20Gi", "storageClass": "fast"}, {"id": 0, "size": "10Gi"}],
+        "deleteClaim": True}
+
+
+def test_single_volume_keeps_the_names_clusters_had(spec):
+    sts = statefulset(spec, CTX, replicas=3, cfg_hash="x")["spec"]
+    assert [c["metadata"]["name"] for c in sts["volumeClaimTemplates"]] == ["data"]
+    broker, = sts["template"]["spec"]["containers"]
+    assert {"name": "data", "mountPath": "/var/lib/tinystream"} in broker["volumeMounts"]
+
+
+def test_each_volume_is_a_claim_template_a_mount_and_a_log_dir():
+    spec = ClusterSpec.from_resource({**BODY, "spec": {**BODY["spec"], "storage": JBOD}})
+    sts = statefulset(spec, CTX, replicas=3, cfg_hash="x")
+    templates = {c["metadata"]["name"]: c["spec"] for c in sts["spec"]["volumeClaimTemplates"]}
+    assert list(templates) == ["data-0", "data-1"]  # by id, whatever the spec's order
+    assert templates["data-1"]["resources"]["requests"]["storage"] == "20Gi"
+    assert templates["data-1"]["storageClassName"] == "fast" and "storageClassName" not in templates["data-0"]
+    broker, = sts["spec"]["template"]["spec"]["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in broker["volumeMounts"]}
+    assert (mounts["data-0"], mounts["data-1"]) == ("/var/lib/tinystream/data-0", "/var/lib/tinystream/data-1")
+    assert "data" not in mounts
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+    broker_cfg = tomllib.loads(config_map(spec, CTX)["data"][CONFIG_FILE])["broker"]
+    assert broker_cfg["log.dirs"] == "/var/lib/tinystream/data-0/data,/var/lib/tinystream/data-1/data"
+    BrokerSettings.model_validate(broker_cfg)
+    assert builtin_errors(sts) == []
+
+
+def test_volumes_keep_their_claims_unless_every_one_says_delete():
+    volumes = [{"id": 0, "size": "1Gi", "deleteClaim": True}, {"id": 1, "size": "1Gi", "deleteClaim": False}]
+    spec = ClusterSpec.from_resource({**BODY, "spec": {**BODY["spec"], "storage": {"volumes": volumes}}})
+    sts = statefulset(spec, CTX, replicas=3, cfg_hash="x")
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}

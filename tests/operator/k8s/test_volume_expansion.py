@@ -125,7 +125,7 @@ def grown_world(size="2Gi", *, template="1Gi", cls=EXPANDABLE, terminating=False
     if terminating:
         sts = observed.objects[("StatefulSet", "demo-broker")]
         sts["metadata"]["deletionTimestamp"] = "2026-11-27T20:00:00Z"
-    return spec(storage={"size": size}), dataclasses.replace(observed, claims=claims(template), storage_class=cls)
+    return spec(storage={"size": size}), dataclasses.replace(observed, claims=claims(template), storage_classes={"fast": cls} if cls else {})  # the claims name "fast"
 
 
 def test_plan_cluster_expands_the_claims_then_orphans_the_statefulset():
@@ -162,3 +162,71 @@ def test_plan_cluster_with_a_fixed_class_goes_on_as_before_and_reports_it():
     plan = plan_cluster(s, None, observed, ctx=CTX)
     assert plan.actions == () and plan.condition.reason == "ClusterReady"
     assert plan.storage is not None and plan.storage.reason == "StorageClassNotExpandable"
+
+
+# --- several volumes (spec.storage.volumes) -----------------------------------------------
+
+def jbod(size0="1Gi", size1="1Gi"):
+    return {"volumes": [{"id": 0, "size": size0, "storageClass": "fast"}, {"id": 1, "size": size1, "storageClass": "fast"}]}
+
+
+def volume_claims(volume, requested="1Gi"):
+    return tuple(dataclasses.replace(c, name=f"{volume}-demo-broker-{c.ordinal}", volume=volume)
+                 for c in claims(requested))
+
+
+def jbod_world(*, made=None, now=None, cls=EXPANDABLE):
+    """A running cluster made with `made` volumes, its spec now `now`."""
+    made = made or jbod()
+    observed = world(spec(storage=made))
+    held = volume_claims("data-0") + volume_claims("data-1")
+    return spec(storage=now or made), dataclasses.replace(observed, claims=held, storage_classes={"fast": cls})
+
+
+def test_a_grown_volume_expands_only_its_own_claims():
+    s, observed = jbod_world(now=jbod(size1="3Gi"))
+    plan = plan_cluster(s, None, observed, ctx=CTX)
+    assert [a for a in plan.actions if isinstance(a, ExpandClaim)] == [
+        ExpandClaim(f"data-1-demo-broker-{i}", "3Gi") for i in range(3)]
+    assert plan.actions[-1] == OrphanStatefulSet("demo-broker")
+    assert plan.storage is not None and plan.storage.reason == "ClaimsResizing"
+    assert plan.storage.message.startswith("volume 1: expanding 3 claim(s) to 3Gi")
+
+
+def test_volumes_at_size_are_reported_together():
+    s, observed = jbod_world()
+    plan = plan_cluster(s, None, observed, ctx=CTX)
+    assert plan.storage is not None and (plan.storage.status, plan.storage.reason) == (True, "ClaimsAtRequestedSize")
+    assert plan.storage.message == ("volume 0: 3 claim(s) at the requested 1Gi; "
+                                    "volume 1: 3 claim(s) at the requested 1Gi")
+
+
+def test_the_worst_volume_speaks_for_the_condition():
+    s, observed = jbod_world(made=jbod(size1="3Gi"), now=jbod(size0="2Gi", size1="2Gi"))
+    observed = dataclasses.replace(observed, claims=volume_claims("data-0") + volume_claims("data-1", "3Gi"))
+    plan = plan_cluster(s, None, observed, ctx=CTX)
+    # volume 0 could grow, but a re-created StatefulSet would shrink volume 1's template: nothing moves
+    assert not any(isinstance(a, (ExpandClaim, OrphanStatefulSet)) for a in plan.actions)
+    assert plan.storage is not None and plan.storage.reason == "ShrinkRefused"
+    assert "spec.storage.volumes[id=1].size 2Gi is below" in plan.storage.message
+
+
+@pytest.mark.parametrize("now,said", [
+    ({"volumes": [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "1Gi"}, {"id": 2, "size": "1Gi"}]}, "added data-2"),
+    ({"volumes": [{"id": 0, "size": "1Gi"}]}, "removed data-1"),
+    ({"size": "1Gi"}, "added data; removed data-0, data-1"),
+])
+def test_volumes_added_or_removed_on_a_running_cluster_change_nothing(now, said):
+    s, observed = jbod_world(now=now)
+    plan = plan_cluster(s, None, observed, ctx=CTX)
+    assert plan.actions == ()  # not even the ConfigMap: its log.dirs would name a dir no pod mounts
+    assert (plan.phase, plan.condition.reason) == (Phase.FAILED, "VolumesChanged")
+    assert plan.storage is not None and plan.storage.reason == "VolumesChanged"
+    assert said in plan.storage.message and "claim templates are data-0, data-1" in plan.storage.message
+
+
+def test_a_new_cluster_with_volumes_is_created_with_them():
+    s = spec(storage=jbod())
+    plan = plan_cluster(s, None, dataclasses.replace(world(s), objects={}), ctx=CTX)
+    (sts,) = [a for a in plan.actions if isinstance(a, Apply) and a.key[0] == "StatefulSet"]
+    assert [c["metadata"]["name"] for c in sts.obj["spec"]["volumeClaimTemplates"]] == ["data-0", "data-1"]

@@ -279,3 +279,57 @@ def test_a_users_authentication_cannot_change(control_plane, namespace) -> None:
     changed = {**stored, "spec": {**stored["spec"], "authentication": {"type": "tls"}}}
     status, body = control_plane.request("PUT", f"{GROUP}/namespaces/{namespace}/tinystreamusers/app", changed)
     assert "authentication.type is immutable" in refusal(status, body)
+
+
+JBOD = {"volumes": [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "2Gi", "storageClass": "fast"}]}
+
+
+@pytest.mark.parametrize("storage,expected", [
+    ({"volumes": []}, "should have at least 1 items"),
+    ({"volumes": [{"id": 0, "size": "1Gi"}, {"id": 0, "size": "2Gi"}]}, "Duplicate value"),
+    ({"volumes": [{"id": 0}]}, "size: Required value"),
+    ({"volumes": [{"id": -1, "size": "1Gi"}]}, "should be greater than or equal to 0"),
+    ({"volumes": [{"id": 0, "size": "ten"}]}, "should match"),
+    ({"size": "1Gi", **JBOD}, "storage.volumes and storage.size / storage.storageClass are exclusive"),
+    ({"volumes": [{"id": 0, "size": "1Gi", "deleteClaim": True}, {"id": 1, "size": "1Gi"}]},
+     "every storage volume's deleteClaim must be the same"),
+])
+def test_bad_volumes_are_refused_by_the_api_server(control_plane, namespace, storage, expected) -> None:
+    message = refusal(*create(control_plane, namespace, with_spec(CLUSTER, storage=storage)))
+    assert expected in message, message
+
+
+def test_volumes_are_accepted_and_fixed_once_the_cluster_exists(control_plane, namespace) -> None:
+    agreeing = {"volumes": [{"id": 0, "size": "1Gi", "deleteClaim": True}, {"id": 1, "size": "1Gi"}],
+                "deleteClaim": True}  # a volume without deleteClaim takes storage.deleteClaim
+    assert create(control_plane, namespace, with_spec(CLUSTER, storage=agreeing))[0] == 201
+    status, stored = create(control_plane, namespace, with_spec(CLUSTER, storage=JBOD), dry_run=False)
+    assert status == 201, stored
+    assert "size" not in stored["spec"]["storage"]  # no default size beside the volumes
+    path = f"{GROUP}/namespaces/{namespace}/tinystreamclusters/demo"
+
+    def put(storage: dict) -> tuple[int, dict]:
+        return control_plane.request("PUT", path, with_spec(control_plane.request("GET", path)[1], storage=storage))
+
+    grown = copy.deepcopy(JBOD)
+    grown["volumes"][0]["size"] = "3Gi"
+    assert put(grown)[0] == 200
+    assert put({"volumes": list(reversed(grown["volumes"]))})[0] == 200  # order is not identity
+    assert "a storage volume's size cannot shrink" in refusal(*put(JBOD))
+    added = {"volumes": [*grown["volumes"], {"id": 2, "size": "1Gi"}]}
+    assert "storage.volumes cannot be added or removed" in refusal(*put(added))
+    assert "storage.volumes cannot be added or removed" in refusal(*put({"volumes": grown["volumes"][:1]}))
+    renumbered = {"volumes": [grown["volumes"][0], {**grown["volumes"][1], "id": 7}]}
+    assert "storage.volumes cannot be added or removed" in refusal(*put(renumbered))
+    reclassed = {"volumes": [grown["volumes"][0], {**grown["volumes"][1], "storageClass": "slow"}]}
+    assert "a storage volume's storageClass is immutable" in refusal(*put(reclassed))
+    assert "cannot switch between size and volumes" in refusal(*put({"size": "10Gi"}))
+
+
+def test_a_single_size_cluster_cannot_switch_to_volumes(control_plane, namespace) -> None:
+    status, _ = create(control_plane, namespace, CLUSTER, dry_run=False)
+    assert status == 201
+    path = f"{GROUP}/namespaces/{namespace}/tinystreamclusters/demo"
+    current = control_plane.request("GET", path)[1]
+    message = refusal(*control_plane.request("PUT", path, with_spec(current, storage={"volumes": [{"id": 0, "size": "20Gi"}]})))
+    assert "cannot switch between size and volumes" in message, message

@@ -145,3 +145,56 @@ async def test_a_class_that_cannot_expand_changes_nothing_and_says_so(control_pl
     for claim in CLAIMS:
         pvc = await api.get("v1", "persistentvolumeclaims", claim)
         assert pvc["spec"]["resources"]["requests"]["storage"] == "1Gi"
+
+
+async def test_two_volumes_make_two_claims_per_broker_and_one_grows_alone(control_plane, namespace, api,
+                                                                          operator) -> None:
+    """spec.storage.volumes: the real StatefulSet controller makes data-<id>-demo-broker-<n> claims per volume;
+    growing volume 1 patches only its claims and re-creates the StatefulSet without a restart."""
+    expandable = f"{namespace}-jbod"
+    make_class(control_plane, expandable, expandable=True)
+    claims = [f"data-{v}-demo-broker-{i}" for v in (0, 1) for i in range(2)]
+    for claim in claims:
+        status, body = control_plane.request("POST", "/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": expandable, "persistentVolumeReclaimPolicy": "Retain",
+                     "claimRef": {"namespace": namespace, "name": claim},
+                     "csi": {"driver": "resizer.example.com", "volumeHandle": f"{namespace}-{claim}"}}})
+        assert status == 201, body
+    volumes = [{"id": 0, "size": "1Gi", "storageClass": expandable}, {"id": 1, "size": "1Gi", "storageClass": expandable}]
+    await api.create(TS, "tinystreamclusters", {"apiVersion": TS, "kind": "TinyStreamCluster",
+                                                "metadata": {"name": "demo"},
+                                                "spec": {"brokers": 2, "storage": {"volumes": volumes}}})
+    for claim in claims:
+        await api.wait_for("v1", "persistentvolumeclaims", claim,
+                           lambda o: ((o or {}).get("status") or {}).get("phase") == "Bound", timeout=60)
+    old_sts = await api.get("apps/v1", "statefulsets", "demo-broker")
+    assert [c["metadata"]["name"] for c in old_sts["spec"]["volumeClaimTemplates"]] == ["data-0", "data-1"]
+    pod = await api.wait_for("v1", "pods", "demo-broker-0", lambda o: o is not None, timeout=30)
+    mounts = {m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["data-0"] == "/var/lib/tinystream/data-0" and mounts["data-1"] == "/var/lib/tinystream/data-1"
+    claimed = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
+               if "persistentVolumeClaim" in v}
+    assert claimed == {"data-0": "data-0-demo-broker-0", "data-1": "data-1-demo-broker-0"}
+    uid = pod["metadata"]["uid"]
+    await api.wait_for(TS, "tinystreamclusters", "demo",
+                       lambda o: storage_condition(o).get("reason") == "ClaimsAtRequestedSize", timeout=30)
+
+    volumes[1]["size"] = "2Gi"
+    await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"storage": {"volumes": volumes}}})
+    sts = await api.wait_for("apps/v1", "statefulsets", "demo-broker",
+                             lambda o: o is not None and o["metadata"]["uid"] != old_sts["metadata"]["uid"],
+                             timeout=60)
+    sizes = {c["metadata"]["name"]: c["spec"]["resources"]["requests"]["storage"]
+             for c in sts["spec"]["volumeClaimTemplates"]}
+    assert sizes == {"data-0": "1Gi", "data-1": "2Gi"}
+    for claim in claims:
+        pvc = await api.get("v1", "persistentvolumeclaims", claim)
+        assert pvc["spec"]["resources"]["requests"]["storage"] == ("2Gi" if claim.startswith("data-1") else "1Gi")
+    resizing = await api.wait_for(TS, "tinystreamclusters", "demo",
+                                  lambda o: storage_condition(o).get("reason") == "ClaimsResizing"
+                                  and "capacity 1Gi" in storage_condition(o).get("message", ""), timeout=30)
+    assert "volume 1: waiting for the volumes to grow: data-1-demo-broker-0 requested 2Gi" in \
+        storage_condition(resizing)["message"]
+    assert (await api.get("v1", "pods", "demo-broker-0"))["metadata"]["uid"] == uid  # orphaned, not restarted
