@@ -58,7 +58,6 @@ from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
 from tinystream.broker.protocol.response_parts import ResponseParts
 from tinystream.broker.security.peer import ClientInfo, ConnectionAuth
-from tinystream.tls_principal import NoMatchingRule, PrincipalMapper, certificate_principal
 from tinystream.broker.server.admission import BrokerConnections, ConnectionQuotas
 from tinystream.broker.server.budget import ByteBudget
 from tinystream.broker.server.connection_core import (
@@ -75,6 +74,7 @@ from tinystream.broker.server.connection_core import (
 )
 from tinystream.broker.server.request_logs import BadInputLog, decoded_extras, request_extras
 from tinystream.broker.server.response_writer import Answer, ResponseWriter
+from tinystream.tls_principal import NoMatchingRule, PrincipalMapper, certificate_principal
 
 log = logging.getLogger(__name__)
 

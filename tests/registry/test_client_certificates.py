@@ -19,11 +19,11 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: E
 
 from tinystream.operator.k8s.certificates import derived_ca, issue  # noqa: E402
 from tinystream.registry.auth import CertificateAuth  # noqa: E402
-from tinystream.registry.authz import RulesFile, allowed, Operation  # noqa: E402
+from tinystream.registry.authz import Operation, RulesFile, allowed  # noqa: E402
 from tinystream.scram_users import UserStore  # noqa: E402
 from tinystream.tls_principal import PrincipalMapper  # noqa: E402
 
-NOW = datetime.datetime.now(datetime.timezone.utc)
+NOW = datetime.datetime.now(datetime.UTC)
 RECORD = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
 RULES = {"rules": [
     {"principal": "User:CN=alice", "subject": "orders-value", "operations": ["WRITE"]},

@@ -6,8 +6,8 @@ RegistryError, answered as Confluent's `{"error_code", "message"}`; bodies
 above `max_body_bytes` get 413; with `auth` set, every route answers
 401 without valid Basic credentials (after `failed_login_delay` for a wrong
 password); with `certificates` too, a verified client certificate is a login
-when the call sends no Authorization header (Basic, when sent, decides); with `rules` 403 (40301) to a call `required` says the user
-may not make. At most `max_concurrent` requests are handled at once.
+when the call sends no Authorization header (Basic, when sent, decides); with
+`rules` 403 (40301) to a call `required` says the user may not make. At most `max_concurrent` requests are handled at once.
 """
 
 from __future__ import annotations
