@@ -141,3 +141,26 @@ def test_a_swapped_kubernetes_mount_is_read_again(tmp_path):
     publish("..2026_02", "User:CN=b")
     assert allowed(rules.rules(), "User:CN=b", Operation.READ, "s")
     assert not allowed(rules.rules(), "User:CN=a", Operation.READ, "s")
+
+
+async def test_a_follower_refuses_to_forward_a_certificate_login_and_names_the_leader():
+    """The follower holds no credential of a certificate caller: 50003 naming the leader, not a 401 there."""
+    from aiohttp.test_utils import make_mocked_request
+
+    from tinystream.registry.errors import ErrorCode, RegistryError
+    from tinystream.registry.forward import Forwarder
+
+    class Follower:
+        own_url = "https://a:8081"
+
+        async def writer(self, wait_s: float) -> str | None:
+            return "https://b:8081"
+
+    async def never_here():
+        raise AssertionError("a follower does not serve a write")
+
+    forwarder = Forwarder(Follower(), applied=lambda: 0, wait_applied=lambda offset: never_here())
+    request = make_mocked_request("POST", "/subjects/orders-value/versions")
+    with pytest.raises(RegistryError) as refused:
+        await forwarder.route(request, "/subjects/{subject}/versions", never_here, by_certificate=True)
+    assert refused.value.code is ErrorCode.FORWARDING_FAILED and "https://b:8081" in str(refused.value)

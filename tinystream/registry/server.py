@@ -50,6 +50,7 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 _USER = web.RequestKey("user", str)  # the logged-in user (with a users file or client certificates)
+_BY_CERTIFICATE = web.RequestKey("by_certificate", bool)  # logged in by a client certificate (mTLS)
 Rights = Callable[[Operation, "str | None"], bool]
 _MAY: web.RequestKey[Rights] = web.RequestKey("may")  # the caller's rights (with a rules file)
 
@@ -364,6 +365,7 @@ def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFi
             user = auth.check(header) if auth is not None else None
             if user is None and header is None and certificates is not None:
                 user = certificates.check(peer_certificate(request))
+                request[_BY_CERTIFICATE] = user is not None
             if user is None:
                 if header is not None:
                     await asyncio.sleep(failed_login_delay)  # on this request only: other clients go on
@@ -386,7 +388,8 @@ def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFi
                 operation, subject = needs
                 raise forbidden(_user(request), operation, "the registry" if subject is None else f"subject '{subject}'")
             if forwarder is not None and is_write(request.method, route):
-                return await forwarder.route(request, route, lambda: handler(request))
+                return await forwarder.route(request, route, lambda: handler(request),
+                                             by_certificate=request.get(_BY_CERTIFICATE, False))
             return await handler(request)
         except RegistryError as exc:
             return answer(exc.body(), exc.code.http_status)
