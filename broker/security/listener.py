@@ -29,10 +29,10 @@ from pathlib import Path
 
 from tinystream.broker.security.authorizer import parse_super_users
 from tinystream.broker.security.listener_config import Listener, ListenerConfigError, mechanisms
-from tinystream.broker.security.principal import PrincipalMapper, PrincipalMappingError
 from tinystream.broker.security.tls_reload import ReloadingContext
 from tinystream.config.settings import BrokerSettings
 from tinystream.scram_users import UserStore
+from tinystream.tls_principal import PrincipalMapper, PrincipalMappingError
 
 _VERIFY = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 

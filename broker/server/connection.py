@@ -9,7 +9,7 @@ login's delay, idle closes: see connection_core.py); its own jobs are:
   the limits (so sockets that never finish a handshake count like any other),
   within TLS_HANDSHAKE_TIMEOUT_S; a client certificate names the client
   (mTLS): its subject DN, through ssl.principal.mapping.rules
-  (security/principal.py), becomes the connection's principal; a certificate no
+  (tinystream/tls_principal.py), becomes the connection's principal; a certificate no
   rule maps is refused;
 - each request the core starts is decoded (`codec`; on a worker thread when
   large) and handed to the dispatcher as its own task, so a long-polling Fetch
@@ -58,7 +58,6 @@ from tinystream.broker.protocol.codec import Request, decode_request, peek
 from tinystream.broker.protocol.errors import MalformedRequest, ProtocolError, UnsupportedRequest
 from tinystream.broker.protocol.response_parts import ResponseParts
 from tinystream.broker.security.peer import ClientInfo, ConnectionAuth
-from tinystream.broker.security.principal import NoMatchingRule, PrincipalMapper, certificate_principal
 from tinystream.broker.server.admission import BrokerConnections, ConnectionQuotas
 from tinystream.broker.server.budget import ByteBudget
 from tinystream.broker.server.connection_core import (
@@ -75,6 +74,7 @@ from tinystream.broker.server.connection_core import (
 )
 from tinystream.broker.server.request_logs import BadInputLog, decoded_extras, request_extras
 from tinystream.broker.server.response_writer import Answer, ResponseWriter
+from tinystream.tls_principal import NoMatchingRule, PrincipalMapper, certificate_principal
 
 log = logging.getLogger(__name__)
 

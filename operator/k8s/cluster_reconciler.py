@@ -12,7 +12,8 @@
 - execute: each action through EXECUTORS, a table keyed by the action's
   type; the actions for the controller core go to it in one call.
 - registry logins: with spec.schemaRegistry, the registry's users file
-  (schema_registry.users_json) from the cluster's scram-sha-512 users, and with
+  (schema_registry.users_json) from the cluster's scram-sha-512 users and its
+  rules file from all its users' topic ACLs (registry_rules.py), and with
   TLS its HTTPS certificate (registry_tls.py).
 - report: status fields and conditions (reconcile.status_conditions), and an
   Event when the Ready reason changes.
@@ -71,6 +72,7 @@ from tinystream.operator.k8s.registry_tls import ensure_registry_certificate
 from tinystream.operator.k8s.resources import Names, owned_objects, selector_labels
 from tinystream.operator.k8s.schema_registry import (
     registry_keys,
+    registry_rules,
     registry_status,
     scram_logins,
     users_json,
@@ -230,10 +232,11 @@ class ClusterReconciler:
         users = await self.deps.kube().list(API_VERSION, USER_KIND, spec.namespace)
         logins = [(name, user_password(master, UserSpec.from_resource(body)))
                   for name, body in scram_logins(users, spec)]
-        key = json.dumps([spec.uid, sorted(logins)])
+        rules = registry_rules(spec, [UserSpec.from_resource(body) for body in users])
+        key = json.dumps([spec.uid, sorted(logins), rules])
         if self._registry_logins.get(spec.uid) == key:
             return
-        secret = users_secret(spec, users_json(master, spec, logins))
+        secret = users_secret(spec, users_json(master, spec, logins), rules)
         if not await create_secret(self.deps.kube(), secret):
             await replace_secret_data(self.deps.kube(), secret)
         self._registry_logins[spec.uid] = key

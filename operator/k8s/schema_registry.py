@@ -4,7 +4,8 @@ For a cluster `demo` with spec.schemaRegistry:
 
     TinyStreamUser  demo-schema-registry        how it reaches the brokers: ACLs on _schemas only (the user
                                                 reconciler makes its Secret, credential and ACLs)
-    Secret          demo-schema-registry-users  users.json: the HTTP Basic logins (registry --users-file)
+    Secret          demo-schema-registry-users  users.json: the HTTP Basic logins (registry --users-file);
+                                                rules.json: who may do what per subject (--rules-file)
     Secret          demo-schema-registry-tls    its HTTPS certificate from the cluster CA (listeners.tls)
     Deployment      demo-schema-registry        `tinystream schema-registry` on the cluster's bootstrap
     Service         demo-schema-registry        port 8081 (Confluent's)
@@ -14,14 +15,23 @@ TinyStreamUsers (with their own passwords: clients use one credential for
 Kafka and the registry, as the registry's auth.py intends) and the operator's
 own login (it registers TinyStreamSchemas). The passwords are derived (the
 operator never reads a Secret), and so are the salts here, so the same users
-give byte-identical content and a patch that changes nothing.
-Every logged-in user may call everything (no --rules-file yet).
+give byte-identical content and a patch that changes nothing. With a
+listener that authenticates by certificate (ClusterSpec.tls_clients), the
+registry also trusts the clients CA (demo-clients-ca-cert, mounted): a tls
+TinyStreamUser calls it with the certificate of its Secret and is
+`User:CN=<user>`, as on the brokers. A rotation of the clients CA restarts
+the registry (the clients-CA annotation, as on the broker pods): it reads
+the bundle once.
+
+What a caller may do: with authorization on (ClusterSpec.super_users not
+None), rules.json derived from the TinyStreamUsers' topic ACLs
+(registry_rules.py; the registry reads it again when the kubelet swaps the
+mounted file); with authorization none, every logged-in user may do everything, as on
+the brokers.
 
 All but the Secret carry the cluster's owner reference; removing
 spec.schemaRegistry deletes them (the Secret, which the operator may not
-delete, goes with the cluster). The registry serves plain HTTP inside the
-Kubernetes cluster: HTTPS with a certificate from the cluster CA waits for
-the registry to serve TLS.
+delete, goes with the cluster).
 """
 
 from __future__ import annotations
@@ -36,8 +46,10 @@ from typing import Any
 
 import scramp
 
-from tinystream.operator.k8s.model import API_VERSION, REGISTRY_PORT, USER_KIND, ClusterSpec, RegistrySpec
+from tinystream.operator.k8s.ca_lifecycle import CLIENTS_CA_ANNOTATION
+from tinystream.operator.k8s.model import API_VERSION, REGISTRY_PORT, USER_KIND, ClusterSpec, RegistrySpec, UserSpec
 from tinystream.operator.k8s.pod_template import pod_annotations, pod_labels, scheduling
+from tinystream.operator.k8s.registry_rules import rules_json
 from tinystream.operator.k8s.resources import POD_TEMPLATE_ANNOTATION, RUN_AS, Names, labels, owner_reference
 
 COMPONENT = "schema-registry"
@@ -47,6 +59,7 @@ USERS_MOUNT = "/etc/tinystream-registry-users"
 CREDENTIALS_MOUNT = "/etc/tinystream-registry-credentials"  # the TinyStreamUser's Secret
 CA_MOUNT = "/etc/tinystream-cluster-ca"
 TLS_MOUNT = "/etc/tinystream-registry-tls"  # its HTTPS certificate (registry_tls.py)
+CLIENTS_CA_MOUNT = "/etc/tinystream-clients-ca"  # the clients CA bundle: tls users' certificates are logins
 #: On the pod template: the serial of the HTTPS certificate; a renewal restarts the registry (it reads it once).
 CERTIFICATE_ANNOTATION = "tinystream.io/registry-certificate"
 MECHANISM = "SCRAM-SHA-512"
@@ -114,6 +127,10 @@ def registry_args(cluster: ClusterSpec, registry: RegistrySpec) -> list[str]:
         args += ["--tls-certfile", f"{TLS_MOUNT}/registry.crt", "--tls-keyfile", f"{TLS_MOUNT}/registry.key"]
     if cluster.tls and cluster.authentication == "tls":
         args += ["--ssl-certfile", f"{CREDENTIALS_MOUNT}/user.crt", "--ssl-keyfile", f"{CREDENTIALS_MOUNT}/user.key"]
+    if cluster.tls_clients:
+        args += ["--tls-client-cafile", f"{CLIENTS_CA_MOUNT}/ca.crt"]
+    if cluster.super_users is not None:
+        args += ["--rules-file", f"{USERS_MOUNT}/rules.json"]
     return args
 
 
@@ -130,12 +147,23 @@ def _volumes(cluster: ClusterSpec) -> tuple[list[dict[str, Any]], list[dict[str,
         mounts.append({"name": "cluster-ca", "mountPath": CA_MOUNT, "readOnly": True})
         volumes.append({"name": "tls", "secret": {"secretName": names.tls_secret, "defaultMode": 0o440}})
         mounts.append({"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True})
+    if cluster.tls_clients:
+        volumes.append({"name": "clients-ca", "secret": {"secretName": clients_ca_secret(cluster), "defaultMode": 0o440}})
+        mounts.append({"name": "clients-ca", "mountPath": CLIENTS_CA_MOUNT, "readOnly": True})
     return volumes, mounts
+
+
+def clients_ca_secret(cluster: ClusterSpec) -> str:
+    """The public clients CA bundle (cluster_tls._ensure_clients_ca writes it)."""
+    return f"{cluster.name}-clients-ca-cert"
 
 
 def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, certificate: str = "") -> dict[str, Any]:
     """`certificate`: the serial of the HTTPS certificate in force (CERTIFICATE_ANNOTATION)."""
     volumes, mounts = _volumes(cluster)
+    restart_on = {CERTIFICATE_ANNOTATION: certificate} if certificate else {}
+    if cluster.tls_clients and cluster.clients_ca_marker:  # it reads the clients CA bundle once
+        restart_on[CLIENTS_CA_ANNOTATION] = cluster.clients_ca_marker
     probe = {"tcpSocket": {"port": "http"}, "periodSeconds": 10}  # every HTTP call needs a login, a probe has none
     container: dict[str, Any] = {
         "name": COMPONENT, "image": image, "imagePullPolicy": cluster.image_pull_policy,
@@ -175,8 +203,7 @@ def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, cert
             "strategy": {"type": "Recreate"},
             "template": {
                 "metadata": {"labels": pod_labels(template, labels(cluster, COMPONENT)),
-                             "annotations": pod_annotations(
-                                 template, {CERTIFICATE_ANNOTATION: certificate} if certificate else {})},
+                             "annotations": pod_annotations(template, restart_on)},
                 "spec": pod,
             },
         },
@@ -236,10 +263,23 @@ def users_json(master: str, cluster: ClusterSpec, logins: Iterable[tuple[str, st
     return json.dumps({"users": entries}, indent=1, sort_keys=True)
 
 
-def users_secret(cluster: ClusterSpec, content: str) -> dict[str, Any]:
+def registry_admins(cluster: ClusterSpec) -> list[str]:
+    """Who may do everything: the operator's login and the cluster's super users."""
+    return [f"User:{OPERATOR_LOGIN}", *(cluster.super_users or ())]
+
+
+def registry_rules(cluster: ClusterSpec, users: Iterable[UserSpec]) -> str | None:
+    """rules.json (registry_rules.py) for the cluster's users; None when authorization is none."""
+    if cluster.super_users is None:
+        return None
+    return rules_json([u for u in users if u.cluster == cluster.name], admins=registry_admins(cluster))
+
+
+def users_secret(cluster: ClusterSpec, content: str, rules: str | None = None) -> dict[str, Any]:
+    files = {"users.json": content, **({"rules.json": rules} if rules is not None else {})}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": _metadata(cluster, RegistryNames.of(cluster).users_secret),
-            "data": {"users.json": base64.b64encode(content.encode()).decode()}}
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in files.items()}}
 
 
 def registry_status(cluster: ClusterSpec, certificate: Mapping[str, Any] | None = None) -> dict[str, Any] | None:

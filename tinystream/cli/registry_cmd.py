@@ -14,6 +14,7 @@ from tinystream.registry.app import RegistryOptions, run
 from tinystream.registry.authz import RulesError, load_rules
 from tinystream.registry.model import Compatibility
 from tinystream.registry.state import Limits
+from tinystream.tls_principal import PrincipalMapper, PrincipalMappingError
 
 _LIMITS = Limits()  # the defaults
 _URL = re.compile(r"^https?://[^\s/:]+(:\d{1,5})?/?$")
@@ -58,10 +59,15 @@ def check_instance_options(*, host: str, group_id: str | None, advertised_url: s
               help="Serve HTTPS with this certificate chain (PEM); needs --tls-keyfile.")
 @click.option("--tls-keyfile", type=click.Path(dir_okay=False, exists=True), default=None,
               help="The private key (PEM) of --tls-certfile.")
+@click.option("--tls-client-cafile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="mTLS: a client certificate this CA bundle (PEM) signed is a login, named as the broker names "
+                   "it (User:<DN>); needs --tls-certfile. Basic logins keep working.")
+@click.option("--ssl-principal-mapping-rules", default="DEFAULT", show_default=True,
+              help="The certificate's subject DN -> user name, with the broker's ssl.principal.mapping.rules syntax.")
 @click.option("--compatibility", type=click.Choice([c.value for c in Compatibility]), default="BACKWARD",
               show_default=True, help="The global compatibility level until one is set through /config.")
 @click.option("--rules-file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Per-subject rules (JSON, see docs/schema-registry.md); needs --users-file.")
+              help="Per-subject rules (JSON, see docs/schema-registry.md); needs --users-file or --tls-client-cafile.")
 @click.option("--max-subjects", type=click.IntRange(1), default=_LIMITS.max_subjects, show_default=True)
 @click.option("--max-subjects-per-user", type=click.IntRange(1), default=_LIMITS.max_subjects_per_user, show_default=True)
 @click.option("--max-versions", type=click.IntRange(1), default=_LIMITS.max_versions, show_default=True)
@@ -82,24 +88,33 @@ def check_instance_options(*, host: str, group_id: str | None, advertised_url: s
 def schema_registry(bootstrap: str, host: str, port: int, topic: str, replication_factor: int, users_file: str | None,
                     max_body_bytes: int, security_protocol: str, sasl_mechanism: str, sasl_username: str | None,
                     sasl_password_file: str | None, ssl_cafile: str | None, ssl_certfile: str | None,
-                    ssl_keyfile: str | None, tls_certfile: str | None, tls_keyfile: str | None, compatibility: str,
+                    ssl_keyfile: str | None, tls_certfile: str | None, tls_keyfile: str | None,
+                    tls_client_cafile: str | None, ssl_principal_mapping_rules: str, compatibility: str,
                     rules_file: str | None,
                     max_subjects: int, max_subjects_per_user: int, max_versions: int, max_versions_per_user: int,
                     max_concurrent_requests: int, failed_login_delay: float, group_id: str | None,
                     advertised_url: str | None, leader_eligibility: bool, session_timeout_ms: int) -> None:
     """Run a schema registry (Confluent REST API v1) backed by a compacted topic."""
     check_instance_options(host=host, group_id=group_id, advertised_url=advertised_url)
+    logins = users_file is not None or tls_client_cafile is not None
     if rules_file is not None:
-        if users_file is None:
-            raise click.UsageError("--rules-file needs --users-file (no login, no principal)")
+        if not logins:
+            raise click.UsageError("--rules-file needs --users-file or --tls-client-cafile (no login, no principal)")
         try:
             load_rules(Path(rules_file))
         except RulesError as exc:
             raise click.UsageError(str(exc)) from None
     if (tls_certfile is None) != (tls_keyfile is None):
         raise click.UsageError("--tls-certfile and --tls-keyfile go together")
-    if users_file is None and host not in ("127.0.0.1", "localhost", "::1"):
-        raise click.UsageError("binding beyond loopback needs --users-file (no credentials, no exposure)")
+    if tls_client_cafile is not None and tls_certfile is None:
+        raise click.UsageError("--tls-client-cafile needs --tls-certfile (client certificates need HTTPS)")
+    try:
+        PrincipalMapper.parse(ssl_principal_mapping_rules)
+    except PrincipalMappingError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not logins and host not in ("127.0.0.1", "localhost", "::1"):
+        raise click.UsageError("binding beyond loopback needs --users-file or --tls-client-cafile "
+                               "(no credentials, no exposure)")
     client: dict[str, Any] = {"security_protocol": security_protocol}
     if security_protocol.startswith("SASL"):
         if not sasl_username or not sasl_password_file:
@@ -117,6 +132,8 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, replicatio
                               max_concurrent=max_concurrent_requests, failed_login_delay=failed_login_delay,
                               tls_certfile=Path(tls_certfile) if tls_certfile else None,
                               tls_keyfile=Path(tls_keyfile) if tls_keyfile else None,
+                              tls_client_cafile=Path(tls_client_cafile) if tls_client_cafile else None,
+                              ssl_principal_mapping_rules=ssl_principal_mapping_rules,
                               group_id=group_id, advertised_url=advertised_url.rstrip("/") if advertised_url else None,
                               leader_eligible=leader_eligibility, session_timeout_ms=session_timeout_ms)
 

@@ -3,7 +3,10 @@
 `RegistryServer` is what the CLI, `tinystream dev` and tests run: `start()`
 returns once the state is rebuilt and the port is bound; `url` says where.
 Without a users file it binds loopback only by default (no credentials: no
-exposure); with one, every call needs HTTP Basic credentials.
+exposure); with one, every call needs HTTP Basic credentials. With
+`tls_client_cafile` (HTTPS only) a client certificate that CA signed is a
+login too (mTLS, auth.CertificateAuth): the certificate is asked for, not
+required, so Basic callers need none.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tinystream.registry.auth import BasicAuth
+from tinystream.registry.auth import BasicAuth, CertificateAuth
 from tinystream.registry.authz import RulesFile
 from tinystream.registry.forward import Forwarder
 from tinystream.registry.leadership import GroupLeadership, Standalone
@@ -30,6 +33,7 @@ from tinystream.registry.server import (
 )
 from tinystream.registry.state import Limits, RegistryState
 from tinystream.registry.store import TOPIC, SchemaLog
+from tinystream.tls_principal import PrincipalMapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +47,14 @@ class RegistryOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY
     default_compatibility: Compatibility = Compatibility.BACKWARD
     client_options: tuple[tuple[str, Any], ...] = ()
-    rules_file: Path | None = None  # per-subject rules (tinystream/registry/authz.py); needs users_file
+    rules_file: Path | None = None  # per-subject rules (tinystream/registry/authz.py); needs a login
     limits: Limits = Limits()
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     failed_login_delay: float = DEFAULT_FAILED_LOGIN_DELAY
     tls_certfile: Path | None = None  # serve HTTPS with this certificate chain (PEM) and tls_keyfile
     tls_keyfile: Path | None = None
+    tls_client_cafile: Path | None = None  # mTLS: client certificates this CA bundle signed are logins
+    ssl_principal_mapping_rules: str = "DEFAULT"  # the certificate's DN -> user name, as the broker's key
 
     # Several instances (leadership.py): with a group id they elect one writer; the others forward writes to it.
     group_id: str | None = None  # None: this instance writes itself, as a single instance does
@@ -62,16 +68,26 @@ def server_tls(options: RegistryOptions) -> ssl.SSLContext | None:
     """HTTPS when a certificate is given (on Kubernetes: one from the cluster CA, operator/k8s/registry_tls.py)."""
     if options.tls_certfile is None:
         return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    # Not create_default_context(CLIENT_AUTH): it trusts the system's CAs for client certificates, and any
+    # public CA's certificate would then be a login. Only the given bundle signs logins.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(options.tls_certfile, options.tls_keyfile)
+    if options.tls_client_cafile is not None:
+        context.load_verify_locations(options.tls_client_cafile)
+        context.verify_mode = ssl.CERT_OPTIONAL  # asked for, verified when sent; Basic callers send none
     return context
 
 
 class RegistryServer:
     def __init__(self, options: RegistryOptions) -> None:
         self.options = options
-        if options.rules_file is not None and options.users_file is None:
-            raise ValueError("a rules file needs a users file (no login, no principal)")
+        if options.tls_client_cafile is not None and options.tls_certfile is None:
+            raise ValueError("client certificates need HTTPS (tls_certfile)")
+        if options.rules_file is not None and options.users_file is None and options.tls_client_cafile is None:
+            raise ValueError("a rules file needs a login: a users file or client certificates (no principal)")
+        self.certificates = (CertificateAuth(PrincipalMapper.parse(options.ssl_principal_mapping_rules))
+                             if options.tls_client_cafile is not None else None)
         self.rules = RulesFile(options.rules_file) if options.rules_file else None  # a bad file fails here
         self.state = RegistryState(default_compatibility=options.default_compatibility, limits=options.limits)
         self.store = SchemaLog(self.state, bootstrap=options.bootstrap, topic=options.topic,
@@ -95,7 +111,7 @@ class RegistryServer:
             self.forwarder = Forwarder(self.leadership, applied=lambda: store.applied,
                                        wait_applied=lambda offset: store.wait_applied(offset, timeout_s=store.write_timeout_s),
                                        leader_wait_s=self.options.leader_wait_s)
-        app = build_app(RegistryApi(self.state, self.store), auth=auth, rules=self.rules,
+        app = build_app(RegistryApi(self.state, self.store), auth=auth, rules=self.rules, certificates=self.certificates,
                         max_body_bytes=self.options.max_body_bytes, max_concurrent=self.options.max_concurrent,
                         failed_login_delay=self.options.failed_login_delay, forwarder=self.forwarder)
         self._runner = web.AppRunner(app, access_log=None)

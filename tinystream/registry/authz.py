@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,18 +102,25 @@ def parse_rules(data: Any) -> Rules:
     return Rules(frozenset(admins), tuple(parsed))
 
 
+def file_version(path: Path) -> tuple[str, int]:
+    """What a file is now: where it resolves to and its mtime. A mounted Kubernetes Secret or ConfigMap
+    changes by swapping its `..data` symlink to a new folder, so the resolved path changes even when the
+    mtime would not."""
+    return os.path.realpath(path), path.stat().st_mtime_ns
+
+
 class RulesFile:
     """The rules file, read again when it changes (like the users file); a bad edit keeps the last good rules."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._mtime: float | None = None
+        self._mtime: tuple[str, int] | None = None
         self._rules = load_rules(self.path)
-        self._mtime = self.path.stat().st_mtime
+        self._mtime = file_version(self.path)
 
     def rules(self) -> Rules:
         try:
-            mtime = self.path.stat().st_mtime
+            mtime = file_version(self.path)
             if mtime != self._mtime:
                 self._mtime = mtime  # a bad edit is read once, not on every call
                 self._rules = load_rules(self.path)

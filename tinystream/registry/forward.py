@@ -8,7 +8,10 @@ The leader adds the offset its write reached (`OFFSET_HEADER`); the follower
 waits until its own replay of `_schemas` has applied that far before it
 answers, so a caller who registers through a follower and then reads from it
 finds what it registered. Errors are Confluent's: 50003 when the leader
-cannot be reached, 50004 when no leader is known.
+cannot be reached, 50004 when no leader is known. A caller logged in by its
+client certificate (mTLS) has no credential a follower could pass on (the key
+stays with the client), so its write is refused with 50003 naming the leader
+to send it to, rather than reaching the leader without a login.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class Forwarder:
         self._session: aiohttp.ClientSession | None = None
 
     async def route(self, request: web.Request, route: str, serve: Callable[[], Awaitable[web.StreamResponse]],
-                    ) -> web.StreamResponse:
+                    *, by_certificate: bool = False) -> web.StreamResponse:
         """Serve here, forward, or refuse with 50004, as `election.write_action` decides."""
         forwarded = FORWARDED_HEADER in request.headers
         leader = await self.leadership.writer(self.leader_wait_s)
@@ -59,6 +62,10 @@ class Forwarder:
                 response.headers[OFFSET_HEADER] = str(self._applied())
             return response
         assert leader is not None
+        if by_certificate:
+            raise RegistryError(ErrorCode.FORWARDING_FAILED,
+                                f"Error while forwarding the request to the leader {leader}: a login by client "
+                                "certificate cannot be passed on; send writes to the leader")
         return await self._forward(request, leader)
 
     async def _forward(self, request: web.Request, leader: str) -> web.StreamResponse:

@@ -5,8 +5,9 @@ to `_schemas`, wait until they are applied, answer from the state. Errors are
 RegistryError, answered as Confluent's `{"error_code", "message"}`; bodies
 above `max_body_bytes` get 413; with `auth` set, every route answers
 401 without valid Basic credentials (after `failed_login_delay` for a wrong
-password), and with `rules` 403 (40301) to a call `required` says the user
-may not make. At most `max_concurrent` requests are handled at once.
+password); with `certificates` too, a verified client certificate is a login
+when the call sends no Authorization header (Basic, when sent, decides); with
+`rules` 403 (40301) to a call `required` says the user may not make. At most `max_concurrent` requests are handled at once.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from tinystream.registry import protobuf_parse
-from tinystream.registry.auth import BasicAuth
+from tinystream.registry.auth import BasicAuth, CertificateAuth
 from tinystream.registry.authz import Operation, RulesFile, allowed
 from tinystream.registry.compatibility import compact
 from tinystream.registry.election import is_write
@@ -48,7 +49,8 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
-_USER = web.RequestKey("user", str)  # the logged-in user (with a users file)
+_USER = web.RequestKey("user", str)  # the logged-in user (with a users file or client certificates)
+_BY_CERTIFICATE = web.RequestKey("by_certificate", bool)  # logged in by a client certificate (mTLS)
 Rights = Callable[[Operation, "str | None"], bool]
 _MAY: web.RequestKey[Rights] = web.RequestKey("may")  # the caller's rights (with a rules file)
 
@@ -338,21 +340,32 @@ def forbidden(user: str | None, operation: Operation, what: str) -> RegistryErro
     return RegistryError(ErrorCode.FORBIDDEN, f"User '{user}' is denied operation {operation.value} on {what}")
 
 
+def peer_certificate(request: web.Request) -> bytes | None:
+    """The client certificate (DER) the TLS handshake verified; None over HTTP or without one."""
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    return ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+
+
 def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFile | None = None,
+              certificates: CertificateAuth | None = None,
               max_body_bytes: int = DEFAULT_MAX_BODY, max_concurrent: int = DEFAULT_MAX_CONCURRENT,
               failed_login_delay: float = DEFAULT_FAILED_LOGIN_DELAY, forwarder: Forwarder | None = None,
               ) -> web.Application:
-    """The app; `rules` (needs `auth`) decides per subject, without it every logged-in user may do everything.
-    With a `forwarder` (several instances), writes that passed those gates go to the leader."""
-    if rules is not None and auth is None:
-        raise ValueError("subject rules need a users file (no login, no principal)")
+    """The app; `rules` (needs `auth` or `certificates`) decides per subject, without it every logged-in user
+    may do everything. With a `forwarder` (several instances), writes that passed those gates go to the leader."""
+    if rules is not None and auth is None and certificates is None:
+        raise ValueError("subject rules need a login: a users file or client certificates")
     turns = asyncio.Semaphore(max_concurrent)
 
     @web.middleware
     async def confluent_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if auth is not None:
+        if auth is not None or certificates is not None:
             header = request.headers.get("Authorization")
-            user = auth.check(header)
+            user = auth.check(header) if auth is not None else None
+            if user is None and header is None and certificates is not None:
+                user = certificates.check(peer_certificate(request))
+                request[_BY_CERTIFICATE] = user is not None
             if user is None:
                 if header is not None:
                     await asyncio.sleep(failed_login_delay)  # on this request only: other clients go on
@@ -375,7 +388,8 @@ def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFi
                 operation, subject = needs
                 raise forbidden(_user(request), operation, "the registry" if subject is None else f"subject '{subject}'")
             if forwarder is not None and is_write(request.method, route):
-                return await forwarder.route(request, route, lambda: handler(request))
+                return await forwarder.route(request, route, lambda: handler(request),
+                                             by_certificate=request.get(_BY_CERTIFICATE, False))
             return await handler(request)
         except RegistryError as exc:
             return answer(exc.body(), exc.code.http_status)

@@ -7,7 +7,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from tinystream.broker.security.principal import (
+from tinystream.tls_principal import (
     NoMatchingRule,
     PrincipalMapper,
     PrincipalMappingError,

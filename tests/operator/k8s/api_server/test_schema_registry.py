@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import ssl
 
@@ -187,3 +188,96 @@ async def test_a_schema_is_registered_and_an_incompatible_change_is_reported(
             running.stop()
     assert registry and registry[0].server is not None
     assert "orders-value" in registry[0].server.state.subject_names()
+
+
+def _file(secret: dict, key: str) -> bytes:
+    return base64.b64decode(secret["data"][key])
+
+
+async def test_tls_users_log_in_by_certificate_and_rules_follow_their_topic_acls(
+        api, control_plane, broker, tmp_path, monkeypatch) -> None:
+    """A cluster whose listener authenticates by certificate: the registry pod mounts the clients CA and the
+    rules the operator derives from the TinyStreamUsers; a real registry on the rendered files (as the pod
+    reads them) lets a tls user in by its Secret's certificate, as far as its topic ACLs go, and follows an
+    ACL change through the rewritten rules file."""
+    service = f"demo-schema-registry.{api.ns}.svc"
+    resolve = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: resolve(
+        "127.0.0.1" if host == service else host, *a, **k))
+    user = {"apiVersion": TS, "kind": "TinyStreamUser", "spec": {"cluster": "demo", "authentication": {"type": "tls"}}}
+    writes_orders = {"acls": [{"resource": {"type": "topic", "name": "orders", "patternType": "literal"},
+                               "operations": ["Write", "Describe"]}]}
+    registry: list[RegistryThread] = []
+    try:
+        async with running_operator(control_plane.url, controller=FakeController(),
+                                    connection=connection(control_plane)):
+            await api.create(TS, "tinystreamclusters", cluster(
+                listeners={"tls": True, "authentication": {"type": "tls"}}, schemaRegistry={}))
+            await api.create(TS, "tinystreamusers", {**user, "metadata": {"name": "alice"},
+                                                      "spec": {**user["spec"], "authorization": writes_orders}})
+            await api.create(TS, "tinystreamusers", {**user, "metadata": {"name": "bob"}})
+
+            def rules_of(secret: dict | None) -> dict:
+                data = (secret or {}).get("data") or {}
+                return json.loads(base64.b64decode(data["rules.json"])) if "rules.json" in data else {}
+
+            secret = await api.wait_for("v1", "secrets", "demo-schema-registry-users", lambda o: any(
+                r["principal"] == "User:CN=alice" for r in rules_of(o).get("rules", [])), timeout=60)
+            assert {r["subject"] for r in rules_of(secret)["rules"] if r["principal"] == "User:CN=alice"} == {
+                "orders-key", "orders-value"}
+            assert "User:tinystream-operator" in rules_of(secret)["admins"]
+            deployment = await api.wait_for("apps/v1", "deployments", "demo-schema-registry",
+                                            lambda o: o is not None, timeout=60)
+            pod = deployment["spec"]["template"]["spec"]
+            args = pod["containers"][0]["args"]
+            assert args[args.index("--rules-file") + 1] == "/etc/tinystream-registry-users/rules.json"
+            assert args[args.index("--tls-client-cafile") + 1] == "/etc/tinystream-clients-ca/ca.crt"
+            volumes = {v["name"]: v for v in pod["volumes"]}
+            assert volumes["clients-ca"]["secret"] == {"secretName": "demo-clients-ca-cert", "defaultMode": 0o440}
+            assert pod["securityContext"]["fsGroup"] == 10001 and pod["securityContext"]["runAsNonRoot"]
+
+            # The pod's files, from the Secrets the operator wrote.
+            for name in ("alice", "bob"):
+                done = await api.wait_for("v1", "secrets", name, lambda o: o is not None and "user.crt" in o["data"],
+                                          timeout=60)
+                for key in ("user.crt", "user.key"):
+                    (tmp_path / f"{name}-{key}").write_bytes(_file(done, key))
+            tls = await api.wait_for("v1", "secrets", "demo-schema-registry-tls", lambda o: o is not None, timeout=60)
+            for key in ("registry.crt", "registry.key", "ca.crt"):
+                (tmp_path / key).write_bytes(_file(tls, key))
+            (tmp_path / "clients-ca.crt").write_bytes(_file(await api.get("v1", "secrets", "demo-clients-ca-cert"),
+                                                            "ca.crt"))
+            for key in ("users.json", "rules.json"):
+                (tmp_path / key).write_bytes(_file(secret, key))
+            registry.append(RegistryThread(RegistryOptions(
+                bootstrap=broker.bootstrap, port=0, topic="_schemas_mtls", users_file=tmp_path / "users.json",
+                rules_file=tmp_path / "rules.json", tls_certfile=tmp_path / "registry.crt",
+                tls_keyfile=tmp_path / "registry.key", tls_client_cafile=tmp_path / "clients-ca.crt")))
+            registry[0].start()
+            url = f"https://{service}:{registry[0].url.rsplit(':', 1)[1]}/subjects/orders-value/versions"
+            body = {"schema": record("id")}
+
+            async def register(who: str | None) -> int:
+                trust = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+                if who is not None:
+                    trust.load_cert_chain(tmp_path / f"{who}-user.crt", tmp_path / f"{who}-user.key")
+                async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session:
+                    async with session.post(url, json=body) as response:
+                        return response.status
+
+            assert await register("alice") == 200  # User:CN=alice, Write on topic orders
+            assert await register("bob") == 403  # a login, but no ACL: no rule
+            assert await register(None) == 401
+
+            # Alice's ACL becomes Read: the next cluster pass rewrites rules.json, the registry reads it again.
+            await api.patch(TS, "tinystreamusers", "alice", {"spec": {"authorization": {"acls": [
+                {"resource": {"type": "topic", "name": "orders", "patternType": "literal"}, "operations": ["Read"]}]}}})
+            secret = await api.wait_for("v1", "secrets", "demo-schema-registry-users", lambda o: any(
+                r["principal"] == "User:CN=alice" and r["operations"] == ["READ"]
+                for r in rules_of(o).get("rules", [])), timeout=60)
+            (tmp_path / "rules.json").write_bytes(_file(secret, "rules.json"))
+            os.utime(tmp_path / "rules.json", ns=(1, 1))  # another mtime, whatever the clock's resolution
+            assert await register("alice") == 403
+    finally:
+        for running in registry:
+            running.stop()

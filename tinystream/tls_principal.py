@@ -1,5 +1,8 @@
 """The mTLS principal: a client certificate's subject DN, mapped by `ssl.principal.mapping.rules` (pure).
 
+Shared by the broker's listeners and the schema registry's HTTPS listener, so one certificate is one
+principal on both.
+
 Kafka's DefaultKafkaPrincipalBuilder names an SSL client `User:<name>`, where <name> is the certificate
 subject as X500Principal.getName() writes it (RFC 2253: most specific RDN first, short keywords, e.g.
 `CN=alice,OU=eng,O=acme`), passed through SslPrincipalMapper (KIP-371):
