@@ -151,9 +151,11 @@ spec:
   brokers: 3
   image: {image}
   imagePullPolicy: Never
+  # Two volumes per broker (JBOD): each is a claim, a mount and a log.dirs entry.
   storage:
-    size: 1Gi
-    deleteClaim: true
+    volumes:
+      - {{id: 0, size: 1Gi, deleteClaim: true}}
+      - {{id: 1, size: 1Gi, deleteClaim: true}}
   # No security fields: the defaults are TLS, SCRAM-SHA-512, ACLs (deny by default), mTLS replication.
   # One external listener (node ports), for clients on the host (test_kind_secured.py), TLS + SCRAM too.
   listeners:

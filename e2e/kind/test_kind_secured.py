@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import time
 import uuid
@@ -117,6 +118,24 @@ def test_a_user_with_acls_writes_and_others_are_refused(secured):
     assert "TopicAuthorizationFailed" in refusals["no ACLs"], refusals
     for what, answer in refusals.items():
         assert answer.startswith("REFUSED"), (what, answer)
+
+
+def test_each_broker_keeps_partitions_on_both_of_its_volumes(secured):
+    """spec.storage.volumes: a claim and a mount per volume, and the broker places partitions on both
+    (after the writes above: the topic's and the offsets topic's partitions)."""
+    claims = {c["metadata"]["name"] for c in secured.json("pvc")["items"]}
+    assert {f"data-{v}-{SECURE}-broker-{b}" for v in (0, 1) for b in range(3)} <= claims
+    config = secured.json("configmap", f"{SECURE}-config")["data"]["broker.toml"]
+    assert "/var/lib/tinystream/data-0/data,/var/lib/tinystream/data-1/data" in config
+    listing = {}
+    for volume in (0, 1):
+        out = secured.kubectl("exec", f"{SECURE}-broker-0", "-c", "broker", "--", "ls",
+                              f"/var/lib/tinystream/data-{volume}/data", timeout=60).stdout.split()
+        listing[volume] = [name for name in out if re.fullmatch(r".+-\d+", name)]
+    measure("secured cluster: partition directories per volume on broker 0",
+            ", ".join(f"data-{v}: {len(names)}" for v, names in listing.items()))
+    assert listing[0] and listing[1], listing
+    assert not set(listing[0]) & set(listing[1])  # each partition lives in one directory
 
 
 def secret_if_any(kube: Kube, name: str) -> dict | None:
