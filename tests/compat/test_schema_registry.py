@@ -21,14 +21,13 @@ import pytest
 pytest.importorskip("fastavro")
 pytest.importorskip("authlib")  # confluent-kafka[schemaregistry]
 
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
-from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tinystream.registry.app import RegistryOptions
+from tinystream.testing.consumers import serialized_roundtrip
 from tinystream.testing.peers.errors import PeerUnavailable
 from tinystream.testing.peers.karapace import start_karapace
 from tinystream.testing.registry import RegistryThread
@@ -109,28 +108,6 @@ def test_registry_keeps_its_schemas_in_a_compacted_topic_and_rebuilds_from_it(bo
     assert _error(lambda: fresh.get_version("clicks-value", 1)).error_code == 40402
 
 
-def _roundtrip(bootstrap: str, topic: str, serialize, deserialize, values: list) -> list:
-    """Produce `values` framed by `serialize`, read them back from the start and decode each."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for value in values:
-        producer.produce(topic, value=serialize(value, SerializationContext(topic, MessageField.VALUE)))
-    assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    decoded: list = []
-    try:
-        for _ in range(120):
-            if len(decoded) == len(values):
-                break
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                decoded.append(deserialize(message.value(), SerializationContext(topic, MessageField.VALUE)))
-    finally:
-        consumer.close()
-    return decoded
-
-
 def test_same_requests_same_answers(bootstrap, start_registry):
     """Register through a serializer, look up by id and version, evolve, refuse with 409, the 404 codes,
     compatibility config at both levels, and deletes: what a client relies on, asked of each registry."""
@@ -141,7 +118,7 @@ def test_same_requests_same_answers(bootstrap, start_registry):
 
     # register (auto, by the serializer) and read back through the broker
     v1 = AvroSerializer(client, json.dumps(V1))
-    assert _roundtrip(bootstrap, topic, v1, AvroDeserializer(client), [{"page": "/a"}]) == [{"page": "/a"}]
+    assert serialized_roundtrip(bootstrap, topic, v1, AvroDeserializer(client), [{"page": "/a"}]) == [{"page": "/a"}]
     first = client.get_latest_version(subject)
     assert first.version == 1 and first.subject == subject
     assert json.loads(client.get_schema(first.schema_id).schema_str) == V1  # look up by id

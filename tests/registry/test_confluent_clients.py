@@ -12,7 +12,6 @@ pytest.importorskip("fastavro")
 pytest.importorskip("authlib")  # confluent-kafka[schemaregistry]
 pytest.importorskip("grpc_tools")  # the registry's Protobuf parsing; generates the test's message classes
 
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaReference, SchemaRegistryClient, ServerConfig
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -23,6 +22,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_tools import protoc
 
 from tinystream.registry import protobuf_parse
+from tinystream.testing.consumers import serialized_roundtrip
 
 pytestmark = pytest.mark.compat
 
@@ -33,48 +33,25 @@ USER_BAD = {"type": "record", "name": "User", "namespace": "shop", "fields": [
     {"name": "id", "type": "long"}, {"name": "age", "type": "int"}]}  # new field without a default
 
 
-def _roundtrip(bootstrap: str, topic: str, serialize, deserialize, values: list, *, already: int = 0) -> list:
-    """Produce `values`, then read the topic from the start (`already` records were there) and decode all."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for value in values:
-        producer.produce(topic, value=serialize(value, SerializationContext(topic, MessageField.VALUE)))
-    assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    decoded: list = []
-    try:
-        for _ in range(120):
-            if len(decoded) == already + len(values):
-                break
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            decoded.append(deserialize(message.value(), SerializationContext(topic, MessageField.VALUE)))
-    finally:
-        consumer.close()
-    return decoded
-
-
 def test_avro_serializer_register_produce_consume_evolve_and_409(broker, start_registry):
     registry = start_registry()
     client = SchemaRegistryClient({"url": registry.url})
     topic = f"users-{uuid.uuid4().hex[:8]}"
     v1 = AvroSerializer(client, json.dumps(USER_V1))
-    decoded = _roundtrip(broker.bootstrap, topic, v1, AvroDeserializer(client), [{"id": 1}, {"id": 2}])
+    decoded = serialized_roundtrip(broker.bootstrap, topic, v1, AvroDeserializer(client), [{"id": 1}, {"id": 2}])
     assert decoded == [{"id": 1}, {"id": 2}]
     first = client.get_latest_version(f"{topic}-value")
     assert first.version == 1
 
     v2 = AvroSerializer(client, json.dumps(USER_V2))  # backward compatible: int -> long, a field with a default
-    decoded = _roundtrip(broker.bootstrap, topic, v2, AvroDeserializer(client), [{"id": 3, "email": "a@b"}], already=2)
+    decoded = serialized_roundtrip(broker.bootstrap, topic, v2, AvroDeserializer(client), [{"id": 3, "email": "a@b"}], already=2)
     assert decoded == [{"id": 1}, {"id": 2}, {"id": 3, "email": "a@b"}]  # each decoded with its writer's schema
     client.clear_latest_caches()  # the client keeps "latest" per subject
     latest = client.get_latest_version(f"{topic}-value")
     assert latest.version == 2 and latest.schema_id != first.schema_id
     # a reader on v2 (the deserializer's reader schema) resolves v1 data: the BACKWARD promise kept
     new_reader = AvroDeserializer(client, json.dumps(USER_V2))
-    decoded = _roundtrip(broker.bootstrap, topic, v2, new_reader, [{"id": 4, "email": "c@d"}], already=3)
+    decoded = serialized_roundtrip(broker.bootstrap, topic, v2, new_reader, [{"id": 4, "email": "c@d"}], already=3)
     assert decoded == [{"id": 1, "email": ""}, {"id": 2, "email": ""}, {"id": 3, "email": "a@b"}, {"id": 4, "email": "c@d"}]
 
     with pytest.raises(SchemaRegistryError) as caught:
@@ -93,7 +70,7 @@ def test_json_serializer_roundtrip_and_incompatible_change(broker, start_registr
               "additionalProperties": False}
     serializer = JSONSerializer(json.dumps(schema), client)
     values = [{"id": 1, "item": "tea"}, {"id": 2}]
-    assert _roundtrip(broker.bootstrap, topic, serializer, JSONDeserializer(None, schema_registry_client=client), values) == values
+    assert serialized_roundtrip(broker.bootstrap, topic, serializer, JSONDeserializer(None, schema_registry_client=client), values) == values
     registered = client.get_latest_version(f"{topic}-value")
     assert registered.schema.schema_type == "JSON"
     narrowed = {**schema, "properties": {"id": {"type": "string"}, "item": {"type": "string"}}}
@@ -168,7 +145,7 @@ def test_protobuf_serializer_registers_with_references_roundtrips_and_409(broker
         values.append(value)
     # with the registry client, the deserializer fetches the writer's schema by id (?format=serialized) and its references
     deserialize = ProtobufDeserializer(Order, {"use.deprecated.format": False}, client)
-    decoded = _roundtrip(broker.bootstrap, topic, serializer, deserialize, values)
+    decoded = serialized_roundtrip(broker.bootstrap, topic, serializer, deserialize, values)
     assert decoded == values
 
     # the serializer registered the import as its own subject (skipping timestamp.proto, built in)
@@ -214,5 +191,5 @@ def test_protobuf_schemas_registered_as_proto_text_serve_a_serializer_that_only_
     framed = serializer(value, SerializationContext(topic, MessageField.VALUE))
     assert framed[1:5] == order_id.to_bytes(4, "big")  # the id of the text it found, not a new registration
     deserialize = ProtobufDeserializer(Order, {"use.deprecated.format": False}, client)
-    assert _roundtrip(broker.bootstrap, topic, lambda v, ctx: framed, deserialize, [value]) == [value]
+    assert serialized_roundtrip(broker.bootstrap, topic, lambda v, ctx: framed, deserialize, [value]) == [value]
     assert client.get_versions(f"{topic}-value") == [1] and client.get_versions(money_proto) == [1]

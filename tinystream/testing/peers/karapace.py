@@ -21,7 +21,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from tinystream.testing.peers.errors import PeerStartError, PeerUnavailable
 from tinystream.testing.peers.ports import free_port
-from tinystream.testing.peers.process import make_workdir
+from tinystream.testing.peers.process import ProcessGroupOwner, make_workdir
 
 COMMAND_ENV = "TINYSTREAM_KARAPACE"
 MISSING = (f"Karapace is not installed (its 3.x releases are not on PyPI): put `karapace` on PATH or set "
@@ -70,7 +69,7 @@ def karapace_config(bootstrap: str, port: int, topic: str, group: str, compatibi
 
 
 @dataclass
-class RunningRegistry:
+class RunningRegistry(ProcessGroupOwner):
     """A started Karapace; stops its process group on exit."""
 
     url: str
@@ -79,40 +78,6 @@ class RunningRegistry:
     workdir: Path
     log_path: Path
     remove_workdir: bool
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        if self.process.poll() is None:
-            _signal_group(self.process, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(self.process, signal.SIGKILL)
-                self.process.wait(10)
-        if self.remove_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        return self.process.returncode
-
-    def __enter__(self) -> RunningRegistry:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-
-def _signal_group(process: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(process.pid, sig)  # the session start_karapace created
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _ready(url: str) -> bool:

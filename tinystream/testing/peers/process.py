@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from tinystream.testing.peers.errors import PeerStartError
 from tinystream.testing.peers.probe import wait_ready
@@ -34,23 +35,14 @@ from tinystream.testing.peers.probe import wait_ready
 BOOTSTRAP_LINE = re.compile(r"bootstrap=([A-Za-z0-9_.\-\[\]:]+?):(\d+)\b")
 
 
-@dataclass
-class RunningBroker:
-    """A started broker; a context manager that stops it on exit."""
+class ProcessGroupOwner:
+    """What a started child (a broker, a registry) does with the process group it runs in: the subclass
+    (a dataclass) has `process`, `workdir`, `log_path` and `remove_workdir`."""
 
-    name: str
-    host: str
-    port: int
     process: subprocess.Popen
     workdir: Path
     log_path: Path
-    api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
-    remove_workdir: bool = False
-    version: str = ""
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+    remove_workdir: bool
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -82,11 +74,30 @@ class RunningBroker:
             self.process.wait(30)
         return self.process.returncode
 
-    def __enter__(self) -> RunningBroker:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+@dataclass
+class RunningBroker(ProcessGroupOwner):
+    """A started broker; a context manager that stops it on exit."""
+
+    name: str
+    host: str
+    port: int
+    process: subprocess.Popen
+    workdir: Path
+    log_path: Path
+    api_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+    remove_workdir: bool = False
+    version: str = ""
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
