@@ -401,7 +401,12 @@ def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFi
             return answer({"error_code": 405, "message": "HTTP 405 Method Not Allowed"}, 405)
 
     app = web.Application(middlewares=[confluent_errors], client_max_size=max_body_bytes)
-    r = app.router
+    add_routes(app.router, api)
+    return app
+
+
+def add_routes(r: web.UrlDispatcher, api: RegistryApi) -> None:
+    """Confluent's REST API v1, the parts clients and tools call."""
     r.add_get("/", api.root)
     r.add_get("/schemas/types", api.schema_types)
     r.add_get("/schemas/ids/{id}", api.schema_by_id)
@@ -428,4 +433,3 @@ def build_app(api: RegistryApi, *, auth: BasicAuth | None = None, rules: RulesFi
     r.add_post("/compatibility/subjects/{subject}/versions/{version}", api.compatibility)
     r.add_post("/compatibility/subjects/{subject}/versions", api.compatibility)
     r.add_get("/contexts", api.contexts)
-    return app
