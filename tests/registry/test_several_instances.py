@@ -94,8 +94,9 @@ def test_when_the_leader_stops_another_leads_and_no_id_is_used_again(group):
     after = [SchemaRegistryClient({"url": f.url}).register_schema(f"n{i}", _avro(f"N{i}"))
              for i, f in enumerate(followers * 2)]
     assert before == [1, 2, 3] and after == [4, 5, 6, 7]
-    for member in followers:
-        assert sorted(member.server.state.schemas) == list(range(1, 8))
+    for member in followers:  # the last write reaches the other instance through the topic, a moment later
+        wait_until(lambda m=member: sorted(m.server.state.schemas) == list(range(1, 8)),
+                   what="ids 1..7 on every instance left")
 
 
 def test_an_instance_that_may_not_lead_never_does(group, start_registry):

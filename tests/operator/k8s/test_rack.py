@@ -13,6 +13,7 @@ import pytest
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
 from tinystream.operator.k8s.rack import (
     API_MOUNT,
+    RACK_BINDING,
     RACK_DIR,
     binding_name,
     node_rack,
@@ -20,6 +21,7 @@ from tinystream.operator.k8s.rack import (
     rack_file_text,
 )
 from tinystream.operator.k8s.rack_init import parse, write_rack
+from tinystream.operator.k8s.reconcile import Delete, Observed, plan_owned_objects
 from tinystream.operator.k8s.resources import broker_config, broker_config_problems, owned_objects
 
 ZONE = "topology.kubernetes.io/zone"
@@ -109,6 +111,14 @@ def test_without_a_rack_nothing_changes():
     assert not {"rack", "rack-api"} & {v["name"] for v in spec["volumes"]}
     assert not {k for k, _ in objects(None)} & {"ServiceAccount", "ClusterRoleBinding"}
     assert "broker.rack.file" not in broker_config(cluster(None), CTX)
+
+
+def test_a_removed_rack_deletes_the_binding_it_left():
+    binding = ("ClusterRoleBinding", binding_name("streaming", "demo"))
+    left = Observed(objects={**objects(None), binding: objects(ZONE)[binding]}, pods=())
+    assert Delete(*RACK_BINDING, binding[1]) in plan_owned_objects(cluster(None), left, CTX, replicas=3)
+    kept = Observed(objects=objects(ZONE), pods=())
+    assert not [a for a in plan_owned_objects(cluster(ZONE), kept, CTX, replicas=3) if isinstance(a, Delete)]
 
 
 def test_spec_config_cannot_set_the_rack_file():
