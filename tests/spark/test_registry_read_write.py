@@ -18,7 +18,7 @@ pytest.importorskip("fastavro")
 pytest.importorskip("aiokafka")  # the registry's _schemas topic
 pytest.importorskip("authlib")  # confluent-kafka[schemaregistry]
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer  # noqa: E402
@@ -26,6 +26,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext  # 
 from spark_helpers import batch_reader, create_topic, stream_reader  # noqa: E402
 
 from tinystream.registry.app import RegistryOptions  # noqa: E402
+from tinystream.testing.consumers import read_deserialized  # noqa: E402
 from tinystream.testing.registry import RegistryThread  # noqa: E402
 
 ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
@@ -88,24 +89,6 @@ def test_avro_serializer_values_read_as_typed_columns_and_bad_ids_fail_or_read_a
     assert got[0][2] is None and "schema id 999999" in got[2][2] and "HTTP 404" in got[2][2]
 
 
-def _consume(bootstrap: str, topic: str, deserialize, count: int) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    got: list = []
-    try:
-        for _ in range(120):
-            if len(got) == count:
-                break
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            got.append(deserialize(message.value(), SerializationContext(topic, MessageField.VALUE)))
-    finally:
-        consumer.close()
-    return got
-
-
 PERSON = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person", "type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"}, "born": {"type": "string", "format": "date"},
     "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["name"]}
@@ -129,7 +112,7 @@ def test_json_schema_values_read_typed_and_written_for_json_deserializer(spark, 
        .option("schema.registry.url", registry).option("value.format", "json").option("auto.register.schemas", "true")
        .option("value.schema", json.dumps(PERSON)).mode("append").save())
     deserializer = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": registry}))
-    got = _consume(broker.bootstrap, target, deserializer, len(PEOPLE))
+    got = read_deserialized(broker.bootstrap, target, deserializer, len(PEOPLE))
     assert sorted(got, key=lambda p: p["name"]) == PEOPLE
 
 
@@ -156,7 +139,7 @@ def test_connector_writes_what_avro_deserializer_reads(spark, broker, topic_name
        .option("value.schema", json.dumps(ORDER)).mode("append").save())
 
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry}))
-    got = _consume(broker.bootstrap, topic_name, deserializer, len(ORDERS))
+    got = read_deserialized(broker.bootstrap, topic_name, deserializer, len(ORDERS))
     assert sorted(got, key=lambda v: v["id"]) == ORDERS
     # and the connector reads its own writes through the subject it registered
     back = batch_reader(spark, broker.bootstrap, topic_name, **{"schema.registry.url": registry})

@@ -47,7 +47,12 @@ def groups_cpu_seconds(pgids: Collection[int], proc: Path = PROC) -> float | Non
     started in its own session."""
     if not proc.is_dir():
         return None
-    ticks = 0
+    ticks = sum(stat.utime_ticks + stat.stime_ticks for _, stat in group_processes(pgids, proc))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def group_processes(pgids: Collection[int], proc: Path = PROC) -> Iterator[tuple[Path, ProcStat]]:
+    """(/proc/PID, its stat) of every live process in `pgids` (memory.py reads their status too)."""
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -56,8 +61,7 @@ def groups_cpu_seconds(pgids: Collection[int], proc: Path = PROC) -> float | Non
         except (OSError, ValueError, IndexError):  # gone meanwhile, or not a process
             continue
         if stat.pgid in pgids:
-            ticks += stat.utime_ticks + stat.stime_ticks
-    return ticks / os.sysconf("SC_CLK_TCK")
+            yield entry, stat
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tinystream.bench.cpu import PROC, parse_stat
+from tinystream.bench.cpu import PROC, group_processes
 
 
 def parse_rss_bytes(status: str) -> int:
@@ -23,12 +23,9 @@ def group_rss_bytes(pgid: int, proc: Path = PROC) -> int | None:
     if not proc.is_dir():
         return None
     total = 0
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry, _ in group_processes((pgid,), proc):
         try:
-            if parse_stat((entry / "stat").read_text()).pgid == pgid:
-                total += parse_rss_bytes((entry / "status").read_text())
-        except (OSError, ValueError, IndexError):  # gone meanwhile
+            total += parse_rss_bytes((entry / "status").read_text())
+        except OSError:  # gone meanwhile
             continue
     return total

@@ -85,9 +85,13 @@ class Broker:
         return (group_rss_bytes(self.running.process.pid) or 0) / MB
 
     def stop(self, *, clean: bool) -> None:
-        if self.running is not None:
-            self.running.stop(timeout=300) if clean else self.running.kill()
-            self.running = None
+        if self.running is None:
+            return
+        if clean:
+            self.running.stop(timeout=300)
+        else:
+            self.running.kill()
+        self.running = None
 
 
 @contextlib.contextmanager

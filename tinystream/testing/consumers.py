@@ -37,20 +37,29 @@ def serialized_roundtrip(bootstrap: str, topic: str, serialize: Any, deserialize
                          already: int = 0) -> list:
     """Produce `values` framed by a registry serializer, read the topic from the start (`already` records
     were there) and decode every record: what the registry tests ask of confluent-kafka's serdes."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for value in values:
         producer.produce(topic, value=serialize(value, SerializationContext(topic, MessageField.VALUE)))
     assert producer.flush(30) == 0
+    return read_deserialized(bootstrap, topic, deserialize, already + len(values))
+
+
+def read_deserialized(bootstrap: str, topic: str, deserialize: Any, count: int) -> list:
+    """Up to `count` records of `topic` from the start, each decoded by a registry deserializer (a minute at
+    most); error records are skipped."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     decoded: list = []
     try:
         for _ in range(120):
-            if len(decoded) == already + len(values):
+            if len(decoded) == count:
                 break
             message = consumer.poll(0.5)
             if message is not None and not message.error():

@@ -48,9 +48,9 @@ def make_class(control_plane, name: str, *, expandable: bool) -> None:
     assert status == 201, body
 
 
-def make_volumes(control_plane, namespace: str, storage_class: str) -> None:
-    """One PersistentVolume pre-bound to each broker's claim: the PV controller binds them as it would any."""
-    for claim in CLAIMS:
+def make_volumes(control_plane, namespace: str, storage_class: str, claims: list[str] = CLAIMS) -> None:
+    """One PersistentVolume pre-bound to each of `claims`: the PV controller binds them as it would any."""
+    for claim in claims:
         status, body = control_plane.request("POST", "/api/v1/persistentvolumes", {
             "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
@@ -154,14 +154,7 @@ async def test_two_volumes_make_two_claims_per_broker_and_one_grows_alone(contro
     expandable = f"{namespace}-jbod"
     make_class(control_plane, expandable, expandable=True)
     claims = [f"data-{v}-demo-broker-{i}" for v in (0, 1) for i in range(2)]
-    for claim in claims:
-        status, body = control_plane.request("POST", "/api/v1/persistentvolumes", {
-            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                     "storageClassName": expandable, "persistentVolumeReclaimPolicy": "Retain",
-                     "claimRef": {"namespace": namespace, "name": claim},
-                     "csi": {"driver": "resizer.example.com", "volumeHandle": f"{namespace}-{claim}"}}})
-        assert status == 201, body
+    make_volumes(control_plane, namespace, expandable, claims)
     volumes = [{"id": 0, "size": "1Gi", "storageClass": expandable}, {"id": 1, "size": "1Gi", "storageClass": expandable}]
     await api.create(TS, "tinystreamclusters", {"apiVersion": TS, "kind": "TinyStreamCluster",
                                                 "metadata": {"name": "demo"},
