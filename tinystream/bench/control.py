@@ -3,7 +3,7 @@
 Create a topic and wait for its leaders, read partition counts, read end
 offsets (ListOffsets "latest", timestamp -1), set a client-id's quota. Kept
 to the versions every target serves: Metadata v1, CreateTopics v4,
-ListOffsets v1, AlterClientQuotas v0.
+CreatePartitions v1, ListOffsets v1, AlterClientQuotas v0.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from kio.schema.alter_client_quotas.v0.request import (
     OpData,
 )
 from kio.schema.alter_client_quotas.v0.response import AlterClientQuotasResponse
+from kio.schema.create_partitions.v1.request import CreatePartitionsRequest, CreatePartitionsTopic
+from kio.schema.create_partitions.v1.response import CreatePartitionsResponse
 from kio.schema.create_topics.v4.request import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -40,6 +42,9 @@ from tinystream.bench.wire_client import WireConnection
 
 TOPIC_ALREADY_EXISTS = 36
 LATEST = -1
+# KRaft refuses a request that makes more than 10,000 metadata records ("excessively large batch
+# operation"): a topic with more partitions is created in steps.
+PARTITIONS_PER_REQUEST = 5000
 
 
 class ControlError(RuntimeError):
@@ -61,7 +66,8 @@ async def ensure_topic(conn: WireConnection, topic: str, partitions: int, *, con
     """Create `topic` unless it exists; wait until every partition has a leader. True if created."""
     request = CreateTopicsRequest(
         topics=(CreatableTopic(
-            name=TopicName(topic), num_partitions=i32(partitions), replication_factor=i16(1), assignments=(),
+            name=TopicName(topic), num_partitions=i32(min(partitions, PARTITIONS_PER_REQUEST)),
+            replication_factor=i16(1), assignments=(),
             configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in (config or {}).items()),
         ),),
         timeout=i32Timedelta.parse(datetime.timedelta(seconds=timeout)),
@@ -72,6 +78,9 @@ async def ensure_topic(conn: WireConnection, topic: str, partitions: int, *, con
     created = result.error_code == 0
     if not created and result.error_code != TOPIC_ALREADY_EXISTS:
         raise ControlError(f"CreateTopics {topic}: error {int(result.error_code)} {result.error_message}")
+    if created:
+        for count in range(2 * PARTITIONS_PER_REQUEST, partitions + PARTITIONS_PER_REQUEST, PARTITIONS_PER_REQUEST):
+            await _grow(conn, topic, min(count, partitions), timeout)
     deadline = time.monotonic() + timeout
     while await partition_count(conn, topic) < partitions:
         if time.monotonic() > deadline:
@@ -81,6 +90,15 @@ async def ensure_topic(conn: WireConnection, topic: str, partitions: int, *, con
 
 
 RETRIABLE = {3, 5, 6}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+
+
+async def _grow(conn: WireConnection, topic: str, count: int, timeout: float) -> None:
+    request = CreatePartitionsRequest(
+        topics=(CreatePartitionsTopic(name=TopicName(topic), count=i32(count), assignments=None),),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=timeout)), validate_only=False)
+    (result,) = (await conn.request(request, CreatePartitionsResponse)).results
+    if result.error_code != 0:
+        raise ControlError(f"CreatePartitions {topic} to {count}: error {int(result.error_code)} {result.error_message}")
 
 
 async def end_offsets(conn: WireConnection, topic: str, partitions: int, *, timeout: float = 30.0) -> dict[int, int]:

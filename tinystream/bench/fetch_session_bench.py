@@ -17,6 +17,11 @@ rounds with the spread (min-max), and on/off ratios of the medians.
     tinystream bench fetch-sessions                       # 1000 partitions, 5 rounds
     tinystream bench fetch-sessions --rounds 3 --fetches 100 --json
     tinystream bench fetch-sessions --followers           # replica fetchers (fetch_session_followers.py)
+    tinystream bench fetch-sessions --peer kafka --partitions 10000   # ours against Kafka, sessions on
+
+`--peer kafka` compares brokers instead of settings: ours and Apache Kafka (both with sessions on,
+Kafka's default 1000 slots), the same topic, the same consumer, alternating which goes first. The
+figures are then named by broker and the ratio is ours over Kafka's.
 
 `--max-wait-ms 0` (the default) has the consumer poll back to back, so each
 fetch's cost is measured rather than its wait; an idle consumer with a
@@ -41,6 +46,16 @@ from tinystream.bench.wire_client import WireConnection
 from tinystream.testing.peers import RunningBroker, start_peer
 
 SLOTS = {"on": 1000, "off": 0}
+SLOTS_KEY = "max.incremental.fetch.session.cache.slots"
+PEERS = ("kafka",)
+# side name -> (broker to start, its overrides)
+Sides = dict[str, tuple[str, dict[str, object]]]
+SESSION_SIDES: Sides = {mode: ("tinystream", {SLOTS_KEY: slots}) for mode, slots in SLOTS.items()}
+
+
+def peer_sides(peer: str) -> Sides:
+    """Ours against `peer`, both with sessions on (1000 slots, Kafka's default)."""
+    return {"tinystream": ("tinystream", {SLOTS_KEY: SLOTS["on"]}), peer: (peer, {SLOTS_KEY: SLOTS["on"]})}
 LOADS = ("idle", "light")
 FIGURES: dict[str, Callable[[RoundResult], float | None]] = {
     "request B/fetch": lambda r: r.request_bytes_per_fetch,
@@ -51,11 +66,12 @@ FIGURES: dict[str, Callable[[RoundResult], float | None]] = {
 }
 
 
-def summarize(results: Sequence[RoundResult]) -> dict[str, dict[str, dict[str, float]]]:
-    """{"idle on": {figure: {"median", "min", "max"}}} over the rounds of each (load, mode)."""
+def summarize(results: Sequence[RoundResult],
+              sides: Sequence[str] = tuple(SLOTS)) -> dict[str, dict[str, dict[str, float]]]:
+    """{"idle on": {figure: {"median", "min", "max"}}} over the rounds of each (load, side)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for load in LOADS:
-        for mode in SLOTS:
+        for mode in sides:
             cell = [r for r in results if r.load == load and r.mode == mode]
             if not cell:
                 continue
@@ -68,11 +84,12 @@ def summarize(results: Sequence[RoundResult]) -> dict[str, dict[str, dict[str, f
     return out
 
 
-def ratio_table(summary: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """on/off of the medians, per load and figure (below 1: sessions save)."""
+def ratio_table(summary: dict[str, dict[str, dict[str, float]]],
+                sides: tuple[str, str] = ("on", "off")) -> dict[str, dict[str, float]]:
+    """first side over second of the medians, per load and figure (on/off below 1: sessions save)."""
     ratios: dict[str, dict[str, float]] = {}
     for load in LOADS:
-        on, off = summary.get(f"{load} on"), summary.get(f"{load} off")
+        on, off = summary.get(f"{load} {sides[0]}"), summary.get(f"{load} {sides[1]}")
         if on is None or off is None:
             continue
         ratios[load] = {name: round(on[name]["median"] / off[name]["median"], 4) if off[name]["median"] else 0.0
@@ -83,7 +100,7 @@ def ratio_table(summary: dict[str, dict[str, dict[str, float]]]) -> dict[str, di
 async def _prepare(broker: RunningBroker, topic: str, partitions: int) -> None:
     conn = await WireConnection.open(broker.host, broker.port)
     try:
-        await ensure_topic(conn, topic, partitions, timeout=120)
+        await ensure_topic(conn, topic, partitions, timeout=900)  # 10,000 partitions take Kafka minutes
     finally:
         await conn.close()
 
@@ -106,7 +123,7 @@ def _num(value: float) -> str:
 
 
 def _line(r: RoundResult) -> str:
-    return (f"  {r.load:<5} sessions {r.mode:<3}: request {r.request_bytes_per_fetch:>9,.0f} B  "
+    return (f"  {r.load:<5} {r.mode:<10}: request {r.request_bytes_per_fetch:>9,.0f} B  "
             f"response {r.response_bytes_per_fetch:>9,.0f} B  partitions {r.partitions_per_response:>7.1f}  "
             f"broker CPU {r.cpu_ms_per_fetch:7.3f} ms  wall {r.ms_per_fetch:7.3f} ms  per fetch "
             f"({r.incremental}/{r.fetches} incremental)")
@@ -126,14 +143,19 @@ def _line(r: RoundResult) -> str:
 @click.option("--followers", is_flag=True,
               help="Measure replica fetchers instead: two 2-broker clusters (RF 2), windows of --seconds.")
 @click.option("--seconds", default=10.0, show_default=True, type=click.FloatRange(1), help="--followers: window.")
+@click.option("--peer", type=click.Choice(PEERS), default=None,
+              help="Ours against this broker, both with sessions on, instead of sessions on against off.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rounds and the summary as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No per-round lines.")
 def fetch_session_bench_command(partitions: int, rounds: int, fetches: int, warmup: int, light_partitions: int,
                                 loads: tuple[str, ...], max_wait_ms: int, followers: bool, seconds: float,
-                                as_json: bool, quiet: bool) -> None:
-    """Fetch sessions on vs off: request/response bytes and broker CPU per fetch, 1000 partitions."""
+                                peer: str | None, as_json: bool, quiet: bool) -> None:
+    """Fetch sessions on vs off (or ours vs --peer): request/response bytes and broker CPU per fetch."""
     if light_partitions > partitions:
         raise click.UsageError("--light-partitions cannot exceed --partitions")
+    if peer and followers:
+        raise click.UsageError("--followers measures our replica fetchers on and off; it takes no --peer")
+    sides = peer_sides(peer) if peer else SESSION_SIDES
     loads = loads or LOADS
     say = (lambda text: click.echo(text, err=True)) if as_json or quiet else click.echo
     say(f"fetch-sessions: partitions={partitions} rounds={rounds} fetches/cell={fetches} warmup={warmup} "
@@ -143,27 +165,28 @@ def fetch_session_bench_command(partitions: int, rounds: int, fetches: int, warm
         results = run_follower_rounds(partitions=partitions, rounds=rounds, seconds=seconds, loads=loads,
                                       light_partitions=light_partitions, slots=SLOTS, say=say, quiet=True)
     else:
-        results = _consumer_rounds(partitions=partitions, rounds=rounds, fetches=fetches, warmup=warmup,
+        results = _consumer_rounds(sides, partitions=partitions, rounds=rounds, fetches=fetches, warmup=warmup,
                                    light_partitions=light_partitions, loads=loads, max_wait_ms=max_wait_ms,
                                    say=say, quiet=quiet)
-    _report(results, partitions=partitions, rounds=rounds, fetches=fetches, loads=loads,
+    _report(results, tuple(sides), partitions=partitions, rounds=rounds, fetches=fetches, loads=loads,
             light_partitions=light_partitions, max_wait_ms=max_wait_ms, followers=followers, as_json=as_json)
 
 
-def _consumer_rounds(*, partitions: int, rounds: int, fetches: int, warmup: int, light_partitions: int,
-                     loads: tuple[str, ...], max_wait_ms: int, say: Callable[[str], None],
+def _consumer_rounds(sides: Sides, *, partitions: int, rounds: int, fetches: int, warmup: int,
+                     light_partitions: int, loads: tuple[str, ...], max_wait_ms: int, say: Callable[[str], None],
                      quiet: bool) -> list[RoundResult]:
     topic = f"bench-sessions-{uuid.uuid4().hex[:8]}"
     brokers: dict[str, RunningBroker] = {}
     results: list[RoundResult] = []
+    first, second = sides
     try:
-        for mode, slots in SLOTS.items():
-            brokers[mode] = start_peer("tinystream", overrides={"max.incremental.fetch.session.cache.slots": slots})
-            say(f"  sessions {mode}: broker pid {brokers[mode].process.pid} at {brokers[mode].bootstrap} "
-                f"(slots {slots})")
+        for mode, (spec, overrides) in sides.items():
+            brokers[mode] = start_peer(spec, overrides=overrides)
+            say(f"  {mode}: {spec} {brokers[mode].version} pid {brokers[mode].process.pid} at "
+                f"{brokers[mode].bootstrap} ({SLOTS_KEY}={overrides.get(SLOTS_KEY)})")
             asyncio.run(_prepare(brokers[mode], topic, partitions))
         for index in range(rounds):
-            order = ("on", "off") if index % 2 == 0 else ("off", "on")
+            order = (first, second) if index % 2 == 0 else (second, first)
             say(f"round {index + 1}/{rounds} ({' then '.join(order)})")
             for load in loads:
                 for mode in order:
@@ -179,16 +202,18 @@ def _consumer_rounds(*, partitions: int, rounds: int, fetches: int, warmup: int,
     return results
 
 
-def _report(results: list[RoundResult], *, partitions: int, rounds: int, fetches: int, loads: tuple[str, ...],
-            light_partitions: int, max_wait_ms: int, followers: bool, as_json: bool) -> None:
-    summary = summarize(results)
-    ratios = ratio_table(summary)
+def _report(results: list[RoundResult], sides: tuple[str, ...], *, partitions: int, rounds: int, fetches: int,
+            loads: tuple[str, ...], light_partitions: int, max_wait_ms: int, followers: bool, as_json: bool) -> None:
+    first, second = sides
+    summary = summarize(results, sides)
+    ratios = ratio_table(summary, (first, second))
     if as_json:
         click.echo(json.dumps({"workload": {"partitions": partitions, "rounds": rounds, "fetches": fetches,
                                             "loads": list(loads), "light_partitions": light_partitions,
                                             "max_wait_ms": max_wait_ms, "fetcher": "followers" if followers
                                             else "consumer"},
-                               "rounds": [r.__dict__ for r in results], "summary": summary, "on_over_off": ratios},
+                               "rounds": [r.__dict__ for r in results], "summary": summary,
+                               f"{first}_over_{second}": ratios},
                               indent=2))
         return
     click.echo(f"median over {rounds} rounds [min-max]:")
@@ -197,4 +222,4 @@ def _report(results: list[RoundResult], *, partitions: int, rounds: int, fetches
                          for name, v in figures.items())
         click.echo(f"  {cell:<10} {text}")
     for load, figures in ratios.items():
-        click.echo(f"  {load} on/off: " + "  ".join(f"{name} {v:.3f}x" for name, v in figures.items()))
+        click.echo(f"  {load} {first}/{second}: " + "  ".join(f"{name} {v:.3f}x" for name, v in figures.items()))
