@@ -608,6 +608,8 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
     invalid = check_config(spec) or check_pod_template(spec)
     if invalid is not None:
         return _plan(spec, observed, (), invalid)
+    if spec.node_pools:
+        return plan_with_pools(spec, observed, ctx)
     scale = plan_scale(spec, observed)
     storage = plan_volumes(spec, observed, scale)
     refused = hold_for_changed_volumes(storage)
@@ -630,6 +632,19 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
         if result.end is not None:
             return _plan(spec, observed, actions, result.end, storage)
     raise AssertionError("plan_rebalance always ends the pass")
+
+
+def plan_with_pools(spec: ClusterSpec, observed: Observed, ctx: OperatorContext) -> ClusterPlan:
+    """tinystream.io/node-pools: enabled: the shared objects only (config, Services, budget); the brokers'
+    StatefulSets, their scaling and ids are the TinyStreamNodePools' (node_pools.py). Rolls, volume
+    expansion and rebalancing of pool brokers are not planned yet: the condition says so."""
+    if spec.external:
+        return _plan(spec, observed, (), End(Phase.FAILED, ClusterReason.NODE_POOLS_UNSUPPORTED,
+                                             "node pools do not serve external listeners yet", requeue=None))
+    owned = plan_owned_objects(spec, observed, ctx, replicas=0)
+    ready_count = sum(1 for p in observed.pods if p.ready)
+    return _plan(spec, observed, owned, End(Phase.RUNNING, ClusterReason.NODE_POOLS,
+                                            f"brokers run in node pools; {ready_count} ready", ok=True))
 
 
 def status_conditions(spec: ClusterSpec, plan: ClusterPlan,

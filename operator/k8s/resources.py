@@ -647,5 +647,6 @@ def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int,
                                        labels=labels(cluster), owner=owner_reference(cluster)))
         objects.append(cluster_role_binding(namespace=cluster.namespace, cluster=cluster.name,
                                             role=ctx.broker_rack_role, labels=labels(cluster)))
-    objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
+    if not cluster.node_pools:  # else the brokers are the pools' StatefulSets (node_pools.py)
+        objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
     return objects

@@ -1,0 +1,107 @@
+"""One pass over a TinyStreamNodePool: observe -> plan_pool (pure, node_pools.py) -> act -> report.
+
+- observe: the pool's cluster (by the tinystream.io/cluster label), its StatefulSet, the ids of the
+  cluster's other pools, and on a scale-down the controller's partition view.
+- act: new ids are written to status.nodeIds before any pod can take them (so two pools never give
+  one id twice: a cluster's pool passes take turns, and each reads the others' status); then the ids
+  ConfigMap and the StatefulSet, applied when they differ from what is there; a drain goes to the
+  controller (the scale-down path of reconcile.py).
+- report: status replicas, nodeIds, labelSelector and the Ready condition; an Event on a new reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from tinystream.operator.k8s.conditions import merge_condition
+from tinystream.operator.k8s.controller_port import ClusterKey, ControllerRefused, ControllerUnavailable
+from tinystream.operator.k8s.deps import Deps
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, POOL_KIND, ClusterSpec, PartitionView
+from tinystream.operator.k8s.node_pools import (
+    CLUSTER_LABEL,
+    PoolPlan,
+    PoolSpec,
+    plan_pool,
+    pool_selector,
+    statefulset_name,
+)
+from tinystream.operator.k8s.reconcile import differs
+
+WAIT_S = 5.0  # how soon to look again while a scale-down drains
+
+
+class PoolReconciler:
+    """The I/O around plan_pool for every TinyStreamNodePool of one registry."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self._turns: dict[tuple[str, str], asyncio.Lock] = {}  # per (namespace, cluster): id assignment in turn
+
+    async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> PoolPlan:
+        pool = PoolSpec.from_resource(body)
+        async with self._turns.setdefault((pool.namespace, pool.cluster), asyncio.Lock()):
+            plan = await self._pass(pool, logger)
+        self.report(pool, plan, body, status, patch)
+        if plan.waiting:
+            raise kopf.TemporaryError(plan.condition.message, delay=WAIT_S)
+        return plan
+
+    async def _pass(self, pool: PoolSpec, logger: logging.Logger) -> PoolPlan:
+        client = self.deps.kube()
+        found = await client.get(API_VERSION, CLUSTER_KIND, pool.cluster, pool.namespace) if pool.cluster else None
+        cluster = ClusterSpec.from_resource(found) if found is not None else None
+        sts = (await client.get("apps/v1", "StatefulSet", statefulset_name(pool.cluster, pool.name), pool.namespace)
+               if cluster is not None else None)
+        current = int(sts["spec"].get("replicas", 0)) if sts is not None else None
+        others = await client.list(API_VERSION, POOL_KIND, pool.namespace, labels={CLUSTER_LABEL: pool.cluster})
+        taken = {int(i) for other in others if other["metadata"].get("uid") != pool.uid
+                 for i in (other.get("status") or {}).get("nodeIds") or ()}
+        partitions = await self._partitions(cluster, pool, current)
+        plan = plan_pool(cluster, pool, ctx=self.deps.ctx,
+                         current=current, taken=taken, partitions=partitions)
+        if plan.node_ids != pool.node_ids:  # reserved before a pod can start with them
+            await client.patch(API_VERSION, POOL_KIND, pool.name, pool.namespace,
+                               {"status": {"nodeIds": list(plan.node_ids)}}, subresource="status")
+        for obj in plan.objects:
+            existing = sts if obj["kind"] == "StatefulSet" else await client.get(
+                obj["apiVersion"], obj["kind"], obj["metadata"]["name"], pool.namespace)
+            if existing is not None and obj["kind"] == "StatefulSet":  # claim templates are immutable
+                obj["spec"]["volumeClaimTemplates"] = existing["spec"].get("volumeClaimTemplates")
+            if existing is None or differs(obj, existing):
+                await client.apply(obj)
+                logger.info("%s %s/%s", "created" if existing is None else "updated", obj["kind"],
+                            obj["metadata"]["name"])
+        if plan.drain is not None and cluster is not None:
+            await self._drain(cluster, plan, logger)
+        return plan
+
+    async def _partitions(self, cluster: ClusterSpec | None, pool: PoolSpec,
+                          current: int | None) -> tuple[PartitionView, ...] | None:
+        """The controller's view, asked only for a scale-down (the one step that needs it)."""
+        if cluster is None or current is None or pool.replicas >= current:
+            return None
+        return await self.deps.controller.partitions(ClusterKey(cluster.namespace, cluster.name))
+
+    async def _drain(self, cluster: ClusterSpec, plan: PoolPlan, logger: logging.Logger) -> None:
+        assert plan.drain is not None
+        try:
+            await self.deps.controller.broker_actions(ClusterKey(cluster.namespace, cluster.name), [plan.drain])
+        except ControllerUnavailable as exc:
+            logger.warning("drain postponed: %s", exc)
+        except ControllerRefused as exc:  # e.g. the replicas do not fit on the remaining brokers
+            logger.warning("drain refused: %s", exc)
+
+    def report(self, pool: PoolSpec, plan: PoolPlan, body: Any, status: Any, patch: kopf.Patch) -> None:
+        previous = (status or {}).get("conditions") or []
+        condition = plan.condition
+        if not any(c.get("type") == "Ready" and c.get("reason") == condition.reason for c in previous):
+            (kopf.info if condition.status else kopf.warn)(body, reason=condition.reason, message=condition.message)
+        patch.status["nodeIds"] = list(plan.node_ids)
+        patch.status["replicas"] = plan.replicas
+        patch.status["observedGeneration"] = pool.generation
+        patch.status["labelSelector"] = pool_selector(pool)
+        patch.status["conditions"] = merge_condition(previous, condition)
