@@ -40,7 +40,7 @@ from tinystream.operator.k8s.model import (
     parse_volumes,
 )
 from tinystream.operator.k8s.pod_template import PodTemplate
-from tinystream.operator.k8s.reconcile import DrainBrokers
+from tinystream.operator.k8s.reconcile import BrokerPod, DrainBrokers
 from tinystream.operator.k8s.resources import (
     CONFIG_DIR,
     CONFIG_FILE,
@@ -128,6 +128,13 @@ def pool_pod_ids(cluster: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, 
         if pool.cluster == cluster:
             found.update(pod_ids(cluster, pool, pool.node_ids))
     return found
+
+
+def pool_broker_pods(pods: Sequence[Mapping[str, Any]], ids: Mapping[str, int]) -> tuple[BrokerPod, ...]:
+    """The cluster's view of its pool pods: each as a BrokerPod whose `ordinal` is its broker id (what the
+    cluster's status and checks read as the id); a pod no pool's status names yet is left out."""
+    return tuple(dataclasses.replace(BrokerPod.from_pod(p), ordinal=ids[p["metadata"]["name"]])
+                 for p in pods if p["metadata"]["name"] in ids)
 
 
 # --- broker ids ---------------------------------------------------------------------------

@@ -644,7 +644,8 @@ def plan_with_pools(spec: ClusterSpec, observed: Observed, ctx: OperatorContext)
     owned = plan_owned_objects(spec, observed, ctx, replicas=0)
     ready_count = sum(1 for p in observed.pods if p.ready)
     return _plan(spec, observed, owned, End(Phase.RUNNING, ClusterReason.NODE_POOLS,
-                                            f"brokers run in node pools; {ready_count} ready", ok=True))
+                                            f"brokers run in node pools: {ready_count}/{len(observed.pods)} "
+                                            "ready", ok=True))
 
 
 def status_conditions(spec: ClusterSpec, plan: ClusterPlan,

@@ -23,6 +23,7 @@ from tinystream.operator.k8s.node_pools import (
     grow_ids,
     id_ranges,
     plan_pool,
+    pool_broker_pods,
     pool_pod_ids,
     pool_statefulset,
 )
@@ -199,3 +200,14 @@ def test_scale_down_drains_the_pools_highest_ids_before_the_statefulset_shrinks(
 
 def test_a_pool_named_broker_is_refused():
     assert plan(pool("broker")).condition.reason == PoolReason.UNSUPPORTED.value
+
+
+def test_the_clusters_status_names_pool_brokers_by_their_ids():
+    def pod_obj(name: str, ready: bool) -> dict:
+        return {"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+    pods = [pod_obj("demo-a-0", True), pod_obj("demo-b-0", True), pod_obj("demo-b-1", False), pod_obj("demo-c-0", True)]
+    observed = Observed(pods=pool_broker_pods(pods, {"demo-a-0": 0, "demo-b-0": 2, "demo-b-1": 3}))
+    result = plan_cluster(cluster(), None, observed, ctx=CTX)
+    assert [(b["id"], b["pod"], b["ready"]) for b in result.status["brokers"]] == [
+        (0, "demo-a-0", True), (2, "demo-b-0", True), (3, "demo-b-1", False)]  # demo-c-0: no pool names it
+    assert result.status["readyBrokers"] == 2 and "2/3 ready" in result.condition.message

@@ -86,6 +86,12 @@ async def test_two_pools_get_distinct_stable_ids_and_a_scale_down_drains_first(c
             sts = await api.wait_for("apps/v1", "statefulsets", f"demo-{name}", lambda s, n=count: replicas(s) == n)
             assert sts["spec"]["selector"]["matchLabels"]["tinystream.io/pool"] == name
         assert await api.get("apps/v1", "statefulsets", "demo-broker") is None  # the cluster makes none
+        # The cluster's status names the pools' pods by their ids (Pending here: no kubelet runs them).
+        everyone = sorted(ids_of(a) + ids_of(b))
+        status = await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: sorted(
+            x["id"] for x in ((o or {}).get("status") or {}).get("brokers") or []) == everyone)
+        assert {x["pod"] for x in status["status"]["brokers"]} == {
+            f"demo-{name}-{i}" for name, count in (("a", 2), ("b", 3)) for i in range(count)}
         ids_file = (await api.get("v1", "configmaps", "demo-b-ids"))["data"]["node-ids"]
         assert ids_file == "".join(f"{i} {n}\n" for i, n in enumerate(ids_of(b)))
         # Pool b's highest id holds a replica: the drain comes first, its StatefulSet keeps 3 pods.
