@@ -130,6 +130,11 @@ def pool_pod_ids(cluster: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, 
     return found
 
 
+def pool_brokers(pools: Sequence[Mapping[str, Any]], cluster: str) -> int:
+    """How many brokers a pool cluster asks for: its pools' replicas (a Topic's replicationFactor limit)."""
+    return sum(p.replicas for p in map(PoolSpec.from_resource, pools) if p.cluster == cluster)
+
+
 def pool_broker_pods(pods: Sequence[Mapping[str, Any]], ids: Mapping[str, int]) -> tuple[BrokerPod, ...]:
     """The cluster's view of its pool pods: each as a BrokerPod whose `ordinal` is its broker id (what the
     cluster's status and checks read as the id); a pod no pool's status names yet is left out."""

@@ -24,6 +24,7 @@ from tinystream.operator.k8s.node_pools import (
     id_ranges,
     plan_pool,
     pool_broker_pods,
+    pool_brokers,
     pool_pod_ids,
     pool_statefulset,
 )
@@ -211,3 +212,9 @@ def test_the_clusters_status_names_pool_brokers_by_their_ids():
     assert [(b["id"], b["pod"], b["ready"]) for b in result.status["brokers"]] == [
         (0, "demo-a-0", True), (2, "demo-b-0", True), (3, "demo-b-1", False)]  # demo-c-0: no pool names it
     assert result.status["readyBrokers"] == 2 and "2/3 ready" in result.condition.message
+
+
+def test_a_pool_clusters_broker_count_is_its_pools_replicas():
+    pools = [{"metadata": {"name": n, "labels": {"tinystream.io/cluster": c}}, "spec": {"replicas": r}}
+             for n, c, r in (("a", "demo", 2), ("b", "demo", 3), ("x", "other", 9))]
+    assert pool_brokers(pools, "demo") == 5
