@@ -130,6 +130,20 @@ def pool_pod_ids(cluster: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, 
     return found
 
 
+def other_pools(pools: Sequence[Mapping[str, Any]], *, uid: str) -> tuple[frozenset[int], int]:
+    """(the ids, the brokers) the cluster's pools other than `uid` hold: status.nodeIds, and the lower of
+    spec and status replicas (a pool shrinking at the same time counts at its smaller size)."""
+    ids: set[int] = set()
+    brokers = 0
+    for body in pools:
+        if (body.get("metadata") or {}).get("uid") == uid:
+            continue
+        pool = PoolSpec.from_resource(body)
+        ids.update(pool.node_ids)
+        brokers += min(pool.replicas, int((body.get("status") or {}).get("replicas", 0)))
+    return frozenset(ids), brokers
+
+
 def pool_brokers(pools: Sequence[Mapping[str, Any]], cluster: str) -> int:
     """How many brokers a pool cluster asks for: its pools' replicas (a Topic's replicationFactor limit)."""
     return sum(p.replicas for p in map(PoolSpec.from_resource, pools) if p.cluster == cluster)
@@ -262,16 +276,27 @@ class PoolPlan:
         return self.condition.reason in (PoolReason.SCALE_DOWN_DRAINING.value, PoolReason.SCALE_DOWN_BLOCKED.value)
 
 
+@dataclass(frozen=True, slots=True)
+class PoolObserved:
+    """What a pool's pass reads: its StatefulSet's replicas (None: none yet), the ids and the brokers the
+    cluster's other pools keep, and the controller's partition view (None: not asked, or unavailable)."""
+
+    current: int | None = None
+    taken: frozenset[int] = frozenset()
+    other_brokers: int = 0  # the other pools' replicas (the lower of spec and status: one shrinking counts low)
+    partitions: tuple[PartitionView, ...] | None = None
+
+
 def _stop(pool: PoolSpec, current: int | None, reason: PoolReason, message: str,
           drain: DrainBrokers | None = None, ids: tuple[int, ...] | None = None) -> PoolPlan:
     return PoolPlan((), drain, pool.node_ids if ids is None else ids, current or 0,
                     ready(False, reason, message, generation=pool.generation))
 
 
-def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, *, ctx: OperatorContext, current: int | None,
-              taken: Collection[int], partitions: Sequence[PartitionView] | None) -> PoolPlan:
-    """What to do for `pool`: `current` is its StatefulSet's replicas (None: none yet), `taken` the ids of the
-    cluster's other pools, `partitions` the controller's view (None: not available)."""
+def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, observed: PoolObserved, *,
+              ctx: OperatorContext) -> PoolPlan:
+    """What to do for `pool`, given what is `observed` now."""
+    current = observed.current
     if cluster is None:
         return _stop(pool, current, PoolReason.CLUSTER_NOT_FOUND,
                      f"no TinyStreamCluster {pool.cluster!r} in namespace {pool.namespace}" if pool.cluster
@@ -286,24 +311,31 @@ def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, *, ctx: OperatorConte
         return _stop(pool, current, PoolReason.UNSUPPORTED, "node pools do not serve external listeners yet")
     try:
         ids = grow_ids(pool.node_ids if current is None else pool.node_ids[:current],
-                       wanted=max(pool.replicas, current or 0), taken=taken, next_ids=pool.next_node_ids)
+                       wanted=max(pool.replicas, current or 0), taken=observed.taken, next_ids=pool.next_node_ids)
     except NodeIdsError as exc:
         return _stop(pool, current, PoolReason.NODE_IDS_EXHAUSTED, str(exc))
     if current is not None and pool.replicas < current:
-        return _plan_shrink(cluster, pool, ctx, current, ids, partitions)
+        return _plan_shrink(cluster, pool, ctx, ids, observed)
     objects = (ids_config_map(cluster, pool, ids), pool_statefulset(cluster, pool, ctx, replicas=pool.replicas))
     verb = "creating" if current is None else ("scaling up to" if pool.replicas > current else "running")
     return PoolPlan(objects, None, ids, pool.replicas, ready(
         True, PoolReason.READY, f"{verb} {pool.replicas} broker(s), ids {list(ids)}", generation=pool.generation))
 
 
-def _plan_shrink(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, current: int, ids: tuple[int, ...],
-                 partitions: Sequence[PartitionView] | None) -> PoolPlan:
-    """Scale-down: the removed (highest) ids hold no replica first, then the StatefulSet shrinks."""
+def _plan_shrink(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, ids: tuple[int, ...],
+                 observed: PoolObserved) -> PoolPlan:
+    """Scale-down: refused while a partition's replicas would not fit on the brokers left; else the removed
+    (highest) ids hold no replica first (the controller's drain), then the StatefulSet shrinks."""
+    current, partitions = observed.current or 0, observed.partitions
     removed = ids[pool.replicas:current]
     if partitions is None:
         return _stop(pool, current, PoolReason.SCALE_DOWN_BLOCKED, f"cannot remove broker(s) {list(removed)}: "
                      "the controller's partition view is unavailable", ids=ids)
+    left = observed.other_brokers + pool.replicas
+    widest = max((len(p.target) for p in partitions), default=0)
+    if widest > left:
+        return _stop(pool, current, PoolReason.SCALE_DOWN_BLOCKED, f"cannot remove broker(s) {list(removed)}: "
+                     f"a partition has {widest} replicas and the cluster would keep {left} broker(s)", ids=ids)
     hosted = [p for p in partitions if set(removed) & set(p.replicas)]
     if hosted:
         return _stop(pool, current, PoolReason.SCALE_DOWN_DRAINING,

@@ -23,8 +23,10 @@ from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, POOL_KIND, ClusterSpec, PartitionView
 from tinystream.operator.k8s.node_pools import (
     CLUSTER_LABEL,
+    PoolObserved,
     PoolPlan,
     PoolSpec,
+    other_pools,
     plan_pool,
     pool_selector,
     statefulset_name,
@@ -44,13 +46,13 @@ class PoolReconciler:
     async def reconcile(self, body: Any, status: Any, patch: kopf.Patch, logger: logging.Logger) -> PoolPlan:
         pool = PoolSpec.from_resource(body)
         async with self._turns.setdefault((pool.namespace, pool.cluster), asyncio.Lock()):
-            plan = await self._pass(pool, logger)
+            plan = await self._pass(pool, body, logger)
         self.report(pool, plan, body, status, patch)
         if plan.waiting:
             raise kopf.TemporaryError(plan.condition.message, delay=WAIT_S)
         return plan
 
-    async def _pass(self, pool: PoolSpec, logger: logging.Logger) -> PoolPlan:
+    async def _pass(self, pool: PoolSpec, body: Any, logger: logging.Logger) -> PoolPlan:
         client = self.deps.kube()
         found = await client.get(API_VERSION, CLUSTER_KIND, pool.cluster, pool.namespace) if pool.cluster else None
         cluster = ClusterSpec.from_resource(found) if found is not None else None
@@ -58,11 +60,10 @@ class PoolReconciler:
                if cluster is not None else None)
         current = int(sts["spec"].get("replicas", 0)) if sts is not None else None
         others = await client.list(API_VERSION, POOL_KIND, pool.namespace, labels={CLUSTER_LABEL: pool.cluster})
-        taken = {int(i) for other in others if other["metadata"].get("uid") != pool.uid
-                 for i in (other.get("status") or {}).get("nodeIds") or ()}
-        partitions = await self._partitions(cluster, pool, current)
-        plan = plan_pool(cluster, pool, ctx=self.deps.ctx,
-                         current=current, taken=taken, partitions=partitions)
+        taken, other_brokers = other_pools(others, uid=pool.uid)
+        observed = PoolObserved(current=current, taken=taken, other_brokers=other_brokers,
+                                partitions=await self._partitions(cluster, pool, current))
+        plan = plan_pool(cluster, pool, observed, ctx=self.deps.ctx)
         if plan.node_ids != pool.node_ids:  # reserved before a pod can start with them
             await client.patch(API_VERSION, POOL_KIND, pool.name, pool.namespace,
                                {"status": {"nodeIds": list(plan.node_ids)}}, subresource="status")
@@ -76,7 +77,7 @@ class PoolReconciler:
                 logger.info("%s %s/%s", "created" if existing is None else "updated", obj["kind"],
                             obj["metadata"]["name"])
         if plan.drain is not None and cluster is not None:
-            await self._drain(cluster, plan, logger)
+            await self._drain(cluster, plan, body, logger)
         return plan
 
     async def _partitions(self, cluster: ClusterSpec | None, pool: PoolSpec,
@@ -86,14 +87,14 @@ class PoolReconciler:
             return None
         return await self.deps.controller.partitions(ClusterKey(cluster.namespace, cluster.name))
 
-    async def _drain(self, cluster: ClusterSpec, plan: PoolPlan, logger: logging.Logger) -> None:
+    async def _drain(self, cluster: ClusterSpec, plan: PoolPlan, body: Any, logger: logging.Logger) -> None:
         assert plan.drain is not None
         try:
             await self.deps.controller.broker_actions(ClusterKey(cluster.namespace, cluster.name), [plan.drain])
         except ControllerUnavailable as exc:
             logger.warning("drain postponed: %s", exc)
-        except ControllerRefused as exc:  # e.g. the replicas do not fit on the remaining brokers
-            logger.warning("drain refused: %s", exc)
+        except ControllerRefused as exc:  # e.g. a rack constraint the remaining brokers cannot meet
+            kopf.warn(body, reason="BrokerActionRefused", message=str(exc))
 
     def report(self, pool: PoolSpec, plan: PoolPlan, body: Any, status: Any, patch: kopf.Patch) -> None:
         previous = (status or {}).get("conditions") or []

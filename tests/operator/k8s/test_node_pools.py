@@ -19,9 +19,11 @@ from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, Partitio
 from tinystream.operator.k8s.node_pools import (
     ID_SCRIPT,
     NodeIdsError,
+    PoolObserved,
     PoolSpec,
     grow_ids,
     id_ranges,
+    other_pools,
     plan_pool,
     pool_broker_pods,
     pool_brokers,
@@ -62,8 +64,11 @@ def pool(name: str = "a", replicas: int = 3, ids: tuple[int, ...] = (), **spec) 
                                    "spec": {"replicas": replicas, **spec}, "status": {"nodeIds": list(ids)}})
 
 
-def plan(p: PoolSpec, *, current: int | None = None, taken=(), partitions=None, c: ClusterSpec | None = None):
-    return plan_pool(cluster() if c is None else c, p, ctx=CTX, current=current, taken=taken, partitions=partitions)
+def plan(p: PoolSpec, *, current: int | None = None, taken=(), partitions=None, c: ClusterSpec | None = None,
+         other_brokers: int = 3):
+    observed = PoolObserved(current=current, taken=frozenset(taken), other_brokers=other_brokers,
+                            partitions=partitions)
+    return plan_pool(cluster() if c is None else c, p, observed, ctx=CTX)
 
 
 def container(sts: dict) -> dict:
@@ -169,7 +174,7 @@ def test_a_pool_pods_token_proves_its_pool_id_not_its_ordinal():
 # --- opt-in and refusals -------------------------------------------------------------------
 
 def test_a_pool_without_its_cluster_or_opt_in_changes_nothing():
-    missing = plan_pool(None, pool(), ctx=CTX, current=None, taken=(), partitions=None)
+    missing = plan_pool(None, pool(), PoolObserved(), ctx=CTX)
     assert missing.condition.reason == PoolReason.CLUSTER_NOT_FOUND.value and missing.objects == ()
     off = plan(pool(), c=cluster(pools=False))
     assert off.condition.reason == PoolReason.NODE_POOLS_NOT_ENABLED.value and off.objects == ()
@@ -218,3 +223,19 @@ def test_a_pool_clusters_broker_count_is_its_pools_replicas():
     pools = [{"metadata": {"name": n, "labels": {"tinystream.io/cluster": c}}, "spec": {"replicas": r}}
              for n, c, r in (("a", "demo", 2), ("b", "demo", 3), ("x", "other", 9))]
     assert pool_brokers(pools, "demo") == 5
+
+
+def test_a_scale_down_that_would_leave_too_few_brokers_for_a_partition_is_blocked():
+    p = pool("a", 1, ids=(0, 1, 2))
+    blocked = plan(p, current=3, other_brokers=1, partitions=parts([0, 1, 2]))
+    assert blocked.condition.reason == PoolReason.SCALE_DOWN_BLOCKED.value and blocked.drain is None
+    assert "3 replicas" in blocked.condition.message and "keep 2 broker(s)" in blocked.condition.message
+    assert plan(p, current=3, other_brokers=2, partitions=parts([0, 1, 2])).drain == DrainBrokers((1, 2))
+
+
+def test_other_pools_count_ids_and_their_smaller_size():
+    pools = [{"metadata": {"name": "a", "uid": "me", "labels": {"tinystream.io/cluster": "demo"}},
+              "spec": {"replicas": 5}, "status": {"nodeIds": [0], "replicas": 1}},
+             {"metadata": {"name": "b", "uid": "b", "labels": {"tinystream.io/cluster": "demo"}},
+              "spec": {"replicas": 1}, "status": {"nodeIds": [3, 4], "replicas": 2}}]
+    assert other_pools(pools, uid="me") == (frozenset({3, 4}), 1)
