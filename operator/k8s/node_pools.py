@@ -40,7 +40,17 @@ from tinystream.operator.k8s.model import (
     parse_volumes,
 )
 from tinystream.operator.k8s.pod_template import PodTemplate
-from tinystream.operator.k8s.reconcile import BrokerPod, DrainBrokers
+from tinystream.operator.k8s.reconcile import (
+    BrokerPod,
+    ClusterPass,
+    DeletePod,
+    DrainBrokers,
+    MoveLeadership,
+    Observed,
+    Phase,
+    Scale,
+    roll_one,
+)
 from tinystream.operator.k8s.resources import (
     CONFIG_DIR,
     CONFIG_FILE,
@@ -269,11 +279,21 @@ class PoolPlan:
     node_ids: tuple[int, ...]
     replicas: int
     condition: Condition
+    rolling: bool = False  # a roll step was taken or waits (plan_pool_roll)
 
     @property
     def waiting(self) -> bool:
-        """A scale-down drains or is blocked: look again soon."""
-        return self.condition.reason in (PoolReason.SCALE_DOWN_DRAINING.value, PoolReason.SCALE_DOWN_BLOCKED.value)
+        """A scale-down drains or is blocked, or a roll goes on: look again soon."""
+        return self.rolling or self.condition.reason in (PoolReason.SCALE_DOWN_DRAINING.value,
+                                                         PoolReason.SCALE_DOWN_BLOCKED.value)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRoll:
+    """The roll step's decision: at most one controller action or pod deletion, and what the pool waits for."""
+
+    actions: tuple[MoveLeadership | DeletePod, ...]
+    condition: Condition
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,3 +366,31 @@ def _plan_shrink(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, ids
     return PoolPlan(objects, None, ids[:pool.replicas], pool.replicas, ready(
         True, PoolReason.SCALING_DOWN, f"scaling down from {current} to {pool.replicas}: broker(s) "
         f"{list(removed)} hold no replica", generation=pool.generation))
+
+
+def pool_outdated(cluster: ClusterSpec, pool: PoolSpec, *, statefulset: Mapping[str, Any] | None,
+                  pods: Sequence[BrokerPod]) -> list[BrokerPod]:
+    """The pool's pods not at its StatefulSet's update revision (OnDelete: the operator restarts them), by id."""
+    revision = ((statefulset or {}).get("status") or {}).get("updateRevision")
+    prefix = statefulset_name(cluster.name, pool.name) + "-"
+    return sorted((q for q in pods if q.name.startswith(prefix) and revision and q.revision
+                   and q.revision != revision), key=lambda q: q.ordinal)
+
+
+def plan_pool_roll(cluster: ClusterSpec, pool: PoolSpec, *, statefulset: Mapping[str, Any] | None,
+                   pods: Sequence[BrokerPod], partitions: Sequence[PartitionView] | None,
+                   drained: frozenset[int]) -> PoolRoll | None:
+    """A pool's pods on an older StatefulSet revision restart one at a time, by the cluster's rules
+    (reconcile.roll_one): every broker of every pool ready and none going, every ISR full, leadership
+    moved off the victim first; the pool's highest id first. `pods`: every pool pod of the cluster, each
+    with its broker id as `ordinal` (pool_broker_pods). None: nothing of this pool to roll."""
+    outdated = pool_outdated(cluster, pool, statefulset=statefulset, pods=pods)
+    if not outdated:
+        return None
+    current = ClusterPass(cluster, Observed(pods=tuple(pods), partitions=None if partitions is None
+                                            else tuple(partitions), drained_for_roll=drained),
+                          Scale(len(pods), Phase.ROLLING), sts_changing=False)
+    step = roll_one(current, sorted(pods, key=lambda q: q.ordinal), outdated)
+    assert step.end is not None, "a roll step always says where it stands"
+    actions = tuple(a for a in step.actions if isinstance(a, (MoveLeadership, DeletePod)))
+    return PoolRoll(actions, ready(False, step.end.reason, step.end.message, generation=pool.generation))

@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
 import kopf
 
-from tinystream.operator.k8s.conditions import merge_condition
+from tinystream.operator.k8s.conditions import PoolReason, merge_condition
 from tinystream.operator.k8s.controller_port import ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, POOL_KIND, ClusterSpec, PartitionView
@@ -28,10 +29,15 @@ from tinystream.operator.k8s.node_pools import (
     PoolSpec,
     other_pools,
     plan_pool,
+    plan_pool_roll,
+    pool_broker_pods,
+    pool_outdated,
+    pool_pod_ids,
     pool_selector,
     statefulset_name,
 )
-from tinystream.operator.k8s.reconcile import differs
+from tinystream.operator.k8s.reconcile import DeletePod, differs
+from tinystream.operator.k8s.resources import selector_labels
 
 WAIT_S = 5.0  # how soon to look again while a scale-down drains
 
@@ -67,6 +73,17 @@ class PoolReconciler:
         if plan.node_ids != pool.node_ids:  # reserved before a pod can start with them
             await client.patch(API_VERSION, POOL_KIND, pool.name, pool.namespace,
                                {"status": {"nodeIds": list(plan.node_ids)}}, subresource="status")
+        sts_applied = await self._apply(pool, plan, sts, logger)
+        if plan.drain is not None and cluster is not None:
+            await self._drain(cluster, plan, body, logger)
+        if cluster is not None and sts is not None and not sts_applied and plan.condition.reason == PoolReason.READY:
+            return await self._roll(cluster, pool, sts, others, plan, body)
+        return plan
+
+    async def _apply(self, pool: PoolSpec, plan: PoolPlan, sts: dict[str, Any] | None,
+                     logger: logging.Logger) -> bool:
+        """The plan's objects, each applied when it differs from what is there; whether the StatefulSet was."""
+        client, sts_applied = self.deps.kube(), False
         for obj in plan.objects:
             existing = sts if obj["kind"] == "StatefulSet" else await client.get(
                 obj["apiVersion"], obj["kind"], obj["metadata"]["name"], pool.namespace)
@@ -74,11 +91,36 @@ class PoolReconciler:
                 obj["spec"]["volumeClaimTemplates"] = existing["spec"].get("volumeClaimTemplates")
             if existing is None or differs(obj, existing):
                 await client.apply(obj)
+                sts_applied = sts_applied or obj["kind"] == "StatefulSet"
                 logger.info("%s %s/%s", "created" if existing is None else "updated", obj["kind"],
                             obj["metadata"]["name"])
-        if plan.drain is not None and cluster is not None:
-            await self._drain(cluster, plan, body, logger)
-        return plan
+        return sts_applied
+
+    async def _roll(self, cluster: ClusterSpec, pool: PoolSpec, sts: dict[str, Any], pools: list[dict[str, Any]],
+                    plan: PoolPlan, body: Any) -> PoolPlan:
+        """One step of the pool's roll (node_pools.plan_pool_roll), by the cluster's safety rules; the
+        controller is asked only when a pod of the pool is outdated."""
+        client, key = self.deps.kube(), ClusterKey(cluster.namespace, cluster.name)
+        pods = pool_broker_pods(await client.list("v1", "Pod", cluster.namespace, labels=selector_labels(cluster)),
+                                pool_pod_ids(cluster.name, pools))
+        if not pool_outdated(cluster, pool, statefulset=sts, pods=pods):
+            return plan
+        roll = plan_pool_roll(cluster, pool, statefulset=sts, pods=pods,
+                              partitions=await self.deps.controller.partitions(key),
+                              drained=await self.deps.controller.drained_for_roll(key))
+        if roll is None:
+            return plan
+        for action in roll.actions:
+            if isinstance(action, DeletePod):
+                kopf.info(body, reason="RollingBroker",
+                          message=f"restarting {action.name} (broker {action.broker_id}) for the new revision")
+                await client.delete("v1", "Pod", action.name, cluster.namespace)
+                continue
+            try:
+                await self.deps.controller.broker_actions(key, [action])
+            except (ControllerUnavailable, ControllerRefused) as exc:
+                kopf.warn(body, reason="BrokerActionRefused", message=str(exc))
+        return dataclasses.replace(plan, condition=roll.condition, rolling=True)
 
     async def _partitions(self, cluster: ClusterSpec | None, pool: PoolSpec,
                           current: int | None) -> tuple[PartitionView, ...] | None:

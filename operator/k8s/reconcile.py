@@ -519,7 +519,7 @@ def plan_roll(p: ClusterPass) -> Step:
     update_revision = (sts.get("status") or {}).get("updateRevision")
     outdated = [q for q in pods if update_revision and q.revision and q.revision != update_revision]
     if outdated:
-        return _roll_one(p, pods, outdated)
+        return roll_one(p, pods, outdated)
     # A roll undone before its victim restarted leaves no broker drained for good.
     ended = tuple(EndRollDrain(q.ordinal) for q in pods
                   if q.ordinal in p.observed.drained_for_roll and not q.terminating)
@@ -531,7 +531,7 @@ def plan_roll(p: ClusterPass) -> Step:
     return Step(ended, End(p.scale.phase if waiting else Phase.ROLLING, reason, message))
 
 
-def _roll_one(p: ClusterPass, pods: Sequence[BrokerPod], outdated: Sequence[BrokerPod]) -> Step:
+def roll_one(p: ClusterPass, pods: Sequence[BrokerPod], outdated: Sequence[BrokerPod]) -> Step:
     observed = p.observed
     victim = outdated[-1]  # highest ordinal first, as the StatefulSet controller would
     # Once its leadership moved away, the victim has left every ISR (KIP-841) and reports not

@@ -25,12 +25,21 @@ from tinystream.operator.k8s.node_pools import (
     id_ranges,
     other_pools,
     plan_pool,
+    plan_pool_roll,
     pool_broker_pods,
     pool_brokers,
     pool_pod_ids,
     pool_statefulset,
 )
-from tinystream.operator.k8s.reconcile import Apply, DrainBrokers, Observed, plan_cluster
+from tinystream.operator.k8s.reconcile import (
+    Apply,
+    BrokerPod,
+    DeletePod,
+    DrainBrokers,
+    MoveLeadership,
+    Observed,
+    plan_cluster,
+)
 from tinystream.operator.k8s.resources import owned_objects
 
 CTX = OperatorContext()
@@ -239,3 +248,41 @@ def test_other_pools_count_ids_and_their_smaller_size():
              {"metadata": {"name": "b", "uid": "b", "labels": {"tinystream.io/cluster": "demo"}},
               "spec": {"replicas": 1}, "status": {"nodeIds": [3, 4], "replicas": 2}}]
     assert other_pools(pools, uid="me") == (frozenset({3, 4}), 1)
+
+
+# --- rolls ----------------------------------------------------------------------------------
+
+def broker_pod(name: str, broker_id: int, *, revision: str = "new", ready: bool = True) -> BrokerPod:
+    return BrokerPod(name=name, ordinal=broker_id, ready=ready, revision=revision)
+
+
+STS = {"metadata": {"name": "demo-a"}, "status": {"updateRevision": "new"}}
+
+
+def test_a_pool_rolls_its_highest_id_first_moving_leadership_before_the_restart():
+    pods = [broker_pod("demo-a-0", 0, revision="old"), broker_pod("demo-a-1", 4, revision="old"),
+            broker_pod("demo-b-0", 2)]
+    full = parts([4, 0], [2, 0])
+    first = plan_pool_roll(cluster(), pool("a", 2), statefulset=STS, pods=pods, partitions=full, drained=frozenset())
+    assert first is not None and first.actions == (MoveLeadership(4),)
+    second = plan_pool_roll(cluster(), pool("a", 2), statefulset=STS, pods=pods, partitions=full,
+                            drained=frozenset({4}))
+    assert second is not None and second.actions == (DeletePod("demo-a-1", 4),)
+    assert second.condition.status is False and "demo-a-1" in second.condition.message
+
+
+def test_a_pool_roll_waits_for_every_pools_brokers_and_full_isrs():
+    pods = [broker_pod("demo-a-0", 0, revision="old"), broker_pod("demo-b-0", 2, ready=False)]
+    waiting = plan_pool_roll(cluster(), pool("a", 1), statefulset=STS, pods=pods, partitions=parts([0, 2]),
+                             drained=frozenset())
+    assert waiting is not None and waiting.actions == () and "demo-b-0" in waiting.condition.message
+    pods[1] = broker_pod("demo-b-0", 2)
+    under = (PartitionView("t", 0, 0, (0, 2), (0,)),)
+    isr = plan_pool_roll(cluster(), pool("a", 1), statefulset=STS, pods=pods, partitions=under, drained=frozenset())
+    assert isr is not None and isr.actions == () and "ISR" in isr.condition.message
+
+
+def test_a_pool_at_its_revision_does_not_roll():
+    pods = [broker_pod("demo-a-0", 0), broker_pod("demo-b-0", 2, revision="old")]  # b's roll is b's own
+    assert plan_pool_roll(cluster(), pool("a", 1), statefulset=STS, pods=pods, partitions=parts([0, 2]),
+                          drained=frozenset()) is None
