@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tinystream.operator.k8s.conditions import Condition, PoolReason, ready
+from tinystream.operator.k8s.conditions import ClusterReason, Condition, PoolReason, ready
 from tinystream.operator.k8s.model import (
     GROUP,
     NODE_POOLS_ANNOTATION,
@@ -379,14 +379,20 @@ def pool_outdated(cluster: ClusterSpec, pool: PoolSpec, *, statefulset: Mapping[
 
 def plan_pool_roll(cluster: ClusterSpec, pool: PoolSpec, *, statefulset: Mapping[str, Any] | None,
                    pods: Sequence[BrokerPod], partitions: Sequence[PartitionView] | None,
-                   drained: frozenset[int]) -> PoolRoll | None:
+                   drained: frozenset[int], expected: Collection[str] = ()) -> PoolRoll | None:
     """A pool's pods on an older StatefulSet revision restart one at a time, by the cluster's rules
     (reconcile.roll_one): every broker of every pool ready and none going, every ISR full, leadership
     moved off the victim first; the pool's highest id first. `pods`: every pool pod of the cluster, each
-    with its broker id as `ordinal` (pool_broker_pods). None: nothing of this pool to roll."""
+    with its broker id as `ordinal` (pool_broker_pods); `expected`: the pod names the pools' ids call for
+    (a pod deleted and not made again yet is not ready either). None: nothing of this pool to roll."""
     outdated = pool_outdated(cluster, pool, statefulset=statefulset, pods=pods)
     if not outdated:
         return None
+    missing = sorted(set(expected) - {q.name for q in pods})
+    if missing:
+        return PoolRoll((), ready(False, ClusterReason.ROLL_WAITING_FOR_POD,
+                                  f"rolling update: waiting for {missing[0]} to be made again",
+                                  generation=pool.generation))
     current = ClusterPass(cluster, Observed(pods=tuple(pods), partitions=None if partitions is None
                                             else tuple(partitions), drained_for_roll=drained),
                           Scale(len(pods), Phase.ROLLING), sts_changing=False)

@@ -101,13 +101,13 @@ class PoolReconciler:
         """One step of the pool's roll (node_pools.plan_pool_roll), by the cluster's safety rules; the
         controller is asked only when a pod of the pool is outdated."""
         client, key = self.deps.kube(), ClusterKey(cluster.namespace, cluster.name)
-        pods = pool_broker_pods(await client.list("v1", "Pod", cluster.namespace, labels=selector_labels(cluster)),
-                                pool_pod_ids(cluster.name, pools))
+        ids = pool_pod_ids(cluster.name, pools)
+        pods = pool_broker_pods(await client.list("v1", "Pod", cluster.namespace, labels=selector_labels(cluster)), ids)
         if not pool_outdated(cluster, pool, statefulset=sts, pods=pods):
             return plan
         roll = plan_pool_roll(cluster, pool, statefulset=sts, pods=pods,
                               partitions=await self.deps.controller.partitions(key),
-                              drained=await self.deps.controller.drained_for_roll(key))
+                              drained=await self.deps.controller.drained_for_roll(key), expected=ids)
         if roll is None:
             return plan
         for action in roll.actions:

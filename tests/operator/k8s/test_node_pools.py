@@ -286,3 +286,10 @@ def test_a_pool_at_its_revision_does_not_roll():
     pods = [broker_pod("demo-a-0", 0), broker_pod("demo-b-0", 2, revision="old")]  # b's roll is b's own
     assert plan_pool_roll(cluster(), pool("a", 1), statefulset=STS, pods=pods, partitions=parts([0, 2]),
                           drained=frozenset()) is None
+
+
+def test_a_pool_roll_waits_for_a_deleted_pod_to_be_made_again():
+    pods = [broker_pod("demo-a-0", 0, revision="old")]  # demo-a-1 deleted, not made again yet
+    waiting = plan_pool_roll(cluster(), pool("a", 2), statefulset=STS, pods=pods, partitions=parts([0]),
+                             drained=frozenset(), expected={"demo-a-0", "demo-a-1"})
+    assert waiting is not None and waiting.actions == () and "demo-a-1" in waiting.condition.message

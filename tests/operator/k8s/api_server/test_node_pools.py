@@ -10,9 +10,13 @@ runs them: they stay Pending), so no broker starts here; the kind suite would.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import datetime
+
 import pytest
 from fake_controller import FakeController
-from kmock_helpers import ready_condition, running_operator
+from kmock_helpers import path_of, ready_condition, running_operator
 from real_api import connection
 from test_crd_admission import refusal
 
@@ -109,3 +113,58 @@ async def test_two_pools_get_distinct_stable_ids_and_a_scale_down_drains_first(c
         assert ids_of(b_after) == ids_of(b)[:2] and ids_of(a_after)[:2] == ids_of(a)  # survivors keep theirs
         assert ids_of(a_after)[2] not in ids_of(b_after)
         await api.wait_for("apps/v1", "statefulsets", "demo-a", lambda s: replicas(s) == 3)
+
+
+@contextlib.asynccontextmanager
+async def kubelet_stand_in(api, prefix: str):
+    """Mark each pod of `prefix` Ready as the StatefulSet controller makes it; yields the (name, uid) of
+    every pod in the order first seen."""
+    seen: list[tuple[str, str]] = []
+
+    async def loop() -> None:
+        while True:
+            for pod in await api.list("v1", "pods"):
+                meta = pod["metadata"]
+                if not meta["name"].startswith(prefix) or meta.get("deletionTimestamp"):
+                    continue
+                if (meta["name"], meta["uid"]) not in seen:
+                    seen.append((meta["name"], meta["uid"]))
+                if any(c.get("type") == "Ready" for c in (pod.get("status") or {}).get("conditions") or []):
+                    continue
+                now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                body = {"status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": now}]}}
+                async with api.session.patch(api.url + path_of("v1", "pods", meta["name"], api.ns) + "/status",
+                                             json=body, headers={"Content-Type": "application/merge-patch+json"}) as r:
+                    assert r.status < 300 or r.status in (404, 409), await r.text()
+            await asyncio.sleep(0.2)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield seen
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_new_pool_template_rolls_that_pool_one_pod_at_a_time_highest_id_first(
+        control_plane, namespace, api) -> None:
+    async with kubelet_stand_in(api, "demo-") as seen, running_operator(
+            control_plane.url, controller=FakeController(), connection=connection(control_plane), namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 2))
+        await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 1))
+        await api.wait_for("apps/v1", "statefulsets", "demo-b", lambda s: replicas(s) == 1)
+        names = {"demo-a-0", "demo-a-1", "demo-b-0"}
+        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: sum(
+            x["ready"] for x in ((o or {}).get("status") or {}).get("brokers") or []) == 3, timeout=30)
+        assert {name for name, _ in seen} == names and len(seen) == 3
+        await api.patch(TS, POOLS, "a", {"spec": {"resources": {"requests": {"cpu": "100m"}}}})
+        await api.wait_for(TS, POOLS, "a", lambda _: [n for n, _ in seen].count("demo-a-0") == 2, timeout=60)
+        restarted = [name for name, _ in seen[3:]]
+        assert restarted == ["demo-a-1", "demo-a-0"]  # one at a time (each new pod ready first), highest id first
+        assert [n for n, _ in seen].count("demo-b-0") == 1  # the other pool is not rolled
+        sts = await api.get("apps/v1", "statefulsets", "demo-a")
+        assert sts["spec"]["template"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
