@@ -30,6 +30,8 @@ from tinystream.operator.k8s.model import (
     API_VERSION,
     CLUSTER_KIND,
     CLUSTER_PLURAL,
+    POOL_KIND,
+    POOL_PLURAL,
     SCHEMA_KIND,
     SCHEMA_PLURAL,
     TOPIC_KIND,
@@ -81,6 +83,7 @@ KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind(API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL),
     Kind(API_VERSION, TOPIC_KIND, TOPIC_PLURAL),
     Kind(API_VERSION, SCHEMA_KIND, SCHEMA_PLURAL),
+    Kind(API_VERSION, POOL_KIND, POOL_PLURAL),  # node_pools.py
     Kind(API_VERSION, USER_KIND, USER_PLURAL),  # listed while the clients CA rotates (who is re-issued)
     Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
     Kind("authentication.k8s.io/v1", "TokenReview", "tokenreviews", namespaced=False),

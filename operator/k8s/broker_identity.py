@@ -33,6 +33,8 @@ import aiohttp
 from tinystream.controller_auth import broker_principal
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.errors import KubeApiError
+from tinystream.operator.k8s.model import API_VERSION, POOL_KIND
+from tinystream.operator.k8s.node_pools import CLUSTER_LABEL, pool_pod_ids
 from tinystream.operator.k8s.resources import IDENTITY_AUDIENCE
 
 log = logging.getLogger(__name__)
@@ -46,15 +48,27 @@ LEGACY_CACHE_S = 10.0
 _JWT = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
-def review_principal(status: Mapping[str, Any], *, namespace: str, cluster: str) -> str | None:
-    """The broker principal a TokenReview's status proves for `cluster`, or None."""
+def review_pod(status: Mapping[str, Any], *, namespace: str) -> str | None:
+    """The pod a TokenReview's status proves (our audience, a service account of `namespace`), or None."""
     if not status.get("authenticated") or AUDIENCE not in (status.get("audiences") or ()):
         return None
     user = status.get("user") or {}
     if not str(user.get("username") or "").startswith(f"system:serviceaccount:{namespace}:"):
         return None
     pods = (user.get("extra") or {}).get(POD_NAME) or []
-    found = re.fullmatch(rf"{re.escape(cluster)}-broker-(0|[1-9]\d*)", pods[0]) if len(pods) == 1 else None
+    return str(pods[0]) if len(pods) == 1 else None
+
+
+def review_principal(status: Mapping[str, Any], *, namespace: str, cluster: str,
+                     pool_pods: Mapping[str, int] | None = None) -> str | None:
+    """The broker principal a TokenReview's status proves for `cluster`, or None. `pool_pods`: the pods of
+    the cluster's node pools and their broker ids (node_pools.pool_pod_ids), whose ids are not ordinals."""
+    pod = review_pod(status, namespace=namespace)
+    if pod is None:
+        return None
+    if pool_pods and pod in pool_pods:
+        return broker_principal(pool_pods[pod])
+    found = re.fullmatch(rf"{re.escape(cluster)}-broker-(0|[1-9]\d*)", pod)
     return broker_principal(int(found.group(1))) if found else None
 
 
@@ -112,12 +126,26 @@ class TokenReviewer:
         except (KubeApiError, aiohttp.ClientError, TimeoutError) as exc:  # not an answer: ask again next call
             log.warning("TokenReview failed: %s", exc)
             return None
-        principal = review_principal(answer.get("status") or {}, namespace=namespace, cluster=cluster)
+        principal = review_principal(answer.get("status") or {}, namespace=namespace, cluster=cluster,
+                                     pool_pods=await self._pool_pods(client, answer, namespace, cluster))
         self._answers[key] = (now + self._cache_s, principal)
         self._answers.move_to_end(key)
         while len(self._answers) > CACHE_ENTRIES:
             self._answers.popitem(last=False)
         return principal
+
+    async def _pool_pods(self, client: KubeClient, answer: Mapping[str, Any], namespace: str,
+                         cluster: str) -> dict[str, int]:
+        """The cluster's pool pods and their ids, read only for a proven pod that is not <cluster>-broker-<n>."""
+        pod = review_pod(answer.get("status") or {}, namespace=namespace)
+        if pod is None or not pod.startswith(f"{cluster}-") or pod.startswith(f"{cluster}-broker-"):
+            return {}
+        try:
+            pools = await client.list(API_VERSION, POOL_KIND, namespace, labels={CLUSTER_LABEL: cluster})
+        except (KubeApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("listing node pools failed: %s", exc)
+            return {}
+        return pool_pod_ids(cluster, pools)
 
     async def legacy(self, namespace: str, cluster: str, broker_id: int) -> bool:
         """Whether broker <id> may still use a token the cluster secret made: only while its pod runs a

@@ -49,7 +49,8 @@ from tinystream.operator.k8s.controller_port import BrokerAction, ClusterKey, Co
 from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.errors import Forbidden
 from tinystream.operator.k8s.external import LISTENER_LABEL, certificate_hosts, node_addresses
-from tinystream.operator.k8s.model import API_VERSION, USER_KIND, ClusterSpec, UserSpec
+from tinystream.operator.k8s.model import API_VERSION, POOL_KIND, USER_KIND, ClusterSpec, UserSpec
+from tinystream.operator.k8s.node_pools import CLUSTER_LABEL, pool_broker_pods, pool_pod_ids
 from tinystream.operator.k8s.rack import RACK_BINDING, binding_name
 from tinystream.operator.k8s.reconcile import (
     Action,
@@ -368,6 +369,10 @@ class ClusterReconciler:
 
     async def _broker_pods(self, spec: ClusterSpec) -> tuple[BrokerPod, ...]:
         pods = await self.deps.kube().list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
+        if spec.node_pools:  # the pools' pods, by the ids in their status (node_pools.py), not by ordinal
+            pools = await self.deps.kube().list(API_VERSION, POOL_KIND, spec.namespace,
+                                                labels={CLUSTER_LABEL: spec.name})
+            return pool_broker_pods(pods, pool_pod_ids(spec.name, pools))
         return tuple(BrokerPod.from_pod(p) for p in pods
                      if p["metadata"]["name"].startswith(Names.of(spec).statefulset + "-"))
 

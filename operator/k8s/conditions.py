@@ -37,6 +37,8 @@ class ClusterReason(str, enum.Enum):
     WAITING_FOR_EXTERNAL_ADDRESSES = "WaitingForExternalAddresses"  # a node port or load balancer not known yet
     RESIZING_STORAGE = "ResizingStorage"  # the StatefulSet is re-created for a larger claim template
     VOLUMES_CHANGED = "VolumesChanged"  # spec.storage.volumes added or removed on a running cluster: refused
+    NODE_POOLS = "NodePools"  # tinystream.io/node-pools: enabled: the brokers are the TinyStreamNodePools'
+    NODE_POOLS_UNSUPPORTED = "NodePoolsUnsupported"  # node pools with a feature they do not serve yet
 
 
 class StorageReason(str, enum.Enum):
@@ -93,6 +95,19 @@ class SchemaReason(str, enum.Enum):
     REFUSED = "RegistryRefused"  # any other 4xx, its error code in the message
 
 
+class PoolReason(str, enum.Enum):
+    """A TinyStreamNodePool's Ready reasons (node_pools.py)."""
+
+    READY = "PoolReady"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"  # no cluster of the tinystream.io/cluster label (or no label)
+    NODE_POOLS_NOT_ENABLED = "NodePoolsNotEnabled"  # the cluster lacks tinystream.io/node-pools: enabled
+    UNSUPPORTED = "NodePoolsUnsupported"  # the cluster uses a feature pools do not serve yet
+    NODE_IDS_EXHAUSTED = "NodeIdsExhausted"  # next-node-ids unreadable, or no free id left in it
+    SCALING_DOWN = "ScalingDown"
+    SCALE_DOWN_DRAINING = "ScaleDownDraining"
+    SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
+
+
 _REFUSALS = {
     "INVALID_REPLICATION_FACTOR": TopicReason.INVALID_REPLICATION_FACTOR,
     "INVALID_PARTITIONS": TopicReason.INVALID_PARTITIONS,
@@ -120,8 +135,8 @@ class Condition:
         return "Unknown" if self.status is None else ("True" if self.status else "False")
 
 
-def ready(status: bool | None, reason: ClusterReason | TopicReason | UserReason | SchemaReason, message: str, *,
-          generation: int | None = None) -> Condition:
+def ready(status: bool | None, reason: ClusterReason | TopicReason | UserReason | SchemaReason | PoolReason,
+          message: str, *, generation: int | None = None) -> Condition:
     return Condition("Ready", status, reason.value, message, generation)
 
 

@@ -38,9 +38,10 @@ from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.errors import KubeApiError
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, DASHBOARD_PORT, ClusterSpec
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, DASHBOARD_PORT, POOL_KIND, ClusterSpec
+from tinystream.operator.k8s.node_pools import CLUSTER_LABEL, pool_pod_ids
 from tinystream.operator.k8s.reconcile import BrokerPod
-from tinystream.operator.k8s.resources import Names, broker_admin_url, selector_labels
+from tinystream.operator.k8s.resources import Names, broker_admin_url, pod_admin_url, selector_labels
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,10 @@ async def broker_admin_urls(client: KubeClient, cluster: ClusterKey) -> dict[int
     spec = ClusterSpec.from_resource(body)
     prefix = Names.of(spec).statefulset + "-"
     pods = await client.list("v1", "Pod", spec.namespace, labels=selector_labels(spec))
+    if spec.node_pools:  # broker ids are the pools' (node_pools.py), not ordinals
+        ids = pool_pod_ids(spec.name, await client.list(API_VERSION, POOL_KIND, spec.namespace,
+                                                        labels={CLUSTER_LABEL: spec.name}))
+        return {ids[name]: pod_admin_url(spec, name) for p in pods if (name := p["metadata"]["name"]) in ids}
     ordinals = (BrokerPod.from_pod(p).ordinal for p in pods if p["metadata"]["name"].startswith(prefix))
     return {ordinal: broker_admin_url(spec, ordinal) for ordinal in sorted(ordinals)}
 

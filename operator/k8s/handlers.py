@@ -30,6 +30,7 @@ from tinystream.operator.k8s import (
     cluster_handlers,
     lifecycle_handlers,
     pod_handlers,
+    pool_handlers,
     rebalance_handlers,
     schema_handlers,
     topic_handlers,
@@ -40,7 +41,7 @@ from tinystream.operator.k8s.deps import Deps
 __all__ = ["Deps", "default_connect", "make_registry"]  # Deps lives in deps.py; callers import it from here too
 
 KINDS = (lifecycle_handlers, cluster_handlers, pod_handlers, topic_handlers, user_handlers, schema_handlers,
-         rebalance_handlers)
+         rebalance_handlers, pool_handlers)
 
 
 def default_connect(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -33,6 +33,8 @@ ConfigValue = str | int | float | bool
 
 #: A new value on a TinyStreamCluster renews its broker certificate at once (as Strimzi's force-renew).
 RENEW_CERTIFICATES_ANNOTATION = "tinystream.io/renew-certificates"
+#: "enabled": the cluster's brokers are its TinyStreamNodePools' (node_pools.py), as Strimzi's strimzi.io/node-pools.
+NODE_POOLS_ANNOTATION = "tinystream.io/node-pools"
 #: A new value on a TinyStreamCluster rotates its cluster CA (as Strimzi's strimzi.io/force-renew on the CA Secret).
 FORCE_RENEW_CA_ANNOTATION = CLUSTER.force_annotation
 #: A new value rotates its clients CA (the CA of tls TinyStreamUsers' certificates).
@@ -215,6 +217,7 @@ class ClusterSpec:
     pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.template.pod (pod_template.py)
     schema_registry: RegistrySpec | None = None  # spec.schemaRegistry; None: no registry (schema_registry.py)
     registry_certificate: str = ""  # the serial of the registry's HTTPS certificate, set by the reconciler
+    node_pools: bool = False  # NODE_POOLS_ANNOTATION: the brokers are the pools' StatefulSets, none of its own
 
     @property
     def storage_volumes(self) -> tuple[StorageVolume, ...]:
@@ -286,7 +289,7 @@ class ClusterSpec:
             storage_size=str(storage.get("size") or "10Gi"),
             storage_class=storage.get("storageClass") or None,
             delete_claim=bool(storage.get("deleteClaim", False)),
-            volumes=_volumes(storage),
+            volumes=parse_volumes(storage),
             resources=dict(spec.get("resources") or {}),
             rack_topology_key=(spec.get("rack") or {}).get("topologyKey") or None,
             config=dict(spec.get("config") or {}),
@@ -307,10 +310,11 @@ class ClusterSpec:
             clients_ca_status=dict((body.get("status") or {}).get("clientsCa") or {}),
             pod_template=PodTemplate.from_spec((spec.get("template") or {}).get("pod")),
             schema_registry=RegistrySpec.from_spec(spec.get("schemaRegistry")),
+            node_pools=(meta.get("annotations") or {}).get(NODE_POOLS_ANNOTATION) == "enabled",
         )
 
 
-def _volumes(storage: Mapping[str, Any]) -> tuple[StorageVolume, ...]:
+def parse_volumes(storage: Mapping[str, Any]) -> tuple[StorageVolume, ...]:
     """spec.storage.volumes; a volume without deleteClaim takes spec.storage.deleteClaim (the CRD makes them
     all agree: a StatefulSet has one claim retention policy)."""
     default_delete = bool(storage.get("deleteClaim", False))
@@ -415,6 +419,8 @@ class OperatorContext:
 USER_KIND = "TinyStreamUser"
 USER_PLURAL = "tinystreamusers"
 REBALANCE_PLURAL = "tinystreamrebalances"
+POOL_KIND = "TinyStreamNodePool"  # node_pools.py
+POOL_PLURAL = "tinystreamnodepools"
 
 
 @dataclass(frozen=True, slots=True)

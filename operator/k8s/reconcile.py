@@ -519,7 +519,7 @@ def plan_roll(p: ClusterPass) -> Step:
     update_revision = (sts.get("status") or {}).get("updateRevision")
     outdated = [q for q in pods if update_revision and q.revision and q.revision != update_revision]
     if outdated:
-        return _roll_one(p, pods, outdated)
+        return roll_one(p, pods, outdated)
     # A roll undone before its victim restarted leaves no broker drained for good.
     ended = tuple(EndRollDrain(q.ordinal) for q in pods
                   if q.ordinal in p.observed.drained_for_roll and not q.terminating)
@@ -531,7 +531,7 @@ def plan_roll(p: ClusterPass) -> Step:
     return Step(ended, End(p.scale.phase if waiting else Phase.ROLLING, reason, message))
 
 
-def _roll_one(p: ClusterPass, pods: Sequence[BrokerPod], outdated: Sequence[BrokerPod]) -> Step:
+def roll_one(p: ClusterPass, pods: Sequence[BrokerPod], outdated: Sequence[BrokerPod]) -> Step:
     observed = p.observed
     victim = outdated[-1]  # highest ordinal first, as the StatefulSet controller would
     # Once its leadership moved away, the victim has left every ISR (KIP-841) and reports not
@@ -608,6 +608,8 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
     invalid = check_config(spec) or check_pod_template(spec)
     if invalid is not None:
         return _plan(spec, observed, (), invalid)
+    if spec.node_pools:
+        return plan_with_pools(spec, observed, ctx)
     scale = plan_scale(spec, observed)
     storage = plan_volumes(spec, observed, scale)
     refused = hold_for_changed_volumes(storage)
@@ -630,6 +632,20 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
         if result.end is not None:
             return _plan(spec, observed, actions, result.end, storage)
     raise AssertionError("plan_rebalance always ends the pass")
+
+
+def plan_with_pools(spec: ClusterSpec, observed: Observed, ctx: OperatorContext) -> ClusterPlan:
+    """tinystream.io/node-pools: enabled: the shared objects only (config, Services, budget); the brokers'
+    StatefulSets, their scaling and ids are the TinyStreamNodePools' (node_pools.py). Rolls, volume
+    expansion and rebalancing of pool brokers are not planned yet: the condition says so."""
+    if spec.external:
+        return _plan(spec, observed, (), End(Phase.FAILED, ClusterReason.NODE_POOLS_UNSUPPORTED,
+                                             "node pools do not serve external listeners yet", requeue=None))
+    owned = plan_owned_objects(spec, observed, ctx, replicas=0)
+    ready_count = sum(1 for p in observed.pods if p.ready)
+    return _plan(spec, observed, owned, End(Phase.RUNNING, ClusterReason.NODE_POOLS,
+                                            f"brokers run in node pools: {ready_count}/{len(observed.pods)} "
+                                            "ready", ok=True))
 
 
 def status_conditions(spec: ClusterSpec, plan: ClusterPlan,

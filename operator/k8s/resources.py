@@ -209,8 +209,12 @@ def identity_volume() -> dict[str, Any]:
 
 def broker_admin_url(cluster: ClusterSpec, ordinal: int) -> str:
     """A broker's admin HTTP API through the headless Service (pod DNS; broker id = ordinal)."""
-    names = Names.of(cluster)
-    return f"http://{names.pod(ordinal)}.{names.headless}.{cluster.namespace}.svc:{cluster.admin_port}"
+    return pod_admin_url(cluster, Names.of(cluster).pod(ordinal))
+
+
+def pod_admin_url(cluster: ClusterSpec, pod: str) -> str:
+    """The admin HTTP API of broker pod `pod` (of the StatefulSet or of a node pool) by its DNS name."""
+    return f"http://{pod}.{Names.of(cluster).headless}.{cluster.namespace}.svc:{cluster.admin_port}"
 
 
 def broker_user(cluster: ClusterSpec) -> str:
@@ -647,5 +651,6 @@ def owned_objects(cluster: ClusterSpec, ctx: OperatorContext, *, replicas: int,
                                        labels=labels(cluster), owner=owner_reference(cluster)))
         objects.append(cluster_role_binding(namespace=cluster.namespace, cluster=cluster.name,
                                             role=ctx.broker_rack_role, labels=labels(cluster)))
-    objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
+    if not cluster.node_pools:  # else the brokers are the pools' StatefulSets (node_pools.py)
+        objects.append(statefulset(cluster, ctx, replicas=replicas, cfg_hash=config_hash(cm)))
     return objects

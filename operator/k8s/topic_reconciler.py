@@ -28,7 +28,8 @@ from tinystream.operator.k8s.caches import ReportedReasons
 from tinystream.operator.k8s.conditions import Condition, TopicReason, merge_condition, ready, refusal_reason
 from tinystream.operator.k8s.controller_port import ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.deps import Deps
-from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec, TopicSpec
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, POOL_KIND, ClusterSpec, TopicSpec
+from tinystream.operator.k8s.node_pools import CLUSTER_LABEL, pool_brokers
 from tinystream.operator.k8s.topics import TopicView, partition_rows, placement_condition, plan_topic, validate_topic
 
 TOPIC_DELETE_TRIES = 3
@@ -82,7 +83,12 @@ class TopicReconciler:
         cluster = await self.deps.kube().get(API_VERSION, CLUSTER_KIND, spec.cluster, spec.namespace)
         if cluster is None:
             return TopicObserved(None)
-        brokers = ClusterSpec.from_resource(cluster).brokers
+        cluster_spec = ClusterSpec.from_resource(cluster)
+        brokers = cluster_spec.brokers
+        if cluster_spec.node_pools:  # the brokers are the pools' (node_pools.py): spec.brokers counts none
+            pools = await self.deps.kube().list(API_VERSION, POOL_KIND, spec.namespace,
+                                                labels={CLUSTER_LABEL: spec.cluster})
+            brokers = pool_brokers(pools, spec.cluster)
         try:
             existing = await self.deps.controller.topic(ClusterKey(spec.namespace, spec.cluster), spec.topic_name)
         except ControllerUnavailable as exc:

@@ -34,6 +34,7 @@ RESOURCES = [
     ("tinystream.io/v1alpha1/tinystreamclusters", "TinyStreamCluster", True, {"status", "scale"}),
     ("tinystream.io/v1alpha1/topics", "Topic", True, {"status"}),
     ("tinystream.io/v1alpha1/tinystreamrebalances", "TinyStreamRebalance", True, {"status"}),
+    ("tinystream.io/v1alpha1/tinystreamnodepools", "TinyStreamNodePool", True, {"status", "scale"}),
     ("apps/v1/statefulsets", "StatefulSet", True, {"status", "scale"}),
     ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget", True, {"status"}),
     ("v1/services", "Service", True, {"status"}),

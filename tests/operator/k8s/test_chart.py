@@ -180,7 +180,8 @@ def test_rbac_is_least_privilege():
                 if "customresourcedefinitions" in rule["resources"] and "patch" in rule["verbs"]:
                     assert rule["resourceNames"] == ["tinystreamclusters.tinystream.io", "topics.tinystream.io",
                                                      "tinystreamusers.tinystream.io", "tinystreamschemas.tinystream.io",
-                                                     "tinystreamrebalances.tinystream.io"]
+                                                     "tinystreamrebalances.tinystream.io",
+                                                     "tinystreamnodepools.tinystream.io"]
 
 
 def test_by_default_the_operator_may_touch_only_its_own_namespace():

@@ -19,7 +19,8 @@ def crd(rev):
 
 def test_bundled_are_ours_only():
     names = sorted(c["metadata"]["name"] for c in bundled_crds(CRD_DIR))
-    assert names == ["tinystreamclusters.tinystream.io", "tinystreamrebalances.tinystream.io",
+    assert names == ["tinystreamclusters.tinystream.io", "tinystreamnodepools.tinystream.io",
+                     "tinystreamrebalances.tinystream.io",
                      "tinystreamschemas.tinystream.io", "tinystreamusers.tinystream.io",
                      "topics.tinystream.io"]  # kopf's peering CRDs excluded
     assert all(revision(c) >= 1 for c in bundled_crds(CRD_DIR))

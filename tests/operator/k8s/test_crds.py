@@ -293,3 +293,37 @@ def test_transition_rules_do_not_run_on_create(topic_crd):
     schema = version_schema(topic_crd)
     assert cel_errors(schema, TOPIC, None) == []
 
+
+
+# --- TinyStreamNodePool ----------------------------------------------------------------------
+
+POOL = {"apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamNodePool",
+        "metadata": {"name": "fast", "labels": {"tinystream.io/cluster": "demo"}},
+        "spec": {"replicas": 3, "storage": {"volumes": [{"id": 0, "size": "1Gi"}]},
+                 "resources": {"requests": {"cpu": "1"}}, "template": {"pod": POD_TEMPLATE}}}
+
+
+def test_node_pool_crd_names_and_scale():
+    crd = load_crd("tinystreamnodepools")
+    assert crd["spec"]["names"]["shortNames"] == ["tsnp"]
+    assert crd["spec"]["versions"][0]["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
+    cluster_schema = version_schema(load_crd("tinystreamclusters"))["properties"]["spec"]["properties"]
+    pool_schema = version_schema(crd)["properties"]["spec"]["properties"]
+    for field in ("storage", "template"):  # the cluster's schema, with its own description
+        assert {k: v for k, v in pool_schema[field].items() if k != "description"} == \
+               {k: v for k, v in cluster_schema[field].items() if k != "description"}
+
+
+def test_full_node_pool_is_accepted():
+    assert admission_errors(load_crd("tinystreamnodepools"), POOL) == []
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"replicas": -1}, "minimum"),
+    ({"replicas": 101}, "maximum"),
+    ({"replicas": DELETE}, "required"),
+    ({"storage": {"size": "1Gi", "volumes": [{"id": 0, "size": "1Gi"}]}}, "exclusive"),
+    ({"storage": {"size": "lots"}}, "does not match"),
+])
+def test_bad_node_pool_is_refused(change, expected):
+    assert any(expected in e for e in admission_errors(load_crd("tinystreamnodepools"), with_spec(POOL, **change)))

@@ -247,3 +247,23 @@ async def test_operator_startup_serves_the_dashboard_and_cleanup_stops_it():
             assert board.url is None  # cleanup stopped it
         finally:
             await api.close()
+
+
+class PoolKube:
+    """A node pool cluster: its pods are named by pool, their ids come from the pools' status."""
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        meta = {**CLUSTER["metadata"], "annotations": {"tinystream.io/node-pools": "enabled"}}
+        return {**CLUSTER, "metadata": meta} if (kind, name) == ("TinyStreamCluster", "demo") else None
+
+    async def list(self, api_version: str, kind: str, namespace: str | None = None, *,
+                   labels: Any = None) -> list[dict[str, Any]]:
+        if kind == "TinyStreamNodePool":
+            return [{"metadata": {"name": "fast", "labels": {"tinystream.io/cluster": "demo"}},
+                     "spec": {"replicas": 2}, "status": {"nodeIds": [5, 9]}}]
+        return [{"metadata": {"name": n, "labels": BROKER_LABELS}} for n in ("demo-fast-0", "demo-fast-1", "demo-x-0")]
+
+
+async def test_admin_urls_of_a_pool_cluster_are_keyed_by_the_pool_ids():
+    assert await broker_admin_urls(PoolKube(), KEY) == {
+        5: "http://demo-fast-0.demo-brokers.streaming.svc:8081", 9: "http://demo-fast-1.demo-brokers.streaming.svc:8081"}

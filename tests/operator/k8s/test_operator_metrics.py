@@ -59,7 +59,7 @@ def test_instrumented_handlers_keep_their_kopf_ids():
     handlers = [*registry._changing.get_all_handlers(), *registry._spawning.get_all_handlers()]
     ids = {h.id for h in handlers}
     for name in ("cluster_changed", "cluster_deleted", "topic_changed", "topic_deleted", "cluster_health",
-                 "topic_health", "rebalance_changed", "rebalance_progress"):
+                 "topic_health", "rebalance_changed", "rebalance_progress", "pool_changed", "pool_health"):
         assert f"make_registry.<locals>.{name}" in ids
     for name in ("user_changed", "user_health", "user_secret_check", "user_deleted"):
         assert f"register_user_handlers.<locals>.{name}" in ids
@@ -67,7 +67,7 @@ def test_instrumented_handlers_keep_their_kopf_ids():
     assert wrapped == {"cluster_changed", "cluster_deleted", "topic_changed", "topic_deleted", "cluster_health",
                        "topic_health", "user_changed", "user_health", "user_secret_check", "user_deleted",
                        "rebalance_changed", "rebalance_progress", "schema_changed", "schema_check",
-                       "schema_deleted"}
+                       "schema_deleted", "pool_changed", "pool_health"}
 
 
 async def test_operator_serves_metrics_with_every_clusters_controller_series():

@@ -158,3 +158,28 @@ async def test_an_old_pod_mid_upgrade_keeps_its_old_token_until_it_is_replaced(c
         assert reviewer.reviews == 0
     finally:
         await client.close()
+
+
+async def test_a_node_pool_pod_proves_its_pool_id_and_an_unlisted_pod_nothing(control_plane, namespace) -> None:
+    """A pool pod's id is not its ordinal (node_pools.py): demo-fast-1 is broker 7 as the pool's status.nodeIds
+    says; a pod of the pool's name pattern that no pool lists proves no broker."""
+    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=30s",
+                          "crd/tinystreamnodepools.tinystream.io")
+    group = f"/apis/tinystream.io/v1alpha1/namespaces/{namespace}/tinystreamnodepools"
+    status, made = control_plane.request("POST", group, {
+        "apiVersion": "tinystream.io/v1alpha1", "kind": "TinyStreamNodePool",
+        "metadata": {"name": "fast", "labels": {"tinystream.io/cluster": "demo"}}, "spec": {"replicas": 2}})
+    assert status == 201, made
+    status, made = control_plane.request("PATCH", f"{group}/fast/status", {"status": {"nodeIds": [4, 7]}},
+                                         content_type="application/merge-patch+json")
+    assert status == 200, made
+    client = KubeClient.from_connection_info(connection(control_plane))
+    reviewer = TokenReviewer(lambda: client, cache_s=0)
+    try:
+        token = pod_token(control_plane, namespace, make_pod(control_plane, namespace, "demo-fast-1"))
+        assert await reviewer(namespace, "demo", token) == broker_principal(7)
+        assert await reviewer(namespace, "other", token) is None
+        stray = pod_token(control_plane, namespace, make_pod(control_plane, namespace, "demo-fast-2"))
+        assert await reviewer(namespace, "demo", stray) is None  # the pool has no third id
+    finally:
+        await client.close()

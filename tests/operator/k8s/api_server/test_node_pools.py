@@ -1,0 +1,170 @@
+"""TinyStreamNodePool against the real API server and controller-manager (node_pools.py).
+
+What this tier shows: the CRD as the server admits it (bad replicas and storage refused), two pools of
+one cluster become two StatefulSets whose pods get distinct ids kept in status.nodeIds and in each pool's
+ids ConfigMap; scaling pool A up and pool B down leaves every surviving pod its id; B's scale-down moves
+the replicas off its highest id (the controller's drain) before its StatefulSet shrinks; a pool whose
+cluster has not opted in says so and makes nothing. The StatefulSet controller makes the pods (no kubelet
+runs them: they stay Pending), so no broker starts here; the kind suite would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+
+import pytest
+from fake_controller import FakeController
+from kmock_helpers import path_of, ready_condition, running_operator
+from real_api import connection
+from test_crd_admission import refusal
+
+from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.reconcile import DrainBrokers
+
+pytestmark = pytest.mark.timeout(120)
+TS = "tinystream.io/v1alpha1"
+POOLS = "tinystreamnodepools"
+
+
+def cluster(*, enabled: bool = True) -> dict:
+    annotations = {"tinystream.io/node-pools": "enabled"} if enabled else {}
+    return {"apiVersion": TS, "kind": "TinyStreamCluster", "metadata": {"name": "demo", "annotations": annotations},
+            "spec": {"brokers": 1}}
+
+
+def pool(name: str, replicas: int, **spec) -> dict:
+    return {"apiVersion": TS, "kind": "TinyStreamNodePool",
+            "metadata": {"name": name, "labels": {"tinystream.io/cluster": "demo"}},
+            "spec": {"replicas": replicas, "storage": {"size": "1Gi"}, **spec}}
+
+
+def ids_of(obj: dict | None) -> list[int]:
+    return list(((obj or {}).get("status") or {}).get("nodeIds") or [])
+
+
+def replicas(sts: dict | None) -> int | None:
+    return None if sts is None else sts["spec"]["replicas"]
+
+
+async def test_the_server_refuses_bad_pools(control_plane, namespace) -> None:
+    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{POOLS}.tinystream.io")
+    status, body = create_pool(control_plane, namespace, pool("a", 2))
+    assert status == 201, body
+    for bad, expected in [(pool("a", -1), "spec.replicas"), (pool("a", 101), "spec.replicas"),
+                          (pool("a", 1, storage={"size": "1Gi", "volumes": [{"id": 0, "size": "1Gi"}]}),
+                           "exclusive"),
+                          (pool("a", 1, storage={"size": "lots"}), "spec.storage.size"),
+                          (pool("broker", 1), "cannot be named broker")]:
+        assert expected in refusal(*create_pool(control_plane, namespace, bad)), bad
+
+
+def create_pool(control_plane, namespace: str, obj: dict) -> tuple[int, dict]:
+    return control_plane.request("POST", f"/apis/{TS}/namespaces/{namespace}/{POOLS}?fieldValidation=Strict"
+                                         "&dryRun=All", obj)
+
+
+async def test_a_pool_of_a_cluster_without_opt_in_makes_nothing(control_plane, namespace, api) -> None:
+    async with running_operator(control_plane.url, controller=FakeController(), connection=connection(control_plane),
+                                namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster(enabled=False))
+        await api.create(TS, POOLS, pool("a", 2))
+        found = await api.wait_for(TS, POOLS, "a", lambda o: ready_condition(o).get("reason") == "NodePoolsNotEnabled")
+        assert ids_of(found) == []
+        assert await api.get("apps/v1", "statefulsets", "demo-a") is None
+
+
+async def test_two_pools_get_distinct_stable_ids_and_a_scale_down_drains_first(control_plane, namespace, api) -> None:
+    controller = FakeController()
+    key = ClusterKey(namespace, "demo")
+    async with running_operator(control_plane.url, controller=controller, connection=connection(control_plane),
+                                namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 2))
+        a = await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 3))
+        b = await api.wait_for(TS, POOLS, "b", lambda o: len(ids_of(o)) == 3)
+        assert not set(ids_of(a)) & set(ids_of(b)), (ids_of(a), ids_of(b))
+        for name, count in (("a", 2), ("b", 3)):
+            sts = await api.wait_for("apps/v1", "statefulsets", f"demo-{name}", lambda s, n=count: replicas(s) == n)
+            assert sts["spec"]["selector"]["matchLabels"]["tinystream.io/pool"] == name
+        assert await api.get("apps/v1", "statefulsets", "demo-broker") is None  # the cluster makes none
+        # The cluster's status names the pools' pods by their ids (Pending here: no kubelet runs them).
+        everyone = sorted(ids_of(a) + ids_of(b))
+        status = await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: sorted(
+            x["id"] for x in ((o or {}).get("status") or {}).get("brokers") or []) == everyone)
+        assert {x["pod"] for x in status["status"]["brokers"]} == {
+            f"demo-{name}-{i}" for name, count in (("a", 2), ("b", 3)) for i in range(count)}
+        ids_file = (await api.get("v1", "configmaps", "demo-b-ids"))["data"]["node-ids"]
+        assert ids_file == "".join(f"{i} {n}\n" for i, n in enumerate(ids_of(b)))
+        # Pool b's highest id holds a replica: the drain comes first, its StatefulSet keeps 3 pods.
+        top = ids_of(b)[-1]
+        controller.placement[(key, "orders")] = [(ids_of(a)[0], top)]
+        await api.patch(TS, POOLS, "a", {"spec": {"replicas": 3}})
+        await api.patch(TS, POOLS, "b", {"spec": {"replicas": 2}})
+        await api.wait_for(TS, POOLS, "b", lambda o: ready_condition(o).get("reason") == "ScaleDownDraining")
+        assert DrainBrokers((top,)) in controller.broker_calls
+        assert replicas(await api.get("apps/v1", "statefulsets", "demo-b")) == 3
+        controller.placement[(key, "orders")] = [(ids_of(a)[0], ids_of(b)[0])]  # the controller moved it
+        await api.wait_for("apps/v1", "statefulsets", "demo-b", lambda s: replicas(s) == 2)
+        b_after = await api.wait_for(TS, POOLS, "b", lambda o: len(ids_of(o)) == 2)
+        a_after = await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 3)
+        assert ids_of(b_after) == ids_of(b)[:2] and ids_of(a_after)[:2] == ids_of(a)  # survivors keep theirs
+        assert ids_of(a_after)[2] not in ids_of(b_after)
+        await api.wait_for("apps/v1", "statefulsets", "demo-a", lambda s: replicas(s) == 3)
+
+
+@contextlib.asynccontextmanager
+async def kubelet_stand_in(api, prefix: str):
+    """Mark each pod of `prefix` Ready as the StatefulSet controller makes it; yields the (name, uid) of
+    every pod in the order first seen."""
+    seen: list[tuple[str, str]] = []
+
+    async def loop() -> None:
+        while True:
+            for pod in await api.list("v1", "pods"):
+                meta = pod["metadata"]
+                if not meta["name"].startswith(prefix) or meta.get("deletionTimestamp"):
+                    continue
+                if (meta["name"], meta["uid"]) not in seen:
+                    seen.append((meta["name"], meta["uid"]))
+                if any(c.get("type") == "Ready" for c in (pod.get("status") or {}).get("conditions") or []):
+                    continue
+                now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                body = {"status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": now}]}}
+                async with api.session.patch(api.url + path_of("v1", "pods", meta["name"], api.ns) + "/status",
+                                             json=body, headers={"Content-Type": "application/merge-patch+json"}) as r:
+                    assert r.status < 300 or r.status in (404, 409), await r.text()
+            await asyncio.sleep(0.2)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield seen
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_new_pool_template_rolls_that_pool_one_pod_at_a_time_highest_id_first(
+        control_plane, namespace, api) -> None:
+    async with kubelet_stand_in(api, "demo-") as seen, running_operator(
+            control_plane.url, controller=FakeController(), connection=connection(control_plane), namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 2))
+        await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 1))
+        await api.wait_for("apps/v1", "statefulsets", "demo-b", lambda s: replicas(s) == 1)
+        names = {"demo-a-0", "demo-a-1", "demo-b-0"}
+        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: sum(
+            x["ready"] for x in ((o or {}).get("status") or {}).get("brokers") or []) == 3, timeout=30)
+        assert {name for name, _ in seen} == names and len(seen) == 3
+        await api.patch(TS, POOLS, "a", {"spec": {"resources": {"requests": {"cpu": "100m"}}}})
+        await api.wait_for(TS, POOLS, "a", lambda _: [n for n, _ in seen].count("demo-a-0") == 2, timeout=60)
+        restarted = [name for name, _ in seen[3:]]
+        assert restarted == ["demo-a-1", "demo-a-0"]  # one at a time (each new pod ready first), highest id first
+        assert [n for n, _ in seen].count("demo-b-0") == 1  # the other pool is not rolled
+        sts = await api.get("apps/v1", "statefulsets", "demo-a")
+        assert sts["spec"]["template"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}

@@ -1,0 +1,295 @@
+"""TinyStreamNodePool planning (node_pools.py), pure: ids, the pool's StatefulSet, scale-down, opt-in.
+
+A cluster without the node-pools annotation must render exactly what it did before pools existed: the
+digests below are of `owned_objects` for three specs as rendered by main before this change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+
+import pytest
+
+from tinystream.operator.k8s.broker_identity import AUDIENCE, review_principal
+from tinystream.operator.k8s.certificates import broker_dns_names
+from tinystream.operator.k8s.conditions import PoolReason
+from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, PartitionView
+from tinystream.operator.k8s.node_pools import (
+    ID_SCRIPT,
+    NodeIdsError,
+    PoolObserved,
+    PoolSpec,
+    grow_ids,
+    id_ranges,
+    other_pools,
+    plan_pool,
+    plan_pool_roll,
+    pool_broker_pods,
+    pool_brokers,
+    pool_pod_ids,
+    pool_statefulset,
+)
+from tinystream.operator.k8s.reconcile import (
+    Apply,
+    BrokerPod,
+    DeletePod,
+    DrainBrokers,
+    MoveLeadership,
+    Observed,
+    plan_cluster,
+)
+from tinystream.operator.k8s.resources import owned_objects
+
+CTX = OperatorContext()
+BEFORE_POOLS = {  # sha256 of json.dumps(owned_objects(...), sort_keys=True) on main before node pools
+    "minimal": "7082dbb91b5cf329fe8bb65a7874627773fb9b9a83dd8afb2571eac621b15f48",
+    "jbod-template": "4302cd369eb774e659bc13176af03c90d4f9a7cd09cec2c1dc4090a68dcd20c5",
+    "external-scram": "f9932d2cdb48ebc17c082e1407a8b24e6ac9395d0d11767424357f3a70e73fe7",
+}
+SPECS = {
+    "minimal": {"metadata": {"name": "demo", "namespace": "ns", "uid": "u1"}, "spec": {"brokers": 3}},
+    "jbod-template": {"metadata": {"name": "big", "namespace": "ns", "uid": "u2"}, "spec": {
+        "brokers": 2, "storage": {"volumes": [{"id": 0, "size": "5Gi"}, {"id": 1, "size": "7Gi", "storageClass": "fast"}]},
+        "resources": {"requests": {"cpu": "1"}}, "template": {"pod": {
+            "metadata": {"labels": {"team": "a"}}, "tolerations": [{"key": "k", "operator": "Exists"}]}},
+        "rack": {"topologyKey": "zone"}}},
+    "external-scram": {"metadata": {"name": "ext", "namespace": "ns", "uid": "u3"}, "spec": {
+        "brokers": 3, "listeners": {"tls": False, "authentication": {"type": "scram-sha-512"},
+                                    "external": [{"name": "outside", "port": 9094, "type": "nodeport"}]}}},
+}
+
+
+def cluster(*, pools: bool = True, **spec) -> ClusterSpec:
+    annotations = {"tinystream.io/node-pools": "enabled"} if pools else {}
+    return ClusterSpec.from_resource({"metadata": {"name": "demo", "namespace": "ns", "uid": "u",
+                                                   "annotations": annotations}, "spec": {"brokers": 3, **spec}})
+
+
+def pool(name: str = "a", replicas: int = 3, ids: tuple[int, ...] = (), **spec) -> PoolSpec:
+    return PoolSpec.from_resource({"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                                                "labels": {"tinystream.io/cluster": "demo"}},
+                                   "spec": {"replicas": replicas, **spec}, "status": {"nodeIds": list(ids)}})
+
+
+def plan(p: PoolSpec, *, current: int | None = None, taken=(), partitions=None, c: ClusterSpec | None = None,
+         other_brokers: int = 3):
+    observed = PoolObserved(current=current, taken=frozenset(taken), other_brokers=other_brokers,
+                            partitions=partitions)
+    return plan_pool(cluster() if c is None else c, p, observed, ctx=CTX)
+
+
+def container(sts: dict) -> dict:
+    return sts["spec"]["template"]["spec"]["containers"][0]
+
+
+# --- a cluster without pools is unchanged ------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_a_cluster_without_pools_renders_byte_identical_objects(name):
+    body = SPECS[name]
+    objects = owned_objects(ClusterSpec.from_resource(body), CTX, replicas=body["spec"]["brokers"])
+    assert hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest() == BEFORE_POOLS[name]
+
+
+def test_a_cluster_with_pools_makes_no_statefulset_of_its_own():
+    kinds = [o["kind"] for o in owned_objects(cluster(), CTX, replicas=3)]
+    assert "StatefulSet" not in kinds and "ConfigMap" in kinds and "Service" in kinds
+    result = plan_cluster(cluster(), None, Observed(), ctx=CTX)
+    assert not any(isinstance(a, Apply) and a.key[0] == "StatefulSet" for a in result.actions)
+    assert result.condition.reason == "NodePools" and result.condition.status is True
+
+
+# --- ids ----------------------------------------------------------------------------------
+
+def test_ids_grow_ascending_above_the_pools_largest_and_skip_taken_ones():
+    assert grow_ids((), wanted=3, taken={1}) == (0, 2, 3)
+    assert grow_ids((0, 2), wanted=4, taken={3, 4}) == (0, 2, 5, 6)
+    assert grow_ids((5, 6), wanted=2, taken=()) == (5, 6)  # nothing to add
+
+
+def test_next_node_ids_ranges_are_used_in_order():
+    assert id_ranges("[1000-1002, 7]") == [range(1000, 1003), range(7, 8)]
+    assert grow_ids((), wanted=2, taken={1000}, next_ids="[1000-1002]") == (1001, 1002)
+    with pytest.raises(NodeIdsError, match="no free broker id"):
+        grow_ids((), wanted=4, taken=(), next_ids="[1000-1002]")
+    for bad in ("1000-1002", "[a]", "[5-3]"):
+        with pytest.raises(NodeIdsError, match="next-node-ids"):
+            id_ranges(bad)
+
+
+def test_two_pools_get_distinct_ids():
+    a = plan(pool("a", 2))
+    b = plan(pool("b", 3), taken=set(a.node_ids))
+    assert a.node_ids == (0, 1) and b.node_ids == (2, 3, 4)
+    assert pool_pod_ids("demo", [{"metadata": {"name": "b", "labels": {"tinystream.io/cluster": "demo"}},
+                                  "spec": {"replicas": 3}, "status": {"nodeIds": [2, 3, 4]}}]) \
+        == {"demo-b-0": 2, "demo-b-1": 3, "demo-b-2": 4}
+
+
+# --- the pool's objects -------------------------------------------------------------------
+
+def test_the_pool_statefulset_takes_the_pools_storage_resources_and_template():
+    p = pool("fast", 2, storage={"volumes": [{"id": 0, "size": "1Gi"}, {"id": 1, "size": "2Gi"}]},
+             resources={"requests": {"cpu": "2"}}, template={"pod": {"nodeSelector": {"disk": "ssd"}}})
+    sts = pool_statefulset(cluster(), p, CTX, replicas=2)
+    assert sts["metadata"]["name"] == "demo-fast" and sts["spec"]["replicas"] == 2
+    assert sts["spec"]["serviceName"] == "demo-brokers"  # the cluster's headless Service
+    assert sts["spec"]["selector"]["matchLabels"]["tinystream.io/pool"] == "fast"
+    assert [c["metadata"]["name"] for c in sts["spec"]["volumeClaimTemplates"]] == ["data-0", "data-1"]
+    assert sts["spec"]["template"]["spec"]["nodeSelector"] == {"disk": "ssd"}
+    broker = container(sts)
+    assert broker["resources"] == {"requests": {"cpu": "2"}}
+    env = {e["name"]: e.get("value") for e in broker["env"]}
+    assert "TINYSTREAM_BROKER_ID" not in env  # the ordinal is not the id: the ids file says it
+    assert env["TINYSTREAM_LOG_DIRS"] == "/var/lib/tinystream/data-0/data,/var/lib/tinystream/data-1/data"
+    assert {"name": "node-ids", "configMap": {"name": "demo-fast-ids"}} in sts["spec"]["template"]["spec"]["volumes"]
+
+
+def test_every_pool_pod_is_named_by_the_broker_certificate():
+    wildcard = next(n for n in broker_dns_names("demo", "ns", "cluster.local") if n.startswith("*.")
+                    and n.endswith(".svc.cluster.local"))
+    for name in ("a", "fast"):
+        host = f"demo-{name}-3.demo-brokers.ns.svc.cluster.local"
+        assert host.split(".", 1)[1] == wildcard.split(".", 1)[1]
+
+
+@pytest.mark.parametrize("pod,expected", [("demo-fast-0", "7"), ("demo-fast-1", "9")])
+def test_the_start_script_reads_the_pods_own_id(tmp_path, pod, expected):
+    ids = tmp_path / "node-ids"
+    ids.write_text("0 7\n1 9\n")
+    script = ID_SCRIPT.format(file=ids) + 'echo "$TINYSTREAM_BROKER_ID"\n'
+    out = subprocess.run(["/bin/sh", "-c", script], env={"POD_NAME": pod}, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == expected
+
+
+def test_the_start_script_stops_a_pod_without_an_id(tmp_path):
+    ids = tmp_path / "node-ids"
+    ids.write_text("0 7\n")
+    out = subprocess.run(["/bin/sh", "-c", ID_SCRIPT.format(file=ids) + "echo started\n"],
+                         env={"POD_NAME": "demo-fast-1"}, capture_output=True, text=True)
+    assert out.returncode == 1 and "started" not in out.stdout and "no broker id" in out.stderr
+
+
+def test_a_pool_pods_token_proves_its_pool_id_not_its_ordinal():
+    status = {"authenticated": True, "audiences": [AUDIENCE],
+              "user": {"username": "system:serviceaccount:ns:default",
+                       "extra": {"authentication.kubernetes.io/pod-name": ["demo-fast-1"]}}}
+    assert review_principal(status, namespace="ns", cluster="demo", pool_pods={"demo-fast-1": 9}) == "broker-9"
+    assert review_principal(status, namespace="ns", cluster="demo") is None  # not a pool pod we know
+
+
+# --- opt-in and refusals -------------------------------------------------------------------
+
+def test_a_pool_without_its_cluster_or_opt_in_changes_nothing():
+    missing = plan_pool(None, pool(), PoolObserved(), ctx=CTX)
+    assert missing.condition.reason == PoolReason.CLUSTER_NOT_FOUND.value and missing.objects == ()
+    off = plan(pool(), c=cluster(pools=False))
+    assert off.condition.reason == PoolReason.NODE_POOLS_NOT_ENABLED.value and off.objects == ()
+    assert "tinystream.io/node-pools: enabled" in off.condition.message
+
+
+# --- scaling --------------------------------------------------------------------------------
+
+def parts(*replica_sets):
+    return tuple(PartitionView("t", i, r[0], tuple(r), tuple(r)) for i, r in enumerate(replica_sets))
+
+
+def test_scale_up_keeps_the_survivors_ids():
+    grown = plan(pool("a", 4, ids=(0, 1, 2)), current=3, taken={3, 4})
+    assert grown.node_ids == (0, 1, 2, 5) and grown.objects[1]["spec"]["replicas"] == 4
+
+
+def test_scale_down_drains_the_pools_highest_ids_before_the_statefulset_shrinks():
+    p = pool("a", 1, ids=(0, 4, 5))
+    draining = plan(p, current=3, partitions=parts([0, 5], [0, 1]))
+    assert draining.drain == DrainBrokers((4, 5)) and draining.objects == ()
+    assert draining.node_ids == (0, 4, 5) and draining.waiting
+    blocked = plan(p, current=3, partitions=None)
+    assert blocked.condition.reason == PoolReason.SCALE_DOWN_BLOCKED.value and blocked.objects == ()
+    shrunk = plan(p, current=3, partitions=parts([0, 1]))
+    assert shrunk.drain is None and shrunk.node_ids == (0,) and shrunk.objects[1]["spec"]["replicas"] == 1
+    assert shrunk.objects[0]["data"]["node-ids"] == "0 0\n1 4\n2 5\n"  # terminating pods keep theirs
+
+
+def test_a_pool_named_broker_is_refused():
+    assert plan(pool("broker")).condition.reason == PoolReason.UNSUPPORTED.value
+
+
+def test_the_clusters_status_names_pool_brokers_by_their_ids():
+    def pod_obj(name: str, ready: bool) -> dict:
+        return {"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+    pods = [pod_obj("demo-a-0", True), pod_obj("demo-b-0", True), pod_obj("demo-b-1", False), pod_obj("demo-c-0", True)]
+    observed = Observed(pods=pool_broker_pods(pods, {"demo-a-0": 0, "demo-b-0": 2, "demo-b-1": 3}))
+    result = plan_cluster(cluster(), None, observed, ctx=CTX)
+    assert [(b["id"], b["pod"], b["ready"]) for b in result.status["brokers"]] == [
+        (0, "demo-a-0", True), (2, "demo-b-0", True), (3, "demo-b-1", False)]  # demo-c-0: no pool names it
+    assert result.status["readyBrokers"] == 2 and "2/3 ready" in result.condition.message
+
+
+def test_a_pool_clusters_broker_count_is_its_pools_replicas():
+    pools = [{"metadata": {"name": n, "labels": {"tinystream.io/cluster": c}}, "spec": {"replicas": r}}
+             for n, c, r in (("a", "demo", 2), ("b", "demo", 3), ("x", "other", 9))]
+    assert pool_brokers(pools, "demo") == 5
+
+
+def test_a_scale_down_that_would_leave_too_few_brokers_for_a_partition_is_blocked():
+    p = pool("a", 1, ids=(0, 1, 2))
+    blocked = plan(p, current=3, other_brokers=1, partitions=parts([0, 1, 2]))
+    assert blocked.condition.reason == PoolReason.SCALE_DOWN_BLOCKED.value and blocked.drain is None
+    assert "3 replicas" in blocked.condition.message and "keep 2 broker(s)" in blocked.condition.message
+    assert plan(p, current=3, other_brokers=2, partitions=parts([0, 1, 2])).drain == DrainBrokers((1, 2))
+
+
+def test_other_pools_count_ids_and_their_smaller_size():
+    pools = [{"metadata": {"name": "a", "uid": "me", "labels": {"tinystream.io/cluster": "demo"}},
+              "spec": {"replicas": 5}, "status": {"nodeIds": [0], "replicas": 1}},
+             {"metadata": {"name": "b", "uid": "b", "labels": {"tinystream.io/cluster": "demo"}},
+              "spec": {"replicas": 1}, "status": {"nodeIds": [3, 4], "replicas": 2}}]
+    assert other_pools(pools, uid="me") == (frozenset({3, 4}), 1)
+
+
+# --- rolls ----------------------------------------------------------------------------------
+
+def broker_pod(name: str, broker_id: int, *, revision: str = "new", ready: bool = True) -> BrokerPod:
+    return BrokerPod(name=name, ordinal=broker_id, ready=ready, revision=revision)
+
+
+STS = {"metadata": {"name": "demo-a"}, "status": {"updateRevision": "new"}}
+
+
+def test_a_pool_rolls_its_highest_id_first_moving_leadership_before_the_restart():
+    pods = [broker_pod("demo-a-0", 0, revision="old"), broker_pod("demo-a-1", 4, revision="old"),
+            broker_pod("demo-b-0", 2)]
+    full = parts([4, 0], [2, 0])
+    first = plan_pool_roll(cluster(), pool("a", 2), statefulset=STS, pods=pods, partitions=full, drained=frozenset())
+    assert first is not None and first.actions == (MoveLeadership(4),)
+    second = plan_pool_roll(cluster(), pool("a", 2), statefulset=STS, pods=pods, partitions=full,
+                            drained=frozenset({4}))
+    assert second is not None and second.actions == (DeletePod("demo-a-1", 4),)
+    assert second.condition.status is False and "demo-a-1" in second.condition.message
+
+
+def test_a_pool_roll_waits_for_every_pools_brokers_and_full_isrs():
+    pods = [broker_pod("demo-a-0", 0, revision="old"), broker_pod("demo-b-0", 2, ready=False)]
+    waiting = plan_pool_roll(cluster(), pool("a", 1), statefulset=STS, pods=pods, partitions=parts([0, 2]),
+                             drained=frozenset())
+    assert waiting is not None and waiting.actions == () and "demo-b-0" in waiting.condition.message
+    pods[1] = broker_pod("demo-b-0", 2)
+    under = (PartitionView("t", 0, 0, (0, 2), (0,)),)
+    isr = plan_pool_roll(cluster(), pool("a", 1), statefulset=STS, pods=pods, partitions=under, drained=frozenset())
+    assert isr is not None and isr.actions == () and "ISR" in isr.condition.message
+
+
+def test_a_pool_at_its_revision_does_not_roll():
+    pods = [broker_pod("demo-a-0", 0), broker_pod("demo-b-0", 2, revision="old")]  # b's roll is b's own
+    assert plan_pool_roll(cluster(), pool("a", 1), statefulset=STS, pods=pods, partitions=parts([0, 2]),
+                          drained=frozenset()) is None
+
+
+def test_a_pool_roll_waits_for_a_deleted_pod_to_be_made_again():
+    pods = [broker_pod("demo-a-0", 0, revision="old")]  # demo-a-1 deleted, not made again yet
+    waiting = plan_pool_roll(cluster(), pool("a", 2), statefulset=STS, pods=pods, partitions=parts([0]),
+                             drained=frozenset(), expected={"demo-a-0", "demo-a-1"})
+    assert waiting is not None and waiting.actions == () and "demo-a-1" in waiting.condition.message
