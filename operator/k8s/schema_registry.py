@@ -2,8 +2,8 @@
 
 For a cluster `demo` with spec.schemaRegistry:
 
-    TinyStreamUser  demo-schema-registry        how it reaches the brokers: ACLs on _schemas only (the user
-                                                reconciler makes its Secret, credential and ACLs)
+    TinyStreamUser  demo-schema-registry        how it reaches the brokers: ACLs on _schemas and its election
+                                                group only (the user reconciler makes its Secret, credential, ACLs)
     Secret          demo-schema-registry-users  users.json: the HTTP Basic logins (registry --users-file);
                                                 rules.json: who may do what per subject (--rules-file)
     Secret          demo-schema-registry-tls    its HTTPS certificate from the cluster CA (listeners.tls)
