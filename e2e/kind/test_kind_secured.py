@@ -168,7 +168,7 @@ def test_a_schema_registered_declaratively_is_used_by_a_producer_pod(secured):
     url = wait_until(lambda: secured.json("tsc", SECURE)["status"].get("schemaRegistry", {}).get("url"),
                      timeout=180, what="status.schemaRegistry.url")
     assert url == f"https://{SECURE}-schema-registry.{NAMESPACE}.svc:8081", url
-    secured.kubectl("rollout", "status", f"deploy/{SECURE}-schema-registry", "--timeout=300s", timeout=320)
+    secured.kubectl("rollout", "status", f"statefulset/{SECURE}-schema-registry", "--timeout=300s", timeout=320)
     secured.apply(typed_schema())
     wait_until(lambda: ready(secured, "tss", TYPED_SUBJECT) and ready(secured, "topic", TYPED_TOPIC), timeout=240,
                what="the TinyStreamSchema registered")
@@ -183,8 +183,8 @@ def test_a_schema_registered_declaratively_is_used_by_a_producer_pod(secured):
     assert f'READ {status["id"]} {{"amount": 42, "id": "o-1"}}' in out, out
     secured.kubectl("delete", "tss", TYPED_SUBJECT, "--timeout=120s", timeout=150)  # its finalizer released
     secured.kubectl("patch", "tsc", SECURE, "--type=merge", "-p", json.dumps({"spec": {"schemaRegistry": None}}))
-    wait_until(lambda: secured.kubectl("get", "deploy", f"{SECURE}-schema-registry", check=False).returncode != 0,
-               timeout=180, what="the registry's Deployment removed with spec.schemaRegistry")
+    wait_until(lambda: secured.kubectl("get", "statefulset", f"{SECURE}-schema-registry", check=False).returncode != 0,
+               timeout=180, what="the registry's StatefulSet removed with spec.schemaRegistry")
 
 
 def serials(kube: Kube) -> set[str]:

@@ -77,7 +77,7 @@ KINDS: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in [
     Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
     Kind("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False),
     Kind("apps/v1", "StatefulSet", "statefulsets"),
-    Kind("apps/v1", "Deployment", "deployments"),  # spec.schemaRegistry (schema_registry.py)
+    Kind("apps/v1", "Deployment", "deployments"),  # the registry of earlier releases, deleted (schema_registry.py)
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Kind(API_VERSION, CLUSTER_KIND, CLUSTER_PLURAL),

@@ -165,7 +165,7 @@ REGISTRY_PORT = 8081  # Confluent's
 class RegistrySpec:
     """spec.schemaRegistry: the registry the operator deploys for the cluster (schema_registry.py)."""
 
-    replicas: int = 1  # the CRD caps it at 1 until the registry elects a single writer
+    replicas: int = 1  # the StatefulSet's; several instances elect one writer (schema_registry.py)
     resources: Mapping[str, Any] = field(default_factory=dict)
     compatibility: str = "BACKWARD"
     pod_template: PodTemplate = field(default_factory=PodTemplate)  # spec.schemaRegistry.template.pod

@@ -74,7 +74,7 @@ from tinystream.operator.k8s.resources import (
     owned_objects,
     serves_dashboard,
 )
-from tinystream.operator.k8s.schema_registry import registry_keys, registry_objects
+from tinystream.operator.k8s.schema_registry import registry_objects, stale_registry_keys
 from tinystream.operator.k8s.volume_expansion import (
     Claim,
     ExpandClaim,
@@ -390,6 +390,11 @@ def external_addresses(spec: ClusterSpec, observed: Observed, *, replicas: int) 
     return advertised_addresses(spec, services, replicas=replicas)
 
 
+def broker_statefulset_key(spec: ClusterSpec) -> tuple[str, str]:
+    """(kind, name) of the brokers' StatefulSet: the registry's StatefulSet is none of the steps' business."""
+    return "StatefulSet", Names.of(spec).statefulset
+
+
 def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorContext, *,
                        replicas: int) -> tuple[Action, ...]:
     """3. Apply the owned objects that differ from the observed ones; delete a disabled dashboard's Service
@@ -399,12 +404,13 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
     actions: list[Action] = []
     addresses = external_addresses(spec, observed, replicas=replicas)
     registry = registry_objects(spec, image=spec.image or ctx.broker_image)
+    brokers = broker_statefulset_key(spec)
     for obj in [*owned_objects(spec, ctx, replicas=replicas, addresses=addresses), *registry]:
         key = (obj["kind"], obj["metadata"]["name"])
-        if addresses.waiting and key[0] in ("ConfigMap", "StatefulSet"):
+        if addresses.waiting and key in (("ConfigMap", Names.of(spec).config), brokers):
             continue
         existing = observed.objects.get(key)
-        if key[0] == "StatefulSet" and existing is not None:
+        if key == brokers and existing is not None:
             # Claim templates are immutable; keep the existing ones (resizing is a PVC expansion).
             obj["spec"]["volumeClaimTemplates"] = existing.get("spec", {}).get(
                 "volumeClaimTemplates", obj["spec"]["volumeClaimTemplates"])
@@ -415,9 +421,8 @@ def plan_owned_objects(spec: ClusterSpec, observed: Observed, ctx: OperatorConte
     binding = binding_name(spec.namespace, spec.name)
     if not spec.rack_topology_key and (RACK_BINDING[1], binding) in observed.objects:  # spec.rack removed
         actions.append(Delete(*RACK_BINDING, binding))
-    if spec.schema_registry is None:  # spec.schemaRegistry removed: its objects go (schema_registry.py)
-        actions += [Delete(api_version, kind, name) for api_version, kind, name in registry_keys(spec)
-                    if (kind, name) in observed.objects]
+    # spec.schemaRegistry removed: its objects go; the Deployment of earlier releases goes (schema_registry.py)
+    actions += [Delete(*key) for key in stale_registry_keys(spec, observed.objects.keys())]
     actions += [Delete("v1", "Service", name) for name in stale_services(spec, observed.objects.values(),
                                                                          replicas=replicas)]
     return tuple(actions)
@@ -618,13 +623,13 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
     owned = plan_owned_objects(spec, observed, ctx, replicas=scale.replicas)
     held = hold_for_new_template(spec, observed, storage)
     if held is not None:  # no StatefulSet update in this pass: it is (being) deleted
-        owned = tuple(a for a in owned if not (isinstance(a, Apply) and a.key[0] == "StatefulSet"))
+        owned = tuple(a for a in owned if not (isinstance(a, Apply) and a.key == broker_statefulset_key(spec)))
     actions: list[Action] = [*scale.actions, *owned, *storage.expand]
     if storage.recreate_statefulset:
         actions.append(OrphanStatefulSet(Names.of(spec).statefulset))
     if held is not None:
         return _plan(spec, observed, actions, held, storage)
-    sts_changing = any(isinstance(a, Apply) and a.key[0] == "StatefulSet" for a in owned)
+    sts_changing = any(isinstance(a, Apply) and a.key == broker_statefulset_key(spec) for a in owned)
     current = ClusterPass(spec, observed, scale, sts_changing)
     for step in STEPS:
         result = step(current)

@@ -2,6 +2,9 @@
 
     Secret demo-schema-registry-tls   registry.crt, registry.key, ca.crt (the cluster CA's bundle)
 
+One certificate for every pod: it names the Service and *.demo-schema-registry-headless.<ns>.svc, each pod's
+own name (the instances forward writes to each other by it, trusting the cluster CA).
+
 Issued like the broker certificate (cluster_tls.ensure_security, the same
 certificates.renewal_reason rule): when none is recorded, when the CA that
 signs changed (a rotation), when its names changed, on the cluster's
@@ -33,8 +36,12 @@ from tinystream.operator.k8s.schema_registry import RegistryNames, _metadata
 
 
 def registry_dns_names(cluster: ClusterSpec, ctx: OperatorContext) -> frozenset[str]:
-    service, ns = RegistryNames.of(cluster).service, cluster.namespace
-    return frozenset({service, f"{service}.{ns}", f"{service}.{ns}.svc", f"{service}.{ns}.svc.{ctx.cluster_domain}"})
+    """The Service clients call, and every pod by its own name (a wildcard, as the brokers' certificate: a
+    scale-up needs no new certificate), where a follower forwards writes (schema_registry.advertised_url)."""
+    names, ns = RegistryNames.of(cluster), cluster.namespace
+    service, pods = names.service, f"*.{names.headless}.{ns}"
+    return frozenset({service, f"{service}.{ns}", f"{service}.{ns}.svc", f"{service}.{ns}.svc.{ctx.cluster_domain}",
+                      f"{pods}.svc", f"{pods}.svc.{ctx.cluster_domain}"})
 
 
 def tls_secret(cluster: ClusterSpec, files: Mapping[str, str]) -> dict[str, Any]:

@@ -2,13 +2,24 @@
 
 For a cluster `demo` with spec.schemaRegistry:
 
-    TinyStreamUser  demo-schema-registry        how it reaches the brokers: ACLs on _schemas only (the user
-                                                reconciler makes its Secret, credential and ACLs)
+    TinyStreamUser  demo-schema-registry        how it reaches the brokers: ACLs on _schemas and its election
+                                                group only (the user reconciler makes its Secret, credential, ACLs)
     Secret          demo-schema-registry-users  users.json: the HTTP Basic logins (registry --users-file);
                                                 rules.json: who may do what per subject (--rules-file)
     Secret          demo-schema-registry-tls    its HTTPS certificate from the cluster CA (listeners.tls)
-    Deployment      demo-schema-registry        `tinystream schema-registry` on the cluster's bootstrap
-    Service         demo-schema-registry        port 8081 (Confluent's)
+    StatefulSet     demo-schema-registry        `tinystream schema-registry` on the cluster's bootstrap, each pod one
+                                                instance of the group demo-schema-registry (one leader writes)
+    Service         demo-schema-registry        port 8081 (Confluent's), what clients call: any pod
+    Service         demo-schema-registry-headless  the pods' own names, demo-schema-registry-<n>.<this>.<ns>.svc:
+                                                each pod's --advertised-url, where followers forward writes
+
+Several pods elect one writer (tinystream/registry/leadership.py); a follower
+forwards a write to the leader's advertised URL, over HTTPS with the cluster
+CA as its trust (--forward-cafile; the certificate names *.<headless>.<ns>.svc,
+registry_tls.py). A StatefulSet rather than a Deployment for those stable
+names (Strimzi's choice for its brokers too): a pod IP changes on restart and
+no certificate can name it ahead. Earlier releases ran a Deployment of that
+name; the plan deletes it (stale_registry_keys).
 
 Who may call it: the logins in users.json, the cluster's scram-sha-512
 TinyStreamUsers (with their own passwords: clients use one credential for
@@ -40,7 +51,7 @@ import base64
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,12 +77,16 @@ MECHANISM = "SCRAM-SHA-512"
 ITERATIONS = 4096  # Kafka's minimum, as `tinystream users add`
 #: What the registry does on the cluster (tinystream/registry/store.py): create, read and write its topic.
 TOPIC_OPERATIONS = ("Create", "Describe", "DescribeConfigs", "Read", "Write")
+#: Joining the election's consumer group (JoinGroup, SyncGroup, Heartbeat need Read on the group).
+GROUP_OPERATIONS = ("Describe", "Read")
 
 
 @dataclass(frozen=True, slots=True)
 class RegistryNames:
-    deployment: str
+    statefulset: str  # also the consumer group its instances elect a leader in
     service: str
+    headless: str  # the pods' DNS names: <statefulset>-<n>.<headless>.<ns>.svc
+    legacy_deployment: str  # what earlier releases ran; deleted when found
     user: str  # the TinyStreamUser and its Secret
     users_secret: str
     tls_secret: str  # the HTTPS certificate (registry_tls.py), a cluster with listeners.tls
@@ -79,7 +94,20 @@ class RegistryNames:
     @classmethod
     def of(cls, cluster: ClusterSpec) -> RegistryNames:
         name = f"{cluster.name}-schema-registry"
-        return cls(deployment=name, service=name, user=name, users_secret=f"{name}-users", tls_secret=f"{name}-tls")
+        return cls(statefulset=name, service=name, headless=f"{name}-headless", legacy_deployment=name, user=name,
+                   users_secret=f"{name}-users", tls_secret=f"{name}-tls")
+
+
+def group_id(cluster: ClusterSpec) -> str:
+    """The consumer group the instances elect their writer in: named after the cluster's registry, not
+    Confluent's `schema-registry` default, so a registry a user runs on the same cluster is no member."""
+    return RegistryNames.of(cluster).statefulset
+
+
+def advertised_url(cluster: ClusterSpec) -> str:
+    """Each pod's own URL, with $(POD_NAME) that the kubelet expands from the pod's env (the downward API)."""
+    scheme = "https" if cluster.tls else "http"
+    return f"{scheme}://$(POD_NAME).{RegistryNames.of(cluster).headless}.{cluster.namespace}.svc:{REGISTRY_PORT}"
 
 
 def registry_url(cluster: ClusterSpec) -> str:
@@ -102,7 +130,9 @@ def registry_user(cluster: ClusterSpec) -> dict[str, Any] | None:
     if cluster.authentication is None:
         return None
     acls = [{"resource": {"type": "topic", "name": TOPIC, "patternType": "literal"},
-             "operations": list(TOPIC_OPERATIONS)}]
+             "operations": list(TOPIC_OPERATIONS)},
+            {"resource": {"type": "group", "name": group_id(cluster), "patternType": "literal"},
+             "operations": list(GROUP_OPERATIONS)}]
     return {"apiVersion": API_VERSION, "kind": USER_KIND, "metadata": _metadata(cluster, RegistryNames.of(cluster).user),
             "spec": {"cluster": cluster.name, "authentication": {"type": cluster.authentication},
                      "authorization": {"acls": acls}}}
@@ -117,14 +147,14 @@ def registry_args(cluster: ClusterSpec, registry: RegistrySpec) -> list[str]:
     names = RegistryNames.of(cluster)
     args = ["schema-registry", "--bootstrap", _bootstrap(cluster), "--host", "0.0.0.0", "--port", str(REGISTRY_PORT),
             "--users-file", f"{USERS_MOUNT}/users.json", "--replication-factor", str(min(3, max(1, cluster.brokers))),
-            "--compatibility", registry.compatibility, "--security-protocol", cluster.security_protocol]
+            "--compatibility", registry.compatibility, "--security-protocol", cluster.security_protocol,
+            "--group-id", group_id(cluster), "--advertised-url", advertised_url(cluster)]
     if cluster.authentication == "scram-sha-512":
         args += ["--sasl-mechanism", MECHANISM, "--sasl-username", names.user,
                  "--sasl-password-file", f"{CREDENTIALS_MOUNT}/password"]
-    if cluster.tls:
-        args += ["--ssl-cafile", f"{CA_MOUNT}/ca.crt"]
-    if cluster.tls:
-        args += ["--tls-certfile", f"{TLS_MOUNT}/registry.crt", "--tls-keyfile", f"{TLS_MOUNT}/registry.key"]
+    if cluster.tls:  # the cluster CA signs the brokers' certificates and the other instances'
+        args += ["--ssl-cafile", f"{CA_MOUNT}/ca.crt", "--forward-cafile", f"{CA_MOUNT}/ca.crt",
+                 "--tls-certfile", f"{TLS_MOUNT}/registry.crt", "--tls-keyfile", f"{TLS_MOUNT}/registry.key"]
     if cluster.tls and cluster.authentication == "tls":
         args += ["--ssl-certfile", f"{CREDENTIALS_MOUNT}/user.crt", "--ssl-keyfile", f"{CREDENTIALS_MOUNT}/user.key"]
     if cluster.tls_clients:
@@ -158,16 +188,14 @@ def clients_ca_secret(cluster: ClusterSpec) -> str:
     return f"{cluster.name}-clients-ca-cert"
 
 
-def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, certificate: str = "") -> dict[str, Any]:
-    """`certificate`: the serial of the HTTPS certificate in force (CERTIFICATE_ANNOTATION)."""
-    volumes, mounts = _volumes(cluster)
-    restart_on = {CERTIFICATE_ANNOTATION: certificate} if certificate else {}
-    if cluster.tls_clients and cluster.clients_ca_marker:  # it reads the clients CA bundle once
-        restart_on[CLIENTS_CA_ANNOTATION] = cluster.clients_ca_marker
+def _container(cluster: ClusterSpec, registry: RegistrySpec, *, image: str,
+               mounts: list[dict[str, Any]]) -> dict[str, Any]:
     probe = {"tcpSocket": {"port": "http"}, "periodSeconds": 10}  # every HTTP call needs a login, a probe has none
     container: dict[str, Any] = {
         "name": COMPONENT, "image": image, "imagePullPolicy": cluster.image_pull_policy,
         "args": registry_args(cluster, registry),
+        # $(POD_NAME) in --advertised-url: the kubelet expands it from here.
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "http", "containerPort": REGISTRY_PORT, "protocol": "TCP"}],
         "readinessProbe": probe, "livenessProbe": {**probe, "failureThreshold": 6},
         "volumeMounts": mounts,
@@ -176,10 +204,15 @@ def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, cert
     }
     if registry.resources:
         container["resources"] = dict(registry.resources)
+    return container
+
+
+def _pod_spec(cluster: ClusterSpec, registry: RegistrySpec, *, image: str) -> dict[str, Any]:
+    volumes, mounts = _volumes(cluster)
     template = registry.pod_template
     pod: dict[str, Any] = {
-        "containers": [container], "volumes": volumes, "enableServiceLinks": False,
-        "automountServiceAccountToken": False,
+        "containers": [_container(cluster, registry, image=image, mounts=mounts)], "volumes": volumes,
+        "enableServiceLinks": False, "automountServiceAccountToken": False,
         # template.pod.securityContext replaces it whole, as for the brokers (pod_template.py).
         "securityContext": dict(template.security_context or {
             "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
@@ -191,20 +224,33 @@ def deployment(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, cert
         pod["affinity"] = dict(template.affinity)
     if template.topology_spread_constraints:
         pod["topologySpreadConstraints"] = [dict(c) for c in template.topology_spread_constraints]
-    meta = _metadata(cluster, RegistryNames.of(cluster).deployment)
+    return pod
+
+
+def statefulset(cluster: ClusterSpec, registry: RegistrySpec, *, image: str, certificate: str = "") -> dict[str, Any]:
+    """`certificate`: the serial of the HTTPS certificate in force (CERTIFICATE_ANNOTATION)."""
+    restart_on = {CERTIFICATE_ANNOTATION: certificate} if certificate else {}
+    if cluster.tls_clients and cluster.clients_ca_marker:  # it reads the clients CA bundle once
+        restart_on[CLIENTS_CA_ANNOTATION] = cluster.clients_ca_marker
+    template = registry.pod_template
+    names = RegistryNames.of(cluster)
+    meta = _metadata(cluster, names.statefulset)
     meta["annotations"] = {POD_TEMPLATE_ANNOTATION: template.digest}  # a removed template field is seen too
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": meta,
         "spec": {
             "replicas": registry.replicas,
+            "serviceName": names.headless,
             "selector": {"matchLabels": selector(cluster)},
-            # One writer at a time: the old pod stops before the new one starts (no election yet).
-            "strategy": {"type": "Recreate"},
+            # The group elects the writer whatever the order: start and replace pods in parallel; a rolling
+            # update still restarts one pod at a time (a write during a leader's restart waits for the next).
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
             "template": {
                 "metadata": {"labels": pod_labels(template, labels(cluster, COMPONENT)),
                              "annotations": pod_annotations(template, restart_on)},
-                "spec": pod,
+                "spec": _pod_spec(cluster, registry, image=image),
             },
         },
     }
@@ -216,24 +262,43 @@ def service(cluster: ClusterSpec) -> dict[str, Any]:
                      "ports": [{"name": "http", "port": REGISTRY_PORT, "targetPort": "http", "protocol": "TCP"}]}}
 
 
+def headless_service(cluster: ClusterSpec) -> dict[str, Any]:
+    """The pods' DNS names. Not-ready pods are published too: a leader whose probe fails for a moment still
+    receives the writes forwarded to it (as the brokers' headless Service)."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(cluster, RegistryNames.of(cluster).headless),
+            "spec": {"clusterIP": "None", "selector": selector(cluster), "publishNotReadyAddresses": True,
+                     "ports": [{"name": "http", "port": REGISTRY_PORT, "targetPort": "http", "protocol": "TCP"}]}}
+
+
 def registry_objects(cluster: ClusterSpec, *, image: str) -> list[dict[str, Any]]:
     """What spec.schemaRegistry asks for (besides the Secrets), in creation order; [] without it. With TLS the
-    Deployment waits for its certificate (ClusterSpec.registry_certificate, set by the reconciler)."""
+    StatefulSet waits for its certificate (ClusterSpec.registry_certificate, set by the reconciler)."""
     registry = cluster.schema_registry
     if registry is None:
         return []
     user = registry_user(cluster)
-    objects = [*([user] if user is not None else []), service(cluster)]
+    objects = [*([user] if user is not None else []), service(cluster), headless_service(cluster)]
     if not cluster.tls or cluster.registry_certificate:
-        objects.append(deployment(cluster, registry, image=image, certificate=cluster.registry_certificate))
+        objects.append(statefulset(cluster, registry, image=image, certificate=cluster.registry_certificate))
     return objects
 
 
 def registry_keys(cluster: ClusterSpec) -> list[tuple[str, str, str]]:
-    """(apiVersion, kind, name) of every object registry_objects can make: observed, to delete when removed."""
+    """(apiVersion, kind, name) of every object registry_objects can make, and the Deployment of earlier
+    releases: observed, to delete when removed (stale_registry_keys)."""
     names = RegistryNames.of(cluster)
-    return [(API_VERSION, USER_KIND, names.user), ("v1", "Service", names.service),
-            ("apps/v1", "Deployment", names.deployment)]
+    return [(API_VERSION, USER_KIND, names.user), ("v1", "Service", names.service), ("v1", "Service", names.headless),
+            ("apps/v1", "StatefulSet", names.statefulset), ("apps/v1", "Deployment", names.legacy_deployment)]
+
+
+def stale_registry_keys(cluster: ClusterSpec, observed: Collection[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """What to delete of the `observed` (kind, name): all without spec.schemaRegistry; with it, the Deployment
+    of earlier releases (its single writer and the StatefulSet's leader may overlap for a moment: the topic's
+    first-record-wins rule keeps every id naming one schema, docs/schema-registry.md)."""
+    keys = registry_keys(cluster)
+    if cluster.schema_registry is not None:
+        keys = [k for k in keys if k[1] == "Deployment"]
+    return [k for k in keys if (k[1], k[2]) in observed]
 
 
 def operator_password(master: str, cluster: ClusterSpec) -> str:

@@ -126,6 +126,7 @@ def test_two_processes_in_a_group_survive_the_leader_being_killed(broker):
 @pytest.mark.parametrize(("args", "says"), [
     (["--group-id", "g", "--host", "0.0.0.0", "--users-file", "USERS"], "--advertised-url"),
     (["--advertised-url", "not a url"], "--advertised-url"),
+    (["--forward-cafile", "USERS"], "--group-id"),
 ])
 def test_instance_options_are_checked(tmp_path, args, says):
     (tmp_path / "users.json").write_text('{"users": {}}')

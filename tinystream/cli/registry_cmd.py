@@ -20,8 +20,11 @@ _LIMITS = Limits()  # the defaults
 _URL = re.compile(r"^https?://[^\s/:]+(:\d{1,5})?/?$")
 
 
-def check_instance_options(*, host: str, group_id: str | None, advertised_url: str | None) -> None:
+def check_instance_options(*, host: str, group_id: str | None, advertised_url: str | None,
+                           forward_cafile: str | None = None) -> None:
     """The options of one of several instances: a URL the others can reach (forwarded writes go there)."""
+    if forward_cafile is not None and group_id is None:
+        raise click.UsageError("--forward-cafile needs --group-id (a single instance forwards nothing)")
     if advertised_url is not None and not _URL.match(advertised_url):
         raise click.UsageError(f"--advertised-url {advertised_url!r} is not http(s)://host[:port]")
     if group_id is not None and advertised_url is None and host in ("0.0.0.0", "::"):
@@ -81,6 +84,9 @@ def check_instance_options(*, host: str, group_id: str | None, advertised_url: s
                    "(Confluent's default name: schema-registry). Unset: this instance writes itself.")
 @click.option("--advertised-url", default=None,
               help="How the other instances reach this one (http://host:port); default: the address bound.")
+@click.option("--forward-cafile", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --group-id: the CA bundle (PEM) that signed the other instances' HTTPS certificates, "
+                   "to verify the leader a write is forwarded to; default: the system's CAs.")
 @click.option("--leader-eligibility/--no-leader-eligibility", default=True, show_default=True,
               help="Whether this instance may be elected leader (with --group-id).")
 @click.option("--session-timeout-ms", type=click.IntRange(1000, 300_000), default=10_000, show_default=True,
@@ -93,9 +99,10 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, replicatio
                     rules_file: str | None,
                     max_subjects: int, max_subjects_per_user: int, max_versions: int, max_versions_per_user: int,
                     max_concurrent_requests: int, failed_login_delay: float, group_id: str | None,
-                    advertised_url: str | None, leader_eligibility: bool, session_timeout_ms: int) -> None:
+                    advertised_url: str | None, forward_cafile: str | None, leader_eligibility: bool,
+                    session_timeout_ms: int) -> None:
     """Run a schema registry (Confluent REST API v1) backed by a compacted topic."""
-    check_instance_options(host=host, group_id=group_id, advertised_url=advertised_url)
+    check_instance_options(host=host, group_id=group_id, advertised_url=advertised_url, forward_cafile=forward_cafile)
     logins = users_file is not None or tls_client_cafile is not None
     if rules_file is not None:
         if not logins:
@@ -135,6 +142,7 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, replicatio
                               tls_client_cafile=Path(tls_client_cafile) if tls_client_cafile else None,
                               ssl_principal_mapping_rules=ssl_principal_mapping_rules,
                               group_id=group_id, advertised_url=advertised_url.rstrip("/") if advertised_url else None,
+                              forward_cafile=Path(forward_cafile) if forward_cafile else None,
                               leader_eligible=leader_eligibility, session_timeout_ms=session_timeout_ms)
 
     def announce(url: str) -> None:

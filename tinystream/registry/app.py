@@ -59,9 +59,18 @@ class RegistryOptions:
     # Several instances (leadership.py): with a group id they elect one writer; the others forward writes to it.
     group_id: str | None = None  # None: this instance writes itself, as a single instance does
     advertised_url: str | None = None  # how the other instances reach this one; None: the URL bound
+    forward_cafile: Path | None = None  # the CA bundle that signed the other instances' HTTPS certificates
     leader_eligible: bool = True  # False: never leads (Confluent's leader.eligibility)
     session_timeout_ms: int = 10_000  # a member that stops heartbeating is out after this
     leader_wait_s: float = 10.0  # a write waits this long for a leader during an election, then 50004
+
+
+def forward_trust(options: RegistryOptions) -> ssl.SSLContext | None:
+    """How a follower verifies the leader's HTTPS certificate: the given bundle only (on Kubernetes the cluster
+    CA, which signs every instance's certificate); None: the system's CAs, as any HTTPS client."""
+    if options.forward_cafile is None:
+        return None
+    return ssl.create_default_context(cafile=str(options.forward_cafile))
 
 
 def server_tls(options: RegistryOptions) -> ssl.SSLContext | None:
@@ -110,7 +119,7 @@ class RegistryServer:
             store = self.store
             self.forwarder = Forwarder(self.leadership, applied=lambda: store.applied,
                                        wait_applied=lambda offset: store.wait_applied(offset, timeout_s=store.write_timeout_s),
-                                       leader_wait_s=self.options.leader_wait_s)
+                                       leader_wait_s=self.options.leader_wait_s, trust=forward_trust(self.options))
         app = build_app(RegistryApi(self.state, self.store), auth=auth, rules=self.rules, certificates=self.certificates,
                         max_body_bytes=self.options.max_body_bytes, max_concurrent=self.options.max_concurrent,
                         failed_login_delay=self.options.failed_login_delay, forwarder=self.forwarder)

@@ -16,6 +16,7 @@ to send it to, rather than reaching the leader without a login.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -38,8 +39,10 @@ class Leader(Protocol):
 
 class Forwarder:
     def __init__(self, leadership: Leader, *, applied: Callable[[], int], wait_applied: Callable[[int], Awaitable[None]],
-                 leader_wait_s: float = 10.0, timeout_s: float = 60.0) -> None:
+                 leader_wait_s: float = 10.0, timeout_s: float = 60.0, trust: ssl.SSLContext | None = None) -> None:
+        """`trust`: verifies a leader's HTTPS certificate (None: the system's CAs)."""
         self.leadership = leadership
+        self._trust = trust
         self._applied = applied
         self._wait_applied = wait_applied
         self.leader_wait_s = leader_wait_s
@@ -73,7 +76,8 @@ class Forwarder:
         headers[FORWARDED_HEADER] = self.leadership.own_url
         body = await request.read()
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            connector = aiohttp.TCPConnector(ssl=self._trust) if self._trust is not None else None
+            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         try:
             async with self._session.request(request.method, leader + request.rel_url.path_qs, data=body,
                                              headers=headers, allow_redirects=False) as answer:

@@ -14,8 +14,8 @@ from tinystream.operator.k8s.registry_rules import rules_json, user_rules
 from tinystream.operator.k8s.schema_registry import (
     CLIENTS_CA_MOUNT,
     USERS_MOUNT,
-    deployment,
     registry_rules,
+    statefulset,
     users_secret,
 )
 from tinystream.registry.authz import Operation, allowed, parse_rules
@@ -96,7 +96,7 @@ def test_the_rules_go_into_the_users_secret_for_the_clusters_users_only():
     assert {r["principal"] for r in content["rules"]} == {"User:app"}
     data = users_secret(spec, "{}", rules)["data"]
     assert json.loads(base64.b64decode(data["rules.json"])) == content
-    args = deployment(spec, spec.schema_registry, image="i")["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = statefulset(spec, spec.schema_registry, image="i")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--rules-file") + 1] == f"{USERS_MOUNT}/rules.json"
 
 
@@ -104,14 +104,14 @@ def test_authorization_none_deploys_no_rules():
     spec = cluster(authorization={"type": "none"})
     assert registry_rules(spec, [user("app", topic("orders", "Read"))]) is None
     assert "rules.json" not in users_secret(spec, "{}", None)["data"]
-    args = deployment(spec, spec.schema_registry, image="i")["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = statefulset(spec, spec.schema_registry, image="i")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--rules-file" not in args
 
 
 def test_a_cluster_with_tls_users_gives_the_registry_the_clients_ca_and_restarts_it_on_a_rotation():
     spec = dataclasses.replace(cluster(listeners={"tls": True, "authentication": {"type": "tls"}}),
                                clients_ca_marker="gen-2")
-    pod = deployment(spec, spec.schema_registry, image="i")["spec"]["template"]
+    pod = statefulset(spec, spec.schema_registry, image="i")["spec"]["template"]
     container = pod["spec"]["containers"][0]
     assert container["args"][container["args"].index("--tls-client-cafile") + 1] == f"{CLIENTS_CA_MOUNT}/ca.crt"
     volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "clients-ca")
@@ -123,6 +123,6 @@ def test_a_cluster_with_tls_users_gives_the_registry_the_clients_ca_and_restarts
 
 def test_a_scram_cluster_gets_no_clients_ca():
     spec = cluster(listeners={"tls": True, "authentication": {"type": "scram-sha-512"}})
-    pod = deployment(spec, spec.schema_registry, image="i")["spec"]["template"]
+    pod = statefulset(spec, spec.schema_registry, image="i")["spec"]["template"]
     assert "--tls-client-cafile" not in pod["spec"]["containers"][0]["args"]
     assert all(v["name"] != "clients-ca" for v in pod["spec"]["volumes"])

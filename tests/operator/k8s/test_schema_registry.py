@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
 import json
+import ssl
+import tempfile
+from pathlib import Path
 
+from tinystream.operator.k8s.certificates import KeyPair, derived_ca, issue
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
-from tinystream.operator.k8s.reconcile import Apply, Delete, Observed, check_pod_template, plan_owned_objects
+from tinystream.operator.k8s.reconcile import (
+    Apply,
+    Delete,
+    Observed,
+    broker_statefulset_key,
+    check_pod_template,
+    plan_owned_objects,
+)
+from tinystream.operator.k8s.registry_tls import registry_dns_names
 from tinystream.operator.k8s.schema_registry import (
     OPERATOR_LOGIN,
     operator_password,
@@ -27,6 +40,31 @@ def cluster(**spec) -> ClusterSpec:
                                       "spec": {"brokers": 3, **spec}})
 
 
+def handshake(ca: KeyPair, server: KeyPair, hostname: str) -> str | None:
+    """A TLS handshake over memory BIOs, the client verifying `hostname` against `ca`; None or the error."""
+    with tempfile.TemporaryDirectory() as folder:
+        chain = Path(folder) / "server.pem"
+        chain.write_text(server.cert_pem + server.key_pem)
+        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ctx.load_cert_chain(chain)
+    client_ctx = ssl.create_default_context(cadata=ca.cert_pem)
+    bios = [ssl.MemoryBIO() for _ in range(4)]  # client in, client out, server in, server out
+    client = client_ctx.wrap_bio(bios[0], bios[1], server_hostname=hostname)
+    srv = server_ctx.wrap_bio(bios[2], bios[3], server_side=True)
+    for _ in range(10):
+        for side, out, into in ((client, bios[1], bios[2]), (srv, bios[3], bios[0])):
+            try:
+                side.do_handshake()
+                if side is client:
+                    return None
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLError as exc:
+                return str(exc)
+            into.write(out.read())
+    return "no handshake"
+
+
 def by_kind(objects):
     return {o["kind"]: o for o in objects}
 
@@ -39,24 +77,27 @@ def test_no_field_no_objects_and_no_status():
 
 def test_a_secured_cluster_gets_a_scram_user_with_acls_on_schemas_only_and_a_pod_that_logs_in_as_it():
     spec = cluster(schemaRegistry={"resources": {"limits": {"memory": "256Mi"}}})
-    assert "Deployment" not in by_kind(registry_objects(spec, image="img:1"))  # waits for its certificate
+    assert "StatefulSet" not in by_kind(registry_objects(spec, image="img:1"))  # waits for its certificate
     spec = dataclasses.replace(spec, registry_certificate="abc1")
     objects = by_kind(registry_objects(spec, image="img:1"))
-    assert set(objects) == {"TinyStreamUser", "Service", "Deployment"}
+    assert set(objects) == {"TinyStreamUser", "Service", "StatefulSet"}
     user = objects["TinyStreamUser"]
     assert user["metadata"]["name"] == "demo-schema-registry"
     assert user["spec"]["authentication"] == {"type": "scram-sha-512"}
-    (acl,) = user["spec"]["authorization"]["acls"]
+    acl, group = user["spec"]["authorization"]["acls"]
     assert acl["resource"] == {"type": "topic", "name": "_schemas", "patternType": "literal"}
     assert "All" not in acl["operations"] and "Write" in acl["operations"]
-    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    # The election's consumer group: Read (JoinGroup, SyncGroup, Heartbeat) on that group alone.
+    assert group == {"resource": {"type": "group", "name": "demo-schema-registry", "patternType": "literal"},
+                     "operations": ["Describe", "Read"]}
+    pod = objects["StatefulSet"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     args = container["args"]
     assert args[:3] == ["schema-registry", "--bootstrap", "demo-kafka.ns.svc:9092"]
     assert args[args.index("--security-protocol") + 1] == "SASL_SSL"
     assert args[args.index("--sasl-username") + 1] == "demo-schema-registry"
     assert "--ssl-cafile" in args and "--users-file" in args and "--tls-certfile" in args
-    template = objects["Deployment"]["spec"]["template"]["metadata"]
+    template = objects["StatefulSet"]["spec"]["template"]["metadata"]
     assert template["annotations"] == {"tinystream.io/registry-certificate": "abc1"}  # a renewal restarts it
     assert container["resources"] == {"limits": {"memory": "256Mi"}}
     # Its Secret volumes are mode 0440: readable by the non-root registry user through fsGroup only (seen on kind).
@@ -74,7 +115,7 @@ def test_a_tls_authenticated_cluster_gives_the_registry_a_client_certificate():
                                registry_certificate="1")
     objects = by_kind(registry_objects(spec, image="img"))
     assert objects["TinyStreamUser"]["spec"]["authentication"] == {"type": "tls"}
-    args = objects["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--security-protocol") + 1] == "SSL"
     assert "--ssl-certfile" in args and "--sasl-username" not in args
 
@@ -82,20 +123,89 @@ def test_a_tls_authenticated_cluster_gives_the_registry_a_client_certificate():
 def test_an_open_cluster_gets_no_user():
     spec = cluster(schemaRegistry={}, listeners={"tls": False, "authentication": {"type": "none"}},
                    authorization={"type": "none"})
-    assert set(by_kind(registry_objects(spec, image="img"))) == {"Service", "Deployment"}
+    assert set(by_kind(registry_objects(spec, image="img"))) == {"Service", "StatefulSet"}
     assert registry_status(spec) == {"url": "http://demo-schema-registry.ns.svc:8081"}
 
 
 def test_the_plan_applies_the_objects_and_deletes_them_once_the_field_is_removed():
     spec = dataclasses.replace(cluster(schemaRegistry={"replicas": 1}), registry_certificate="1")
     applied = {a.key for a in plan_owned_objects(spec, Observed(), CTX, replicas=3) if isinstance(a, Apply)}
-    assert {("Deployment", "demo-schema-registry"), ("Service", "demo-schema-registry"),
-            ("TinyStreamUser", "demo-schema-registry")} <= applied
+    assert {("StatefulSet", "demo-schema-registry"), ("Service", "demo-schema-registry"),
+            ("Service", "demo-schema-registry-headless"), ("TinyStreamUser", "demo-schema-registry")} <= applied
     there = {key: {} for key in applied}
     removed = plan_owned_objects(cluster(), Observed(objects=there), CTX, replicas=3)
     deleted = {(a.kind, a.name) for a in removed if isinstance(a, Delete)}
-    assert deleted == {("Deployment", "demo-schema-registry"), ("Service", "demo-schema-registry"),
-                       ("TinyStreamUser", "demo-schema-registry")}
+    assert deleted == {("StatefulSet", "demo-schema-registry"), ("Service", "demo-schema-registry"),
+                       ("Service", "demo-schema-registry-headless"), ("TinyStreamUser", "demo-schema-registry")}
+
+
+def _services(objects):
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
+
+
+def test_several_replicas_are_one_group_each_pod_advertising_its_own_name():
+    spec = dataclasses.replace(cluster(schemaRegistry={"replicas": 3}), registry_certificate="s1")
+    objects = registry_objects(spec, image="img")
+    sts = by_kind(objects)["StatefulSet"]
+    assert sts["spec"]["replicas"] == 3 and sts["spec"]["serviceName"] == "demo-schema-registry-headless"
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--group-id") + 1] == "demo-schema-registry"
+    # $(POD_NAME): the kubelet expands it from the container's env, the pod's own name (downward API).
+    assert args[args.index("--advertised-url") + 1] == "https://$(POD_NAME).demo-schema-registry-headless.ns.svc:8081"
+    assert container["env"] == [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    assert args[args.index("--forward-cafile") + 1] == "/etc/tinystream-cluster-ca/ca.crt"  # the cluster CA's bundle
+    services = _services(objects)
+    headless, client = services["demo-schema-registry-headless"], services["demo-schema-registry"]
+    assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
+    assert headless["spec"]["selector"] == client["spec"]["selector"] == sts["spec"]["selector"]["matchLabels"]
+    assert client["spec"]["type"] == "ClusterIP"  # what clients call: any instance
+    assert registry_status(spec)["url"] == "https://demo-schema-registry.ns.svc:8081"
+
+    plain = cluster(schemaRegistry={"replicas": 2}, listeners={"tls": False, "authentication": {"type": "none"}},
+                    authorization={"type": "none"})
+    args = by_kind(registry_objects(plain, image="img"))["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--advertised-url") + 1] == "http://$(POD_NAME).demo-schema-registry-headless.ns.svc:8081"
+    assert "--forward-cafile" not in args
+
+
+def test_the_deployment_of_an_earlier_release_is_deleted_and_the_statefulset_takes_over():
+    spec = dataclasses.replace(cluster(schemaRegistry={}), registry_certificate="1")
+    old = Observed(objects={("Deployment", "demo-schema-registry"): {}, ("Service", "demo-schema-registry"): {}})
+    actions = plan_owned_objects(spec, old, CTX, replicas=3)
+    assert [(a.kind, a.name) for a in actions if isinstance(a, Delete)] == [("Deployment", "demo-schema-registry")]
+    assert ("StatefulSet", "demo-schema-registry") in {a.key for a in actions if isinstance(a, Apply)}
+    fresh = plan_owned_objects(spec, Observed(), CTX, replicas=3)
+    assert not [a for a in fresh if isinstance(a, Delete)]  # nothing to delete on a new cluster
+
+
+def test_the_registry_statefulset_is_no_broker_statefulset():
+    """An existing registry StatefulSet is patched as it is (the brokers' keep their claim templates) and a
+    change to it starts no broker roll."""
+    spec = dataclasses.replace(cluster(schemaRegistry={"replicas": 2}), registry_certificate="1")
+    current = by_kind(registry_objects(spec, image="img"))["StatefulSet"]
+    grown = dataclasses.replace(cluster(schemaRegistry={"replicas": 3}), registry_certificate="1")
+    actions = plan_owned_objects(grown, Observed(objects={("StatefulSet", "demo-schema-registry"): current}), CTX,
+                                 replicas=3)
+    (patch,) = [a for a in actions if isinstance(a, Apply) and a.key == ("StatefulSet", "demo-schema-registry")]
+    assert patch.obj["spec"]["replicas"] == 3 and "volumeClaimTemplates" not in patch.obj["spec"]
+    assert not patch.create
+    assert broker_statefulset_key(grown) == ("StatefulSet", "demo-broker")
+
+
+def test_the_certificate_names_every_pod_and_a_client_verifies_one_by_its_name():
+    """A real TLS handshake (memory BIOs): the wildcard for the headless Service's names matches a pod's name,
+    as a follower checks the leader's; a name outside it is refused."""
+    spec = cluster(schemaRegistry={"replicas": 3})
+    names = registry_dns_names(spec, CTX)
+    assert {"*.demo-schema-registry-headless.ns.svc", "*.demo-schema-registry-headless.ns.svc.cluster.local",
+            "demo-schema-registry.ns.svc"} <= names
+    now = datetime.datetime.now(datetime.UTC)
+    ca = derived_ca(b"seed", "demo", "ns", created=now, days=30)
+    assert handshake(ca, issue(ca, "demo-schema-registry", names, now=now, days=30),
+                     "demo-schema-registry-2.demo-schema-registry-headless.ns.svc") is None
+    refused = handshake(ca, issue(ca, "demo-schema-registry", names, now=now, days=30), "demo-broker-0.ns.svc")
+    assert refused is not None and "hostname" in refused.lower()
 
 
 def test_the_users_file_holds_the_operator_and_the_scram_users_and_is_deterministic(tmp_path):
@@ -124,7 +234,7 @@ def test_the_template_reaches_the_registry_pod_and_its_reserved_keys_stop_the_pa
                         "nodeSelector": {"disk": "ssd"}, "tolerations": [{"key": "k", "operator": "Exists"}],
                         "securityContext": {"runAsNonRoot": True}}}
     spec = dataclasses.replace(cluster(schemaRegistry={"template": template}), registry_certificate="s1")
-    deployment = by_kind(registry_objects(spec, image="img"))["Deployment"]
+    deployment = by_kind(registry_objects(spec, image="img"))["StatefulSet"]
     pod = deployment["spec"]["template"]
     assert pod["metadata"]["labels"]["team"] == "data"
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "schema-registry"  # the operator's win
@@ -132,7 +242,7 @@ def test_the_template_reaches_the_registry_pod_and_its_reserved_keys_stop_the_pa
     assert pod["spec"]["nodeSelector"] == {"disk": "ssd"} and pod["spec"]["tolerations"]
     assert pod["spec"]["securityContext"] == {"runAsNonRoot": True}
     plain = by_kind(registry_objects(dataclasses.replace(cluster(schemaRegistry={}), registry_certificate="s1"),
-                                     image="img"))["Deployment"]
+                                     image="img"))["StatefulSet"]
     assert (deployment["metadata"]["annotations"]["tinystream.io/pod-template"]
             != plain["metadata"]["annotations"]["tinystream.io/pod-template"])  # removing the template is seen
 

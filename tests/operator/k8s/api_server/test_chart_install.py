@@ -381,7 +381,7 @@ async def test_a_schema_registry_and_a_schema_under_the_charts_rbac(installed, t
             async with running_operator(installed.url, controller=FakeController(),
                                         connection=connection(installed, token), namespace=NS,
                                         registry_url=lambda _: registry.url):
-                for api_version, plural in (("apps/v1", "deployments"), ("v1", "services"), (TS, "tinystreamusers")):
+                for api_version, plural in (("apps/v1", "statefulsets"), ("v1", "services"), (TS, "tinystreamusers")):
                     await api.wait_for(api_version, plural, "reg-schema-registry", lambda o: o is not None, timeout=60)
                 await api.wait_for("v1", "secrets", "reg-schema-registry-users", lambda o: o is not None, timeout=60)
                 await api.create(TS, "tinystreamschemas", {
@@ -393,7 +393,7 @@ async def test_a_schema_registry_and_a_schema_under_the_charts_rbac(installed, t
                 await api.delete(TS, "tinystreamschemas", "s")  # the finalizer is released under the same RBAC
                 await api.wait_for(TS, "tinystreamschemas", "s", lambda o: o is None, timeout=60)
                 await api.patch(TS, "tinystreamclusters", "reg", {"spec": {"schemaRegistry": None}})
-                for api_version, plural in (("apps/v1", "deployments"), ("v1", "services"), (TS, "tinystreamusers")):
+                for api_version, plural in (("apps/v1", "statefulsets"), ("v1", "services"), (TS, "tinystreamusers")):
                     await api.wait_for(api_version, plural, "reg-schema-registry", lambda o: o is None, timeout=60)
         finally:
             registry.stop()

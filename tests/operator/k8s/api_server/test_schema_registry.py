@@ -1,7 +1,8 @@
 """spec.schemaRegistry and TinyStreamSchema against the real API server, with a real registry process.
 
-The Deployment, Service, TinyStreamUser, users Secret and HTTPS certificate (from the cluster CA) appear for spec.schemaRegistry and (but the
-Secret, which goes with the cluster) vanish without it; the API server refuses a bad spec. A
+The StatefulSet, Services (clients' and headless), TinyStreamUser, users Secret and HTTPS certificate (from the
+cluster CA) appear for spec.schemaRegistry and (but the Secret, which goes with the cluster) vanish without it;
+the API server accepts several replicas and refuses a bad spec; a Deployment of an earlier release is deleted. A
 TinyStreamSchema is registered by the operator (as its own login, from the users file the operator
 writes) in a registry on an in-process broker: status gets id and version; an incompatible change gets
 Ready False with the registry's 409 message.
@@ -32,7 +33,8 @@ from tinystream.testing.waiting import wait_until_async
 pytestmark = pytest.mark.timeout(120)
 TS = "tinystream.io/v1alpha1"
 MASTER = "test-master-secret"  # running_operator's
-REGISTRY = [("apps/v1", "deployments"), ("v1", "services"), (TS, "tinystreamusers")]
+REGISTRY = [("apps/v1", "statefulsets", "demo-schema-registry"), ("v1", "services", "demo-schema-registry"),
+            ("v1", "services", "demo-schema-registry-headless"), (TS, "tinystreamusers", "demo-schema-registry")]
 
 
 def cluster(**spec) -> dict:
@@ -53,13 +55,21 @@ async def operator(control_plane):
 
 
 async def test_the_registry_objects_come_with_the_field_and_go_without_it(api, operator) -> None:
-    await api.create(TS, "tinystreamclusters", cluster(schemaRegistry={"resources": {"limits": {"memory": "256Mi"}}}))
-    for api_version, plural in REGISTRY:
-        obj = await api.wait_for(api_version, plural, "demo-schema-registry", lambda o: o is not None, timeout=30)
+    await api.create(TS, "tinystreamclusters", cluster(schemaRegistry={
+        "replicas": 3, "resources": {"limits": {"memory": "256Mi"}}}))
+    for api_version, plural, name in REGISTRY:
+        obj = await api.wait_for(api_version, plural, name, lambda o: o is not None, timeout=30)
         assert obj["metadata"]["ownerReferences"][0]["name"] == "demo"
-    deployment = await api.get("apps/v1", "deployments", "demo-schema-registry")
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    sts = await api.get("apps/v1", "statefulsets", "demo-schema-registry")
+    assert sts["spec"]["replicas"] == 3 and sts["spec"]["serviceName"] == "demo-schema-registry-headless"
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
     assert args[0] == "schema-registry" and "--tls-certfile" in args
+    assert args[args.index("--advertised-url") + 1] == (
+        f"https://$(POD_NAME).demo-schema-registry-headless.{api.ns}.svc:8081")
+    assert container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"  # as stored
+    headless = await api.get("v1", "services", "demo-schema-registry-headless")
+    assert headless["spec"]["clusterIP"] == "None"
     secret = await api.wait_for("v1", "secrets", "demo-schema-registry-users", lambda o: o is not None, timeout=30)
     users = json.loads(base64.b64decode(secret["data"]["users.json"]))["users"]
     assert "tinystream-operator" in users
@@ -77,19 +87,34 @@ async def test_the_registry_objects_come_with_the_field_and_go_without_it(api, o
     assert signed_by(tls["registry.crt"], ca) and tls["ca.crt"] == ca
     facts = CertFacts.of(tls["registry.crt"])
     assert f"demo-schema-registry.{api.ns}.svc" in facts.dns_names
+    assert f"*.demo-schema-registry-headless.{api.ns}.svc" in facts.dns_names  # each pod by its own name
     assert f"{facts.serial:x}" == registry["certificate"]["serial"]
-    deployment = await api.get("apps/v1", "deployments", "demo-schema-registry")
-    template = deployment["spec"]["template"]["metadata"]
+    sts = await api.get("apps/v1", "statefulsets", "demo-schema-registry")
+    template = sts["spec"]["template"]["metadata"]
     assert template["annotations"]["tinystream.io/registry-certificate"] == registry["certificate"]["serial"]
 
     await api.patch(TS, "tinystreamclusters", "demo", {"spec": {"schemaRegistry": None}})
-    for api_version, plural in REGISTRY:
-        await api.wait_for(api_version, plural, "demo-schema-registry", lambda o: o is None, timeout=30)
+    for api_version, plural, name in REGISTRY:
+        await api.wait_for(api_version, plural, name, lambda o: o is None, timeout=30)
     await api.wait_for(TS, "tinystreamclusters", "demo",
                        lambda o: "schemaRegistry" not in (o.get("status") or {}), timeout=30)
 
 
-@pytest.mark.parametrize("registry", [{"replicas": -1}, {"replicas": 2}, {"compatibility": "SOMETIMES"},
+async def test_the_deployment_of_an_earlier_release_gives_way_to_the_statefulset(api, operator) -> None:
+    """An upgrade: the registry ran as a Deployment of the same name; the operator deletes it."""
+    labels = {"tinystream.io/cluster": "demo", "app.kubernetes.io/component": "schema-registry"}
+    await api.create("apps/v1", "deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "demo-schema-registry", "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "strategy": {"type": "Recreate"},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "schema-registry", "image": "old"}]}}}})
+    await api.create(TS, "tinystreamclusters", cluster(schemaRegistry={"replicas": 2}))
+    await api.wait_for("apps/v1", "deployments", "demo-schema-registry", lambda o: o is None, timeout=30)
+    sts = await api.wait_for("apps/v1", "statefulsets", "demo-schema-registry", lambda o: o is not None, timeout=30)
+    assert sts["spec"]["replicas"] == 2
+
+
+@pytest.mark.parametrize("registry", [{"replicas": -1}, {"replicas": 11}, {"compatibility": "SOMETIMES"},
                                       {"template": {"pod": {"metadata": {"labels": {"tinystream.io/x": "y"}}}}}])
 def test_the_api_server_refuses_a_bad_schema_registry(control_plane, namespace, registry) -> None:
     body = {**cluster(schemaRegistry=registry), "metadata": {"name": "bad", "namespace": namespace}}
@@ -226,9 +251,9 @@ async def test_tls_users_log_in_by_certificate_and_rules_follow_their_topic_acls
             assert {r["subject"] for r in rules_of(secret)["rules"] if r["principal"] == "User:CN=alice"} == {
                 "orders-key", "orders-value"}
             assert "User:tinystream-operator" in rules_of(secret)["admins"]
-            deployment = await api.wait_for("apps/v1", "deployments", "demo-schema-registry",
-                                            lambda o: o is not None, timeout=60)
-            pod = deployment["spec"]["template"]["spec"]
+            sts = await api.wait_for("apps/v1", "statefulsets", "demo-schema-registry",
+                                     lambda o: o is not None, timeout=60)
+            pod = sts["spec"]["template"]["spec"]
             args = pod["containers"][0]["args"]
             assert args[args.index("--rules-file") + 1] == "/etc/tinystream-registry-users/rules.json"
             assert args[args.index("--tls-client-cafile") + 1] == "/etc/tinystream-clients-ca/ca.crt"
