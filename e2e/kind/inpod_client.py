@@ -10,6 +10,9 @@ under the headless Service), as any in-cluster application does.
                                            (from a replica in zone KAFKA_CLIENT_RACK when that is set)
     probe BOOTSTRAP TOPIC                  one record sent: `OK`, or `REFUSED <error class>`
     serial HOST PORT                       the serial (hex) of the certificate a new TLS connection sees
+    handshake HOST...                      per host (port 9092), a new TLS connection trusting KAFKA_CAFILE as it
+                                           is now: `OK <host>`, `REFUSED <host> <reason>` (certificate not
+                                           trusted), `DOWN <host> <error>` (no connection: a broker restarting)
     avro BOOTSTRAP TOPIC REGISTRY SUBJECT  the subject's latest schema from the registry (its login from
                                            REGISTRY_USER / KAFKA_SASL_PASSWORD_FROM), one value framed with its id
                                            sent and read back: `ID <id>`, `READ <id> <value as JSON>`;
@@ -66,6 +69,18 @@ def serial(host: str, port: int) -> None:
         from cryptography import x509  # in the image: the operator's dependency
 
         print(f"{x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number:x}", flush=True)
+
+
+def handshake(hosts: list[str]) -> None:
+    context = ssl.create_default_context(cafile=os.environ["KAFKA_CAFILE"])  # read now: the mounted bundle
+    for host in hosts:
+        try:
+            with socket.create_connection((host, 9092), timeout=5) as raw, context.wrap_socket(raw, server_hostname=host):
+                print(f"OK {host}", flush=True)
+        except ssl.SSLError as exc:
+            print(f"REFUSED {host} {exc}", flush=True)
+        except OSError as exc:
+            print(f"DOWN {host} {type(exc).__name__}", flush=True)
 
 
 def write(bootstrap: str, topic: str, prefix: str, seconds: float) -> None:
@@ -168,5 +183,7 @@ if __name__ == "__main__":
         serial(args[0], int(args[1]))
     elif command == "avro":
         avro(*args[:4])
+    elif command == "handshake":
+        handshake(args)
     else:
         read(args[0], args[1])

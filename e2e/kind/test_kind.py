@@ -14,6 +14,7 @@ a reader finds afterwards: an acknowledged record that is missing is lost.
 from __future__ import annotations
 
 import base64
+import datetime
 import importlib.util
 import json
 import os
@@ -57,6 +58,11 @@ pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
 def tsc(kube: Kube) -> dict:
     return kube.json("tsc", CLUSTER)
+
+
+def api_seconds(stamp: str) -> float:
+    """An API server timestamp (RFC 3339, second precision) as epoch seconds."""
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def ready_brokers(kube: Kube, n: int) -> bool:
@@ -124,6 +130,9 @@ def test_cluster_becomes_ready(kube):
     measure("helm install -> TinyStreamCluster Ready (3 brokers)",
             f"{time.monotonic() - kube.helm_install_started:.0f} s")
     measure("TinyStreamCluster apply -> Ready (3 brokers)", f"{time.monotonic() - applied:.0f} s")
+    made = kube.json("statefulset", f"{CLUSTER}-broker")["metadata"]["creationTimestamp"]
+    measure("TinyStreamCluster created -> its StatefulSet created (the operator's first pass, API server clock)",
+            f"{api_seconds(made) - api_seconds(tsc(kube)['metadata']['creationTimestamp']):.0f} s")
     status = tsc(kube)["status"]
     assert status["readyBrokers"] == 3
     secure = next(c for c in status["conditions"] if c["type"] == "Secure")  # its opt-outs, said in status

@@ -224,6 +224,72 @@ def test_certificate_renewal_under_a_writer_loses_nothing_and_restarts_no_broker
     assert now == restarts  # the same pods: renewed without a restart
 
 
+def _cluster_ca(kube: Kube) -> dict:
+    return kube.json("tsc", SECURE)["status"].get("clusterCa") or {}
+
+
+def _handshakes(kube: Kube, stop: threading.Event, seen: list[str]) -> None:
+    """New TLS connections to every broker, trusting the client pod's mounted bundle as it is each time,
+    until `stop`: what an application connecting during the rotation meets."""
+    hosts = [f"{SECURE}-broker-{n}.{SECURE}-brokers.{NAMESPACE}.svc" for n in range(3)]
+    while not stop.is_set():
+        try:
+            seen.extend(APP.run(kube, "handshake", *hosts, timeout=60))
+        except AssertionError:  # kubectl exec itself failed (the API server busy): no answer, try again
+            pass
+        stop.wait(3)
+
+
+def test_a_cluster_ca_rotation_under_a_writer_loses_nothing_and_refuses_no_client(secured):
+    """The whole cluster CA rotation (three one-at-a-time rolls: trust both, certificates from the new CA,
+    drop the old), forced by annotation, under an acks=all TLS + SCRAM writer whose CA file is the mounted
+    Secret (kafka-python reads it at each new connection, so it follows the bundle as an application that
+    re-reads its truststore does)."""
+    before = _cluster_ca(secured)
+    assert before.get("phase") == "Steady", before
+    old_serials = serials(secured)
+    writer = Writer(secured, "carotate", seconds=1200, client=APP, topic=SECURE_TOPIC).start()
+    wait_until(lambda: writer.acked_count() > 100, timeout=120, what="the writer under way", interval=1)
+    stop, seen = threading.Event(), []
+    prober = threading.Thread(target=_handshakes, args=(secured, stop, seen), daemon=True)
+    prober.start()
+    asked = time.monotonic()
+    try:
+        secured.kubectl("annotate", "tsc", SECURE, f"tinystream.io/force-renew-ca={int(time.time())}",
+                        "--overwrite")
+        wait_until(lambda: _cluster_ca(secured).get("phase") != "Steady", timeout=120,
+                   what="the rotation started", interval=2)
+        wait_until(lambda: (ca := _cluster_ca(secured)).get("phase") == "Steady"
+                   and ca.get("generation") == before["generation"] + 1,
+                   timeout=1200, what="the rotation finished (three rolls)", interval=5)
+    finally:
+        stop.set()
+        prober.join(90)
+    rotated = time.monotonic() - asked
+    wait_until(lambda: ready(secured, "tsc", SECURE), timeout=300, what="the cluster Ready after the rotation")
+    done_at = time.monotonic()
+    wait_until(lambda: writer.acked_since(done_at + 5) > 100 or writer.done,
+               timeout=180, what="records acknowledged after the rotation", interval=1)
+    writer.stop()
+    writer.join()
+    measure("cluster CA rotation: annotate -> Steady on the next CA (three rolls)",
+            f"{rotated:.0f} s, longest gap between acks {writer.longest_stall():.1f} s")
+    writer.check_nothing_lost(secured, "cluster CA rotation under an acks=all writer")
+    counts = {kind: sum(1 for line in seen if line.startswith(kind + " ")) for kind in ("OK", "REFUSED", "DOWN")}
+    measure("cluster CA rotation: new TLS connections OK / refused / broker down",
+            f"{counts['OK']} / {counts['REFUSED']} / {counts['DOWN']}")
+    assert counts["OK"] > 30, seen[-10:]  # the prober ran through the rotation
+    refused = [line for line in seen if line.startswith("REFUSED ")]
+    assert not refused, f"a new client connection was refused during the rotation: {refused[:5]}"
+    bundle = _secret(secured, f"{SECURE}-cluster-ca-cert", "ca.crt")
+    assert bundle.count("BEGIN CERTIFICATE") == 1  # the old CA is trusted nowhere any more
+    # Each broker now shows a certificate that verifies against the new CA alone (the serial command's
+    # handshake checks it against the mounted, updated bundle), and none is an old one.
+    new_serials = wait_until(lambda: (found := serials(secured)) and not found & old_serials and found,
+                             timeout=180, what="every broker verified by the new CA alone", interval=5)
+    assert len(new_serials) >= 1
+
+
 def _secret(kube: Kube, name: str, key: str) -> str:
     return base64.b64decode(kube.json("secret", name)["data"][key]).decode()
 
