@@ -268,6 +268,9 @@ async def wait_for_events(events_of, name: str, reason: str, timeout: float = 15
     ("get", f"secrets/{SA}-dashboard-login"),  # the dashboard's login token, by name
     ("create", "secrets"),
     ("create", "tokenreviews.authentication.k8s.io"),  # who calls the controller API: a broker pod's token
+    # kopf lists and watches namespaces even when it serves one; refused, it retried ~55 s before its first pass.
+    ("list", "namespaces"),
+    ("watch", "namespaces"),
 ])
 def test_the_operator_service_account_may_do_what_it_needs(installed, verb, resource) -> None:
     result = installed.kubectl("auth", "can-i", verb, resource, f"--as=system:serviceaccount:{NS}:{SA}",
