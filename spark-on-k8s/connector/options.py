@@ -16,8 +16,8 @@ Streaming + Kafka Integration Guide), so a job moves between
 
 Values through a schema registry (Confluent's serializer names, see RegistryOptions):
     schema.registry.url, schema.registry.basic.auth.user.info, value.subject,
-    value.format (avro | json), mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and
-    value.schema (write)
+    value.format (avro | json | protobuf), value.record.name, value.subject.name.strategy,
+    mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and value.schema (write)
 
 Spark lower-cases option names before a Python data source sees them; every
 lookup here goes through a lower-cased copy, so plain dicts in tests behave
@@ -146,7 +146,7 @@ class DecodeMode(Enum):
     PERMISSIVE = "PERMISSIVE"
 
 
-REGISTRY_FORMATS = ("avro", "json")  # the registry's schemaType AVRO, JSON
+REGISTRY_FORMATS = ("avro", "json", "protobuf")  # the registry's schemaType AVRO, JSON, PROTOBUF
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,7 @@ class RegistryOptions:
     value_schema: str | None = None  # write: the schema to register (auto.register.schemas=true)
     reader_schema: str | None = None  # read: the subject's latest schema, fixed on the driver when planning
     reader_schema_type: str = "AVRO"  # ... and its schemaType
+    record_name: str | None = None  # the record's full name: Record*NameStrategy subjects, the Protobuf message
 
 
 @dataclass(frozen=True)
@@ -400,18 +401,15 @@ def parse_registry_options(options: Mapping[str, str], topic: str | None, *, wri
     opts = _lower(options)
     url = (opts.get("schema.registry.url") or "").strip()
     if not url:
-        given = [n for n in ("value.subject", "value.format", "auto.register.schemas", "value.schema") if n in opts]
+        given = [n for n in ("value.subject", "value.format", "auto.register.schemas", "value.schema", "value.record.name",
+                             "value.subject.name.strategy") if n in opts]
         if given:
             raise InvalidOptionError(f'option "{given[0]}" needs "schema.registry.url"')
         return None
     if not url.startswith(("http://", "https://")):
         raise InvalidOptionError(f'option "schema.registry.url" must be an http:// or https:// URL, got {url!r}')
-    subject = (opts.get("value.subject") or "").strip() or (f"{topic}-value" if topic else "")
-    if not subject:
-        raise InvalidOptionError(
-            'option "value.subject" is required unless exactly one topic is read ("subscribe") or written ("topic"); '
-            "the default is <topic>-value"
-        )
+    record_name = (opts.get("value.record.name") or "").strip() or None
+    subject = _subject(opts, topic, record_name)
     value_format = (opts.get("value.format") or "").strip().lower() or None
     if value_format is not None and value_format not in REGISTRY_FORMATS:
         raise InvalidOptionError(f'option "value.format" must be one of {", ".join(REGISTRY_FORMATS)}, got {value_format!r}')
@@ -430,7 +428,47 @@ def parse_registry_options(options: Mapping[str, str], topic: str | None, *, wri
     if user_info is not None and ":" not in user_info:
         raise InvalidOptionError('option "schema.registry.basic.auth.user.info" must be "user:password"')
     return RegistryOptions(url=url, subject=subject, user_info=user_info, value_format=value_format, mode=mode,
-                           auto_register=auto_register, value_schema=value_schema)
+                           auto_register=auto_register, value_schema=value_schema, record_name=record_name)
+
+
+class SubjectNameStrategy(Enum):
+    """Confluent's subject name strategies (io.confluent.kafka.serializers.subject.*)."""
+
+    TOPIC = "TopicNameStrategy"  # <topic>-value, the default
+    RECORD = "RecordNameStrategy"  # <record full name>: one subject per record type, whatever the topic
+    TOPIC_RECORD = "TopicRecordNameStrategy"  # <topic>-<record full name>
+
+
+def subject_name(strategy: SubjectNameStrategy, topic: str | None, record_name: str | None, part: str = "value") -> str:
+    """The subject a strategy names; "" when the topic or record name it needs is missing."""
+    if strategy is SubjectNameStrategy.TOPIC:
+        return f"{topic}-{part}" if topic else ""
+    if strategy is SubjectNameStrategy.RECORD:
+        return record_name or ""
+    return f"{topic}-{record_name}" if topic and record_name else ""
+
+
+def _subject(opts: Mapping[str, str], topic: str | None, record_name: str | None) -> str:
+    """value.subject as given, else the one value.subject.name.strategy names."""
+    raw = (opts.get("value.subject.name.strategy") or "").strip()
+    short = raw.rsplit(".", 1)[-1] or SubjectNameStrategy.TOPIC.value
+    try:
+        strategy = SubjectNameStrategy(short)
+    except ValueError:
+        names = ", ".join(s.value for s in SubjectNameStrategy)
+        raise InvalidOptionError(f'option "value.subject.name.strategy" must be one of {names}, got {raw!r}') from None
+    given = (opts.get("value.subject") or "").strip()
+    if given and raw:
+        raise InvalidOptionError('options "value.subject" and "value.subject.name.strategy" conflict: give one')
+    subject = given or subject_name(strategy, topic, record_name)
+    if not subject and strategy is not SubjectNameStrategy.TOPIC and not record_name:
+        raise InvalidOptionError(f'{strategy.value} needs "value.record.name" (the record\'s or message\'s full name)')
+    if not subject:
+        raise InvalidOptionError(
+            'option "value.subject" is required unless exactly one topic is read ("subscribe") or written ("topic"); '
+            f"the default is {subject_name(strategy, '<topic>', record_name or '<record>')}"
+        )
+    return subject
 
 
 def include_headers(options: Mapping[str, str]) -> bool:
