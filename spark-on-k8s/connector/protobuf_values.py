@@ -297,7 +297,8 @@ def _fill(target: Any, row: dict[str, Any]) -> None:
             continue
         if _is_map(field):
             value_field, entries = field.message_type.fields_by_name["value"], getattr(target, field.name)
-            for k, v in value.items():
+            pairs = value.items() if isinstance(value, dict) else value  # Arrow gives a map as (key, value) pairs
+            for k, v in pairs:
                 if value_field.type == _MESSAGE:
                     _fill(entries[k], v)
                 else:

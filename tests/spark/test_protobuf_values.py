@@ -105,6 +105,8 @@ def test_message_names_and_indexes_point_at_each_other(order_set):
 def test_values_roundtrip_and_defaults_follow_presence(order_set):
     order = protobuf_values.load(order_set, None)
     assert protobuf_values.decode(order, protobuf_values.encode(order, VALUE)) == VALUE
+    as_arrow = {**VALUE, "stock": list(VALUE["stock"].items())}  # a Spark row's map arrives as (key, value) pairs
+    assert protobuf_values.decode(order, protobuf_values.encode(order, as_arrow)) == VALUE
     empty = protobuf_values.decode(order, b"")
     assert empty["note"] is None and empty["at"] is None  # presence: optional scalar, message
     assert (empty["id"], empty["status"], empty["tags"], empty["stock"]) == (0, "NEW", [], {})  # proto3 defaults
