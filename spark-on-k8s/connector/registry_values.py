@@ -44,7 +44,7 @@ def _check_type(reg: RegistryOptions, found: RegisteredSchema, what: str) -> Non
         raise SchemaRegistryError(
             f"{what} is a {found.schema_type} schema; the connector reads and writes AVRO, JSON and PROTOBUF")
     if reg.value_format is not None and fmt != reg.value_format:
-        raise SchemaRegistryError(f'{what} is a {found.schema_type} schema, not the value.format "{reg.value_format}"')
+        raise SchemaRegistryError(f'{what} is a {found.schema_type} schema, not the {reg.part}.format "{reg.value_format}"')
 
 
 def latest_schema(reg: RegistryOptions) -> RegisteredSchema:
@@ -84,13 +84,17 @@ def value_struct(schema_type: str, text: str, message: str | None = None) -> T.S
     return json_values.value_struct(text) if schema_type == "JSON" else avro_values.value_struct(text)
 
 
-def read_schema(include_headers: bool, reg: RegistryOptions, latest: RegisteredSchema) -> T.StructType:
-    """The source schema with `value` as the subject's struct (and `valueError` when PERMISSIVE)."""
-    base = spark_schema(include_headers)
-    struct = value_struct(latest.schema_type, latest.schema, reg.record_name)
-    fields = [T.StructField("value", struct, True) if f.name == "value" else f for f in base.fields]
+def read_schema(include_headers: bool, reg: RegistryOptions, latest: RegisteredSchema,
+                key: tuple[RegistryOptions, RegisteredSchema] | None = None) -> T.StructType:
+    """The source schema with `value` (and `key`, when keys go through the registry too) as their subjects'
+    structs, and `valueError` (`keyError`) when PERMISSIVE."""
+    typed = {"value": value_struct(latest.schema_type, latest.schema, reg.record_name)}
+    if key is not None:
+        typed["key"] = value_struct(key[1].schema_type, key[1].schema, key[0].record_name)
+    fields = [T.StructField(f.name, typed[f.name], True) if f.name in typed else f
+              for f in spark_schema(include_headers).fields]
     if reg.mode is DecodeMode.PERMISSIVE:
-        fields.append(T.StructField(ERROR_COLUMN, T.StringType(), True))
+        fields += [T.StructField(f"{part}Error", T.StringType(), True) for part in ("value", "key") if part in typed]
     return T.StructType(fields)
 
 
@@ -120,7 +124,7 @@ class ValueDecoder:
             try:
                 found = self.client.by_id(schema_id, serialized=self.proto is not None)
             except SchemaRegistryError as exc:
-                raise SchemaRegistryError(f"schema id {schema_id} of the value: {exc}") from exc
+                raise SchemaRegistryError(f"schema id {schema_id} of the {self.reg.part}: {exc}") from exc
             if found.schema_type != self.reg.reader_schema_type:
                 raise SchemaRegistryError(
                     f"schema id {schema_id} is a {found.schema_type} schema, the subject's is {self.reg.reader_schema_type}")
@@ -155,35 +159,47 @@ class ValueDecoder:
 
 
 def records_to_registry_batch(messages: Sequence[Any], *, include_headers: bool, reg: RegistryOptions,
-                              decoder: ValueDecoder) -> pa.RecordBatch:
-    """Like schema.records_to_batch, with `value` decoded (FAILFAST raises, PERMISSIVE fills valueError)."""
+                              decoder: ValueDecoder, key_decoder: ValueDecoder | None = None) -> pa.RecordBatch:
+    """Like schema.records_to_batch, with `value` (and `key`) decoded (FAILFAST raises, PERMISSIVE fills valueError)."""
     assert reg.reader_schema is not None
     plain = records_to_batch(messages, include_headers=include_headers)
     latest = RegisteredSchema(-1, reg.reader_schema_type, reg.reader_schema)
-    target = to_arrow_schema(read_schema(include_headers, reg, latest), timezone="UTC")
+    key = None
+    columns = {"value": _decode_column(messages, decoder)}
+    if key_decoder is not None:
+        key_reg = key_decoder.reg
+        key = (key_reg, RegisteredSchema(-1, key_reg.reader_schema_type, key_reg.reader_schema or ""))
+        columns["key"] = _decode_column(messages, key_decoder)
+    target = to_arrow_schema(read_schema(include_headers, reg, latest, key), timezone="UTC")
+    arrays = []
+    for name in target.names:
+        if name in columns:
+            arrays.append(pa.array(columns[name][0], type=target.field(name).type))
+        elif name.removesuffix("Error") in columns:
+            arrays.append(pa.array(columns[name.removesuffix("Error")][1], type=pa.string()))
+        else:
+            arrays.append(plain.column(plain.schema.get_field_index(name)))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _decode_column(messages: Sequence[Any], decoder: ValueDecoder) -> tuple[list[Any], list[str | None]]:
+    """(decoded values, reasons) of the messages' values or keys (decoder.reg.part)."""
+    part = decoder.reg.part
     values: list[Any] = []
     errors: list[str | None] = []
     for m in messages:
         try:
-            values.append(decoder.decode(m.value()))
+            values.append(decoder.decode(m.key() if part == "key" else m.value()))
             errors.append(None)
         except SchemaRegistryError as exc:
-            if reg.mode is DecodeMode.FAILFAST:
+            if decoder.reg.mode is DecodeMode.FAILFAST:
                 raise SchemaRegistryError(
                     f"{m.topic()}-{m.partition()} offset {m.offset()}: {exc} "
-                    '(set the option "mode" to "PERMISSIVE" to read it as null with the reason in "valueError")'
+                    f'(set the option "mode" to "PERMISSIVE" to read it as null with the reason in "{part}Error")'
                 ) from exc
             values.append(None)
             errors.append(str(exc))
-    arrays = []
-    for name in target.names:
-        if name == "value":
-            arrays.append(pa.array(values, type=target.field("value").type))
-        elif name == ERROR_COLUMN:
-            arrays.append(pa.array(errors, type=pa.string()))
-        else:
-            arrays.append(plain.column(plain.schema.get_field_index(name)))
-    return pa.RecordBatch.from_arrays(arrays, schema=target)
+    return values, errors
 
 
 class ValueEncoder:

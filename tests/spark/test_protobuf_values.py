@@ -152,3 +152,19 @@ def test_bad_strategy_options_are_refused_naming_why():
     with pytest.raises(InvalidOptionError, match='"value.record.name" needs "schema.registry.url"'):
         parse_write_options({"bootstrap.servers": "b:9092", "topic": "t", "value.record.name": "x"})
     assert parse_write_options({**BASE, "topic": "t", "value.format": "protobuf"}).registry.value_format == "protobuf"
+
+
+def test_key_options_turn_on_registry_keys_with_their_own_subject():
+    assert parse_write_options({**BASE, "topic": "t"}).key_registry is None  # keys stay binary by default
+    write = parse_write_options({**BASE, "topic": "t", "key.format": "avro", "key.schema": '"string"',
+                                 "auto.register.schemas": "true", "value.schema": '"string"'})
+    assert (write.key_registry.subject, write.key_registry.part, write.key_registry.value_schema) == ("t-key", "key", '"string"')
+    read = parse_read_options({**BASE, "subscribe": "t", "key.subject.name.strategy": "RecordNameStrategy",
+                               "key.record.name": "shop.Id"}, Mode.BATCH)
+    assert (read.key_registry.subject, read.registry.subject) == ("shop.Id", "t-value")
+    with pytest.raises(InvalidOptionError, match='"key.schema" are for writes only'):
+        parse_read_options({**BASE, "subscribe": "t", "key.schema": '"string"'}, Mode.BATCH)
+    with pytest.raises(InvalidOptionError, match='option "key.format" must be one of'):
+        parse_write_options({**BASE, "topic": "t", "key.format": "xml"})
+    with pytest.raises(InvalidOptionError, match='"key.format" needs "schema.registry.url"'):
+        parse_write_options({"bootstrap.servers": "b:9092", "topic": "t", "key.format": "avro"})
