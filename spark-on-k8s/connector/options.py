@@ -17,7 +17,8 @@ Streaming + Kafka Integration Guide), so a job moves between
 Values through a schema registry (Confluent's serializer names, see RegistryOptions):
     schema.registry.url, schema.registry.basic.auth.user.info, value.subject,
     value.format (avro | json | protobuf), value.record.name, value.subject.name.strategy,
-    mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and value.schema (write)
+    mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and value.schema (write);
+    key.format, key.subject, key.subject.name.strategy, key.record.name, key.schema (keys too)
 
 Spark lower-cases option names before a Python data source sees them; every
 lookup here goes through a lower-cased copy, so plain dicts in tests behave

@@ -10,7 +10,9 @@ Protobuf values are parsed with the reader's message (fields match by
 number, as Protobuf evolves) after the wire's message indexes were checked
 to name that message in the writer's schema.
 FAILFAST (default) fails the task with the reason; PERMISSIVE puts null in
-`value` and the reason in `valueError` (null when decoded).
+`value` and the reason in `valueError` (null when decoded). Keys, when a
+key.* option asks, go the same way with their own options (part "key"):
+a typed `key` column and `keyError`.
 
 Write: the `value` struct column is encoded with the subject's latest schema
 (or `value.schema`, registered first when auto.register.schemas=true) and

@@ -4,6 +4,7 @@ typed `value` struct; what the connector wrote (TopicRecordNameStrategy subject)
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -124,3 +125,50 @@ def test_connector_writes_what_protobuf_deserializer_reads(spark, broker, topic_
         "schema.registry.url": registry, "value.subject.name.strategy": "TopicRecordNameStrategy",
         "value.record.name": f"shop{TAG}.Order"})
     assert [r.asDict(recursive=True) for r in back.select("value.*").orderBy("id").collect()] == ROWS
+
+
+KEY = {"type": "record", "name": "OrderId", "namespace": "shop", "fields": [{"name": "n", "type": "long"}]}
+
+
+def test_avro_keys_read_as_a_typed_key_and_written_for_avro_deserializer(spark, broker, topic_name, registry, order_class):
+    from confluent_kafka import Consumer  # noqa: PLC0415
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: PLC0415
+    source, target = topic_name, topic_name + "-out"
+    create_topic(broker.bootstrap, source)
+    create_topic(broker.bootstrap, target)
+    client = SchemaRegistryClient({"url": registry})
+    keys = AvroSerializer(client, json.dumps(KEY))
+    values = ProtobufSerializer(order_class, client, {"use.deprecated.format": False})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for row in ROWS:
+        producer.produce(source, key=keys({"n": row["id"]}, SerializationContext(source, MessageField.KEY)),
+                         value=values(_message(order_class, row), SerializationContext(source, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+
+    df = batch_reader(spark, broker.bootstrap, source, **{
+        "schema.registry.url": registry, "value.record.name": f"shop{TAG}.Order", "key.format": "avro"})
+    assert df.schema["key"].dataType.simpleString() == "struct<n:bigint>"
+    assert sorted((r["key"]["n"], r["value"]["id"]) for r in df.select("key", "value").collect()) == [(1, 1), (2, 2)]
+
+    (df.select("key", "value").write.format("tinystream").option("bootstrap.servers", broker.bootstrap)
+       .option("topic", target).option("schema.registry.url", registry).option("value.record.name", f"shop{TAG}.Order")
+       .option("key.format", "avro").option("auto.register.schemas", "true").option("key.schema", json.dumps(KEY))
+       .option("value.schema", ORDER_PROTO).option("value.format", "protobuf").mode("append").save())
+    assert client.get_latest_version(f"{target}-key").schema.schema_type == "AVRO"
+    key_deserializer = AvroDeserializer(client)
+    value_deserializer = ProtobufDeserializer(order_class, {"use.deprecated.format": False}, client)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([target])
+    got = []
+    try:
+        for _ in range(120):
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got.append((key_deserializer(message.key(), SerializationContext(target, MessageField.KEY)),
+                            value_deserializer(message.value(), SerializationContext(target, MessageField.VALUE)).id))
+            if len(got) == len(ROWS):
+                break
+    finally:
+        consumer.close()
+    assert sorted(got, key=lambda kv: kv[1]) == [({"n": 1}, 1), ({"n": 2}, 2)]
