@@ -16,8 +16,9 @@ Streaming + Kafka Integration Guide), so a job moves between
 
 Values through a schema registry (Confluent's serializer names, see RegistryOptions):
     schema.registry.url, schema.registry.basic.auth.user.info, value.subject,
-    value.format (avro | json), mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and
-    value.schema (write)
+    value.format (avro | json | protobuf), value.record.name, value.subject.name.strategy,
+    mode (FAILFAST | PERMISSIVE, read), auto.register.schemas and value.schema (write);
+    key.format, key.subject, key.subject.name.strategy, key.record.name, key.schema (keys too)
 
 Spark lower-cases option names before a Python data source sees them; every
 lookup here goes through a lower-cased copy, so plain dicts in tests behave
@@ -146,7 +147,7 @@ class DecodeMode(Enum):
     PERMISSIVE = "PERMISSIVE"
 
 
-REGISTRY_FORMATS = ("avro", "json")  # the registry's schemaType AVRO, JSON
+REGISTRY_FORMATS = ("avro", "json", "protobuf")  # the registry's schemaType AVRO, JSON, PROTOBUF
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,8 @@ class RegistryOptions:
     value_schema: str | None = None  # write: the schema to register (auto.register.schemas=true)
     reader_schema: str | None = None  # read: the subject's latest schema, fixed on the driver when planning
     reader_schema_type: str = "AVRO"  # ... and its schemaType
+    record_name: str | None = None  # the record's full name: Record*NameStrategy subjects, the Protobuf message
+    part: str = "value"  # the column these options are for: "value", or "key" (key.format, key.subject, ...)
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,7 @@ class ReadOptions:
     fetch_retry_interval_ms: int = DEFAULT_FETCH_RETRY_INTERVAL_MS
     client_conf: Mapping[str, str] = field(default_factory=dict)
     registry: RegistryOptions | None = None
+    key_registry: RegistryOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,7 @@ class WriteOptions:
     topic: str | None
     client_conf: Mapping[str, str] = field(default_factory=dict)
     registry: RegistryOptions | None = None
+    key_registry: RegistryOptions | None = None
 
 
 # --- parsing ----------------------------------------------------------------
@@ -372,6 +377,7 @@ def parse_read_options(options: Mapping[str, str], mode: Mode) -> ReadOptions:
         ),
         client_conf=_client_conf(opts, FORBIDDEN_SOURCE_CONF),
         registry=parse_registry_options(opts, _single_topic(opts)),
+        key_registry=parse_registry_options(opts, _single_topic(opts), part="key"),
     )
 
 
@@ -387,6 +393,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         topic=topic,
         client_conf=_client_conf(opts, FORBIDDEN_SINK_CONF),
         registry=registry,
+        key_registry=parse_registry_options(opts, topic, writing=True, part="key"),
     )
 
 
@@ -395,42 +402,85 @@ def _single_topic(opts: Mapping[str, str]) -> str | None:
     return topics[0] if len(set(topics)) == 1 else None
 
 
-def parse_registry_options(options: Mapping[str, str], topic: str | None, *, writing: bool = False) -> RegistryOptions | None:
-    """None without "schema.registry.url"; else the validated registry options (TopicNameStrategy subject)."""
+KEY_OPTIONS = ("key.subject", "key.format", "key.schema", "key.record.name", "key.subject.name.strategy")
+
+
+def parse_registry_options(options: Mapping[str, str], topic: str | None, *, writing: bool = False,
+                           part: str = "value") -> RegistryOptions | None:
+    """None without "schema.registry.url" (for keys: without a key.* option); else the validated registry options."""
     opts = _lower(options)
     url = (opts.get("schema.registry.url") or "").strip()
     if not url:
-        given = [n for n in ("value.subject", "value.format", "auto.register.schemas", "value.schema") if n in opts]
+        given = [n for n in ("value.subject", "value.format", "auto.register.schemas", "value.schema", "value.record.name",
+                             "value.subject.name.strategy", *KEY_OPTIONS) if n in opts]
         if given:
             raise InvalidOptionError(f'option "{given[0]}" needs "schema.registry.url"')
         return None
+    if part == "key" and not any(n in opts for n in KEY_OPTIONS):
+        return None  # keys stay binary unless a key.* option asks for the registry
     if not url.startswith(("http://", "https://")):
         raise InvalidOptionError(f'option "schema.registry.url" must be an http:// or https:// URL, got {url!r}')
-    subject = (opts.get("value.subject") or "").strip() or (f"{topic}-value" if topic else "")
-    if not subject:
-        raise InvalidOptionError(
-            'option "value.subject" is required unless exactly one topic is read ("subscribe") or written ("topic"); '
-            "the default is <topic>-value"
-        )
-    value_format = (opts.get("value.format") or "").strip().lower() or None
+    record_name = (opts.get(f"{part}.record.name") or "").strip() or None
+    subject = _subject(opts, topic, record_name, part)
+    value_format = (opts.get(f"{part}.format") or "").strip().lower() or None
     if value_format is not None and value_format not in REGISTRY_FORMATS:
-        raise InvalidOptionError(f'option "value.format" must be one of {", ".join(REGISTRY_FORMATS)}, got {value_format!r}')
+        raise InvalidOptionError(f'option "{part}.format" must be one of {", ".join(REGISTRY_FORMATS)}, got {value_format!r}')
     mode_raw = (opts.get("mode") or "FAILFAST").strip().upper()
     try:
         mode = DecodeMode(mode_raw)
     except ValueError:
         raise InvalidOptionError(f'option "mode" must be "FAILFAST" or "PERMISSIVE", got {mode_raw!r}') from None
     auto_register = parse_bool(opts, "auto.register.schemas", False)
-    value_schema = opts.get("value.schema")
-    if auto_register and not value_schema:
-        raise InvalidOptionError('option "auto.register.schemas" needs "value.schema" (the Avro schema to register)')
+    value_schema = opts.get(f"{part}.schema")
+    if auto_register and not value_schema and part == "value":
+        raise InvalidOptionError('option "auto.register.schemas" needs "value.schema" (the schema to register)')
     if not writing and (auto_register or value_schema):
-        raise InvalidOptionError('options "auto.register.schemas" and "value.schema" are for writes only')
+        raise InvalidOptionError(f'options "auto.register.schemas" and "{part}.schema" are for writes only')
     user_info = opts.get("schema.registry.basic.auth.user.info")
     if user_info is not None and ":" not in user_info:
         raise InvalidOptionError('option "schema.registry.basic.auth.user.info" must be "user:password"')
     return RegistryOptions(url=url, subject=subject, user_info=user_info, value_format=value_format, mode=mode,
-                           auto_register=auto_register, value_schema=value_schema)
+                           auto_register=auto_register, value_schema=value_schema, record_name=record_name, part=part)
+
+
+class SubjectNameStrategy(Enum):
+    """Confluent's subject name strategies (io.confluent.kafka.serializers.subject.*)."""
+
+    TOPIC = "TopicNameStrategy"  # <topic>-value, the default
+    RECORD = "RecordNameStrategy"  # <record full name>: one subject per record type, whatever the topic
+    TOPIC_RECORD = "TopicRecordNameStrategy"  # <topic>-<record full name>
+
+
+def subject_name(strategy: SubjectNameStrategy, topic: str | None, record_name: str | None, part: str = "value") -> str:
+    """The subject a strategy names; "" when the topic or record name it needs is missing."""
+    if strategy is SubjectNameStrategy.TOPIC:
+        return f"{topic}-{part}" if topic else ""
+    if strategy is SubjectNameStrategy.RECORD:
+        return record_name or ""
+    return f"{topic}-{record_name}" if topic and record_name else ""
+
+
+def _subject(opts: Mapping[str, str], topic: str | None, record_name: str | None, part: str) -> str:
+    """<part>.subject as given, else the one <part>.subject.name.strategy names (part: value or key)."""
+    raw = (opts.get(f"{part}.subject.name.strategy") or "").strip()
+    short = raw.rsplit(".", 1)[-1] or SubjectNameStrategy.TOPIC.value
+    try:
+        strategy = SubjectNameStrategy(short)
+    except ValueError:
+        names = ", ".join(s.value for s in SubjectNameStrategy)
+        raise InvalidOptionError(f'option "{part}.subject.name.strategy" must be one of {names}, got {raw!r}') from None
+    given = (opts.get(f"{part}.subject") or "").strip()
+    if given and raw:
+        raise InvalidOptionError(f'options "{part}.subject" and "{part}.subject.name.strategy" conflict: give one')
+    subject = given or subject_name(strategy, topic, record_name, part)
+    if not subject and strategy is not SubjectNameStrategy.TOPIC and not record_name:
+        raise InvalidOptionError(f'{strategy.value} needs "{part}.record.name" (the record\'s or message\'s full name)')
+    if not subject:
+        raise InvalidOptionError(
+            f'option "{part}.subject" is required unless exactly one topic is read ("subscribe") or written ("topic"); '
+            f"the default is {subject_name(strategy, '<topic>', record_name or '<record>', part)}"
+        )
+    return subject
 
 
 def include_headers(options: Mapping[str, str]) -> bool:
@@ -438,7 +488,7 @@ def include_headers(options: Mapping[str, str]) -> bool:
     return parse_bool(_lower(options), "includeHeaders", False)
 
 
-def registry_options(options: Mapping[str, str]) -> RegistryOptions | None:
+def registry_options(options: Mapping[str, str], part: str = "value") -> RegistryOptions | None:
     """Only the registry options of a read (DataSource.schema() runs before the mode is known)."""
     opts = _lower(options)
-    return parse_registry_options(opts, _single_topic(opts))
+    return parse_registry_options(opts, _single_topic(opts), part=part)

@@ -38,6 +38,7 @@ def read_partition(partition: Any, opts: ReadOptions) -> Iterator[Any]:
         return  # PySpark plans InputPartition(None) when a batch read has no ranges
     reg = opts.registry
     decoder = ValueDecoder(reg) if reg is not None else None
+    key_decoder = ValueDecoder(opts.key_registry) if opts.key_registry is not None else None
     for messages in read_range(
         partition.range,
         bootstrap=opts.bootstrap_servers,
@@ -48,6 +49,7 @@ def read_partition(partition: Any, opts: ReadOptions) -> Iterator[Any]:
         retry_interval_ms=opts.fetch_retry_interval_ms,
     ):
         if reg is not None and decoder is not None:
-            yield records_to_registry_batch(messages, include_headers=opts.include_headers, reg=reg, decoder=decoder)
+            yield records_to_registry_batch(messages, include_headers=opts.include_headers, reg=reg, decoder=decoder,
+                                            key_decoder=key_decoder)
         else:
             yield records_to_batch(messages, include_headers=opts.include_headers)

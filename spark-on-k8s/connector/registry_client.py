@@ -25,7 +25,8 @@ TIMEOUT_S = 30.0
 class RegisteredSchema:
     schema_id: int
     schema_type: str  # AVRO | JSON | PROTOBUF
-    schema: str
+    schema: str  # a Protobuf schema asked with serialized=True: the base64 FileDescriptorProto
+    references: tuple[tuple[str, str, int], ...] = ()  # (import name, subject, version)
 
 
 class RegistryClient:
@@ -35,7 +36,7 @@ class RegistryClient:
                         "Content-Type": "application/vnd.schemaregistry.v1+json"}
         if user_info:
             self.headers["Authorization"] = "Basic " + base64.b64encode(user_info.encode()).decode()
-        self._by_id: dict[int, RegisteredSchema] = {}
+        self._by_id: dict[tuple[int, bool], RegisteredSchema] = {}
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -54,23 +55,32 @@ class RegistryClient:
         except OSError as exc:
             raise SchemaRegistryError(f"schema registry {self.url} unreachable: {exc}") from exc
 
-    def by_id(self, schema_id: int) -> RegisteredSchema:
-        found = self._by_id.get(schema_id)
+    def by_id(self, schema_id: int, *, serialized: bool = False) -> RegisteredSchema:
+        """`serialized`: a Protobuf schema as its descriptor (`?format=serialized`, as confluent-kafka asks)."""
+        key = (schema_id, serialized)
+        found = self._by_id.get(key)
         if found is None:
-            reply = self._call("GET", f"/schemas/ids/{schema_id}")
-            found = RegisteredSchema(schema_id, reply.get("schemaType", "AVRO"), reply["schema"])
-            self._by_id[schema_id] = found
+            reply = self._call("GET", f"/schemas/ids/{schema_id}" + ("?format=serialized" if serialized else ""))
+            found = self._by_id[key] = _registered(schema_id, reply)
         return found
 
-    def latest(self, subject: str) -> RegisteredSchema:
-        reply = self._call("GET", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest")
-        found = RegisteredSchema(int(reply["id"]), reply.get("schemaType", "AVRO"), reply["schema"])
-        self._by_id.setdefault(found.schema_id, found)
-        return found
+    def latest(self, subject: str, *, serialized: bool = False) -> RegisteredSchema:
+        return self.version(subject, "latest", serialized=serialized)
+
+    def version(self, subject: str, version: int | str, *, serialized: bool = False) -> RegisteredSchema:
+        query = "?format=serialized" if serialized else ""
+        reply = self._call("GET", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}{query}")
+        return _registered(int(reply["id"]), reply)
 
     def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        """The schema's id under `subject` (registered when new)."""
         body: dict[str, Any] = {"schema": schema}
         if schema_type != "AVRO":
             body["schemaType"] = schema_type
         reply = self._call("POST", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions", body)
         return int(reply["id"])
+
+
+def _registered(schema_id: int, reply: dict[str, Any]) -> RegisteredSchema:
+    refs = tuple((str(r["name"]), str(r["subject"]), int(r["version"])) for r in reply.get("references") or ())
+    return RegisteredSchema(schema_id, reply.get("schemaType", "AVRO"), reply["schema"], refs)

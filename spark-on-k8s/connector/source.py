@@ -47,7 +47,9 @@ class TinyStreamDataSource(DataSource):
         registry = registry_options(self.options)  # schema() runs before the mode is known
         if registry is None:
             return spark_schema(include_headers(self.options))
-        return read_schema(include_headers(self.options), registry, latest_schema(registry))
+        key = registry_options(self.options, "key")
+        return read_schema(include_headers(self.options), registry, latest_schema(registry),
+                           (key, latest_schema(key)) if key is not None else None)
 
     def _read_options(self, mode: Mode, schema: StructType) -> ReadOptions:
         """Options with the subject's latest schema fixed, checked against the schema Spark planned with."""
@@ -55,12 +57,16 @@ class TinyStreamDataSource(DataSource):
         if opts.registry is None:
             return opts
         latest = latest_schema(opts.registry)
-        if read_schema(opts.include_headers, opts.registry, latest) != schema:
+        key = (opts.key_registry, latest_schema(opts.key_registry)) if opts.key_registry is not None else None
+        if read_schema(opts.include_headers, opts.registry, latest, key) != schema:
             raise SchemaRegistryError(
                 f'the latest schema of subject "{opts.registry.subject}" changed while the query was planned; run it again'
             )
         fixed = dataclasses.replace(opts.registry, reader_schema=latest.schema, reader_schema_type=latest.schema_type)
-        return dataclasses.replace(opts, registry=fixed)
+        fixed_key = None
+        if key is not None:
+            fixed_key = dataclasses.replace(key[0], reader_schema=key[1].schema, reader_schema_type=key[1].schema_type)
+        return dataclasses.replace(opts, registry=fixed, key_registry=fixed_key)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TinyStreamBatchReader(self._read_options(Mode.BATCH, schema))

@@ -55,7 +55,8 @@ def check_write_schema(schema: StructType, opts: WriteOptions) -> None:
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in fields:
         raise InvalidOptionError(f'required attribute "value" not found in {schema.simpleString()}')
-    for name in ("value", "key") if opts.registry is None else ("key",):
+    binary = [n for n, reg in (("value", opts.registry), ("key", opts.key_registry)) if reg is None]
+    for name in binary:
         if name in fields and not isinstance(fields[name], TEXT_OR_BYTES):
             raise InvalidOptionError(f'{name} attribute type must be a string or binary, not {fields[name].simpleString()}')
     if opts.topic is None:
@@ -90,9 +91,14 @@ def _as_bytes(value: Any) -> bytes | None:
     return bytes(value)
 
 
+def _key(key: Any, encoder: ValueEncoder | None) -> bytes | None:
+    return encoder.encode(key) if encoder is not None else _as_bytes(key)
+
+
 def write_batches(batches: Iterator[Any], opts: WriteOptions) -> int:
     """Produce every row of the Arrow batches; returns the number written, raises ProduceError."""
     encoder = ValueEncoder(opts.registry) if opts.registry is not None else None
+    key_encoder = ValueEncoder(opts.key_registry) if opts.key_registry is not None else None
     producer = RecordProducer(opts.bootstrap_servers, opts.client_conf)
     for batch in batches:
         names = [n.lower() for n in batch.schema.names]
@@ -109,7 +115,7 @@ def write_batches(batches: Iterator[Any], opts: WriteOptions) -> int:
             producer.send(
                 topic,
                 encoder.encode(value) if encoder is not None else _as_bytes(value),
-                key=_as_bytes(keys[i]) if keys is not None else None,
+                key=_key(keys[i], key_encoder) if keys is not None else None,
                 partition=partitions[i] if partitions is not None else None,
                 headers=[(h["key"], h["value"]) for h in headers[i]] if headers is not None and headers[i] else None,
             )

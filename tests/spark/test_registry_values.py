@@ -170,6 +170,38 @@ def test_permissive_batch_has_null_and_the_reason_for_an_unknown_id():
     assert read_schema(False, reg, RegisteredSchema(1, "AVRO", json.dumps(ORDER))).names[-1] == "valueError"
 
 
+KEY = {"type": "record", "name": "OrderId", "namespace": "shop", "fields": [{"name": "n", "type": "long"}]}
+
+
+class KeyedMessage(FakeMessage):
+    def __init__(self, key: bytes | None, value: bytes | None, offset: int):
+        super().__init__(value, offset)
+        self._key = key
+
+    def key(self): return self._key
+
+
+def test_keys_through_the_registry_get_a_typed_key_column_and_their_own_error_column():
+    import dataclasses  # noqa: PLC0415
+    options = {"bootstrap.servers": "h:1", "subscribe": "orders", "schema.registry.url": "http://127.0.0.1:9",
+               "mode": "PERMISSIVE", "key.format": "avro"}
+    opts = parse_read_options(options, Mode.BATCH)
+    reg = dataclasses.replace(opts.registry, reader_schema=json.dumps(ORDER))
+    key_reg = dataclasses.replace(opts.key_registry, reader_schema=json.dumps(KEY))
+    assert key_reg.subject == "orders-key"
+    key_decoder = ValueDecoder(key_reg)
+    key_decoder.writers[5] = avro_values.parse_schema(json.dumps(KEY))
+    value = avro_values.frame(1, avro_values.encode(avro_values.parse_schema(json.dumps(ORDER)), VALUE))
+    key = avro_values.frame(5, avro_values.encode(avro_values.parse_schema(json.dumps(KEY)), {"n": 7}))
+    messages = [KeyedMessage(key, value, 0), KeyedMessage(b"\x00\x01", value, 1)]
+    batch = records_to_registry_batch(messages, include_headers=False, reg=reg, decoder=_decoder(reg), key_decoder=key_decoder)
+    assert batch.schema.field("key").type == pa.struct([pa.field("n", pa.int64(), nullable=False)])
+    assert batch.column(batch.schema.get_field_index("key")).to_pylist() == [{"n": 7}, None]
+    key_errors = batch.column(batch.schema.get_field_index("keyError")).to_pylist()
+    assert key_errors[0] is None and "fewer than the 5" in key_errors[1]
+    assert batch.column(batch.schema.get_field_index("valueError")).to_pylist() == [None, None]
+
+
 def test_failfast_batch_names_the_record_and_the_option():
     reg = _registry("FAILFAST")
     with pytest.raises(SchemaRegistryError, match=r'orders-0 offset 4: the value has 2 bytes.*"mode" to "PERMISSIVE"'):
