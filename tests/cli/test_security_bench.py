@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+import click
 import pytest
 from click.testing import CliRunner
 
-from tinystream.bench.security_bench import pair_order, summarize
+from tinystream.bench.security_bench import check_security_options, pair_order, summarize
 from tinystream.bench.stats import RunResult, Spread
 from tinystream.cli import cli
 
@@ -27,10 +28,18 @@ def test_pairs_alternate_their_order_and_ratios_are_taken_per_round():
     assert "ratio 0.80 [0.50..0.90] over 3 rounds" in summary.line()
 
 
-@pytest.mark.parametrize("args", [["--security", "SSL"], ["--client", "confluent", "--security", "SSL", "--bootstrap", "h:1"]])
+@pytest.mark.parametrize("args", [["--security", "SSL"], ["--client", "confluent", "--security", "SSL", "--bootstrap", "h:1"],
+                                  ["--client", "java", "--security", "SASL_SSL"]])
 def test_security_needs_the_confluent_client_and_its_own_broker(args):
     outcome = CliRunner().invoke(cli, ["bench", "produce", *args])
     assert outcome.exit_code == 2 and "--security" in outcome.output
+
+
+def test_kafkas_java_tools_measure_ssl_alone():
+    """The Java tools are given TLS settings (tls_cells.java_client_props), not SASL ones."""
+    check_security_options("java", None, (), ["SSL"])
+    with pytest.raises(click.UsageError):
+        check_security_options("java", None, (), ["SSL", "SASL_PLAINTEXT"])
 
 
 @pytest.mark.parametrize("benchmark", ["produce", "consume"])

@@ -11,8 +11,8 @@ per-fetch latency percentiles, with a progress line each second.
 The default client is a raw Fetch loop that counts records from the batch
 headers (consume_workloads.py); `--client confluent` uses librdkafka and
 `--client java` Kafka's ConsumerPerformance. `--security PROTOCOL` (confluent
-client) reads over a listener with that protocol in pairs with PLAINTEXT
-(security_bench.py).
+client; java for SSL alone) reads over a listener with that protocol in pairs
+with PLAINTEXT (security_bench.py).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from tinystream.bench.security_bench import SECURED, check_security_options, run
               help="Also run against `kafka`, `tansu`, or a shell command that prints bootstrap=HOST:PORT.")
 @click.option("--security", "protocols", multiple=True, type=click.Choice(SECURED), metavar="PROTOCOL",
               help="Also over a listener with this security protocol (SSL, SASL_SSL, SASL_PLAINTEXT: SCRAM-SHA-512), "
-                   "in pairs with PLAINTEXT on a broker started with throwaway credentials; needs --client confluent.")
+                   "in pairs with PLAINTEXT on a broker started with throwaway credentials; "
+                   "needs --client confluent (or java, for SSL alone).")
 @click.option("--rounds", default=5, show_default=True, type=click.IntRange(1),
               help="With --security: pairs per protocol (medians and ranges are printed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
@@ -63,7 +64,7 @@ def consume_bench_command(bootstrap, records, record_size, batch_size, topic, pa
                 "compression": compression, "topic": spec.topic, "fetch_bytes": fetch_bytes,
                 **({"connections": connections} if client == "raw" else {})}
     if protocols:
-        check_security_options(client, bootstrap, peers)
+        check_security_options(client, bootstrap, peers, protocols)
         run_security_pairs(benchmark="consume", workload=workload, runner=RUNNERS[client], spec=spec,
                            protocols=list(dict.fromkeys(protocols)), rounds=rounds, as_json=as_json, quiet=quiet)
         return

@@ -80,7 +80,8 @@ from tinystream.bench.txn_rounds import run_rounds
               help="Records per transaction with --transactional (repeat for several).")
 @click.option("--security", "protocols", multiple=True, type=click.Choice(SECURED), metavar="PROTOCOL",
               help="Also over a listener with this security protocol (SSL, SASL_SSL, SASL_PLAINTEXT: SCRAM-SHA-512), "
-                   "in pairs with PLAINTEXT on a broker started with throwaway credentials; needs --client confluent.")
+                   "in pairs with PLAINTEXT on a broker started with throwaway credentials; "
+                   "needs --client confluent (or java, for SSL alone).")
 @click.option("--rounds", default=None, type=click.IntRange(1),
               help="Alternating rounds: --transactional (default 3) over our broker and the peers; --security "
                    "(default 5) pairs per protocol. Medians and ranges are printed.")
@@ -118,7 +119,7 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
         **({"idempotent": True} if idempotent else {}),
     }
     if protocols:
-        check_security_options(client, bootstrap, peers)
+        check_security_options(client, bootstrap, peers, protocols)
         run_security_pairs(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
                            protocols=list(dict.fromkeys(protocols)), rounds=rounds or 5, as_json=as_json, quiet=quiet)
         return

@@ -16,8 +16,13 @@ protocol / PLAINTEXT with its range.
     tinystream bench produce --client confluent --security SSL --security SASL_SSL --security SASL_PLAINTEXT
     tinystream bench consume --client confluent --security SSL --rounds 7 --records 500000 --json
 
-Only the confluent client measures here: the raw wire client speaks plaintext only (it does the
-unmeasured set-up, topic creation and filling, over the PLAINTEXT listener).
+The confluent client measures every protocol; Kafka's Java tools (`--client java`) measure SSL alone
+(they are given TLS settings, tls_cells.java_client_props), the load generator of issue 26's TLS goal:
+
+    tinystream bench consume --client java --security SSL --rounds 4 --records 2000000
+
+The raw wire client speaks plaintext only (it does the unmeasured set-up, topic creation and filling,
+over the PLAINTEXT listener). Each run also gives the broker's CPU per GB (bench/cpu.py).
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ def secured_broker(protocols: Sequence[str], *, quiet: bool) -> Iterator[Secured
         running = start_tinystream(workdir=folder / "broker", port=ports["PLAINTEXT"], overrides=overrides)
         try:
             plain = f"127.0.0.1:{ports['PLAINTEXT']}"
-            targets = {"PLAINTEXT": Target(name="PLAINTEXT", bootstrap=plain, version=running.version)}
+            targets = {"PLAINTEXT": Target(name="PLAINTEXT", bootstrap=plain, version=running.version, process=running)}
             for name in protocols:
                 config = {"security.protocol": name}
                 if name in ("SSL", "SASL_SSL"):
@@ -92,7 +97,7 @@ def secured_broker(protocols: Sequence[str], *, quiet: bool) -> Iterator[Secured
                 if name.startswith("SASL"):
                     config.update({"sasl.mechanism": MECHANISM, "sasl.username": USER, "sasl.password": password})
                 targets[name] = Target(name=name, bootstrap=f"127.0.0.1:{ports[name]}", version=running.version,
-                                       client_config=config, setup_bootstrap=plain)
+                                       client_config=config, setup_bootstrap=plain, process=running)
             yield SecuredBroker(targets)
         finally:
             running.stop()
@@ -133,9 +138,13 @@ def pair_order(protocol: str, round_index: int) -> tuple[str, str]:
     return ("PLAINTEXT", protocol) if round_index % 2 == 0 else (protocol, "PLAINTEXT")
 
 
-def check_security_options(client: str, bootstrap: str | None, peers: Sequence[str]) -> None:
-    if client != "confluent":
-        raise click.UsageError("--security measures through librdkafka: add --client confluent")
+def check_security_options(client: str, bootstrap: str | None, peers: Sequence[str],
+                           protocols: Sequence[str] = ()) -> None:
+    """librdkafka speaks every protocol here; Kafka's Java tools are given TLS settings only (tls_cells.py)."""
+    java_ok = client == "java" and set(protocols) <= {"SSL"}
+    if client != "confluent" and not java_ok:
+        raise click.UsageError("--security measures through librdkafka (--client confluent), or for SSL alone "
+                               "through Kafka's Java tools (--client java)")
     if bootstrap or peers:
         raise click.UsageError("--security starts its own broker: drop --bootstrap and --peer")
 
