@@ -69,13 +69,16 @@ def split(
     """(partitions to read, idle partitions), both in the session's order."""
     busy: list[Pair] = []
     idle: list[TopicPartition] = []
-    passes: dict[tuple[str, object], bool] = {}  # (topic, topic id) -> the consumer's gates let it through
+    # A consumer's gates look at (topic, topic id) alone: decided once per run of a session's partitions
+    # that share them (a topic's partitions sit together), so an idle partition allocates nothing.
+    topic: str | None = None
+    topic_id: object = None
+    open_ = False
     for tp, cached in partitions.items():
         request = cached.request
-        gate_key = (tp.topic, request.topic_id)
-        open_ = passes.get(gate_key)
-        if open_ is None:
-            open_ = passes[gate_key] = fetch_gates.refusal(fetcher, tp, request, None) is None
+        if tp.topic != topic or request.topic_id != topic_id:
+            topic, topic_id = tp.topic, request.topic_id
+            open_ = fetch_gates.refusal(fetcher, tp, request, None) is None
         partition = replica(tp)
         if open_ and partition is not None and _idle(request, cached, partition, read_committed):
             idle.append(tp)
