@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -85,10 +85,35 @@ class FetchOutcome(Protocol):
 Outcome = TypeVar("Outcome", bound=FetchOutcome)
 
 
+Pair = tuple[TopicPartition, PartitionRequest]
+
+
+class SessionPairs(Collection[Pair]):
+    """A session's partitions as (tp, request) pairs, read when iterated: an incremental fetch that reads
+    only its partitions with news (handlers/fetch_idle.py) never builds 10,000 pairs."""
+
+    __slots__ = ("_cached",)
+
+    def __init__(self, cached: Mapping[TopicPartition, CachedPartition]) -> None:
+        self._cached = cached
+
+    def __iter__(self) -> Iterator[Pair]:
+        return ((tp, c.request) for tp, c in self._cached.items())
+
+    def __len__(self) -> int:
+        return len(self._cached)
+
+    def __contains__(self, pair: object) -> bool:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            return False
+        found = self._cached.get(pair[0])
+        return found is not None and found.request == pair[1]
+
+
 @dataclass(frozen=True, slots=True)
 class FetchContext:
     kind: ContextKind
-    partitions: tuple[tuple[TopicPartition, PartitionRequest], ...] = ()  # what to read, in order
+    partitions: Collection[Pair] = ()  # what to read, in order
     error: ErrorCode = ErrorCode.none
     session: FetchSession | None = None  # INCREMENTAL: the session served
     epoch: int = INITIAL_EPOCH  # INCREMENTAL: the session's epoch after this request
@@ -173,7 +198,7 @@ class FetchSessionManager:
             return FetchContext(ContextKind.SESSIONLESS, privileged=privileged, owner=owner)
         self.cache.touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
-        return FetchContext(ContextKind.INCREMENTAL, tuple((tp, c.request) for tp, c in session.partitions.items()),
+        return FetchContext(ContextKind.INCREMENTAL, SessionPairs(session.partitions),
                             session=session, epoch=session.epoch, privileged=privileged,
                             uses_topic_ids=uses_topic_ids, owner=owner)
 

@@ -56,7 +56,8 @@ from uuid import UUID
 from tinystream.acls import AclOperation
 from tinystream.broker.errors import ErrorCode
 from tinystream.broker.fetch_sessions.cache import PartitionRequest
-from tinystream.broker.handlers import fetch_gates, fetch_session, read_replica
+from tinystream.broker.fetch_sessions.context import ContextKind, FetchContext
+from tinystream.broker.handlers import fetch_gates, fetch_idle, fetch_session, read_replica
 from tinystream.broker.handlers.shared import authz
 from tinystream.broker.handlers.shared.context import BrokerContext, Call
 from tinystream.broker.protocol.codec import millis, to_millis
@@ -76,9 +77,12 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
     session = fetch_session.open_context(ctx, call, privileged=fetcher.peer)
     if session.error != ErrorCode.none:
         return _top_level_error(call, session.error)
-    requests, answered, diverging = _gate(ctx, fetcher, session.partitions)
     peer = fetcher.peer
+    read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     from_followers = read_replica.may_read_followers(call.version, peer)
+    partitions, idle = _split(ctx, fetcher, session, read_committed,
+                              redirects=from_followers and read_replica.redirects_reads(ctx))
+    requests, answered, diverging = _gate(ctx, fetcher, partitions)
     preferred = read_replica.redirect(ctx, call, requests, answered) if from_followers else {}
     live = [r for r in requests if r.tp not in answered]
     fetched = await ctx.replicas.fetch(
@@ -88,22 +92,49 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         max_bytes=min(getattr(body, "max_bytes", 2**31 - 1), ctx.settings.fetch_max_bytes),  # Kafka's broker cap
         # An error or a divergence already decided answers at once (Kafka's fetchMessages).
         max_wait_ms=0 if answered else min(to_millis(body.max_wait), MAX_WAIT_MS),
-        read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED and not peer,
+        read_committed=read_committed and not peer,
         # Plaintext: record sets stay in the segment files and go out with sendfile (the connection's writer).
         as_ranges=call.client.sendfile,
         leader_only=not from_followers,
+        # A long poll woken with nothing else read also reads the idle partitions (read after `live`).
+        later=(lambda: _idle_requests(ctx, session, idle)) if idle else None,
+        later_keys=idle,
     )
-    answered.update((f.tp, f) for f in fetched)
+    answered.update((f.tp, f) for f in fetched[:len(live)])
+    results = [answered[r.tp] for r in requests] + fetched[len(live):]
     if preferred:
         ctx.metrics.record_preferred_replicas(len(preferred))
-    carried = fetch_session.answer(ctx, session, [answered[r.tp] for r in requests],
+    carried = fetch_session.answer(ctx, session, results,
                                    must_include=diverging.keys() | preferred.keys())  # Kafka's FetchSession too
     if carried.error != ErrorCode.none:
         close_ranges(fetched)  # answered without records: their files now, not when collected
         return _top_level_error(call, carried.error)
-    read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     return _response(ctx, call, carried.results, diverging, read_committed, call.version, carried.session_id,
-                     fetch_session.topic_ids(session), preferred)
+                     fetch_session.topic_ids(session, carried.results), preferred)
+
+
+def _split(ctx: BrokerContext, fetcher: fetch_gates.Fetcher, session: FetchContext, read_committed: bool, *,
+           redirects: bool) -> tuple[Iterable[tuple[TopicPartition, PartitionRequest]], list[TopicPartition]]:
+    """(partitions to read, idle ones left out): an incremental consumer fetch reads only partitions that
+    may have news (`fetch_idle`); any other fetch reads all of its context's partitions."""
+    cached = session.session
+    if session.kind is not ContextKind.INCREMENTAL or cached is None or not fetch_idle.eligible(
+            fetcher, redirects=redirects):
+        return session.partitions, []
+    return fetch_idle.split(fetcher, cached.partitions, ctx.replicas.get, read_committed=read_committed)
+
+
+def _idle_requests(ctx: BrokerContext, session: FetchContext, idle: list[TopicPartition]) -> list[FetchPartition]:
+    """The read requests of a consumer session's idle partitions, once a long poll wakes."""
+    assert session.session is not None
+    cap = ctx.settings.fetch_max_bytes
+    cached = session.session.partitions
+    out = []
+    for tp in idle:
+        if (c := cached.get(tp)) is not None:
+            p = c.request
+            out.append(FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch))
+    return out
 
 
 def _fetcher(ctx: BrokerContext, call: Call) -> fetch_gates.Fetcher:

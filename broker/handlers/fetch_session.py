@@ -60,9 +60,13 @@ def _name(ctx: BrokerContext, topic: Any, by_id: bool) -> str:
     return spec.name if spec is not None else f"\0{topic.topic_id}"
 
 
-def topic_ids(context: FetchContext) -> dict[str, UUID | None]:
-    """Each topic's id as the request (or its session) named it, for the response's topic_id fields."""
-    return {tp.topic: p.topic_id for tp, p in context.partitions}
+def topic_ids(context: FetchContext, results: Sequence[Outcome]) -> dict[str, UUID | None]:
+    """Each answered topic's id as the request (or its session) named it, for the response's topic_id
+    fields. An incremental answer looks up only its own partitions, not the whole session's."""
+    if context.session is None:
+        return {tp.topic: p.topic_id for tp, p in context.partitions}
+    cached = context.session.partitions
+    return {r.tp.topic: c.request.topic_id for r in results if (c := cached.get(r.tp)) is not None}
 
 
 def answer(

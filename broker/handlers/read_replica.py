@@ -39,6 +39,11 @@ def may_read_followers(version: int, peer: bool) -> bool:
     return not peer and version >= FROM_FOLLOWER_VERSION
 
 
+def redirects_reads(ctx: BrokerContext) -> bool:
+    """Whether this broker may send a consumer to a follower (a selector other than the leader's)."""
+    return selector_for(ctx.settings.replica_selector_class) is not leader_selector
+
+
 def redirect(ctx: BrokerContext, call: Call, requests: list[FetchPartition],
              answered: dict[TopicPartition, FetchedPartition]) -> dict[TopicPartition, int]:
     """tp -> preferred replica for each partition to read elsewhere; those are added to `answered`

@@ -145,8 +145,9 @@ class Partition:
         if self._unreplicated:
             self._unreplicated = [(f, m) for f, m in self._unreplicated if m >= hw]
         lso = hw
-        for first in self.producers.ongoing.values():
-            lso = min(lso, first)
+        ongoing = self.producers.ongoing
+        if ongoing:  # most partitions have no open transaction: no view, no loop (read per partition per fetch)
+            lso = min(lso, *ongoing.values())
         for first, _ in self._unreplicated:
             lso = min(lso, first)
         return lso

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tinystream.atomic_file import write_atomically
@@ -314,11 +314,15 @@ class ReplicaManager:
         read_committed: bool = False,
         as_ranges: bool = False,
         leader_only: bool = True,
+        later: Callable[[], list[FetchPartition]] | None = None,
+        later_keys: Sequence[TopicPartition] = (),
     ) -> list[FetchedPartition]:
         """Read; wait for min_bytes up to max_wait_ms (replica_id >= 0: an authorised follower;
         read_committed: up to the last stable offset, with the aborted transactions read; as_ranges:
         records from segment files as FileRanges, which the caller closes; leader_only=False: a
-        consumer that may read from a follower, Fetch v11+)."""
+        consumer that may read from a follower, Fetch v11+). `later_keys`: partitions known to have
+        nothing now (a session's idle ones, handlers/fetch_idle.py): a wait also waits on them, and
+        `later()` makes their requests, read with the rest after a wake-up."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
         for_replica = replica_id >= 0
         quota = self.throttles.leader if for_replica and self.throttles is not None else None
@@ -328,6 +332,7 @@ class ReplicaManager:
             if quota is not None:
                 held = self._held_back(requests, replica_id, quota)
         keys = [r.tp for r in requests]
+        keys.extend(later_keys)
         while True:
             results = self._read_all(requests, for_replica=for_replica, max_bytes=max_bytes,
                                      read_committed=read_committed and not for_replica, as_ranges=as_ranges,
@@ -335,7 +340,7 @@ class ReplicaManager:
             ready = sum(r.size for r in results)
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - time.monotonic()
-            if max_wait_ms <= 0 or not requests or ready >= min_bytes or errors or remaining <= 0:
+            if max_wait_ms <= 0 or not keys or ready >= min_bytes or errors or remaining <= 0:
                 if quota is not None:  # KafkaApis: the leader quota records the throttled partitions' bytes
                     quota.record(sum(r.size for r in results if r.size and quota.throttled(r.tp)), self.clock())
                 if not leader_only and not for_replica and any(r.from_follower for r in results):
@@ -343,6 +348,8 @@ class ReplicaManager:
                 return results
             close_ranges(results)  # read again after the wait
             await self.purgatory.wait(keys, remaining)
+            if later is not None:  # woken: the idle partitions may have news now
+                requests, later = requests + later(), None
 
     def _record_follower(self, requests: list[FetchPartition], replica_id: int) -> None:
         now = self.clock()

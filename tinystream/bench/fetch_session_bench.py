@@ -101,6 +101,8 @@ async def _prepare(broker: RunningBroker, topic: str, partitions: int) -> None:
     conn = await WireConnection.open(broker.host, broker.port)
     try:
         await ensure_topic(conn, topic, partitions, timeout=900)  # 10,000 partitions take Kafka minutes
+        # ...and their leaders more than the cells' 30 s on a loaded machine (NOT_LEADER_OR_FOLLOWER until then).
+        await end_offsets(conn, topic, partitions, timeout=900)
     finally:
         await conn.close()
 

@@ -15,8 +15,9 @@ import uuid
 import pytest
 
 from tinystream.broker.errors import ErrorCode
+from tinystream.broker.protocol.codec import millis
 from tinystream.broker.storage.batch import decode_records, split_batches
-from tinystream.testing.broker import create_topic, fetch_request, now_batch, produce_request
+from tinystream.testing.broker import create_topic, entity, fetch_request, now_batch, produce_request, request
 
 PARTITIONS = 50
 
@@ -162,3 +163,28 @@ async def test_fetch_bytes_are_counted_per_api(broker, client):
     requests = sample("tinystream_request_bytes_total", {"api": "Fetch"})
     responses = sample("tinystream_response_bytes_total", {"api": "Fetch"})
     assert requests is not None and responses is not None and requests > 40 and responses > 40
+
+
+def delete_records(topic: str, partition: int, offset: int):
+    v = 2
+    return request(21, v, timeout=millis(1000), topics=(entity(21, v, "DeleteRecordsTopic", name=topic, partitions=(
+        entity(21, v, "DeleteRecordsPartition", partition_index=partition, offset=offset),)),))
+
+
+async def test_an_idle_partition_whose_log_start_moved_is_answered_without_records(broker, connect):
+    """The incremental read skips idle partitions (handlers/fetch_idle.py); one whose log start offset moved
+    (DeleteRecords: no new records) is not idle, and its answer carries the new log start once."""
+    producer, consumer = await connect(), await connect()
+    sid = await open_session(consumer, "ls", 3)
+    await produce(producer, "ls", 1, b"a")
+    await produce(producer, "ls", 1, b"b")
+    got = await consumer.request(fetch_request([], session_id=sid, session_epoch=1))
+    assert carried(got) == {("ls", 1): [b"a", b"b"]}
+    assert carried(await consumer.request(fetch_request([("ls", 1, 2)], session_id=sid, session_epoch=2))) == {}
+    deleted = await producer.request(delete_records("ls", 1, 1))
+    assert deleted.topics[0].partitions[0].error_code == ErrorCode.none
+    moved = await consumer.request(fetch_request([], session_id=sid, session_epoch=3))
+    answers = [(p.partition_index, p.log_start_offset, p.high_watermark, p.records) for t in moved.responses
+               for p in t.partitions]
+    assert answers == [(1, 1, 2, b"")]
+    assert carried(await consumer.request(fetch_request([], session_id=sid, session_epoch=4))) == {}
