@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import aiohttp
 import kopf
 from kmock_helpers import Api, path_of
@@ -22,6 +24,21 @@ class RealApi(Api):
         obj = {**obj, "metadata": {**obj["metadata"], "namespace": self.ns}}
         async with self.session.post(self.url + path_of(api_version, plural, namespace=self.ns), json=obj) as r:
             assert r.status < 300, await r.text()
+
+    async def mark_pod_ready(self, pod: dict) -> None:
+        """What a kubelet would report once the pod's containers run: Running and Ready (no kubelet here).
+        A pod already Ready, being deleted or gone is left alone."""
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp") or any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (pod.get("status") or {}).get("conditions") or []):
+            return
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": now}]}}
+        async with self.session.patch(self.url + path_of("v1", "pods", meta["name"], self.ns) + "/status",
+                                      json=body, headers={"Content-Type": "application/merge-patch+json"}) as r:
+            assert r.status < 300 or r.status in (404, 409), await r.text()
 
 
 def connection(control_plane: KubeControlPlane, token: str = ADMIN_TOKEN) -> kopf.ConnectionInfo:

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from fake_controller import FakeController
-from kmock_helpers import path_of, ready_condition, running_operator
+from kmock_helpers import ready_condition, running_operator
 from real_api import connection
 
 from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION
@@ -62,16 +62,7 @@ async def kubelet_stand_in(api, prefix: str):
                 if not meta["name"].startswith(prefix) or meta.get("deletionTimestamp"):
                     continue
                 seen.setdefault(meta["name"], set()).add(meta["uid"])
-                if any(c.get("type") == "Ready" and c.get("status") == "True"
-                       for c in (pod.get("status") or {}).get("conditions") or []):
-                    continue
-                now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                body = {"status": {"phase": "Running", "conditions": [
-                    {"type": "Ready", "status": "True", "lastTransitionTime": now}]}}
-                url = api.url + path_of("v1", "pods", meta["name"], api.ns) + "/status"
-                async with api.session.patch(url, json=body,
-                                             headers={"Content-Type": "application/merge-patch+json"}) as r:
-                    assert r.status < 300 or r.status in (404, 409), await r.text()
+                await api.mark_pod_ready(pod)
             await asyncio.sleep(0.2)
 
     task = asyncio.create_task(loop())

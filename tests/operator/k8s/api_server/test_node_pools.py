@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 
 import pytest
 from fake_controller import FakeController
-from kmock_helpers import path_of, ready_condition, running_operator
+from kmock_helpers import ready_condition, running_operator
 from real_api import connection
 from test_crd_admission import refusal
 
@@ -129,14 +128,7 @@ async def kubelet_stand_in(api, prefix: str):
                     continue
                 if (meta["name"], meta["uid"]) not in seen:
                     seen.append((meta["name"], meta["uid"]))
-                if any(c.get("type") == "Ready" for c in (pod.get("status") or {}).get("conditions") or []):
-                    continue
-                now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                body = {"status": {"phase": "Running", "conditions": [
-                    {"type": "Ready", "status": "True", "lastTransitionTime": now}]}}
-                async with api.session.patch(api.url + path_of("v1", "pods", meta["name"], api.ns) + "/status",
-                                             json=body, headers={"Content-Type": "application/merge-patch+json"}) as r:
-                    assert r.status < 300 or r.status in (404, 409), await r.text()
+                await api.mark_pod_ready(pod)
             await asyncio.sleep(0.2)
 
     task = asyncio.create_task(loop())
