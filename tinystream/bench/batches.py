@@ -11,7 +11,8 @@ broker's own builder, with the codecs it validates against).
 
 `--schema` runs send JSON values instead (`json_payloads`): objects that
 match `BUILTIN_SCHEMA`, padded to about the record size, so the broker has
-real documents to validate.
+real documents to validate. `--schema registry` runs give their own values
+(Confluent-framed Avro, `registry_produce.avro_values`), cycled to fill the batch.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Sequence
 
 from tinystream.broker.storage.batch import Record, build_batch
 from tinystream.broker.storage.compression import Compression
@@ -73,7 +75,11 @@ def json_payloads(count: int, record_size: int, seed: int = 1) -> list[bytes]:
 
 
 def make_batch(record_count: int, record_size: int, *, compression: str = "none", seed: int = 1,
-               json_values: bool = False) -> bytes:
-    values = (json_payloads if json_values else payloads)(record_count, record_size, seed)
+               json_values: bool = False, values: Sequence[bytes] | None = None) -> bytes:
+    """A batch of `record_count` records: `values` cycled when given, else generated (random or JSON)."""
+    if values:
+        values = [values[i % len(values)] for i in range(record_count)]
+    else:
+        values = (json_payloads if json_values else payloads)(record_count, record_size, seed)
     records = [Record(key=None, value=v) for v in values]
     return build_batch(records, base_timestamp=int(time.time() * 1000), compression=CODECS[compression])

@@ -35,6 +35,15 @@ prints each protocol's throughput and its ratio to PLAINTEXT over `--rounds`
 `--schema FILE|builtin` (raw client) sends JSON values and measures them
 twice on the same broker: into a topic without a schema, then into one with
 `tinystream.value.schema` set, and reports the cost of validation.
+
+`--schema registry` (raw client) measures Confluent's broker-side schema-id
+validation (`confluent.value.schema.validation=true`) the same way, with
+Avro values behind the registry's wire prefix, over `--rounds` alternating
+rounds (3 by default; registry_produce.py). It starts a broker and a schema
+registry itself; with `--bootstrap` give `--registry-url`, the registry that
+broker's `confluent.schema.registry.url` names.
+
+    tinystream bench produce --schema registry --records 500000 --rounds 3
 """
 
 from __future__ import annotations
@@ -54,7 +63,8 @@ from tinystream.bench.txn_rounds import run_rounds
 @click.option("--bootstrap", default=None, metavar="HOST:PORT",
               help="Our broker, already running. Without it one is started in a temp dir.")
 @click.option("--records", default=None, type=click.IntRange(1),
-              help="Records per run. Default: 5,000,000; 100,000 per cell with --transactional.")
+              help="Records per run. Default: 5,000,000; 100,000 per cell with --transactional; 500,000 per "
+                   "side and round with --schema registry.")
 @click.option("--record-size", default=100, show_default=True, type=click.IntRange(0), help="Value bytes per record.")
 @click.option("--batch-size", default=262_144, show_default=True, type=click.IntRange(128),
               help="Bytes per record batch (Kafka's batch.size).")
@@ -71,8 +81,12 @@ from tinystream.bench.txn_rounds import run_rounds
               help="Records sent (unmeasured) before the run. Default: 10%% of --records, at most 200,000.")
 @click.option("--peer", "peers", multiple=True, metavar="NAME|CMD",
               help="Also run against `kafka`, `tansu`, or a shell command that prints bootstrap=HOST:PORT.")
-@click.option("--schema", default=None, metavar="FILE|builtin",
-              help="raw client: JSON values, measured without then with this topic value schema.")
+@click.option("--schema", default=None, metavar="FILE|builtin|registry",
+              help="raw client: JSON values, measured without then with this topic value schema; `registry`: "
+                   "Avro values with a schema id, without then with confluent.value.schema.validation.")
+@click.option("--registry-url", default=None, metavar="URL",
+              help="--schema registry with --bootstrap: the registry that broker validates against "
+                   "(its confluent.schema.registry.url).")
 @click.option("--idempotent", is_flag=True, help="confluent client: enable.idempotence (acks=all).")
 @click.option("--transactional", is_flag=True,
               help="confluent client: a transactional producer (acks=all) committing every --txn-records records.")
@@ -84,16 +98,20 @@ from tinystream.bench.txn_rounds import run_rounds
                    "needs --client confluent (or java, for SSL alone).")
 @click.option("--rounds", default=None, type=click.IntRange(1),
               help="Alternating rounds: --transactional (default 3) over our broker and the peers; --security "
-                   "(default 5) pairs per protocol. Medians and ranges are printed.")
+                   "(default 5) pairs per protocol; --schema registry (default 3) pairs without / with "
+                   "validation. Medians and ranges are printed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress lines.")
 def produce_bench_command(bootstrap, records, record_size, batch_size, acks, topic, partitions, compression,
-                          client, connections, in_flight, warmup, peers, schema, idempotent, transactional,
-                          txn_records, protocols, rounds, as_json, quiet) -> None:
+                          client, connections, in_flight, warmup, peers, schema, registry_url, idempotent,
+                          transactional, txn_records, protocols, rounds, as_json, quiet) -> None:
     """Produce benchmark: records/s, MB/s and latency p50/p99/p99.9, ours and peers."""
-    records = records or (100_000 if transactional else 5_000_000)
+    by_registry = schema == "registry"
+    _check_registry_options(by_registry, registry_url=registry_url, bootstrap=bootstrap, client=client,
+                            peers=peers, protocols=protocols, other=idempotent or transactional)
+    records = records or (100_000 if transactional else 500_000 if by_registry else 5_000_000)
     warmup = min(records // 10, 200_000) if warmup is None else warmup
-    schema_text = _schema_text(schema, client)
+    schema_text = None if by_registry else _schema_text(schema, client)
     if transactional and client == "raw":
         client = "confluent"  # transactions need a real transactional client: librdkafka's
     if (idempotent or transactional) and client != "confluent":
@@ -118,6 +136,12 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
         **({"schema": schema} if schema else {}),
         **({"idempotent": True} if idempotent else {}),
     }
+    if by_registry:
+        from tinystream.bench.registry_produce import run_registry_validation  # noqa: PLC0415 - [registry] extra
+
+        run_registry_validation(spec=spec, rounds=rounds or 3, bootstrap=bootstrap, registry_url=registry_url,
+                                workload=workload, as_json=as_json, quiet=quiet)
+        return
     if protocols:
         check_security_options(client, bootstrap, peers, protocols)
         run_security_pairs(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
@@ -125,6 +149,25 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
         return
     run_everywhere(benchmark="produce", workload=workload, runner=RUNNERS[client], spec=spec,
                    bootstrap=bootstrap, peers=peers, as_json=as_json, quiet=quiet)
+
+
+def _check_registry_options(by_registry: bool, *, registry_url: str | None, bootstrap: str | None, client: str,
+                            peers: tuple[str, ...], protocols: tuple[str, ...], other: bool) -> None:
+    """--schema registry measures our broker with the raw client, alone; --registry-url goes with --bootstrap."""
+    if not by_registry:
+        if registry_url:
+            raise click.UsageError("--registry-url goes with --schema registry")
+        return
+    if client != "raw":
+        raise click.UsageError("--schema registry measures the broker and needs --client raw")
+    if peers or protocols or other:
+        raise click.UsageError("--schema registry runs alone: drop --peer, --security, --idempotent, --transactional")
+    if bootstrap and not registry_url:
+        raise click.UsageError("--schema registry with --bootstrap needs --registry-url, the registry that broker's "
+                               "confluent.schema.registry.url names (without --bootstrap both are started here)")
+    if registry_url and not bootstrap:
+        raise click.UsageError("--registry-url goes with --bootstrap: without it a broker and a registry are "
+                               "started here")
 
 
 def _schema_text(schema: str | None, client: str) -> str | None:

@@ -63,6 +63,7 @@ class ProduceSpec:
     warmup_records: int = 0
     progress: bool = True
     schema: str | None = None  # raw client: JSON values, measured on a topic without then with this schema
+    values: tuple[bytes, ...] = ()  # raw client: these values, cycled, instead of generated ones
     idempotent: bool = False  # confluent client: enable.idempotence (acks=all)
     txn_records: int = 0  # confluent client: > 0 is a transactional producer committing every that many records
 
@@ -79,7 +80,8 @@ async def _raw_produce(target: Target, spec: ProduceSpec, records: int, *, label
     host, port = target.host_port
     before = await _prepare_topic(host, port, spec, topic_config)
     per_batch = records_per_batch(spec.batch_bytes, spec.record_size)
-    batch = make_batch(per_batch, spec.record_size, compression=spec.compression, json_values=spec.schema is not None)
+    batch = make_batch(per_batch, spec.record_size, compression=spec.compression, json_values=spec.schema is not None,
+                       values=spec.values)
     connections = max(1, min(spec.connections, spec.partitions))
     owned = [[p for p in range(spec.partitions) if p % connections == c] for c in range(connections)]
     acks = ACKS[spec.acks]
@@ -205,16 +207,35 @@ async def _wait_for_offsets(conn: WireConnection, spec: ProduceSpec, before: dic
 def run_raw(target: Target, spec: ProduceSpec) -> RunResult:
     if spec.schema is not None:
         return run_raw_with_schema(target, spec)
+    return run_raw_once(target, spec, label=target.name)
+
+
+def run_raw_once(target: Target, spec: ProduceSpec, *, label: str,
+                 topic_config: dict[str, str] | None = None) -> RunResult:
+    """One measured raw run after its unmeasured warm-up, into `spec.topic` (created with `topic_config` if
+    missing); the broker's CPU is measured over the run."""
 
     async def run():
         if spec.warmup_records:
-            await _raw_produce(target, _quiet(spec), spec.warmup_records, label=f"{target.name} warm-up")
+            await _raw_produce(target, _quiet(spec), spec.warmup_records, label=f"{label} warm-up",
+                               topic_config=topic_config)
         with CpuMeter(target.pgid).measure() as cpu:
-            result = await _raw_produce(target, spec, spec.records, label=target.name)
+            result = await _raw_produce(target, spec, spec.records, label=label, topic_config=topic_config)
         result.broker_cpu_s = cpu.seconds
         return result
 
     return asyncio.run(run())
+
+
+async def produce_once(target: Target, topic: str, partition: int, batch: bytes) -> int:
+    """Send one batch (acks=1) through the raw client's request path; the partition's error code (0: stored)."""
+    conn = await WireConnection.open(*target.host_port)
+    try:
+        errors: list = []
+        _check_produce(await conn.send(_produce_request(topic, [partition], batch, 1)), errors)
+    finally:
+        await conn.close()
+    return errors[0][2] if errors else 0
 
 
 SCHEMA_CONFIG = "tinystream.value.schema"
