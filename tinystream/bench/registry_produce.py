@@ -147,6 +147,8 @@ class ValidationSummary:
     ratio: Spread  # per round: validated / plain
     plain_p99: Spread  # ms per request
     validated_p99: Spread
+    plain_cpu: Spread  # broker CPU s per GB of values (absent, count 0, for a broker given by --bootstrap)
+    validated_cpu: Spread
 
     @classmethod
     def of(cls, pairs: list[tuple[RunResult, RunResult]]) -> ValidationSummary:
@@ -157,6 +159,8 @@ class ValidationSummary:
             ratio=Spread.of([v.records_per_s / p.records_per_s for p, v in pairs if p.records_per_s > 0]),
             plain_p99=Spread.of([p.latency_ms["p99"] for p, _ in pairs if "p99" in p.latency_ms]),
             validated_p99=Spread.of([v.latency_ms["p99"] for _, v in pairs if "p99" in v.latency_ms]),
+            plain_cpu=Spread.of([p.cpu_s_per_gb for p, _ in pairs if p.cpu_s_per_gb is not None]),
+            validated_cpu=Spread.of([v.cpu_s_per_gb for _, v in pairs if v.cpu_s_per_gb is not None]),
         )
 
     def lines(self) -> list[str]:
@@ -164,9 +168,12 @@ class ValidationSummary:
             return (f"{name:<20}{rate.median:>12,.0f} records/s [{rate.low:,.0f}..{rate.high:,.0f}]   "
                     f"p99 {p99.median:.2f} ms [{p99.low:.2f}..{p99.high:.2f}]")
 
+        cpu = (f"broker CPU per GB    {self.plain_cpu.median:.1f} s without, {self.validated_cpu.median:.1f} s with "
+               f"validation (medians)") if self.plain_cpu.count and self.validated_cpu.count else ""
         return [
             side("without validation", self.plain, self.plain_p99),
             side("with validation", self.validated, self.validated_p99),
+            *([cpu] if cpu else []),
             f"validated / plain   {self.ratio.median:.3f} [{self.ratio.low:.3f}..{self.ratio.high:.3f}] over "
             f"{self.ratio.count} rounds: registry validation costs {100 * (1 - self.ratio.median):.1f}% of "
             f"records/s, p99 {self.plain_p99.median:.2f} -> {self.validated_p99.median:.2f} ms",
@@ -176,6 +183,8 @@ class ValidationSummary:
         return {"plain_records_per_s": self.plain.as_dict(1), "validated_records_per_s": self.validated.as_dict(1),
                 "ratio_validated_to_plain": self.ratio.as_dict(3), "plain_p99_ms": self.plain_p99.as_dict(3),
                 "validated_p99_ms": self.validated_p99.as_dict(3),
+                **({"plain_cpu_s_per_gb": self.plain_cpu.as_dict(2),
+                    "validated_cpu_s_per_gb": self.validated_cpu.as_dict(2)} if self.plain_cpu.count else {}),
                 "cost_pct": round(100 * (1 - self.ratio.median), 1)}
 
 
