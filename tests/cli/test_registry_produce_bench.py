@@ -121,3 +121,13 @@ def test_without_bootstrap_it_starts_a_broker_and_a_registry():
         "--rounds", "1", "--quiet"])
     assert outcome.exit_code == 0, outcome.output
     assert "with validation" in outcome.output and "broker CPU per GB" in outcome.output and "(INVALID_RECORD), as it must" in outcome.output
+
+
+def test_a_broker_without_a_registry_url_is_a_clear_error(tmp_path):
+    with BrokerThread(test_settings(tmp_path / "data")) as broker, \
+            RegistryThread(RegistryOptions(bootstrap=broker.bootstrap, port=0, topic="_schemas")) as registry:
+        outcome = CliRunner().invoke(cli, [
+            "bench", "produce", "--schema", "registry", "--bootstrap", broker.bootstrap, "--registry-url",
+            registry.url, "--records", "10", "--batch-size", "4096", "--partitions", "1", "--quiet"])
+    assert outcome.exit_code == 1
+    assert "confluent.schema.registry.url" in outcome.output and "Traceback" not in outcome.output

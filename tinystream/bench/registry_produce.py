@@ -45,7 +45,8 @@ import click
 import fastavro
 
 from tinystream.bench.batches import make_batch, records_per_batch
-from tinystream.bench.produce_workloads import ProduceSpec, produce_once, run_raw_once
+from tinystream.bench.control import ControlError
+from tinystream.bench.produce_workloads import ProduceError, ProduceSpec, produce_once, run_raw_once
 from tinystream.bench.stats import RunResult, Spread
 from tinystream.bench.targets import Target
 from tinystream.config.topic_configs import VALUE_SCHEMA_VALIDATION
@@ -220,7 +221,10 @@ def run_registry_validation(*, spec: ProduceSpec, rounds: int, bootstrap: str | 
         specs = {"plain": replace(spec, topic=plain_topic, values=values),
                  "validated": replace(spec, topic=checked_topic, values=values)}
         configs = {"plain": None, "validated": {VALUE_SCHEMA_VALIDATION: "true"}}
-        pairs = _rounds(target, specs, configs, rounds, say, quiet)
+        try:
+            pairs = _rounds(target, specs, configs, rounds, say, quiet)
+        except (ControlError, ProduceError) as exc:  # e.g. a broker without confluent.schema.registry.url
+            raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
         bad = make_batch(records_per_batch(spec.batch_bytes, spec.record_size), spec.record_size,
                          values=avro_values(UNKNOWN_ID, spec.record_size, 16))
         refused = asyncio.run(produce_once(target, checked_topic, 0, bad))
