@@ -137,8 +137,11 @@ def produce_bench_command(bootstrap, records, record_size, batch_size, acks, top
         **({"idempotent": True} if idempotent else {}),
     }
     if by_registry:
-        from tinystream.bench.registry_produce import run_registry_validation  # noqa: PLC0415 - [registry] extra
-
+        try:
+            from tinystream.bench.registry_produce import run_registry_validation  # noqa: PLC0415 - [registry] extra
+        except ImportError as exc:
+            raise click.ClickException(f"--schema registry needs the [registry] extra ({exc}): "
+                                       "pip install 'tinystream[registry]'") from exc
         run_registry_validation(spec=spec, rounds=rounds or 3, bootstrap=bootstrap, registry_url=registry_url,
                                 workload=workload, as_json=as_json, quiet=quiet)
         return
