@@ -7,7 +7,8 @@ field, the condition, the pod-template annotation that rolls the brokers, the fo
 
 `plan_ca(spec, state, now=..., ...) -> CaPlan` is called once per pass with what status.clusterCa
 remembers (`CaState`), the spec (`CaSpec`: spec.security.clusterCa) and, for a CA the user brings, what
-the I/O layer read of their Secret (`ProvidedCa`). A rotation is three rolls, as Strimzi's CA renewal:
+the I/O layer read of their Secret (`ProvidedCa`). A rotation of the cluster CA is three rolls, as
+Strimzi's CA renewal:
 
     Steady        bundle [CA n]          broker certificate by n
       | renewal due (renewalDays before expiry), tinystream.io/force-renew-ca changed,
@@ -17,10 +18,15 @@ the I/O layer read of their Secret (`ProvidedCa`). A rotation is three rolls, as
     RemovingOldCa bundle [n+1]           by n+1    roll 3: n is trusted nowhere any more
     Steady (n+1)
 
-A phase moves on only once its roll is complete: the StatefulSet's pod template carries the phase's
-`marker` (the CA_ANNOTATION), and `rolled_marker` reads the marker every broker pod runs with (all at
-the update revision and ready). Clients trust the bundle in the `<cluster>-cluster-ca-cert` Secret,
-which holds both CAs from roll 1 until roll 3. Everything a later pass needs is in the state, so an
+The clients CA's rotation takes two (`CaKind.sign_roll` false): no broker presents a certificate of it, so its
+RenewingCertificates rolls nothing (its marker is TrustingNewCa's). It is entered once roll 1 is complete,
+so a user re-issued from n+1 there is accepted by every broker, and it ends once no tls user is left on n
+(`holding`), whatever the brokers run: RemovingOldCa (roll 2) never drops a CA a user still needs.
+
+A rolling phase moves on only once its roll is complete: the StatefulSet's pod template carries the
+phase's `marker` (the CA_ANNOTATION), and `rolled_marker` reads the marker every broker pod runs with (all
+at the update revision and ready). Clients trust the bundle in the `<cluster>-cluster-ca-cert` Secret,
+which holds both CAs from roll 1 until the last. Everything a later pass needs is in the state, so an
 operator restarted mid-way carries on where it was (a generated CA is derived again from the master
 secret, its generation number and its creation time; a provided CA's certificate is public and kept).
 """
@@ -48,6 +54,17 @@ LEGACY_VALIDITY_DAYS = 3650
 CONDITION = "ClusterCa"
 
 
+class CaPhase(str, enum.Enum):
+    STEADY = "Steady"
+    TRUST_NEW = "TrustingNewCa"
+    SIGN_NEW = "RenewingCertificates"
+    DROP_OLD = "RemovingOldCa"
+
+
+#: A rotation's phases, in order (Steady before and after).
+ROTATION = (CaPhase.TRUST_NEW, CaPhase.SIGN_NEW, CaPhase.DROP_OLD)
+
+
 @dataclass(frozen=True, slots=True)
 class CaKind:
     """What differs between the cluster CA and the clients CA (the planner is the same)."""
@@ -57,7 +74,12 @@ class CaKind:
     annotation: str  # the pod template's marker annotation (a change rolls the brokers)
     force_annotation: str  # a new value on the cluster renews the CA
     status_field: str  # status.<field>
-    steps: tuple[str, str, str]  # what each rotation roll does, for the condition
+    steps: tuple[str, str, str]  # what each rotation phase (ROTATION) does, for the condition
+    sign_roll: bool = True  # RenewingCertificates rolls the brokers (they present a certificate of this CA)
+
+    def rolls(self) -> tuple[CaPhase, ...]:
+        """The rotation's phases that roll the brokers, in order."""
+        return tuple(p for p in ROTATION if p is not CaPhase.SIGN_NEW or self.sign_roll)
 
 
 CLUSTER = CaKind("cluster CA", CONDITION, CA_ANNOTATION, "tinystream.io/force-renew-ca", "clusterCa",
@@ -66,14 +88,7 @@ CLUSTER = CaKind("cluster CA", CONDITION, CA_ANNOTATION, "tinystream.io/force-re
 CLIENTS = CaKind("clients CA", "ClientsCa", CLIENTS_CA_ANNOTATION, "tinystream.io/force-renew-clients-ca", "clientsCa",
                  ("brokers learn to trust client certificates of the new CA",
                   "users get certificates of the new CA (their Secrets are updated)",
-                  "the old CA leaves the client listeners' trust bundle"))
-
-
-class CaPhase(str, enum.Enum):
-    STEADY = "Steady"
-    TRUST_NEW = "TrustingNewCa"
-    SIGN_NEW = "RenewingCertificates"
-    DROP_OLD = "RemovingOldCa"
+                  "the old CA leaves the client listeners' trust bundle"), sign_roll=False)
 
 
 class CaReason(str, enum.Enum):
@@ -219,10 +234,11 @@ class CaPlan:
         return self.state.phase is not CaPhase.STEADY
 
 
-def marker(state: CaState) -> str:
-    """The pod template's CA annotation for a state: every phase has its own, so each phase is one roll."""
+def marker(state: CaState, kind: CaKind = CLUSTER) -> str:
+    """The pod template's CA annotation for a state: every phase that rolls (kind.rolls) has its own; the
+    clients CA's RenewingCertificates keeps TrustingNewCa's (the brokers' files are the same)."""
     cur, nxt = state.current.number, state.next.number if state.next else None
-    if state.phase is CaPhase.TRUST_NEW:
+    if state.phase is CaPhase.TRUST_NEW or (state.phase is CaPhase.SIGN_NEW and not kind.sign_roll):
         return f"trust-{cur}-{nxt}"
     if state.phase is CaPhase.SIGN_NEW:
         return f"sign-{nxt}-trust-{cur}-{nxt}"
@@ -284,9 +300,12 @@ def _why_rotate(spec: CaSpec, state: CaState, provided: ProvidedCa | None, now: 
     return ""
 
 
-def _advance(state: CaState, rolled: str | None, holding: str) -> CaState:
-    """The next phase once the roll of this one is complete (and, leaving SIGN_NEW, nothing `holding` it)."""
-    if rolled != marker(state):
+def _advance(state: CaState, rolled: str | None, holding: str, kind: CaKind) -> CaState:
+    """The next phase once the roll of this one is complete (and, leaving SIGN_NEW, nothing `holding` it).
+    A SIGN_NEW that rolls nothing (the clients CA) waits for `holding` alone: it was entered once every
+    broker trusted both CAs, and that holds whatever roll is under way (also the roll 2 an earlier operator
+    version started for it, which the pod template's new marker replaces)."""
+    if state.phase in kind.rolls() and rolled != marker(state, kind):
         return state
     if state.phase is CaPhase.TRUST_NEW:
         return replace(state, phase=CaPhase.SIGN_NEW)
@@ -302,14 +321,22 @@ def _can_sign(gen: Generation, provided: ProvidedCa | None) -> bool:
     return not gen.provided or (provided is not None and bool(provided.cert_pem) and gen.same_ca(provided.cert_pem))
 
 
+def _step(phase: CaPhase, kind: CaKind) -> str:
+    """The condition's words for a rotation phase: "2/3 ..." for the second of three rolls."""
+    text, rolls = kind.steps[ROTATION.index(phase)], kind.rolls()
+    if phase not in rolls:  # between two rolls, rolling nothing itself
+        done = sum(1 for p in ROTATION[:ROTATION.index(phase)] if p in rolls)
+        return f"between rolls {done}/{len(rolls)} and {done + 1}/{len(rolls)}: {text}"
+    return f"{rolls.index(phase) + 1}/{len(rolls)} {text}"
+
+
 def _condition(state: CaState, spec: CaSpec, now: datetime.datetime, *, generation: int | None, kind: CaKind,
                holding: str) -> Condition:
     cur = state.current
     what = f"generation {cur.number} ({cur.source}), expires {cur.not_after.isoformat()}"
     if state.phase is not CaPhase.STEADY:
         nxt = f" to generation {state.next.number}" if state.next else ""
-        steps = {CaPhase.TRUST_NEW: f"1/3 {kind.steps[0]}", CaPhase.SIGN_NEW: f"2/3 {kind.steps[1]}",
-                 CaPhase.DROP_OLD: f"3/3 {kind.steps[2]}"}[state.phase]
+        steps = _step(state.phase, kind)
         wait = f" (waiting for {holding})" if holding and state.phase is CaPhase.SIGN_NEW else ""
         return Condition(kind.condition, True, CaReason.ROTATING.value,
                          f"rotating the {kind.title}{nxt} ({state.reason}): {steps}{wait}; in force {what}", generation)
@@ -336,10 +363,10 @@ def plan_ca(spec: CaSpec, state: CaState | None, *, now: datetime.datetime, crea
                               f"Secret {spec.secret_name} (generateCertificateAuthority false): {detail}; the "
                               "operator never writes it, put ca.crt and ca.key of a valid CA there", generation)
         kept = state or CaState(Generation(0, created, spec.validity_days))
-        return CaPlan(kept, (), None, marker(kept), condition, problem=True)
+        return CaPlan(kept, (), None, marker(kept, kind), condition, problem=True)
     if state is None:
         state = first or first_state(spec, created=created, legacy=legacy, provided=provided)
-    state = _advance(state, rolled, holding)
+    state = _advance(state, rolled, holding, kind)
     started = ""
     if state.phase is CaPhase.STEADY:
         why = _why_rotate(spec, state, provided, now, kind)
@@ -360,5 +387,5 @@ def plan_ca(spec: CaSpec, state: CaState | None, *, now: datetime.datetime, crea
         trusted, signer = (state.current,), state.current
     if signer is not None and not _can_sign(signer, provided):
         signer = None
-    return CaPlan(state, trusted, signer, marker(state),
+    return CaPlan(state, trusted, signer, marker(state, kind),
                   _condition(state, spec, now, generation=generation, kind=kind, holding=holding), started)

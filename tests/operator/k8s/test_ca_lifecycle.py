@@ -1,8 +1,10 @@
-"""The cluster CA's lifecycle, planned with an injected clock: renewal, force-renew, three rolls, a provided CA."""
+"""The CAs' lifecycle, planned with an injected clock: renewal, force-renew, the cluster CA's three rolls and the
+clients CA's two, a provided CA."""
 
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass, field
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -12,6 +14,8 @@ from cryptography.x509.oid import NameOID
 from tinystream.operator.k8s.ca_lifecycle import (
     CA_ANNOTATION,
     CLIENTS,
+    CLUSTER,
+    CaKind,
     CaPhase,
     CaReason,
     CaSpec,
@@ -296,3 +300,110 @@ async def test_an_existing_tls_cluster_starts_its_clients_ca_by_trusting_its_clu
         else:  # a new cluster: one clients CA, no roll
             assert plan.state.phase is CaPhase.STEADY and plan.marker == "" and cluster_pem not in bundle
             assert bundle.count("BEGIN CERTIFICATE") == 1
+
+
+@dataclass
+class Rotation:
+    """What a rotation driven by plan_ca did: the phase of each pass, the roll markers in turn."""
+
+    phases: list[CaPhase] = field(default_factory=list)
+    markers: list[str] = field(default_factory=list)
+
+
+def rotate(kind: CaKind, users: dict[str, int], state: CaState | None = None, *, template: str = "",
+           brokers: tuple[int, ...] = (0,)) -> Rotation:
+    """Drive a forced renewal to Steady as the operator does, checking on the way that no user is refused.
+
+    Each round: the cluster's pass (holding: the tls users not of the new CA yet, as users_holding), a roll
+    when the marker changed (each broker runs the old bundle or the new one meanwhile: a user's CA must be
+    in both), then the users' passes (re-issued from the signer of the recorded state, as signing_ca: every
+    broker must trust it already). `users`: name -> generation of the CA its certificate is of; `template`,
+    `brokers`: the marker the brokers run with at the start, the generations they trust."""
+    if state is None:
+        _, state = steps(SPEC, None, CREATED, kind=kind)
+    token = "go" if state.phase is CaPhase.STEADY else state.renew_token  # a forced renewal, or the one under way
+    spec, now, out = CaSpec(validity_days=100, renewal_days=10, force_token=token), CREATED + DAY, Rotation()
+    for _ in range(10):
+        behind = [u for u, ca in users.items() if state.next and ca != state.next.number]
+        holding = ", ".join(behind) if state.phase is CaPhase.SIGN_NEW else ""
+        plan, state = steps(spec, state, now, rolled=template, kind=kind, holding=holding)
+        out.phases.append(plan.state.phase)
+        bundle = tuple(g.number for g in plan.trusted)
+        if plan.marker != template:  # a roll: one broker at a time, old and new bundles side by side
+            out.markers.append(plan.marker)
+        else:
+            assert bundle == brokers, "a new bundle without a roll"
+        everywhere = set(brokers) & set(bundle)  # trusted by every broker until the roll is over
+        assert all(ca in everywhere for ca in users.values()), (plan.state, users)
+        signer = plan_ca(spec, state, now=now, created=CREATED, kind=kind).signer  # what a user's pass reads
+        for name in users:  # meanwhile (during the roll)
+            if signer is not None and users[name] != signer.number:
+                assert signer.number in everywhere, f"{name} re-issued from a CA a broker does not trust yet"
+                users[name] = signer.number
+        brokers, template = bundle, plan.marker
+        if plan.state.phase is CaPhase.STEADY:
+            return out
+    raise AssertionError(f"no end: {out}")
+
+
+def test_the_cluster_ca_rotates_in_three_rolls() -> None:
+    done = rotate(CLUSTER, {})
+    assert done.markers == ["trust-0-1", "sign-1-trust-0-1", "ca-1"]
+    assert done.phases == [CaPhase.TRUST_NEW, CaPhase.SIGN_NEW, CaPhase.DROP_OLD, CaPhase.STEADY]
+    assert CLUSTER.rolls() == (CaPhase.TRUST_NEW, CaPhase.SIGN_NEW, CaPhase.DROP_OLD)
+
+
+def test_the_clients_ca_rotates_in_two_rolls_and_drops_the_old_ca_after_every_user_is_reissued() -> None:
+    users = {"app": 0, "batch": 0}
+    done = rotate(CLIENTS, users)
+    assert done.markers == ["trust-0-1", "ca-1"]  # no roll for RenewingCertificates
+    assert done.phases == [CaPhase.TRUST_NEW, CaPhase.SIGN_NEW, CaPhase.DROP_OLD, CaPhase.STEADY]
+    assert users == {"app": 1, "batch": 1}
+    assert CLIENTS.rolls() == (CaPhase.TRUST_NEW, CaPhase.DROP_OLD)
+
+
+def test_the_clients_ca_holds_renewing_certificates_for_a_user_and_rolls_nothing_meanwhile() -> None:
+    _, state = steps(SPEC, None, CREATED, kind=CLIENTS)
+    trusting, state = steps(SPEC, state, CREATED + 91 * DAY, kind=CLIENTS)
+    assert trusting.signer.number == 0  # users are re-issued only once every broker trusts the new CA
+    for rolled in (None, "ca-0"):  # roll 1 not complete: no user is signed by the new CA yet
+        held, _ = steps(SPEC, state, CREATED + 92 * DAY, rolled=rolled, kind=CLIENTS)
+        assert held.state.phase is CaPhase.TRUST_NEW and held.signer.number == 0
+    signing, state = steps(SPEC, state, CREATED + 92 * DAY, rolled=trusting.marker, kind=CLIENTS)
+    assert signing.state.phase is CaPhase.SIGN_NEW and signing.marker == trusting.marker == "trust-0-1"
+    assert signing.signer.number == 1 and [g.number for g in signing.trusted] == [0, 1]
+    for rolled in (None, "trust-0-1", "other"):  # whatever the brokers run: a user holds it
+        held, _ = steps(SPEC, state, CREATED + 93 * DAY, rolled=rolled, kind=CLIENTS, holding="users: app")
+        assert held.state.phase is CaPhase.SIGN_NEW and held.marker == "trust-0-1"
+    assert "1/2 brokers learn to trust" in trusting.condition.message
+    assert "between rolls 1/2 and 2/2: users get certificates" in held.condition.message
+    assert "(waiting for users: app)" in held.condition.message
+    dropping, _ = steps(SPEC, state, CREATED + 93 * DAY, rolled=None, kind=CLIENTS)
+    assert dropping.state.phase is CaPhase.DROP_OLD and dropping.marker == "ca-1"
+    assert "2/2 the old CA leaves" in dropping.condition.message
+
+
+def test_a_clients_ca_left_mid_roll_2_by_an_earlier_operator_finishes() -> None:
+    """An earlier operator version rolled the brokers in the clients CA's RenewingCertificates too
+    (marker sign-1-trust-0-1): every broker trusted both CAs before it, so the rotation goes on from there."""
+    _, state = steps(SPEC, None, CREATED, kind=CLIENTS)
+    _, state = steps(SPEC, state, CREATED + 91 * DAY, kind=CLIENTS)
+    recorded = CaState.from_status({**state.to_status(), "phase": CaPhase.SIGN_NEW.value})
+    for rolled in (None, "sign-1-trust-0-1"):  # its roll under way, or done
+        held, _ = steps(SPEC, recorded, CREATED + 92 * DAY, rolled=rolled, kind=CLIENTS, holding="users: app")
+        assert held.state.phase is CaPhase.SIGN_NEW and held.signer.number == 1
+        assert [g.number for g in held.trusted] == [0, 1]
+    users = {"app": 0, "new": 1}
+    done = rotate(CLIENTS, users, recorded, template="sign-1-trust-0-1", brokers=(0, 1))
+    assert done.phases == [CaPhase.SIGN_NEW, CaPhase.DROP_OLD, CaPhase.STEADY]
+    assert done.markers == ["trust-0-1", "ca-1"] and users == {"app": 1, "new": 1}
+    quick = rotate(CLIENTS, {"app": 1}, recorded, template="sign-1-trust-0-1", brokers=(0, 1))  # all re-issued
+    assert quick.markers == ["ca-1"] and quick.phases == [CaPhase.DROP_OLD, CaPhase.STEADY]
+
+
+def test_an_upgrade_from_before_the_clients_ca_rolls_twice() -> None:
+    cluster_pem = derived_ca(b"seed", "demo", "ns", created=CREATED, days=3650).cert_pem
+    first = legacy_clients_state(CaSpec(), cluster_pem, None, now=CREATED)
+    users = {"app": 0}  # signed by the cluster CA: generation 0 of the clients CA's rotation
+    done = rotate(CLIENTS, users, first)
+    assert done.markers == ["trust-0-1", "ca-1"] and users == {"app": 1}
