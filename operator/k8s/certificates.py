@@ -158,6 +158,29 @@ def issue(ca: KeyPair, common_name: str, dns_names: frozenset[str], *, now: date
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem)
 
 
+def cross_certificate(ca: KeyPair, signer: KeyPair) -> str:
+    """`ca`'s certificate (name and key) signed by `signer`: sent after a leaf of `ca`, it lets a client that
+    trusts only `signer` verify that leaf (leaf -> this -> signer), as a CA moving to a new key is
+    cross-signed by its old one. Both are the same cluster's CAs with one name, so it is self-issued and
+    does not count against `signer`'s path length (RFC 5280 4.2.1.9)."""
+    cert, signer_cert = ca.certificate, signer.certificate
+    signer_key = serialization.load_pem_private_key(signer.key_pem.encode(), password=None)
+    assert isinstance(signer_key, ec.EllipticCurvePrivateKey)  # the operator's derived CAs only
+    cross = (
+        x509.CertificateBuilder()
+        .subject_name(cert.subject).issuer_name(signer_cert.subject).public_key(cert.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(max(cert.not_valid_before_utc, signer_cert.not_valid_before_utc))
+        .not_valid_after(min(cert.not_valid_after_utc, signer_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(cert.extensions.get_extension_for_class(x509.KeyUsage).value, critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(cert.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer_key.public_key()), critical=False)
+        .sign(signer_key, hashes.SHA256(), ecdsa_deterministic=True)
+    )
+    return cross.public_bytes(serialization.Encoding.PEM).decode()
+
+
 def signed_by(cert_pem: str, ca_cert_pem: str) -> bool:
     cert = x509.load_pem_x509_certificate(cert_pem.encode())
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem.encode())

@@ -300,6 +300,7 @@ class ClusterReconciler:
                 kopf.info(body, reason="CaRotation", message=f"cluster CA: {previous} -> {outcome.ca_status['phase']}")
             self.issued.record_ca(spec.uid, outcome.ca_status)
             patch.status["clusterCa"] = outcome.ca_status
+            self.deps.controller.follow_ca(dataclasses.replace(spec, ca_status=outcome.ca_status))
         return dataclasses.replace(spec, ca_marker=plan.marker,
                                    clients_ca_marker=outcome.clients.marker if outcome.clients is not None else "")
 

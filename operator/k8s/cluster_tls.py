@@ -29,6 +29,7 @@ resource it is for; another's Secret raises ForeignSecret and is left as it is.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import hashlib
 import hmac
@@ -65,7 +66,15 @@ from tinystream.operator.k8s.certificates import (
 from tinystream.operator.k8s.errors import Conflict, Forbidden, KubeApiError, NotFound
 from tinystream.operator.k8s.external import split_hosts
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext
-from tinystream.operator.k8s.resources import CLIENTS_CA_FILE, Names, broker_user, labels, owner_reference
+from tinystream.operator.k8s.resources import (
+    CLIENTS_CA_FILE,
+    CONTROLLER_CA_FILE,
+    Names,
+    broker_user,
+    labels,
+    owner_reference,
+    tokens_name,
+)
 from tinystream.scram_users import UserStore
 
 CA_VALIDITY_DAYS = 3650
@@ -90,10 +99,33 @@ def derived_secret(master: str, cluster: ClusterSpec, purpose: str) -> bytes:
 
 
 def cluster_ca(master: str, cluster: ClusterSpec) -> KeyPair:
-    """The first generation's key with CA_VALIDITY_DAYS: the controller API's CA (controller_tls.py), which
-    does not rotate with the Kafka listeners' CA (ca_lifecycle.py)."""
+    """The first generation's key with CA_VALIDITY_DAYS: a cluster's CA before its CA step first ran, and the
+    controller API's stand-in for a CA the user provided (controller_ca)."""
     return derived_ca(derived_secret(master, cluster, "cluster-ca"), cluster.name, cluster.namespace,
                       created=cluster_created(cluster), days=CA_VALIDITY_DAYS)
+
+
+def controller_ca(master: str, cluster: ClusterSpec) -> tuple[KeyPair, str]:
+    """Who signs the cluster's controller API certificate (controller_tls.py) and the bundle its brokers
+    verify it with (controller-ca.crt, controller_secret.py), from status.clusterCa alone, so an operator
+    restart serves the same: the controller follows the cluster CA's rotation phase by phase.
+
+    A generated generation is itself; a generation the user provided is stood in for by `cluster_ca` (its
+    key is in a Secret the operator reads only in a pass, and the controller must answer before one). The
+    signer moves to the new CA in RenewingCertificates, once every broker was rolled trusting both."""
+    state = CaState.from_status(cluster.ca_status) if cluster.tls else None
+    if state is None:  # no TLS listener, or the CA step has not run yet: the first generation's key
+        fixed = cluster_ca(master, cluster)
+        return fixed, fixed.cert_pem
+
+    def pair(generation: Generation) -> KeyPair:
+        return cluster_ca(master, cluster) if generation.provided else generation_ca(master, cluster, generation)
+
+    rotating = state.phase in (CaPhase.TRUST_NEW, CaPhase.SIGN_NEW) and state.next is not None
+    trusted = (state.current, state.next) if rotating and state.next is not None else (state.current,)
+    signer = state.next if state.phase is CaPhase.SIGN_NEW and state.next is not None else state.current
+    bundle = "".join(dict.fromkeys(pair(g).cert_pem for g in trusted))
+    return pair(signer), bundle
 
 
 def broker_password(master: str, cluster: ClusterSpec) -> str:
@@ -338,6 +370,8 @@ async def ensure_security(client: KubeClient, cluster: ClusterSpec, status: Mapp
     bundle_changed = ((status or {}).get("clusterCa") or {}).get("bundle") != written
     ca_secret = _secret(cluster, names.ca_cert, {"ca.crt": bundle})
     await (_create_or_replace_data(client, ca_secret) if bundle_changed else _create_once(client, ca_secret))
+    if bundle_changed and ctx.controller_tls:
+        await _rewrite_controller_bundle(client, master, dataclasses.replace(cluster, ca_status=ca_status))
     dns = broker_dns_names(cluster.name, cluster.namespace, ctx.cluster_domain) | external_hosts
     current = IssuedRecord.from_status((status or {}).get("certificates"))
     signer = plan.signer or (plan.trusted[-1] if current is None else None)
@@ -361,6 +395,17 @@ async def ensure_security(client: KubeClient, cluster: ClusterSpec, status: Mapp
     record = IssuedRecord.of(broker, ca, dns, cluster.renew_token)
     return SecurityOutcome(certificates=record.to_status(), issued_because=reason, ca=plan, ca_status=ca_status,
                            clients=clients, clients_status=clients_status)
+
+
+async def _rewrite_controller_bundle(client: KubeClient, master: str, cluster: ClusterSpec) -> None:
+    """controller-ca.crt in the broker tokens Secret as the CA state just planned has it (controller_ca), before
+    the roll that state starts: a broker pod made from now on trusts every CA the controller may sign with.
+    The Secret is made when the cluster's controller opens (controller_secret.py): absent, it is left to that."""
+    _, bundle = controller_ca(master, cluster)
+    owned = {"metadata": {"name": tokens_name(cluster.name), "namespace": cluster.namespace,
+                          "ownerReferences": [owner_reference(cluster)]}}
+    await patch_owned_secret(client, owned, [{"op": "add", "path": f"/data/{CONTROLLER_CA_FILE}",
+                                              "value": base64.b64encode(bundle.encode()).decode()}])
 
 
 async def _ensure_clients_ca(client: KubeClient, cluster: ClusterSpec, status: Mapping[str, Any] | None, *,

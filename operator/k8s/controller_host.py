@@ -296,6 +296,11 @@ class OperatorController:
         await self._close(cluster)
         self._opening.pop(cluster, None)
 
+    def follow_ca(self, spec: ClusterSpec) -> None:
+        if self.tls is not None and self.tls.follow_ca(spec):
+            log.info("controller API certificate of %s/%s re-issued from the cluster CA now signing",
+                     spec.namespace, spec.name)
+
     # -- reads -----------------------------------------------------------------------------
 
     async def partitions(self, cluster: ClusterKey) -> tuple[PartitionView, ...] | None:

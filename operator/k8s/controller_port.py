@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tinystream.operator.controller.image import AclRecord, ClientQuotaRecord, ScramCredentialRecord
+from tinystream.operator.k8s.model import ClusterSpec
 from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
 from tinystream.operator.k8s.topics import TopicAction, TopicView
 from tinystream.operator.k8s.users import UserAccessPlan
@@ -116,6 +117,9 @@ class ControllerPort(Protocol):
     async def forget(self, cluster: ClusterKey) -> None:
         """The cluster was deleted: drop its state."""
 
+    def follow_ca(self, spec: ClusterSpec) -> None:
+        """The cluster CA's state in `spec` was just recorded: the controller API's certificate follows it."""
+
 
 class UnattachedController:
     """No controller core attached yet: honest answers, no pretending."""
@@ -172,4 +176,7 @@ class UnattachedController:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def forget(self, cluster: ClusterKey) -> None:
+        return None
+
+    def follow_ca(self, spec: ClusterSpec) -> None:
         return None

@@ -14,9 +14,10 @@ who it is with its pod's own service-account token (broker_identity.py).
 
 `<cluster>-broker-tokens` (the name kept from when it held a token per broker
 id, which every broker pod could read and use) now carries
-`controller-ca.crt`, the cluster CA's certificate (cluster_tls.cluster_ca,
-derived too): brokers verify the controller API's certificate with it
-(controller_tls.py); and `admin-token`, what the brokers' admin HTTP asks of
+`controller-ca.crt`, the bundle of the cluster CA generations the controller
+API's certificate may come from (cluster_tls.controller_ca, derived too, and
+rewritten by the CA step as a rotation moves on): brokers verify the
+controller API's certificate with it (controller_tls.py); and `admin-token`, what the brokers' admin HTTP asks of
 its callers (derived from the cluster's secret: the operator's dashboard
 sends it). A Secret made before has its data replaced, so the old tokens are
 gone from it (the API stopped believing them anyway).
@@ -31,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tinystream.operator.k8s.api import KubeClient
-from tinystream.operator.k8s.cluster_tls import cluster_ca, create_secret, replace_secret_data
+from tinystream.operator.k8s.cluster_tls import controller_ca, create_secret, replace_secret_data
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
 from tinystream.operator.k8s.resources import ADMIN_TOKEN_FILE, CONTROLLER_CA_FILE, tokens_name
@@ -52,7 +53,7 @@ def broker_admin_token(cluster_secret: str) -> str:
 
 
 def tokens_secret(cluster: ClusterKey, uid: str, controller_ca: str, admin_token: str) -> dict[str, Any]:
-    """The Secret every broker pod mounts: the CA its controller API's certificate comes from (PEM) and
+    """The Secret every broker pod mounts: the CAs its controller API's certificate may come from (PEM) and
     the brokers' admin HTTP token (admin.token.file). Brokers prove who they are with their pod's own
     token (broker_identity.py); the Secret once held a token per broker id, which any broker pod could
     use (a pass replaces its data)."""
@@ -74,8 +75,8 @@ def derived_secrets(master: str) -> SecretSource:
             raise LookupError(f"{cluster} does not exist")
         uid = resource["metadata"]["uid"]
         secret = derive_cluster_secret(master, cluster, uid)
-        body = tokens_secret(cluster, uid, cluster_ca(master, ClusterSpec.from_resource(resource)).cert_pem,
-                             broker_admin_token(secret))
+        _, bundle = controller_ca(master, ClusterSpec.from_resource(resource))
+        body = tokens_secret(cluster, uid, bundle, broker_admin_token(secret))
         if not await create_secret(client, body):  # made before: the same CA, and no broker tokens any more
             await replace_secret_data(client, body)
         return secret

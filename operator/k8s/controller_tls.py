@@ -6,10 +6,14 @@ Brokers of cluster `demo` in namespace `apps` call
 
 (an ExternalName Service onto the operator's, resources.controller_url). The
 operator answers that name (TLS SNI) with a certificate for it signed by the
-cluster's CA (cluster_tls.cluster_ca), so a broker trusts the controller of
-its own cluster and nothing else; that CA's certificate reaches the brokers
+cluster's CA (cluster_tls.controller_ca), so a broker trusts the controller of
+its own cluster and nothing else; that CA's bundle reaches the brokers
 as `controller-ca.crt` in the cluster's broker tokens Secret
-(controller_secret.py). A caller that names no cluster (the operator's own
+(controller_secret.py). The controller follows the cluster CA's rotation
+(`follow_ca`, each pass): the bundle gains the new CA before the brokers' first
+roll, the certificate is re-issued from the new CA once every broker trusts
+both, and the old CA leaves the bundle with the last roll, so no broker ever
+meets a controller certificate it cannot verify. A caller that names no cluster (the operator's own
 dashboard on 127.0.0.1, a Prometheus scrape) gets the operator's certificate,
 signed by an operator CA derived from the master secret the same way.
 
@@ -31,8 +35,15 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tinystream.operator.k8s.certificates import KeyPair, controller_dns_names, derived_ca, issue
-from tinystream.operator.k8s.cluster_tls import cluster_ca
+from tinystream.operator.k8s.certificates import (
+    KeyPair,
+    controller_dns_names,
+    cross_certificate,
+    derived_ca,
+    fingerprint,
+    issue,
+)
+from tinystream.operator.k8s.cluster_tls import cluster_ca, controller_ca
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.model import ClusterSpec
 from tinystream.operator.service.tls import new_server_context
@@ -77,6 +88,7 @@ class _Served:
     context: ssl.SSLContext
     names: frozenset[str]
     reissue: Callable[[datetime.datetime], KeyPair]
+    issuer_pem: str = ""  # the CA certificate `reissue` signs with (a cluster's: follow_ca compares it)
 
     @property
     def not_after(self) -> datetime.datetime:
@@ -111,9 +123,9 @@ class ControllerTLS:
         self._by_name: dict[str, ssl.SSLContext] = {}
 
     def _serve(self, names: frozenset[str], reissue: Callable[[datetime.datetime], KeyPair],
-               into: ssl.SSLContext | None = None) -> _Served:
+               into: ssl.SSLContext | None = None, issuer_pem: str = "") -> _Served:
         pair = reissue(self.now())
-        return _Served(pair, server_context(pair, into), names, reissue)
+        return _Served(pair, server_context(pair, into), names, reissue, issuer_pem)
 
     def _choose(self, sslobj: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext) -> None:
         """SNI: a cluster's context for its controller name; any other name keeps the operator's."""
@@ -128,16 +140,30 @@ class ControllerTLS:
     def add_cluster(self, spec: ClusterSpec) -> None:
         """Serve the cluster's controller names with a certificate from its CA (again: a fresh one)."""
         cluster = ClusterKey(spec.namespace, spec.name)
-        ca = cluster_ca(self._master, spec)
+        ca, _ = controller_ca(self._master, spec)
+        first = cluster_ca(self._master, spec)
+        # Brokers started by an operator before this one trust the first CA alone (whatever the cluster CA's
+        # generation): the new CA, cross-signed by it, is sent along so that they still verify the controller.
+        chain = cross_certificate(ca, first) if fingerprint(ca.cert_pem) != fingerprint(first.cert_pem) else ""
         names = controller_dns_names(spec.name, spec.namespace, self.cluster_domain)
         self.remove_cluster(cluster)
 
         def cluster_pair(at: datetime.datetime) -> KeyPair:
-            return issue(ca, f"{cluster.namespace}/{cluster.name} controller", names, now=at, days=self.validity_days)
+            leaf = issue(ca, f"{cluster.namespace}/{cluster.name} controller", names, now=at, days=self.validity_days)
+            return KeyPair(leaf.cert_pem + chain, leaf.key_pem)
 
-        served = self._serve(names, cluster_pair)
+        served = self._serve(names, cluster_pair, issuer_pem=ca.cert_pem)
         self._clusters[cluster] = served
         self._index(served)
+
+    def follow_ca(self, spec: ClusterSpec) -> bool:
+        """Re-issue a served cluster's certificate when its CA's signer changed (`spec` carries the
+        status.clusterCa just recorded); True when it did. A cluster not served yet is left to add_cluster."""
+        served = self._clusters.get(ClusterKey(spec.namespace, spec.name))
+        if served is None or controller_ca(self._master, spec)[0].cert_pem == served.issuer_pem:
+            return False
+        self.add_cluster(spec)
+        return True
 
     def remove_cluster(self, cluster: ClusterKey) -> None:
         served = self._clusters.pop(cluster, None)
@@ -164,7 +190,7 @@ class ControllerTLS:
             renewed.append("operator")
         for cluster, served in list(self._clusters.items()):
             if served.not_after - now <= window:
-                fresh = self._serve(served.names, served.reissue)
+                fresh = self._serve(served.names, served.reissue, issuer_pem=served.issuer_pem)
                 self._clusters[cluster] = fresh
                 self._index(fresh)
                 renewed.append(str(cluster))

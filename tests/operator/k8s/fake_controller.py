@@ -25,6 +25,7 @@ from tinystream.operator.k8s.controller_port import (
     RebalanceMoves,
     RebalanceProgress,
 )
+from tinystream.operator.k8s.model import ClusterSpec
 from tinystream.operator.k8s.reconcile import PartitionView
 from tinystream.operator.k8s.topics import (
     AlterConfig,
@@ -53,6 +54,7 @@ class FakeController:
     moving: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     rebalance_steps: list[str] = field(default_factory=list)
     rebalance_throttles: list[int | None] = field(default_factory=list)
+    ca_phases: list[tuple[str, str]] = field(default_factory=list)  # (cluster, status.clusterCa phase) followed
 
     async def start(self, client: object) -> None:
         return None
@@ -186,3 +188,6 @@ class FakeController:
 
     async def forget(self, cluster: ClusterKey) -> None:
         return None
+
+    def follow_ca(self, spec: ClusterSpec) -> None:
+        self.ca_phases.append((spec.name, str(spec.ca_status.get("phase") or "")))

@@ -54,6 +54,8 @@ RESOURCES = [
 VERBS = {"get", "list", "watch", "create", "patch", "update", "delete"}
 
 # broker_rack_role: the chart's ClusterRole as release `ts` names it (test_chart_install.py binds to it).
+#: The operator's master secret in these tests: a controller a test makes must derive from the same one.
+MASTER_SECRET = "test-master-secret"
 CTX = OperatorContext(broker_image="tinystream:test", operator_service="ts.ops.svc",
                       broker_rack_role="ts-tinystream-broker-rack")
 
@@ -156,7 +158,7 @@ async def running_operator(url: str, *, controller: Any, peering: str | None = N
     ctx = dataclasses.replace(CTX, controller_tls=getattr(controller, "tls", None) is not None)
     deps = Deps(connect=lambda **_: info, ctx=ctx, controller=controller,
                 health_interval_s=health_interval_s, crds_dir=crds_dir, dashboard=dashboard,
-                master_secret="test-master-secret", user_secret_interval_s=user_secret_interval_s)
+                master_secret=MASTER_SECRET, user_secret_interval_s=user_secret_interval_s)
     if clock is not None:
         deps.clock = clock
     deps.registry_url = registry_url  # a schema registry process of the test's (TinyStreamSchema)

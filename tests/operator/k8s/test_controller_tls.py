@@ -22,8 +22,9 @@ import pytest_asyncio
 from cryptography import x509
 
 from tinystream.controller_client import controller_ssl_context
+from tinystream.operator.k8s.ca_lifecycle import CaPhase, CaState, Generation
 from tinystream.operator.k8s.cli import service_names
-from tinystream.operator.k8s.cluster_tls import cluster_ca
+from tinystream.operator.k8s.cluster_tls import cluster_ca, controller_ca, generation_ca
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.controller_secret import tokens_secret
 from tinystream.operator.k8s.controller_tls import ControllerTLS, operator_ca
@@ -211,3 +212,125 @@ async def test_the_operators_dashboard_reads_its_own_tls_api():
             await unverified.close()
     finally:
         await host.stop()
+
+
+# -- the controller's certificate through a cluster CA rotation (cluster_tls.controller_ca) -----------------
+
+#: Generation 0 from about a year ago (two-year validity), generation 1 made before the controller's certificates (START) are issued.
+CREATED = START - datetime.timedelta(days=300)
+GEN0, GEN1 = Generation(0, CREATED, 730), Generation(1, START - datetime.timedelta(days=10), 730)
+
+
+def tls_spec(state: CaState | None) -> ClusterSpec:
+    """A cluster with a TLS listener whose status.clusterCa is `state` (None: the CA step has not run)."""
+    status = {"clusterCa": state.to_status()} if state is not None else {}
+    return ClusterSpec.from_resource({"metadata": {"name": "demo", "namespace": "apps", "uid": "uid-demo",
+                                                   "creationTimestamp": "2026-11-01T00:00:00Z"},
+                                      "spec": {"brokers": 3, "listeners": {"tls": True}}, "status": status})
+
+
+ROTATION_STATES = (
+    CaState(GEN0),
+    CaState(GEN0, CaPhase.TRUST_NEW, GEN1),
+    CaState(GEN0, CaPhase.SIGN_NEW, GEN1),
+    CaState(GEN1, CaPhase.DROP_OLD),
+    CaState(GEN1),
+)
+GEN2 = Generation(2, START - datetime.timedelta(days=5), 730)
+#: A cluster whose CA was rotated before (generation 1) rotating again, to generation 2.
+SECOND_ROTATION = (
+    CaState(GEN1),
+    CaState(GEN1, CaPhase.TRUST_NEW, GEN2),
+    CaState(GEN1, CaPhase.SIGN_NEW, GEN2),
+    CaState(GEN2, CaPhase.DROP_OLD),
+    CaState(GEN2),
+)
+
+
+async def walk(certificates: ControllerTLS, states: tuple[CaState, ...], *, also_trusting: str,
+               dropped: str = "") -> list[bool]:
+    """Follow `states` on a live server: at each, brokers started in it, in the phase before (not rolled
+    yet) and trusting `also_trusting` verify the controller; at the end one trusting `dropped` alone does
+    not. What follow_ca answered at each."""
+    server = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0, ssl=certificates.server)
+    port, reissued = server.sockets[0].getsockname()[1], []
+    try:
+        previous = controller_ca(MASTER, tls_spec(states[0]))[1]
+        for state in states:
+            reissued.append(certificates.follow_ca(tls_spec(state)))
+            bundle = controller_ca(MASTER, tls_spec(state))[1]
+            for trusted in (previous, bundle, also_trusting):
+                cert = await served(port, CONTROLLER, trusting(trusted))
+                assert "apps/demo controller" in cert.subject.rfc4514_string()
+            previous = bundle
+        if dropped:
+            with pytest.raises(ssl.SSLCertVerificationError):
+                await served(port, CONTROLLER, trusting(dropped))
+    finally:
+        server.close()
+        await server.wait_closed()
+    return reissued
+
+
+CONTROLLER = "demo-controller.apps.svc"
+
+
+async def test_the_controller_certificate_follows_a_cluster_ca_rotation_and_no_broker_is_refused(clock):
+    """Brokers read controller-ca.crt when they start: at every phase both a broker started in it and one
+    started in the phase before verify the controller; the certificate moves to the new CA in
+    RenewingCertificates only. (Generation 0 has the first CA's key: it stays a path for older brokers.)"""
+    certificates = ControllerTLS(MASTER, service_names=frozenset({"ts.ops.svc"}), now=clock)
+    certificates.add_cluster(tls_spec(ROTATION_STATES[0]))
+    first = cluster_ca(MASTER, tls_spec(None)).cert_pem
+    assert await walk(certificates, ROTATION_STATES, also_trusting=first) == [False, False, True, False, False]
+    assert controller_ca(MASTER, tls_spec(ROTATION_STATES[0]))[1].count("BEGIN CERTIFICATE") == 1
+    assert controller_ca(MASTER, tls_spec(ROTATION_STATES[1]))[1].count("BEGIN CERTIFICATE") == 2
+    assert controller_ca(MASTER, tls_spec(ROTATION_STATES[3]))[1] == controller_ca(MASTER, tls_spec(CaState(GEN1)))[1]
+
+
+async def test_a_second_rotation_drops_the_old_ca_and_brokers_of_an_older_operator_still_verify(clock):
+    """A cluster rotated before this operator: its running brokers trust the first CA alone (the fixed
+    controller CA of before); the new CA, cross-signed by the first, is sent along, so they verify at every
+    phase, while a broker trusting generation 1 alone is refused once generation 2 signs."""
+    certificates = ControllerTLS(MASTER, service_names=frozenset({"ts.ops.svc"}), now=clock)
+    certificates.add_cluster(tls_spec(SECOND_ROTATION[0]))
+    first = cluster_ca(MASTER, tls_spec(None)).cert_pem
+    gen1 = controller_ca(MASTER, tls_spec(SECOND_ROTATION[0]))[1]
+    assert await walk(certificates, SECOND_ROTATION, also_trusting=first,
+                      dropped=gen1) == [False, False, True, False, False]
+    served_pem = certificates.certificate(ClusterKey("apps", "demo")).cert_pem
+    assert served_pem.count("BEGIN CERTIFICATE") == 2  # the leaf and generation 2 signed by the first CA
+
+
+def test_an_operator_restarted_mid_rotation_signs_with_the_ca_the_state_names():
+    """controller_ca reads status.clusterCa alone: before RenewingCertificates the old CA signs, from it the new."""
+    old = generation_ca(MASTER, tls_spec(None), GEN0).cert_pem
+    new = generation_ca(MASTER, tls_spec(None), GEN1).cert_pem
+    signers = [controller_ca(MASTER, tls_spec(state))[0].cert_pem for state in ROTATION_STATES]
+    assert signers == [old, old, new, new, new]
+
+
+async def test_a_broker_trusting_the_first_ca_verifies_a_certificate_of_generation_zero(clock):
+    """The upgrade path: brokers started before this operator trust cluster_ca (ten years); the controller now
+    signs with generation 0 (the same key, its own validity), and they still verify it."""
+    certificates = ControllerTLS(MASTER, service_names=frozenset({"ts.ops.svc"}), now=clock)
+    certificates.add_cluster(tls_spec(ROTATION_STATES[0]))
+    assert controller_ca(MASTER, tls_spec(ROTATION_STATES[0]))[0].cert_pem != cluster_ca(MASTER, tls_spec(None)).cert_pem
+    server = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0, ssl=certificates.server)
+    try:
+        cert = await served(server.sockets[0].getsockname()[1], "demo-controller.apps.svc",
+                            trusting(cluster_ca(MASTER, tls_spec(None)).cert_pem))
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert "apps/demo controller" in cert.subject.rfc4514_string()
+
+
+def test_a_provided_ca_is_stood_in_for_by_the_first_derived_ca():
+    """The user's CA key is read only in a pass: the controller keeps the derived first CA while one is in force."""
+    provided = Generation(0, CREATED, 0, cluster_ca(MASTER, spec("elsewhere")).cert_pem)
+    signer, bundle = controller_ca(MASTER, tls_spec(CaState(provided)))
+    assert signer.cert_pem == bundle == cluster_ca(MASTER, tls_spec(None)).cert_pem
+    # From a provided CA to a generated one: both are trusted, the derived one signs until RenewingCertificates.
+    signer, bundle = controller_ca(MASTER, tls_spec(CaState(provided, CaPhase.TRUST_NEW, GEN1)))
+    assert signer.cert_pem == cluster_ca(MASTER, tls_spec(None)).cert_pem and bundle.count("BEGIN CERTIFICATE") == 2

@@ -23,7 +23,7 @@ import aiohttp
 import kmock
 import pytest
 import pytest_asyncio
-from kmock_helpers import Api, declare, ready_condition, running_operator
+from kmock_helpers import MASTER_SECRET, Api, declare, ready_condition, running_operator
 
 from tinystream.broker.app import Broker
 from tinystream.controller_auth import broker_principal, token_for
@@ -55,7 +55,7 @@ def topic(name: str, **spec):
 
 
 def new_controller() -> OperatorController:
-    return OperatorController(host="127.0.0.1", port=0, timing=TIMING, secret_source=derived_secrets("test-master"))
+    return OperatorController(host="127.0.0.1", port=0, timing=TIMING, secret_source=derived_secrets(MASTER_SECRET))
 
 
 async def broker_token_file(api, tmp_path) -> str:
@@ -67,7 +67,7 @@ async def broker_token_file(api, tmp_path) -> str:
     assert tokens is not None, "the operator made no controller CA Secret"
     assert set(tokens["data"]) == {CONTROLLER_CA_FILE, ADMIN_TOKEN_FILE}  # no broker's token in what every pod mounts
     cluster = await api.get(TS, "tinystreamclusters", "demo")
-    secret = derive_cluster_secret("test-master", ClusterKey(api.ns, "demo"), cluster["metadata"]["uid"])
+    secret = derive_cluster_secret(MASTER_SECRET, ClusterKey(api.ns, "demo"), cluster["metadata"]["uid"])
     path = tmp_path / "tokens" / "broker-0"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(token_for(secret, broker_principal(0)))
@@ -192,8 +192,8 @@ def controller_name_resolves_here(monkeypatch):
 
 async def test_broker_registers_over_tls_trusting_its_clusters_ca_only(server, api, tmp_path,
                                                                         controller_name_resolves_here):
-    controller = OperatorController(host="127.0.0.1", port=0, timing=TIMING, secret_source=derived_secrets("test-master"),
-                                    tls=ControllerTLS("test-master", service_names=frozenset({"ts.ops.svc"})))
+    controller = OperatorController(host="127.0.0.1", port=0, timing=TIMING, secret_source=derived_secrets(MASTER_SECRET),
+                                    tls=ControllerTLS(MASTER_SECRET, service_names=frozenset({"ts.ops.svc"})))
     async with running_operator(str(server.url), controller=controller):
         await api.create(TS, "tinystreamclusters", CLUSTER)
         await api.wait_for(TS, "tinystreamclusters", "demo",

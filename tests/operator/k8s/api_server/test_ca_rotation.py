@@ -24,6 +24,9 @@ from real_api import connection
 
 from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION
 from tinystream.operator.k8s.certificates import fingerprint
+from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.controller_secret import tokens_secret
+from tinystream.operator.k8s.resources import CONTROLLER_CA_FILE
 
 pytestmark = pytest.mark.timeout(240)
 TS = "tinystream.io/v1alpha1"
@@ -38,9 +41,9 @@ def condition(obj: dict | None, kind: str) -> dict:
     return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
 
-def pems(secret: dict | None) -> list[str]:
-    """The certificates of a Secret's ca.crt bundle."""
-    raw = base64.b64decode(((secret or {}).get("data") or {}).get("ca.crt", "")).decode()
+def pems(secret: dict | None, key: str = "ca.crt") -> list[str]:
+    """The certificates of a Secret's ca.crt bundle (or another key's)."""
+    raw = base64.b64decode(((secret or {}).get("data") or {}).get(key, "")).decode()
     return [f"-----BEGIN CERTIFICATE-----{part}" for part in raw.split("-----BEGIN CERTIFICATE-----")[1:]]
 
 
@@ -75,8 +78,13 @@ async def kubelet_stand_in(api, prefix: str):
 
 
 async def test_force_renew_rolls_the_brokers_and_ends_trusting_the_new_ca_only(control_plane, api) -> None:
+    """...and the controller API follows: the brokers' controller-ca.crt holds both CAs from the first roll
+    and the new one alone at the end, and the controller is told each phase (controller_tls.follow_ca)."""
+    controllers = (FakeController(), FakeController())
+    for fake in controllers:
+        fake.tls = True  # the operator serves its controller API over TLS (running_operator reads this)
     async with kubelet_stand_in(api, "demo-broker-") as pods:
-        async with running_operator(control_plane.url, controller=FakeController(),
+        async with running_operator(control_plane.url, controller=controllers[0],
                                     connection=connection(control_plane)):
             await api.create(TS, "tinystreamclusters", cluster("demo"))
             steady = await api.wait_for(TS, "tinystreamclusters", "demo",
@@ -86,6 +94,10 @@ async def test_force_renew_rolls_the_brokers_and_ends_trusting_the_new_ca_only(c
             (old_ca,) = pems(await api.get("v1", "secrets", "demo-cluster-ca-cert"))
             old_serial = steady["status"]["certificates"]["serial"]
             assert [len(pods[f"demo-broker-{i}"]) for i in range(3)] == [1, 1, 1]
+            # The tokens Secret the controller makes when it opens (no controller runs here): stale content.
+            await api.create("v1", "secrets", tokens_secret(ClusterKey(steady["metadata"]["namespace"], "demo"),
+                                                            steady["metadata"]["uid"],
+                                                            "stale", "admin-token"))
 
             await api.patch(TS, "tinystreamclusters", "demo",
                             {"metadata": {"annotations": {"tinystream.io/force-renew-ca": "now"}}})
@@ -97,11 +109,12 @@ async def test_force_renew_rolls_the_brokers_and_ends_trusting_the_new_ca_only(c
             bundle = pems(await api.get("v1", "secrets", "demo-cluster-ca-cert"))
             assert len(bundle) == 2 and bundle[0] == old_ca
             assert pems(await api.get("v1", "secrets", "demo-broker-tls")) == bundle
+            assert pems(await api.get("v1", "secrets", "demo-broker-tokens"), CONTROLLER_CA_FILE) == bundle
             new_ca = bundle[1]
             await api.wait_for("v1", "pods", "demo-broker-2",  # the first roll has begun
                                lambda o: o is None or len(pods["demo-broker-2"]) > 1, timeout=30)
         # The operator stops mid-rotation; another one carries on from status.clusterCa.
-        async with running_operator(control_plane.url, controller=FakeController(),
+        async with running_operator(control_plane.url, controller=controllers[1],
                                     connection=connection(control_plane)):
             done = await api.wait_for(TS, "tinystreamclusters", "demo",
                                       lambda o: (o["status"].get("clusterCa") or {}).get("phase") == "Steady"
@@ -109,6 +122,10 @@ async def test_force_renew_rolls_the_brokers_and_ends_trusting_the_new_ca_only(c
                                       and ready_condition(o).get("status") == "True", timeout=180)
     assert pems(await api.get("v1", "secrets", "demo-cluster-ca-cert")) == [new_ca]
     assert pems(await api.get("v1", "secrets", "demo-broker-tls")) == [new_ca]
+    assert pems(await api.get("v1", "secrets", "demo-broker-tokens"), CONTROLLER_CA_FILE) == [new_ca]
+    followed = [phase for fake in controllers for _, phase in fake.ca_phases]
+    phases = [p for i, p in enumerate(followed) if i == 0 or followed[i - 1] != p]
+    assert phases == ["Steady", "TrustingNewCa", "RenewingCertificates", "RemovingOldCa", "Steady"], phases
     assert done["status"]["certificates"]["ca"] == fingerprint(new_ca) != fingerprint(old_ca)
     assert done["status"]["certificates"]["serial"] != old_serial
     assert "next" not in done["status"]["clusterCa"]
