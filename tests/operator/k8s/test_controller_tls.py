@@ -229,22 +229,16 @@ def tls_spec(state: CaState | None) -> ClusterSpec:
                                       "spec": {"brokers": 3, "listeners": {"tls": True}}, "status": status})
 
 
-ROTATION_STATES = (
-    CaState(GEN0),
-    CaState(GEN0, CaPhase.TRUST_NEW, GEN1),
-    CaState(GEN0, CaPhase.SIGN_NEW, GEN1),
-    CaState(GEN1, CaPhase.DROP_OLD),
-    CaState(GEN1),
-)
+def rotation(old: Generation, new: Generation) -> tuple[CaState, ...]:
+    """The states status.clusterCa goes through in a rotation from `old` to `new`."""
+    return (CaState(old), CaState(old, CaPhase.TRUST_NEW, new), CaState(old, CaPhase.SIGN_NEW, new),
+            CaState(new, CaPhase.DROP_OLD), CaState(new))
+
+
 GEN2 = Generation(2, START - datetime.timedelta(days=5), 730)
+ROTATION_STATES = rotation(GEN0, GEN1)
 #: A cluster whose CA was rotated before (generation 1) rotating again, to generation 2.
-SECOND_ROTATION = (
-    CaState(GEN1),
-    CaState(GEN1, CaPhase.TRUST_NEW, GEN2),
-    CaState(GEN1, CaPhase.SIGN_NEW, GEN2),
-    CaState(GEN2, CaPhase.DROP_OLD),
-    CaState(GEN2),
-)
+SECOND_ROTATION = rotation(GEN1, GEN2)
 
 
 async def walk(certificates: ControllerTLS, states: tuple[CaState, ...], *, also_trusting: str,
