@@ -1,8 +1,8 @@
 # One image for the broker and the operator.
 #
-#   docker build -t tinystream:0.1.0 .
-#   docker run tinystream:0.1.0 broker --help       # default command: broker
-#   docker run tinystream:0.1.0 operator --help
+#   docker build -t tinystream:0.2.0 .
+#   docker run tinystream:0.2.0 broker --help       # default command: broker
+#   docker run tinystream:0.2.0 operator --help
 #
 # Non-root (uid 10001), no compilers or pip caches in the final stage; the
 # TinyStream CRDs ride along in /opt/tinystream/crds so the operator can

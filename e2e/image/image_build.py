@@ -93,10 +93,11 @@ def base_image(engine: str = "docker") -> str:
     return LOCAL_BASE if engine == "docker" else f"localhost/{LOCAL_BASE}"
 
 
-def build_image(tag: str, dockerfile: str = "Dockerfile", engine: str = "docker", label: str = "") -> None:
+def build_image(tag: str, dockerfile: str = "Dockerfile", engine: str = "docker", label: str = "",
+                context: Path = ROOT) -> None:
     labels = ["--label", f"{CONTEXT_LABEL}={label}"] if label else []
-    docker("build", "-q", "-f", str(ROOT / dockerfile), "--build-arg", f"BASE_IMAGE={base_image(engine)}", *labels,
-           "-t", tag, str(ROOT), timeout=1800, engine=engine)
+    docker("build", "-q", "-f", str(context / dockerfile), "--build-arg", f"BASE_IMAGE={base_image(engine)}",
+           *labels, "-t", tag, str(context), timeout=1800, engine=engine)
 
 
 def context_key(dockerfile: str) -> str:
@@ -140,11 +141,13 @@ def _build_lock(dockerfile: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def ensure_image(tag: str, dockerfile: str = "Dockerfile", engine: str = "docker") -> str:
+def ensure_image(tag: str, dockerfile: str = "Dockerfile", engine: str = "docker", *, context: Path = ROOT,
+                 key: str | None = None) -> str:
     """`tag` in `engine`'s store, for this source tree: kept, copied from the other engine, or built.
 
+    Another `context` (a tree git archived from an older commit) names its own `key` (the commit).
     Returns which of the three happened (the suites print it with the time it took)."""
-    key = context_key(dockerfile)
+    key = key or context_key(dockerfile)
     with _build_lock(dockerfile):
         own = _image_with(engine, key)
         if own is not None:
@@ -156,7 +159,7 @@ def ensure_image(tag: str, dockerfile: str = "Dockerfile", engine: str = "docker
                 _copy(other, source, engine)
                 docker("tag", source, tag, engine=engine)  # save | load keeps the image id
                 return f"copied from {other}"
-        build_image(tag, dockerfile, engine, label=key)
+        build_image(tag, dockerfile, engine, label=key, context=context)
         return "built"
 
 

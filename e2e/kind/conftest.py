@@ -48,6 +48,7 @@ from kind_helpers import (
 )
 from manifests import NAMESPACE
 from preflight import run_preflight
+from previous_release import PREVIOUS_COMMIT, PREVIOUS_IMAGE, THIS_CHART, Release, chart_version, previous_tree
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -81,21 +82,33 @@ def provider() -> Provider:
     return chosen
 
 
-def build_broker_image(provider: Provider) -> None:
-    """The project's image under both tags, built by the provider's engine (before the cluster: the
-    network preflight runs it)."""
+def build_broker_images(provider: Provider, tmp: Path) -> Release:
+    """The project's image under both tags, and the previous release's image, built by the provider's
+    engine (before the cluster: the network preflight runs it). Returns the release to install first."""
     first = f"{IMAGE_REPO}:{IMAGE_TAGS[0]}"
     start = time.monotonic()
     how = ensure_image(first, engine=provider.engine)
     for tag in IMAGE_TAGS[1:]:  # same image, another name: a tag change is an image change for the StatefulSet
         provider.engine_cmd("tag", first, f"{IMAGE_REPO}:{tag}")
     measure(f"broker image ({how})", f"{time.monotonic() - start:.0f} s")
-
-
-def load_broker_image(provider: Provider, tmp: Path) -> None:
+    this_chart = THIS_CHART
+    tree = previous_tree(tmp)
+    if tree is None:
+        measure("previous release", f"commit {PREVIOUS_COMMIT[:12]} is not in this checkout: the suite installs "
+                                    "this tree's chart and upgrades it to itself")
+        return Release(this_chart, IMAGE_TAGS[0], chart_version(this_chart), None)
     start = time.monotonic()
-    load_image(provider, [f"{IMAGE_REPO}:{tag}" for tag in IMAGE_TAGS], tmp)
-    measure("broker image load", f"{time.monotonic() - start:.0f} s")
+    how = ensure_image(PREVIOUS_IMAGE, engine=provider.engine, context=tree, key=f"release-{PREVIOUS_COMMIT}")
+    measure(f"previous release image ({how}, {PREVIOUS_COMMIT[:12]})", f"{time.monotonic() - start:.0f} s")
+    chart = tree / "charts" / "tinystream"
+    return Release(chart, PREVIOUS_IMAGE.split(":")[-1], chart_version(chart), PREVIOUS_COMMIT)
+
+
+def load_broker_images(provider: Provider, release: Release, tmp: Path) -> None:
+    start = time.monotonic()
+    refs = {f"{IMAGE_REPO}:{tag}" for tag in (*IMAGE_TAGS, release.image_tag)}
+    load_image(provider, sorted(refs), tmp)
+    measure("broker images load", f"{time.monotonic() - start:.0f} s")
 
 
 @pytest.fixture(scope="session")
@@ -112,10 +125,11 @@ def kind_cluster(provider: Provider) -> Kube:
         if provider.own_cni:
             host_firewall.open_pod_network()
         diagnostics.ACTIVE[:] = [kube]
+        kube.first_release = Release(THIS_CHART, IMAGE_TAGS[0], "reused", None)
         yield kube
         return
     provider.kind("delete", "cluster", "--name", KIND_CLUSTER, check=False, timeout=300)  # a leftover run
-    build_broker_image(provider)
+    kube.first_release = build_broker_images(provider, tmp)
     start = time.monotonic()
     wait = () if provider.own_cni else ("--wait", "300s")  # without a CNI no node is Ready until wired
     provider.kind("create", "cluster", "--name", KIND_CLUSTER, "--config", str(config), "--image",
@@ -129,7 +143,7 @@ def kind_cluster(provider: Provider) -> Kube:
             wire_pod_network(provider, kube)
         kube.kubectl("wait", "nodes", "--all", "--for=condition=Ready", "--timeout=300s", namespace=None, timeout=360)
         measure("cluster creation (3 nodes Ready)", f"{time.monotonic() - start:.0f} s")
-        load_broker_image(provider, tmp)
+        load_broker_images(provider, kube.first_release, tmp)
         failure, seconds = run_preflight(kube, f"{IMAGE_REPO}:{IMAGE_TAGS[0]}")
         measure("network preflight", f"{seconds:.0f} s, {'FAILED' if failure else 'every path open'}")
         if failure:
@@ -147,17 +161,19 @@ def kind_cluster(provider: Provider) -> Kube:
 
 @pytest.fixture(scope="session")
 def installed(kind_cluster: Kube) -> Kube:
-    """The chart installed as a user would: CRDs included (no --skip-crds), the operator Ready."""
+    """The previous release's chart installed as a user would: CRDs included (no --skip-crds), the operator
+    Ready; test_kind.py upgrades it to this tree's chart (previous_release.py)."""
+    release = kind_cluster.first_release
     kind_cluster.helm_install_started = time.monotonic()
     if os.environ.get("TINYSTREAM_E2E_REUSE") == "1" and kind_cluster.helm("status", "ts", check=False).returncode == 0:
         return kind_cluster
     try:
-        kind_cluster.helm("install", "ts", str(ROOT / "charts" / "tinystream"), "--create-namespace",
-                          "--set", f"image.repository={IMAGE_REPO}", "--set", f"image.tag={IMAGE_TAGS[0]}",
+        kind_cluster.helm("install", "ts", str(release.chart), "--create-namespace",
+                          "--set", f"image.repository={IMAGE_REPO}", "--set", f"image.tag={release.image_tag}",
                           "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m", timeout=400)
     except AssertionError as exc:  # every test needs the operator: stop with the cluster's account, not 26 errors
         stop_suite(kind_cluster, f"kind e2e: helm install did not become Ready: {str(exc)[:2000]}")
-    measure("helm install --wait (CRDs + operator Ready)",
+    measure(f"helm install --wait (chart {release.version}: CRDs + operator Ready)",
             f"{time.monotonic() - kind_cluster.helm_install_started:.0f} s")
     assert NAMESPACE in kind_cluster.kubectl("get", "ns", "-o", "name", namespace=None).stdout
     return kind_cluster

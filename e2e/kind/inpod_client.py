@@ -9,6 +9,9 @@ under the headless Service), as any in-cluster application does.
     read BOOTSTRAP TOPIC                   every value in the topic, one per line, then `END <count>`
                                            (from a replica in zone KAFKA_CLIENT_RACK when that is set)
     probe BOOTSTRAP TOPIC                  one record sent: `OK`, or `REFUSED <error class>`
+    rate BOOTSTRAP TOPIC COUNT SIZE        COUNT records of SIZE bytes sent (acks=all), flushed:
+                                           `RATE <records/s> <acknowledged>` (also run on the host, the same
+                                           client inside and outside the cluster)
     serial HOST PORT                       the serial (hex) of the certificate a new TLS connection sees
     handshake HOST...                      per host (port 9092), a new TLS connection trusting KAFKA_CAFILE as it
                                            is now: `OK <host>`, `REFUSED <host> <reason>` (certificate not
@@ -61,6 +64,19 @@ def probe(bootstrap: str, topic: str) -> None:
         print("OK", flush=True)
     except Exception as exc:  # noqa: BLE001 - the refusal is the answer
         print(f"REFUSED {type(exc).__name__} {exc}", flush=True)
+
+
+def rate(bootstrap: str, topic: str, count: int, size: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, **security())
+    producer.partitions_for(topic)  # metadata and connections before the clock starts
+    value = b"r" * size
+    start = time.monotonic()
+    futures = [producer.send(topic, value) for _ in range(count)]
+    producer.flush(timeout=120)
+    seconds = time.monotonic() - start
+    acked = sum(1 for f in futures if f.succeeded())
+    producer.close(timeout=10)
+    print(f"RATE {count / seconds:.0f} {acked}", flush=True)
 
 
 def serial(host: str, port: int) -> None:
@@ -179,6 +195,8 @@ if __name__ == "__main__":
         write(args[0], args[1], args[2], float(args[3]))
     elif command == "probe":
         probe(args[0], args[1])
+    elif command == "rate":
+        rate(args[0], args[1], int(args[2]), int(args[3]))
     elif command == "serial":
         serial(args[0], int(args[1]))
     elif command == "avro":

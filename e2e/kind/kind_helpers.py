@@ -24,6 +24,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from manifests import NAMESPACE
 
@@ -170,6 +171,7 @@ class Kube:
     def __init__(self, kubeconfig: Path) -> None:
         self.env_kubeconfig = str(kubeconfig)
         self.helm_install_started = 0.0  # time.monotonic() at `helm install`, for helm install -> Ready
+        self.first_release: Any = None  # previous_release.Release: the chart `helm install` installs
 
     def kubectl(self, *args: str, namespace: str | None = NAMESPACE, **kw) -> subprocess.CompletedProcess[str]:
         ns = ("-n", namespace) if namespace else ()

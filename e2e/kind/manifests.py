@@ -10,7 +10,9 @@ CLUSTER = "demo"
 TOPIC = "orders"
 
 
-def cluster(*, brokers: int = 3, image: str) -> str:
+def cluster(*, brokers: int = 3, image: str | None = None) -> str:
+    """None: the brokers run the operator's image (the chart's), and an operator upgrade rolls them."""
+    pinned = f"\n  image: {image}" if image else ""
     return f"""
 apiVersion: tinystream.io/v1alpha1
 kind: TinyStreamCluster
@@ -18,8 +20,7 @@ metadata:
   name: {CLUSTER}
   namespace: {NAMESPACE}
 spec:
-  brokers: {brokers}
-  image: {image}
+  brokers: {brokers}{pinned}
   imagePullPolicy: Never
   storage:
     size: 1Gi

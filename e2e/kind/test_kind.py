@@ -29,6 +29,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 from image_build import ensure_image
 from kind_helpers import IMAGE_REPO, IMAGE_TAGS, ROOT, Kube, load_image, measure, tool
 from kind_workload import Client, Writer, read_topic, wait_until
@@ -46,10 +47,12 @@ from manifests import (
     topic,
     writes_topic,
 )
+from previous_release import PREVIOUS_COMMIT, THIS_CHART, chart_version, installed_chart, upgrade_to_this_tree
 
 BOOTSTRAP = f"{CLUSTER}-kafka:9092"
 MESSAGES = [f"m{i}" for i in range(200)]
 MIN_ISR = 2
+OPERATOR_PODS = "app.kubernetes.io/instance=ts,app.kubernetes.io/component=operator"
 
 # Left out of `make test` (-m "not kind"); `make test-kind` runs it. The first test also waits for the
 # cluster and the image builds, and the rolls take minutes on 2 cores: beyond pytest-timeout's 300 s.
@@ -124,7 +127,7 @@ def test_api_server_refuses_bad_specs(kube, what, manifest, refusal):
 
 def test_cluster_becomes_ready(kube):
     applied = time.monotonic()
-    kube.apply(cluster(brokers=3, image=f"{IMAGE_REPO}:{IMAGE_TAGS[0]}"))
+    kube.apply(cluster(brokers=3))  # the chart's image: the upgrade test rolls it
     kube.kubectl("wait", f"tsc/{CLUSTER}", "--for=condition=Ready", "--timeout=600s", timeout=700)
     # The first includes the tests run in between (the API server's refusals); the second is the cluster's own.
     measure("helm install -> TinyStreamCluster Ready (3 brokers)",
@@ -360,10 +363,8 @@ def test_leader_failover_loses_no_acknowledged_record(kube, how):
     wait_until(lambda: ready_brokers(kube, 3), timeout=600, what="the deleted broker back")
 
 
-def roll_to(kube: Kube, tag: str, *, on_first_rolled=None) -> int:
-    """Patch the image, wait for the roll to finish; returns the most brokers seen not Ready at once."""
-    image = f"{IMAGE_REPO}:{tag}"
-    kube.kubectl("patch", "tsc", CLUSTER, "--type=merge", "-p", json.dumps({"spec": {"image": image}}))
+def wait_rolled(kube: Kube, image: str, *, on_first_rolled=None) -> int:
+    """Wait until every broker runs `image` and is Ready; returns the most brokers seen not Ready at once."""
     max_down = 0
     fired = False
 
@@ -376,7 +377,7 @@ def roll_to(kube: Kube, tag: str, *, on_first_rolled=None) -> int:
             fired = True
             on_first_rolled()
         return images == [image] * 3 and ready_brokers(kube, 3)
-    wait_until(rolled, timeout=900, what=f"the rolling update to {tag}", interval=1)
+    wait_until(rolled, timeout=900, what=f"the rolling update to {image}", interval=1)
     return max_down
 
 
@@ -390,35 +391,60 @@ def min_isr_seen(kube: Kube, stop: threading.Event, seen: list[int]) -> None:
         stop.wait(1)
 
 
-def test_rolling_update_under_an_acks_all_writer_keeps_min_isr(kube):
-    writer = Writer(kube, "roll", seconds=600).start()
+def operator_images(kube: Kube) -> set[str]:
+    pods = kube.json("pods", "-l", OPERATOR_PODS)["items"]
+    return {p["spec"]["containers"][0]["image"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+def restart_operator(kube: Kube) -> None:
+    kube.kubectl("delete", "pod", "-l", OPERATOR_PODS, "--wait=false")
+
+
+def crd_revisions(crds: list[dict]) -> dict[str, str]:
+    return {c["metadata"]["name"]: c["metadata"].get("annotations", {}).get("tinystream.io/crd-revision", "")
+            for c in crds if c["spec"]["group"] == "tinystream.io"}
+
+
+def test_helm_upgrade_from_the_previous_chart_under_an_acks_all_writer(kube):
+    """What a user does between releases: `helm upgrade` from the previous chart and image to this tree's,
+    under an acks=all writer. Helm rolls the operator; the new operator upgrades the CRDs older than its
+    own and rolls the brokers to its image one at a time, and, itself restarted after the first broker
+    rolled, finishes the roll: never two brokers down, the ISR never below min.insync.replicas, nothing
+    acknowledged lost (previous_release.py says where the previous release comes from)."""
+    release, chart = kube.first_release, THIS_CHART
+    target = f"{IMAGE_REPO}:{IMAGE_TAGS[1]}"
+    first = f"{IMAGE_REPO}:{release.image_tag}"
+    assert {p["spec"]["containers"][0]["image"] for p in broker_pods(kube)} == {first}  # the chart's image
+    writer = Writer(kube, "upgrade", seconds=600).start()
     stop, seen = threading.Event(), []
     watcher = threading.Thread(target=min_isr_seen, args=(kube, stop, seen), daemon=True)
     watcher.start()
     start = time.monotonic()
     try:
-        max_down = roll_to(kube, IMAGE_TAGS[1])
+        upgrade_to_this_tree(kube, tag=IMAGE_TAGS[1])
+        measure(f"helm upgrade --wait (chart {release.version} -> {chart_version(chart)}, the operator rolled)",
+                f"{time.monotonic() - start:.0f} s")
+        assert operator_images(kube) == {target}
+        max_down = wait_rolled(kube, target, on_first_rolled=lambda: restart_operator(kube))
     finally:
         stop.set()
         watcher.join(10)
         writer.stop()
-    measure("rolling update of 3 brokers", f"{time.monotonic() - start:.0f} s")
+    measure("helm upgrade -> 3 brokers rolled (the operator restarted mid-roll)", f"{time.monotonic() - start:.0f} s")
     writer.join()
     assert max_down <= 1  # never two brokers down at once
     assert seen and min(seen) >= MIN_ISR, f"ISR fell below min.insync.replicas={MIN_ISR}: {sorted(set(seen))}"
     assert sorted(consume_all(kube)) == sorted(MESSAGES)
-    writer.check_nothing_lost(kube, "rolling update")
-    measure("rolling update: longest time without an ack", f"{writer.longest_stall():.1f} s")
-
-
-def test_operator_restarted_mid_roll_finishes_it(kube):
-    def restart_operator():
-        kube.kubectl("delete", "pod", "-l", "app.kubernetes.io/instance=ts,app.kubernetes.io/component=operator",
-                     "--wait=false")
-    max_down = roll_to(kube, IMAGE_TAGS[0], on_first_rolled=restart_operator)
-    assert max_down <= 1
+    writer.check_nothing_lost(kube, "helm upgrade")
+    measure("helm upgrade: longest time without an ack", f"{writer.longest_stall():.1f} s")
     kube.kubectl("rollout", "status", "deploy/ts-tinystream", "--timeout=180s", timeout=200)
-    assert sorted(consume_all(kube)) == sorted(MESSAGES)
+    bundled = crd_revisions([doc for f in sorted((ROOT / "crds").glob("*.yaml"))
+                             for doc in yaml.safe_load_all(f.read_text()) if doc])
+    wait_until(lambda: crd_revisions(kube.json("crd", namespace=None)["items"]) == bundled, timeout=120,
+               what=f"the CRDs at this tree's revisions {bundled}")
+    assert installed_chart(kube) == f"tinystream-{chart_version(chart)}"
+    if release.commit is None:
+        pytest.skip(f"upgraded from this tree's own chart: commit {PREVIOUS_COMMIT[:12]} is not in this checkout")
 
 
 def rebalance_state(kube: Kube, name: str) -> str:

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import statistics
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -41,6 +45,9 @@ from manifests import (
     typed_schema,
     users,
 )
+from previous_release import ensure_this_chart
+
+INPOD_CLIENT = Path(__file__).parent / "inpod_client.py"
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
 
@@ -72,6 +79,7 @@ def ready(kube: Kube, kind: str, name: str) -> bool:
 @pytest.fixture(scope="module")
 def secured(installed: Kube) -> Kube:
     kube = installed
+    ensure_this_chart(kube)
     start = time.monotonic()
     image = f"{IMAGE_REPO}:{IMAGE_TAGS[0]}"
     kube.apply(secured_cluster(image=image))
@@ -309,6 +317,30 @@ def _external_client(kube: Kube, tmp: Path) -> tuple[dict[str, str], set[str]]:
             "ssl.ca.location": str(ca)}, addresses  # the broker certificate names the node addresses (IP SANs)
 
 
+def compare_external_and_internal_producers(kube: Kube, conf: dict, rounds: int = 3) -> None:
+    """The same producer (inpod_client.py's `rate`: kafka-python, 3000 x 1 KiB, acks=all, SASL_SSL) on the
+    host through the node ports and in the client pod through the bootstrap Service, alternated."""
+    host_env = {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_CAFILE": conf["ssl.ca.location"],
+                "KAFKA_SASL_USERNAME": conf["sasl.username"], "KAFKA_SASL_PASSWORD": conf["sasl.password"]}
+    args = (SECURE_TOPIC, "3000", "1024")
+    rates: dict[str, list[float]] = {"outside": [], "inside": []}
+    for _ in range(rounds):
+        outside = subprocess.run([sys.executable, str(INPOD_CLIENT), "rate", conf["bootstrap.servers"], *args],
+                                 capture_output=True, text=True, timeout=300, env={**os.environ, **host_env})
+        inside = APP.run(kube, "rate", APP.bootstrap, *args)
+        for where, lines in (("outside", outside.stdout.splitlines()), ("inside", inside)):
+            assert lines and lines[-1].startswith("RATE "), (where, lines[-5:], outside.stderr[-2000:])
+            _, per_s, acked = lines[-1].split()
+            assert acked == "3000", (where, lines[-1])
+            rates[where].append(float(per_s))
+    outside_rate, inside_rate = statistics.median(rates["outside"]), statistics.median(rates["inside"])
+    measure(f"external vs in-cluster producer (kafka-python, 3000 x 1 KiB, acks=all, SASL_SSL, {rounds} "
+            "alternated rounds, median [min..max] records/s)",
+            f"host via node ports {outside_rate:.0f} [{min(rates['outside']):.0f}..{max(rates['outside']):.0f}], "
+            f"client pod via the bootstrap Service {inside_rate:.0f} [{min(rates['inside']):.0f}.."
+            f"{max(rates['inside']):.0f}]: {outside_rate / inside_rate:.2f}x")
+
+
 def test_a_host_client_uses_the_node_ports_over_tls_and_scram_across_a_failover(secured, tmp_path):
     kube = secured
     conf, addresses = _external_client(kube, tmp_path)
@@ -334,14 +366,7 @@ def test_a_host_client_uses_the_node_ports_over_tls_and_scram_across_a_failover(
         (failed.append(str(err)) if err else acked.add(msg.value().decode().rstrip()))
 
     producer = Producer({**conf, "acks": "all", "linger.ms": 5, "message.timeout.ms": 120000})
-    started = time.monotonic()
-    for i in range(3000):  # the throughput of a host client through the node ports, 1 KiB records
-        producer.produce(SECURE_TOPIC, f"{run}-warm-{i}".encode().ljust(1024, b" "), on_delivery=delivered)
-        producer.poll(0)
-    producer.flush(60)
-    warm_s = time.monotonic() - started
-    measure("external listener: host producer, 3000 records acks=all through node ports (TLS + SCRAM)",
-            f"{3000 / warm_s:.0f} records/s ({len(acked)} acknowledged)")
+    compare_external_and_internal_producers(kube, conf)
 
     stop = threading.Event()
 

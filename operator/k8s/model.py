@@ -396,7 +396,7 @@ def _topic_config(spec: Mapping[str, Any]) -> dict[str, ConfigValue]:
 class OperatorContext:
     """Facts about the running operator that the owned objects depend on."""
 
-    broker_image: str = "tinystream:0.1.0"
+    broker_image: str = "tinystream:0.2.0"
     #: Fully qualified DNS name of the operator's Service: it is the target of ExternalName Services,
     #: and a resolver does not search-expand a CNAME target (found on a real cluster: `x.ns.svc` did not resolve).
     operator_service: str = "tinystream.tinystream.svc.cluster.local"
