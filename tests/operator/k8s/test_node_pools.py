@@ -42,7 +42,7 @@ from tinystream.operator.k8s.reconcile import (
 )
 from tinystream.operator.k8s.resources import owned_objects
 
-CTX = OperatorContext()
+CTX = OperatorContext(broker_image="tinystream:0.1.0")  # the default image when the goldens were taken
 BEFORE_POOLS = {  # sha256 of json.dumps(owned_objects(...), sort_keys=True) on main before node pools
     "minimal": "7082dbb91b5cf329fe8bb65a7874627773fb9b9a83dd8afb2571eac621b15f48",
     "jbod-template": "4302cd369eb774e659bc13176af03c90d4f9a7cd09cec2c1dc4090a68dcd20c5",
