@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 METADATA_WAIT_MS = 5000
 RETRY_S = 0.2
+#: AlterPartition refusals after which this leadership stands as it was (Kafka's: the request itself was
+#: wrong or named a replica the controller will not add); any other refusal may mean the controller moved on.
+SETTLED_REFUSALS = frozenset({"INVALID_REQUEST", "INELIGIBLE_REPLICA", "UNKNOWN_TOPIC_OR_PARTITION"})
 #: How long an admin request waits for its change to reach this broker's image.
 ADMIN_WAIT_S = 10.0
 
@@ -231,7 +234,10 @@ class ControllerSession:
                 if partition.tp in self._altering:
                     continue
                 isr = partition.isr_change(now, lag, eligible)
-                if isr is not None:
+                if isr is None:
+                    partition.isr_change_settled()  # none in flight, none wanted: the committed ISR counts
+                else:
+                    partition.isr_change_sent(isr)
                     self._altering.add(partition.tp)
                     task = asyncio.ensure_future(self._alter_isr(partition.tp, isr))
                     self._alter_tasks.add(task)
@@ -253,16 +259,21 @@ class ControllerSession:
                 )
             except ControllerClientError as exc:
                 log.info("%s: AlterPartition refused (%s); waiting for newer metadata", tp, exc)
+                if exc.error in SETTLED_REFUSALS:  # this leadership stands: the committed ISR counts again
+                    partition.isr_change_settled()
+                # Else (fenced, stale, no answer) the controller may have moved on: the maximal ISR holds
+                # until newer metadata ends this leader epoch or the next pass asks again.
                 await asyncio.sleep(RETRY_S)
                 return
             new = reply.partition
             current = self.replicas.get(tp)
             if current is None or current.leader_epoch != new.leader_epoch or new.leader != self.broker_id:
-                return
+                return  # moved on: the metadata image with the new epoch ends the maximal ISR
             state = PartitionState(new.leader, new.leader_epoch, tuple(new.replicas), tuple(new.isr))
             self.applier.partition_epochs[tp] = new.partition_epoch
             self.topics.image_states[tp] = state
             current.update_state(state, now_ms=self.clock())
+            current.isr_change_settled()
             self.replicas.purgatory.notify(tp)
         finally:
             self._altering.discard(tp)

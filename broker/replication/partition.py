@@ -32,6 +32,7 @@ wake whoever waits (the purgatory) themselves. Time comes in as `now_ms`.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tinystream.broker.errors import ErrorCode, code_for_log_error
@@ -104,6 +105,7 @@ class Partition:
         self._follower_last_fetch: dict[int, tuple[int, int]] = {}  # (time, leader LEO then)
         self._follower_start: dict[int, int] = {}  # log start offsets followers reported (KIP-392's candidates)
         self._epoch_start_offset = log.log_end_offset  # our LEO when we became leader of this epoch
+        self._pending_isr: tuple[int, tuple[int, ...]] | None = None  # (leader epoch, ISR asked for)
         # A sole replica has nothing to wait for. With followers, the HW restarts
         # at the log start and rises as they report their positions.
         self._hw = log.log_end_offset if state.isr == (broker_id,) else log.log_start_offset
@@ -409,12 +411,37 @@ class Partition:
             new.insert(0, self.broker_id)
         return tuple(new)
 
+    def isr_change_sent(self, isr: Sequence[int]) -> None:
+        """This leader asked the controller for `isr` (KIP-497 AlterPartition).
+
+        Until the answer is applied, the HW waits for the maximal ISR: the
+        committed one and every member asked for (Kafka's PendingExpandIsr and
+        PendingShrinkIsr). The controller may commit the new ISR and at once
+        elect one of the added members (a reassignment completing); a record
+        acknowledged by the old ISR alone in between would not be on the new
+        leader, and would be lost.
+        """
+        self._pending_isr = (self.leader_epoch, tuple(isr))
+
+    def isr_change_settled(self) -> None:
+        """No ISR change is in flight any more (answer applied, or refused while this leadership stands)."""
+        self._pending_isr = None
+        self._maybe_advance_hw()
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The replicas the HW waits for: the committed ISR plus those an unanswered AlterPartition adds."""
+        pending = self._pending_isr
+        if pending is None or pending[0] != self.leader_epoch:
+            return self._state.isr
+        return self._state.isr + tuple(r for r in pending[1] if r not in self._state.isr)
+
     def _maybe_advance_hw(self) -> bool:
         if not self.is_leader:
             return False
         leo = self.log.log_end_offset
         candidates = [leo]
-        for replica in self._state.isr:
+        for replica in self.maximal_isr:
             if replica != self.broker_id:
                 candidates.append(self._follower_leo.get(replica, self._hw))
         new_hw = min(candidates)

@@ -106,6 +106,8 @@ def write(bootstrap: str, topic: str, prefix: str, seconds: float) -> None:
     start = time.monotonic()
     n = 0
     stop_file = f"/tmp/stop-{prefix}"
+    if os.path.exists(stop_file):  # an earlier writer of this prefix (a rerun on a kept cluster) was stopped
+        os.remove(stop_file)
     while time.monotonic() - start < seconds and not os.path.exists(stop_file):
         batch = []
         for _ in range(20):

@@ -269,3 +269,63 @@ spec:
   cluster: {CLUSTER}
   mode: {mode}{listed}
 """
+
+
+POOLED = "pooled"  # the node pools test's cluster
+POOLED_WRITES = "pooled-writes"
+
+
+def pooled_cluster(image: str) -> str:
+    """A cluster whose brokers are its node pools' (plaintext and anonymous, as `cluster()`)."""
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: TinyStreamCluster
+metadata:
+  name: {POOLED}
+  namespace: {NAMESPACE}
+  annotations: {{tinystream.io/node-pools: enabled}}
+spec:
+  brokers: 1
+  image: {image}
+  imagePullPolicy: Never
+  storage:
+    size: 1Gi
+    deleteClaim: true
+  listeners:
+    tls: false
+    authentication:
+      type: none
+  authorization:
+    type: none
+  config:
+    offsets.topic.replication.factor: 2
+    default.replication.factor: 2
+---
+apiVersion: tinystream.io/v1alpha1
+kind: Topic
+metadata:
+  name: {POOLED_WRITES}
+  namespace: {NAMESPACE}
+spec:
+  cluster: {POOLED}
+  partitions: 4
+  replicationFactor: 2
+  config:
+    min.insync.replicas: 1
+"""
+
+
+def node_pool(name: str, *, replicas: int, zone: str) -> str:
+    """A pool of the pooled cluster whose brokers run on the nodes of one zone: its "hardware"."""
+    return f"""
+apiVersion: tinystream.io/v1alpha1
+kind: TinyStreamNodePool
+metadata:
+  name: {name}
+  namespace: {NAMESPACE}
+  labels: {{tinystream.io/cluster: {POOLED}}}
+spec:
+  replicas: {replicas}
+  storage: {{size: 1Gi, deleteClaim: true}}
+  template: {{pod: {{nodeSelector: {{topology.kubernetes.io/zone: {zone}}}}}}}
+"""

@@ -37,12 +37,16 @@ from manifests import (
     CLIENT_POD,
     CLUSTER,
     NAMESPACE,
+    POOLED,
+    POOLED_WRITES,
     TOPIC,
     WRITES,
     bad_cluster,
     bad_topic,
     client_pod,
     cluster,
+    node_pool,
+    pooled_cluster,
     rebalance,
     topic,
     writes_topic,
@@ -493,6 +497,58 @@ def test_scale_up_then_down(kube):
     parts = kube.json("tst", TOPIC)["status"]["partitions"]
     assert all(3 not in p["replicas"] for p in parts)  # broker 3's replicas moved back before it left
     assert sorted(consume_all(kube)) == sorted(MESSAGES)
+
+
+def ready_topic(kube: Kube, name: str) -> bool:
+    conditions = kube.json("tst", name).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def pool_ready(kube: Kube, name: str, replicas: int) -> bool:
+    pool = kube.json("tsnp", name)
+    status = pool.get("status", {})
+    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), {})
+    pods = kube.json("pods", "-l", f"tinystream.io/cluster={POOLED}")["items"]
+    mine = [p for p in pods if p["metadata"]["name"].startswith(f"{POOLED}-{name}-")]
+    return (len(status.get("nodeIds", [])) == replicas and ready.get("status") == "True"
+            and len(mine) == replicas and all(pod_ready(p) for p in mine))
+
+
+def test_brokers_move_to_new_hardware_by_node_pools_under_a_writer(kube):
+    """Strimzi's way to new hardware: a pool on the new nodes, then the old pool scaled to zero while an
+    acks=all writer runs. The old brokers' replicas move to the new pool before their pods go; nothing
+    acknowledged is lost, and every broker ends on the new nodes."""
+    kube.apply(pooled_cluster(f"{IMAGE_REPO}:{IMAGE_TAGS[0]}") + "---" + node_pool("old", replicas=2, zone="zone-a"))
+    wait_until(lambda: pool_ready(kube, "old", 2), timeout=600, what="pool old: 2 ready brokers")
+    wait_until(lambda: ready_topic(kube, POOLED_WRITES), timeout=300, what=f"topic {POOLED_WRITES}")
+    old_ids = kube.json("tsnp", "old")["status"]["nodeIds"]
+    writer = Writer(kube, "pools", seconds=900, client=Client(bootstrap=f"{POOLED}-kafka:9092"),
+                    topic=POOLED_WRITES).start()
+    start = time.monotonic()
+    try:
+        wait_until(lambda: writer.acked_count() > 100, timeout=120, what="the writer under way", interval=1)
+        kube.apply(node_pool("new", replicas=2, zone="zone-b"))
+        wait_until(lambda: pool_ready(kube, "new", 2), timeout=600, what="pool new: 2 ready brokers")
+        new_ids = kube.json("tsnp", "new")["status"]["nodeIds"]
+        assert not set(new_ids) & set(old_ids), (old_ids, new_ids)  # ids unique across the pools
+        kube.kubectl("scale", "tsnp/old", "--replicas=0")
+
+        def moved() -> bool:
+            parts = kube.json("tst", POOLED_WRITES)["status"]["partitions"]
+            return all(set(p["replicas"]) <= set(new_ids) for p in parts) and pool_ready(kube, "old", 0)
+        wait_until(moved, timeout=900, what="pool old drained and scaled to 0")
+    finally:
+        writer.stop()
+    writer.join()
+    measure("node pools: a new pool up, the old one drained and scaled to 0, under an acks=all writer",
+            f"{time.monotonic() - start:.0f} s")
+    zones = {kube.json("node", p["spec"]["nodeName"], namespace=None)["metadata"]["labels"]
+             ["topology.kubernetes.io/zone"] for p in kube.json("pods", "-l", f"tinystream.io/cluster={POOLED}")["items"]}
+    assert zones == {"zone-b"}, zones  # the new hardware only
+    writer.check_nothing_lost(kube, "node pools move")
+    kube.kubectl("delete", "tsc", POOLED, "--timeout=300s", timeout=360)
+    kube.kubectl("delete", "tsnp", "old", "new", "--timeout=120s", timeout=180)
+    kube.kubectl("delete", "tst", POOLED_WRITES, "--timeout=120s", timeout=180)
 
 
 def test_operator_reports_an_impossible_topic_in_its_conditions(kube):

@@ -89,3 +89,36 @@ def test_isr_expansion_leaves_out_ineligible_followers():
     assert p.isr_change(now_ms=6, lag_time_max_ms=30_000) == (0, 1, 2)
     assert p.isr_change(now_ms=6, lag_time_max_ms=30_000, eligible=frozenset({0, 1})) == (0, 1)  # 2: drained
     assert p.isr_change(now_ms=6, lag_time_max_ms=30_000, eligible=frozenset({0})) is None  # 1 unregistered too
+
+
+def test_an_unanswered_isr_expansion_holds_the_high_watermark_for_the_members_asked_for():
+    # A reassignment's new replica caught up; the leader asks to add it. The controller may commit that
+    # ISR and at once make the new replica leader: nothing acknowledged meanwhile may be missing there.
+    p = Partition(TP, MemoryLog(), broker_id=0, state=PartitionState(0, 0, (0, 1), (0,)))
+    append(p, 2)
+    assert p.high_watermark == 2  # the sole ISR member: acknowledged at once
+    p.record_follower_fetch(1, 2, now_ms=5)
+    isr = p.isr_change(now_ms=6, lag_time_max_ms=30_000)
+    assert isr == (0, 1)
+    p.isr_change_sent(isr)
+    assert p.maximal_isr == (0, 1)
+    append(p, 3)
+    assert p.high_watermark == 2  # waits for replica 1, which the controller may elect next
+    p.record_follower_fetch(1, 5, now_ms=7)
+    assert p.high_watermark == 5
+    p.isr_change_settled()
+    assert p.maximal_isr == (0,)
+
+
+def test_a_refused_isr_change_stops_holding_the_high_watermark_and_a_new_epoch_ends_it():
+    p = Partition(TP, MemoryLog(), broker_id=0, state=PartitionState(0, 0, (0, 1), (0,)))
+    append(p, 2)
+    p.record_follower_fetch(1, 2, now_ms=5)
+    p.isr_change_sent((0, 1))
+    append(p, 1)
+    assert p.high_watermark == 2
+    p.isr_change_settled()  # refused while this leadership stands: the committed ISR counts again
+    assert p.high_watermark == 3
+    p.isr_change_sent((0, 1))
+    p.update_state(PartitionState(0, 1, (0, 1), (0,)), now_ms=8)  # a new leader epoch: the request is void
+    assert p.maximal_isr == (0,)

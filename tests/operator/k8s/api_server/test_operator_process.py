@@ -154,7 +154,10 @@ def test_the_operator_serves_each_cluster_its_controller_over_tls(control_plane:
                 and ("DNS", f"{name}.cluster.local") in seen["subjectAltName"]), seen
 
         # The broker ConfigMap points brokers at that name over https, trusting that file.
-        config = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/sealed-config")[1]
+        def config_map() -> dict | None:  # the Secret comes first in the pass; the ConfigMap may follow it
+            code, body = control_plane.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/sealed-config")
+            return body if code == 200 else None
+        config = wait_until(config_map, timeout=60, what="the broker ConfigMap")
         broker = tomllib.loads(config["data"]["broker.toml"])["broker"]
         assert broker["controller.url"] == f"https://{name}:{port}/clusters/{namespace}/sealed"
         assert broker["controller.ssl.truststore.location"] == "/etc/tinystream-auth/controller-ca.crt"
