@@ -213,6 +213,9 @@ class KafkaConnection(asyncio.Protocol):
         self._writer = ResponseWriter(transport, on_drained=self._writer_drained, on_failed=self._writer_failed,
                                       after_sendfile=self._after_sendfile)
         self._core.ready(time.monotonic())
+        # A TLS 1.3 client may send its first request in the same flight as its Finished (franz-go does):
+        # asyncio hands those bytes to data_received before start_tls returns; they start now.
+        self._drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._core.close()
