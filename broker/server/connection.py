@@ -263,10 +263,14 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._transport_full = True
+        if self._writer is not None:
+            self._writer.transport_paused()
         self._pause_writing()
 
     def resume_writing(self) -> None:
         self._transport_full = False
+        if self._writer is not None:
+            self._writer.transport_resumed()
         self._resume_writing()
 
     def _pause_writing(self) -> None:
