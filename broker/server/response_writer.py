@@ -6,6 +6,9 @@ buffer as before (one `writelines` for pipelined answers). Parts are written
 one after the other by a task: their bytes through the transport, each file
 slice with `loop.sendfile` (page cache to socket, no copy through Python;
 asyncio falls back to reading and writing on a transport that cannot, as TLS).
+On TLS an answer larger than TLS_PIECE is written by the task too, a piece at
+a time, each once the transport has room (the connection passes on its
+pause_writing / resume_writing).
 
 Invariants:
 - order: asyncio refuses transport writes while a sendfile runs, so once a
