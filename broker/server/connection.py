@@ -213,6 +213,9 @@ class KafkaConnection(asyncio.Protocol):
         self._writer = ResponseWriter(transport, on_drained=self._writer_drained, on_failed=self._writer_failed,
                                       after_sendfile=self._after_sendfile)
         self._core.ready(time.monotonic())
+        # A TLS 1.3 client may send its first request in the same flight as its Finished (franz-go does):
+        # asyncio hands those bytes to data_received before start_tls returns; they start now.
+        self._drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._core.close()
@@ -260,10 +263,14 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._transport_full = True
+        if self._writer is not None:
+            self._writer.transport_paused()
         self._pause_writing()
 
     def resume_writing(self) -> None:
         self._transport_full = False
+        if self._writer is not None:
+            self._writer.transport_resumed()
         self._resume_writing()
 
     def _pause_writing(self) -> None:

@@ -97,6 +97,7 @@ TRANSITIONS: dict[State, dict[Event, State]] = {
     State.REFUSED: {Event.CLOSE: State.CLOSED},
     State.CLOSED: {Event.CLOSE: State.CLOSED},
 }
+_BEFORE_READY = (State.NEW, State.AWAITING_HANDSHAKE)  # no frame starts: no writer yet, no certificate principal
 
 
 class IllegalTransition(Exception):
@@ -261,9 +262,10 @@ class ConnectionCore:
         return None
 
     def next_action(self, now: float) -> Start | Close | None:
-        """The next request to start, a bad size prefix, or None: wait (more bytes, or a limit)."""
+        """The next request to start, a bad size prefix, or None: wait (more bytes, a limit, or the TLS
+        handshake: bytes that came in its last flight wait in the decoder until `ready`)."""
         try:
-            if not self.closed and not self.must_wait():
+            if self._state not in _BEFORE_READY and not self.closed and not self.must_wait():
                 frame = self._held if self._held is not None else self._next_frame()
                 if frame is not None:
                     self._held = None

@@ -9,7 +9,8 @@ minute on a shared machine falls on both sides. The idle broker of a pair only w
 an idle TinyStream used 0.1% of a core, an idle Kafka 4.3.1 in KRaft combined mode 4.5%, so if anything
 the peer's idle cost slows ours a little). The load generator is Kafka's own
 ProducerPerformance / ConsumerPerformance by default (`--client java`, a client nobody here wrote);
-`--client raw` is our pipelined protocol client and `--client confluent` librdkafka. Each cell prints
+`--client raw` is our pipelined protocol client, `--client confluent` librdkafka and `--client franz`
+franz-go's kgo (franzbench, franz_client.py: a Go client, not bound by one thread). Each cell prints
 the median records/s ratio and broker CPU per GB ratio with their ranges; `--out DIR` also writes
 compare.json, compare.md (the table) and two pictures (throughput.png, cpu.png; needs the [bench]
 extra's matplotlib).
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import click
 
-from tinystream.bench import cluster_cells, consume_workloads, produce_workloads, tls_cells
+from tinystream.bench import cluster_cells, consume_workloads, franz_client, produce_workloads, tls_cells
 from tinystream.bench.compare_report import (
     LatencyPair,
     Pair,
@@ -46,6 +47,7 @@ from tinystream.bench.compare_report import (
 )
 from tinystream.bench.stats import RunResult
 from tinystream.bench.targets import Target, describe_spec, open_target
+from tinystream.testing.peers import PeerUnavailable
 
 CELLS = ("produce", "produce-lz4", "produce-zstd", "consume", "consume-lz4", "consume-zstd", *tls_cells.TLS_CELLS)
 CLUSTER_CELLS = ("replicated", "latency")  # 3-broker clusters; run only when named with --cells
@@ -151,8 +153,9 @@ def _percentiles(latency_ms: dict[str, float]) -> str:
 @click.option("--rounds", default=3, show_default=True, type=click.IntRange(1))
 @click.option("--records", default=2_000_000, show_default=True, type=click.IntRange(1), help="Records per run.")
 @click.option("--partitions", default=6, show_default=True, type=click.IntRange(1))
-@click.option("--client", type=click.Choice(["java", "raw", "confluent"]), default="java", show_default=True,
-              help="java: Kafka's ProducerPerformance / ConsumerPerformance; raw: ours; confluent: librdkafka.")
+@click.option("--client", type=click.Choice(["java", "raw", "confluent", "franz"]), default="java", show_default=True,
+              help="java: Kafka's ProducerPerformance / ConsumerPerformance; raw: ours; confluent: librdkafka; "
+                   "franz: franz-go (tools/install-franzbench.sh).")
 @click.option("--replicated-records", default=1_000_000, show_default=True, type=click.IntRange(1),
               help="replicated cell: records per run (produced and consumed at the same time).")
 @click.option("--latency-rate", default=20_000, show_default=True, type=click.IntRange(1),
@@ -176,6 +179,11 @@ def compare_bench_command(peer, cells, rounds, records, partitions, client, repl
         raise click.UsageError(f"--cells {' '.join(secured)} needs --peer kafka (started here with an SSL "
                                f"listener), not {peer!r}")
     clustered = [c for c in CLUSTER_CELLS if c in chosen]
+    if client == "franz" and single:
+        try:
+            franz_client.franz_binary()
+        except PeerUnavailable as exc:
+            raise click.UsageError(f"--client franz: {exc}") from exc
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if as_json else click.echo
     say(f"compare: peer={peer}, client={client}, records={records}, partitions={partitions}, rounds={rounds}, "
         f"cells={','.join(chosen)}")

@@ -10,8 +10,9 @@ per-fetch latency percentiles, with a progress line each second.
 
 The default client is a raw Fetch loop that counts records from the batch
 headers (consume_workloads.py); `--client confluent` uses librdkafka and
-`--client java` Kafka's ConsumerPerformance. `--security PROTOCOL` (confluent
-client; java for SSL alone) reads over a listener with that protocol in pairs
+`--client java` Kafka's ConsumerPerformance, `--client franz` franz-go's kgo
+(franzbench, tools/install-franzbench.sh). `--security PROTOCOL` (confluent
+client; java or franz for SSL alone) reads over a listener with that protocol in pairs
 with PLAINTEXT (security_bench.py).
 """
 
@@ -47,7 +48,7 @@ from tinystream.bench.security_bench import SECURED, check_security_options, run
 @click.option("--security", "protocols", multiple=True, type=click.Choice(SECURED), metavar="PROTOCOL",
               help="Also over a listener with this security protocol (SSL, SASL_SSL, SASL_PLAINTEXT: SCRAM-SHA-512), "
                    "in pairs with PLAINTEXT on a broker started with throwaway credentials; "
-                   "needs --client confluent (or java, for SSL alone).")
+                   "needs --client confluent (or java or franz, for SSL alone).")
 @click.option("--rounds", default=5, show_default=True, type=click.IntRange(1),
               help="With --security: pairs per protocol (medians and ranges are printed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")

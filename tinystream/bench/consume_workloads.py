@@ -13,6 +13,8 @@ already holds enough records. Then:
   beginning, consume() in batches of 10,000.
 * java: org.apache.kafka.tools.ConsumerPerformance (kafka-consumer-perf-test),
   which joins a group: its fetch time excludes the join.
+* franz: franzbench, franz-go's kgo client (franz_client.py), consuming every
+  partition from the start without a group; its time is from the first poll.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_reader
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from tinystream.bench import franz_client
 from tinystream.bench.control import end_offsets, ensure_topic
 from tinystream.bench.cpu import CpuMeter
 from tinystream.bench.produce_workloads import ProduceSpec, _raw_produce
@@ -291,4 +294,27 @@ def run_java(target: Target, spec: ConsumeSpec) -> RunResult:
     )
 
 
-RUNNERS = {"raw": run_raw, "confluent": run_confluent, "java": run_java}
+# --------------------------------------------------------------------------- franz
+
+
+def run_franz(target: Target, spec: ConsumeSpec) -> RunResult:
+    ends = asyncio.run(fill_topic(target, spec, show=spec.progress))
+    goal = min(spec.records, sum(ends.values()))
+    timeout_s = max(120.0, goal / 50_000)
+    command = franz_client.consume_command(
+        franz_client.franz_binary(), target.bootstrap, target.client_config, topic=spec.topic, records=goal,
+        fetch_bytes=spec.fetch_bytes, max_bytes=spec.max_bytes, timeout_s=timeout_s)
+    with CpuMeter(target.pgid).measure() as cpu:  # the whole tool run (the Go binary starts in milliseconds)
+        try:
+            got = franz_client.run(command, timeout_s=timeout_s)
+        except RuntimeError as exc:
+            raise ConsumeError(str(exc)) from exc
+    return RunResult(
+        target=target.name, bootstrap=target.bootstrap, client="franz", operation="consume", records=got.records,
+        bytes=got.bytes, seconds=got.seconds, latency_ms={}, latency_unit="n/a", requests=got.polls,
+        version=target.version, broker_cpu_s=cpu.seconds,
+        extra={"compression": spec.compression, "franz-go": franz_client.FRANZ_GO_VERSION, "raw": got.raw},
+    )
+
+
+RUNNERS = {"raw": run_raw, "confluent": run_confluent, "java": run_java, "franz": run_franz}

@@ -36,6 +36,7 @@ from kio.schema.types import TopicName
 from kio.serial import entity_reader
 from kio.static.primitive import i16, i32, i32Timedelta
 
+from tinystream.bench import franz_client
 from tinystream.bench.batches import make_batch, payloads, records_per_batch
 from tinystream.bench.control import end_offsets, ensure_topic
 from tinystream.bench.cpu import CpuMeter
@@ -446,4 +447,31 @@ def run_java(target: Target, spec: ProduceSpec) -> RunResult:
     )
 
 
-RUNNERS = {"raw": run_raw, "confluent": run_confluent, "java": run_java}
+# --------------------------------------------------------------------------- franz
+
+
+def run_franz(target: Target, spec: ProduceSpec) -> RunResult:
+    if spec.acks != "1":
+        raise ProduceError(f"franzbench produces with acks=1 only, not acks={spec.acks}")
+    asyncio.run(_ensure_topic_at(target, spec))
+    records = spec.records + spec.warmup_records
+    timeout_s = max(120.0, records / 50_000)
+    command = franz_client.produce_command(
+        franz_client.franz_binary(), target.bootstrap, target.client_config, topic=spec.topic, records=records,
+        record_size=spec.record_size, compression=spec.compression, batch_bytes=spec.batch_bytes, timeout_s=timeout_s)
+    with CpuMeter(target.pgid).measure() as cpu:  # the whole tool run, its warm-up records included
+        try:
+            got = franz_client.run(command, timeout_s=timeout_s)
+        except RuntimeError as exc:
+            raise ProduceError(str(exc)) from exc
+    return RunResult(
+        target=target.name, bootstrap=target.bootstrap, client="franz", operation="produce", records=got.records,
+        bytes=got.bytes, seconds=got.seconds, latency_ms={}, latency_unit="n/a", version=target.version,
+        broker_cpu_s=cpu.seconds,
+        extra={"acks": spec.acks, "compression": spec.compression, "batch.max.bytes": spec.batch_bytes,
+               "franz-go": franz_client.FRANZ_GO_VERSION,
+               "note": "includes the warm-up records; franzbench has no warm-up"},
+    )
+
+
+RUNNERS = {"raw": run_raw, "confluent": run_confluent, "java": run_java, "franz": run_franz}

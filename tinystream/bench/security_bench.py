@@ -140,11 +140,12 @@ def pair_order(protocol: str, round_index: int) -> tuple[str, str]:
 
 def check_security_options(client: str, bootstrap: str | None, peers: Sequence[str],
                            protocols: Sequence[str] = ()) -> None:
-    """librdkafka speaks every protocol here; Kafka's Java tools are given TLS settings only (tls_cells.py)."""
-    java_ok = client == "java" and set(protocols) <= {"SSL"}
-    if client != "confluent" and not java_ok:
+    """librdkafka speaks every protocol here; Kafka's Java tools and franzbench are given TLS settings only
+    (tls_cells.py, franz_client.py)."""
+    tls_only_ok = client in ("java", "franz") and set(protocols) <= {"SSL"}
+    if client != "confluent" and not tls_only_ok:
         raise click.UsageError("--security measures through librdkafka (--client confluent), or for SSL alone "
-                               "through Kafka's Java tools (--client java)")
+                               "through Kafka's Java tools (--client java) or franz-go (--client franz)")
     if bootstrap or peers:
         raise click.UsageError("--security starts its own broker: drop --bootstrap and --peer")
 

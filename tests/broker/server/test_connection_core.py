@@ -251,3 +251,15 @@ def test_a_muted_connection_starts_nothing_and_pauses_reading_until_unmuted():
     c.muted = False
     assert c.reading() == ResumeReading()
     assert len(starts(c)) == 1
+
+
+def test_no_frame_starts_before_the_tls_handshake_is_done():
+    """Bytes that came with the handshake's last flight wait in the decoder: no writer, no principal yet."""
+    c = ConnectionCore(auth=ConnectionAuth(), limits=Limits(max_request_bytes=1 << 20), requests=ByteBudget(None),
+                       waiter=Waiter(), answers_over_budget=lambda: False, serves=lambda key: True, now=0.0)
+    c.handshake()
+    assert c.receive_data(request(correlation_id=5)) is None
+    assert c.next_action(0.5) is None
+    c.ready(1.0)
+    action = c.next_action(1.0)
+    assert isinstance(action, Start) and struct.unpack_from(">i", action.frame, 4)[0] == 5
