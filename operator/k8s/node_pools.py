@@ -29,6 +29,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tinystream.operator.k8s.ca_lifecycle import CLIENTS, CLUSTER, CaKind, CaState, marker
 from tinystream.operator.k8s.conditions import ClusterReason, Condition, PoolReason, ready
 from tinystream.operator.k8s.model import (
     GROUP,
@@ -221,6 +222,20 @@ def pool_cluster(cluster: ClusterSpec, pool: PoolSpec) -> ClusterSpec:
     if pool.pod is not None:
         changes["pod_template"] = PodTemplate.from_spec(pool.pod)
     return dataclasses.replace(cluster, **changes)
+
+
+def _marker(status: Mapping[str, Any], kind: CaKind) -> str:
+    state = CaState.from_status(status)
+    return marker(state, kind) if state is not None else ""
+
+
+def with_ca_markers(cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster as read by a pool's pass, with the CA markers its pod template carries: those of the CA
+    phases in the cluster's status.clusterCa and status.clientsCa (the cluster's pass, cluster_tls.py, moves
+    them), as the cluster's own StatefulSet would carry. A rotation's roll thus reaches every pool, and the
+    cluster's pass moves on only once every pool has rolled (ca_lifecycle.pools_rolled_marker)."""
+    return dataclasses.replace(cluster, ca_marker=_marker(cluster.ca_status, CLUSTER),
+                               clients_ca_marker=_marker(cluster.clients_ca_status, CLIENTS))
 
 
 def pool_labels(cluster: ClusterSpec, pool: PoolSpec) -> dict[str, str]:

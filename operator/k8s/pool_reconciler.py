@@ -35,6 +35,7 @@ from tinystream.operator.k8s.node_pools import (
     pool_pod_ids,
     pool_selector,
     statefulset_name,
+    with_ca_markers,
 )
 from tinystream.operator.k8s.reconcile import DeletePod, differs
 from tinystream.operator.k8s.resources import selector_labels
@@ -61,7 +62,7 @@ class PoolReconciler:
     async def _pass(self, pool: PoolSpec, body: Any, logger: logging.Logger) -> PoolPlan:
         client = self.deps.kube()
         found = await client.get(API_VERSION, CLUSTER_KIND, pool.cluster, pool.namespace) if pool.cluster else None
-        cluster = ClusterSpec.from_resource(found) if found is not None else None
+        cluster = with_ca_markers(ClusterSpec.from_resource(found)) if found is not None else None
         sts = (await client.get("apps/v1", "StatefulSet", statefulset_name(pool.cluster, pool.name), pool.namespace)
                if cluster is not None else None)
         current = int(sts["spec"].get("replicas", 0)) if sts is not None else None

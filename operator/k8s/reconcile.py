@@ -641,8 +641,9 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
 
 def plan_with_pools(spec: ClusterSpec, observed: Observed, ctx: OperatorContext) -> ClusterPlan:
     """tinystream.io/node-pools: enabled: the shared objects only (config, Services, budget); the brokers'
-    StatefulSets, their scaling and ids are the TinyStreamNodePools' (node_pools.py). Rolls, volume
-    expansion and rebalancing of pool brokers are not planned yet: the condition says so."""
+    StatefulSets, their scaling, ids and rolls (a CA rotation's too: node_pools.with_ca_markers) are the
+    TinyStreamNodePools' (node_pools.py). Volume expansion and rebalancing of pool brokers are not planned
+    here: the condition says so."""
     if spec.external:
         return _plan(spec, observed, (), End(Phase.FAILED, ClusterReason.NODE_POOLS_UNSUPPORTED,
                                              "node pools do not serve external listeners yet", requeue=None))

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from tinystream.operator.k8s.broker_identity import AUDIENCE, review_principal
+from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION, CLIENTS, pools_rolled_marker
 from tinystream.operator.k8s.certificates import broker_dns_names
 from tinystream.operator.k8s.conditions import PoolReason
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, PartitionView
@@ -30,6 +31,7 @@ from tinystream.operator.k8s.node_pools import (
     pool_brokers,
     pool_pod_ids,
     pool_statefulset,
+    with_ca_markers,
 )
 from tinystream.operator.k8s.reconcile import (
     Apply,
@@ -293,3 +295,53 @@ def test_a_pool_roll_waits_for_a_deleted_pod_to_be_made_again():
     waiting = plan_pool_roll(cluster(), pool("a", 2), statefulset=STS, pods=pods, partitions=parts([0]),
                              drained=frozenset(), expected={"demo-a-0", "demo-a-1"})
     assert waiting is not None and waiting.actions == () and "demo-a-1" in waiting.condition.message
+
+
+# --- CA rotation rolls reach every pool ------------------------------------------------------
+
+ROTATING = {"generation": 0, "source": "generated", "created": "2026-01-01T00:00:00+00:00", "validityDays": 365,
+            "phase": "TrustingNewCa", "next": {"generation": 1, "source": "generated",
+                                               "created": "2026-11-01T00:00:00+00:00", "validityDays": 365}}
+
+
+def tls_cluster(ca: dict | None = None, clients: dict | None = None) -> ClusterSpec:
+    body = {"metadata": {"name": "demo", "namespace": "ns", "uid": "u",
+                         "annotations": {"tinystream.io/node-pools": "enabled"}},
+            "spec": {"brokers": 3, "listeners": {"tls": True, "authentication": {"type": "tls"}}},
+            "status": {"clusterCa": ca or {}, "clientsCa": clients or {}}}
+    return ClusterSpec.from_resource(body)
+
+
+def template_annotations(sts: dict) -> dict:
+    return sts["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_a_pool_statefulset_carries_the_clusters_ca_rotation_markers():
+    steady = pool_statefulset(with_ca_markers(tls_cluster()), pool("a", 2), CTX, replicas=2)
+    assert CA_ANNOTATION not in template_annotations(steady)  # generation 0, Steady: no marker, as the cluster's
+    rotating = with_ca_markers(tls_cluster(ROTATING, {**ROTATING, "phase": "RenewingCertificates"}))
+    for name in ("a", "b"):  # every pool's template changes: every pool rolls
+        annotations = template_annotations(pool_statefulset(rotating, pool(name, 2), CTX, replicas=2))
+        assert annotations[CA_ANNOTATION] == "trust-0-1"
+        assert annotations[CLIENTS.annotation] == "trust-0-1"  # the clients CA's roll 2 is its roll 1's
+
+
+def pool_sts(name: str, marker: str, *, replicas: int = 1, revision: str = "r2", observed: int = 2) -> dict:
+    return {"metadata": {"name": f"demo-{name}", "generation": 2},
+            "spec": {"replicas": replicas, "template": {"metadata": {"annotations": {CA_ANNOTATION: marker}}}},
+            "status": {"observedGeneration": observed, "updateRevision": revision}}
+
+
+def test_a_ca_phase_is_rolled_only_once_every_pools_brokers_run_it():
+    pods = [broker_pod("demo-a-0", 0, revision="r2"), broker_pod("demo-a-1", 1, revision="r2"),
+            broker_pod("demo-b-0", 5, revision="r2")]
+    both = [pool_sts("a", "trust-0-1", replicas=2), pool_sts("b", "trust-0-1")]
+    assert pools_rolled_marker(both, pods) == "trust-0-1"
+    lagging = [pool_sts("a", "trust-0-1", replicas=2), pool_sts("b", "")]  # b's template not updated yet
+    assert pools_rolled_marker(lagging, pods) is None
+    unseen = [pool_sts("a", "trust-0-1", replicas=2), pool_sts("b", "trust-0-1", observed=1)]
+    assert pools_rolled_marker(unseen, pods) is None
+    old_pod = [*pods[:2], broker_pod("demo-b-0", 5, revision="r1")]  # b's broker not restarted yet
+    assert pools_rolled_marker(both, old_pod) is None
+    assert pools_rolled_marker(both, pods[:1] + pods[2:]) is None  # demo-a-1 gone
+    assert pools_rolled_marker([], pods) is None

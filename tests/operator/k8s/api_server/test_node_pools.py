@@ -17,8 +17,10 @@ import pytest
 from fake_controller import FakeController
 from kmock_helpers import ready_condition, running_operator
 from real_api import connection
+from test_ca_rotation import kubelet_stand_in as rotation_stand_in
 from test_crd_admission import refusal
 
+from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.reconcile import DrainBrokers
 
@@ -160,3 +162,32 @@ async def test_a_new_pool_template_rolls_that_pool_one_pod_at_a_time_highest_id_
         assert [n for n, _ in seen].count("demo-b-0") == 1  # the other pool is not rolled
         sts = await api.get("apps/v1", "statefulsets", "demo-a")
         assert sts["spec"]["template"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
+
+
+async def test_a_cluster_ca_rotation_rolls_every_pool_one_broker_at_a_time(control_plane, namespace, api) -> None:
+    """The rotation's three rolls reach both pools' StatefulSets (node_pools.with_ca_markers), each waits for
+    every pool's brokers (ca_lifecycle.pools_rolled_marker), and never two brokers are down at once."""
+    async with rotation_stand_in(api, "demo-") as pods, running_operator(
+            control_plane.url, controller=FakeController(), connection=connection(control_plane), namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 2))
+        await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 1))
+        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: sum(
+            x["ready"] for x in ((o or {}).get("status") or {}).get("brokers") or []) == 3, timeout=30)
+        assert (await api.get(TS, "tinystreamclusters", "demo"))["status"]["clusterCa"]["generation"] == 0
+        await api.patch(TS, "tinystreamclusters", "demo",
+                        {"metadata": {"annotations": {"tinystream.io/force-renew-ca": "now"}}})
+        done = await api.wait_for(TS, "tinystreamclusters", "demo",
+                                  lambda o: (o["status"].get("clusterCa") or {}).get("phase") == "Steady"
+                                  and o["status"]["clusterCa"]["generation"] == 1, timeout=110)
+    assert condition_reason(done, "ClusterCa") == "CaValid"
+    for name in ("demo-a", "demo-b"):
+        sts = await api.get("apps/v1", "statefulsets", name)
+        assert sts["spec"]["template"]["metadata"]["annotations"][CA_ANNOTATION] == "ca-1"
+    assert max(int(n) for n in pods.pop("down")) <= 1  # one broker at a time, across the pools
+    assert sorted(len(uids) for uids in pods.values()) == [4, 4, 4], pods  # each made again by each of 3 rolls
+
+
+def condition_reason(obj: dict, kind: str) -> str:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == kind)["reason"]
