@@ -29,6 +29,8 @@ from tinystream.operator.k8s.node_pools import (
     plan_pool_roll,
     pool_broker_pods,
     pool_brokers,
+    pool_claims,
+    pool_cluster,
     pool_pod_ids,
     pool_statefulset,
     with_ca_markers,
@@ -43,6 +45,7 @@ from tinystream.operator.k8s.reconcile import (
     plan_cluster,
 )
 from tinystream.operator.k8s.resources import owned_objects
+from tinystream.operator.k8s.volume_expansion import ExpandClaim, StorageClassView
 
 CTX = OperatorContext()
 BEFORE_POOLS = {  # sha256 of json.dumps(owned_objects(...), sort_keys=True) on main before node pools
@@ -345,3 +348,71 @@ def test_a_ca_phase_is_rolled_only_once_every_pools_brokers_run_it():
     assert pools_rolled_marker(both, old_pod) is None
     assert pools_rolled_marker(both, pods[:1] + pods[2:]) is None  # demo-a-1 gone
     assert pools_rolled_marker([], pods) is None
+
+
+# --- volume expansion of a pool -------------------------------------------------------------
+
+def pvc(name: str, size: str = "1Gi", *, storage_class: str = "fast") -> dict:
+    return {"metadata": {"name": name}, "spec": {"resources": {"requests": {"storage": size}},
+                                                 "storageClassName": storage_class},
+            "status": {"phase": "Bound", "capacity": {"storage": size}}}
+
+
+def grown(size: str = "2Gi", *, replicas: int = 2, current: int = 2, template: str = "1Gi", claims: str = "1Gi",
+          expandable: bool = True, **meta):
+    p = pool("a", replicas, ids=(0, 1), storage={"size": size, "storageClass": "fast"})
+    sts = pool_statefulset(cluster(), pool("a", current, storage={"size": template, "storageClass": "fast"}), CTX,
+                           replicas=current)
+    sts["metadata"].update(meta)
+    pvcs = [pvc(f"data-demo-a-{i}", claims) for i in range(current)] + [pvc("data-demo-b-0"), pvc("data-demo-a-x-0")]
+    observed = PoolObserved(current=current, statefulset=sts, storage_classes={"fast": StorageClassView("fast", expandable)},
+                            claims=pool_claims("demo", "a", pvcs, pool_cluster(cluster(), p).storage_volumes))
+    return plan_pool(cluster(), p, observed, ctx=CTX)
+
+
+def test_only_the_pools_own_claims_are_its_claims():
+    pvcs = [pvc("data-demo-a-0"), pvc("data-demo-a-1"), pvc("data-demo-b-0"), pvc("data-demo-a-x-0")]
+    found = pool_claims("demo", "a", pvcs, pool_cluster(cluster(), pool("a")).storage_volumes)
+    assert [(c.name, c.ordinal) for c in found] == [("data-demo-a-0", 0), ("data-demo-a-1", 1)]
+
+
+def test_a_larger_pool_size_expands_its_claims_and_recreates_its_statefulset():
+    result = grown()
+    assert result.expand == (ExpandClaim("data-demo-a-0", "2Gi"), ExpandClaim("data-demo-a-1", "2Gi"))
+    assert result.recreate and result.waiting
+    assert [o["kind"] for o in result.objects] == ["ConfigMap"]  # no StatefulSet update: it goes, and comes back
+    assert result.condition.reason == PoolReason.RESIZING_STORAGE.value
+    assert result.storage is not None and result.storage.reason == "ClaimsResizing"
+    assert result.node_ids == (0, 1)
+
+
+def test_a_pool_at_its_new_size_runs_and_reports_it():
+    result = grown(template="2Gi", claims="2Gi")
+    assert not result.recreate and result.expand == () and result.condition.reason == PoolReason.READY.value
+    assert "StatefulSet" in [o["kind"] for o in result.objects]
+    assert result.storage is not None and result.storage.reason == "ClaimsAtRequestedSize"
+
+
+def test_a_pool_size_below_its_claims_is_refused_and_nothing_is_resized():
+    result = grown("1Gi", template="2Gi", claims="2Gi")
+    assert not result.recreate and result.expand == ()
+    assert result.storage is not None and result.storage.reason == "ShrinkRefused"
+    assert "spec.storage.size 1Gi is below" in result.storage.message
+
+
+def test_a_scaling_pool_expands_its_claims_but_keeps_its_statefulset():
+    result = grown(replicas=3, current=2)
+    assert not result.recreate and len(result.expand) == 2
+    assert "once the scale is done" in (result.storage.message if result.storage else "")
+
+
+def test_a_class_that_cannot_expand_changes_nothing_of_the_pool():
+    result = grown(expandable=False)
+    assert not result.recreate and result.expand == ()
+    assert result.storage is not None and result.storage.reason == "StorageClassNotExpandable"
+
+
+def test_a_pool_waits_while_its_statefulset_goes():
+    result = grown(deletionTimestamp="2026-11-29T00:00:00Z")
+    assert result.objects == () and result.expand == () and not result.recreate and result.waiting
+    assert result.condition.reason == PoolReason.RESIZING_STORAGE.value

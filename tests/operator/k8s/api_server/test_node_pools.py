@@ -191,3 +191,82 @@ async def test_a_cluster_ca_rotation_rolls_every_pool_one_broker_at_a_time(contr
 
 def condition_reason(obj: dict, kind: str) -> str:
     return next(c for c in obj["status"]["conditions"] if c["type"] == kind)["reason"]
+
+
+def storage_condition(obj: dict | None) -> dict:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or []
+                 if c["type"] == "StorageResized"), {})
+
+
+def claim_size(sts: dict) -> str:
+    return sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"]
+
+
+def make_storage(control_plane, namespace: str, claims: list[str]) -> str:
+    """An expandable StorageClass and a PersistentVolume pre-bound to each claim (as api_server/
+    test_volume_expansion.py: the PV controller binds them, no provisioner runs); the class's name."""
+    name = f"{namespace}-expandable"
+    status, body = control_plane.request("POST", "/apis/storage.k8s.io/v1/storageclasses", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+        "provisioner": "resizer.example.com", "allowVolumeExpansion": True,
+        "volumeBindingMode": "Immediate", "reclaimPolicy": "Retain"})
+    assert status == 201, body
+    for claim in claims:
+        status, body = control_plane.request("POST", "/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": name, "persistentVolumeReclaimPolicy": "Retain",
+                     "claimRef": {"namespace": namespace, "name": claim},
+                     "csi": {"driver": "resizer.example.com", "volumeHandle": f"{namespace}-{claim}"}}})
+        assert status == 201, body
+    return name
+
+
+async def test_a_larger_pool_size_expands_its_claims_and_recreates_its_statefulset_without_restarts(
+        control_plane, namespace, api) -> None:
+    """Pool a's spec.storage.size grows: its claims are patched (the API server's resize admission accepts
+    them), its StatefulSet is deleted orphaning the pods and made again with the larger claim template, and
+    adopts the pods at the same revision (no restart); pool b is left alone. A smaller size is refused."""
+    expandable = make_storage(control_plane, namespace, ["data-demo-a-0", "data-demo-a-1", "data-demo-b-0"])
+    storage = {"size": "1Gi", "storageClass": expandable}
+    async with running_operator(control_plane.url, controller=FakeController(), connection=connection(control_plane),
+                                namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 2, storage=storage))
+        await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 1, storage=storage))
+        for claim in ("data-demo-a-0", "data-demo-a-1", "data-demo-b-0"):
+            await api.wait_for("v1", "persistentvolumeclaims", claim,
+                               lambda o: ((o or {}).get("status") or {}).get("phase") == "Bound", timeout=60)
+        pods = {name: (await api.wait_for("v1", "pods", name, lambda o: o is not None, timeout=30))["metadata"]["uid"]
+                for name in ("demo-a-0", "demo-a-1", "demo-b-0")}
+        old_a, old_b = (await api.get("apps/v1", "statefulsets", "demo-a"), await api.get("apps/v1", "statefulsets", "demo-b"))
+        await api.wait_for(TS, POOLS, "a", lambda o: storage_condition(o).get("reason") == "ClaimsAtRequestedSize",
+                           timeout=30)
+
+        await api.patch(TS, POOLS, "a", {"spec": {"storage": {"size": "2Gi"}}})
+        sts = await api.wait_for("apps/v1", "statefulsets", "demo-a", lambda o: o is not None and o["metadata"][
+            "uid"] != old_a["metadata"]["uid"] and bool(o.get("status", {}).get("updateRevision")), timeout=60)
+        assert claim_size(sts) == "2Gi"
+        for claim in ("data-demo-a-0", "data-demo-a-1"):
+            assert (await api.get("v1", "persistentvolumeclaims", claim))["spec"]["resources"]["requests"][
+                "storage"] == "2Gi"
+        for name in ("demo-a-0", "demo-a-1"):  # adopted, same uid, same revision: no restart
+            pod = await api.wait_for("v1", "pods", name, lambda o: any(
+                r["uid"] == sts["metadata"]["uid"] for r in (o or {}).get("metadata", {}).get("ownerReferences") or ()),
+                timeout=30)
+            assert pod["metadata"]["uid"] == pods[name]
+            assert pod["metadata"]["labels"]["controller-revision-hash"] == sts["status"]["updateRevision"]
+        resizing = await api.wait_for(TS, POOLS, "a", lambda o: storage_condition(o).get("reason") == "ClaimsResizing"
+                                      and "capacity 1Gi" in storage_condition(o).get("message", ""), timeout=30)
+        assert "data-demo-a-0 requested 2Gi, capacity 1Gi" in storage_condition(resizing)["message"]
+        b = await api.get("apps/v1", "statefulsets", "demo-b")
+        assert b["metadata"]["uid"] == old_b["metadata"]["uid"] and claim_size(b) == "1Gi"
+        assert (await api.get("v1", "persistentvolumeclaims", "data-demo-b-0"))["spec"]["resources"]["requests"][
+            "storage"] == "1Gi"
+        assert {p["metadata"]["uid"] for p in await api.list("v1", "pods")} == set(pods.values())
+
+        status, body = control_plane.request(
+            "PATCH", f"/apis/{TS}/namespaces/{namespace}/{POOLS}/a", {"spec": {"storage": {"size": "1Gi"}}},
+            content_type="application/merge-patch+json")
+        assert status == 422 and "storage.size cannot shrink" in body["message"], body
