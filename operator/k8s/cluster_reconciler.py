@@ -158,6 +158,8 @@ class ClusterReconciler:
         racing for its node port, a pod deleted twice in a roll), so a cluster's passes take turns."""
         async with self._passes.setdefault(_uid(body), asyncio.Lock()):
             spec = ClusterSpec.from_resource(body)
+            if spec.node_pools:  # the pool brokers (an external listener has a Service for each)
+                spec = dataclasses.replace(spec, pool_brokers=await self._pool_brokers(spec))
             observed = await self.observe(spec)
             self._warn_unlabelled(spec, observed, body)
             spec = await self.secure(spec, body, status, patch, observed)
@@ -228,6 +230,11 @@ class ClusterReconciler:
         if outcome.certificates is not None:
             patch.status["certificates"] = outcome.certificates
         return self._ca_step(spec, body, status, patch, outcome)
+
+    async def _pool_brokers(self, spec: ClusterSpec) -> tuple[tuple[int, str], ...]:
+        """(broker id, pod name) of every pool broker, from the pools' status.nodeIds."""
+        pools = await self.deps.kube().list(API_VERSION, POOL_KIND, spec.namespace, labels={CLUSTER_LABEL: spec.name})
+        return tuple(sorted((broker, pod) for pod, broker in pool_pod_ids(spec.name, pools).items()))
 
     async def _pool_statefulsets(self, spec: ClusterSpec) -> list[dict[str, Any]]:
         """The cluster's node pools' StatefulSets (by their pool label)."""

@@ -277,11 +277,14 @@ def _pool_container(container: dict[str, Any], volumes: Sequence[StorageVolume])
     container["volumeMounts"].append({"name": "node-ids", "mountPath": IDS_MOUNT, "readOnly": True})
 
 
-def pool_statefulset(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, *, replicas: int) -> dict[str, Any]:
+def pool_statefulset(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, *, replicas: int,
+                     config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The pool's StatefulSet: the cluster's broker StatefulSet (resources.statefulset) with the pool's
-    name, replicas, storage, resources and pod template, its pods labelled with the pool, ids from the file."""
+    name, replicas, storage, resources and pod template, its pods labelled with the pool, ids from the file.
+    `config`: the cluster's ConfigMap as it is (its hash rolls the pods once it changes, the external
+    listeners' addresses included); None: as the spec renders it without external addresses."""
     spec = pool_cluster(cluster, pool)
-    sts = statefulset(spec, ctx, replicas=replicas, cfg_hash=config_hash(config_map(cluster, ctx)))
+    sts = statefulset(spec, ctx, replicas=replicas, cfg_hash=config_hash(config or config_map(cluster, ctx)))
     sts["metadata"]["name"] = statefulset_name(cluster.name, pool.name)
     sts["metadata"]["labels"][POOL_LABEL] = pool.name
     sts["spec"]["selector"]["matchLabels"][POOL_LABEL] = pool.name
@@ -338,6 +341,7 @@ class PoolObserved:
     statefulset: Mapping[str, Any] | None = None  # the pool's StatefulSet (its claim templates)
     claims: tuple[Claim, ...] = ()  # the pool's data claims (pool_claims)
     storage_classes: Mapping[str, StorageClassView] = dataclasses.field(default_factory=dict)  # by name
+    config: Mapping[str, Any] | None = None  # the cluster's ConfigMap (pool_statefulset); None: not there yet
 
 
 def _stop(pool: PoolSpec, current: int | None, reason: PoolReason, message: str,
@@ -360,8 +364,6 @@ def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, observed: PoolObserve
                      "its brokers are its own StatefulSet's")
     if pool.name == "broker":  # the CRD refuses it too: pod <cluster>-broker-<n> is broker <n> (broker_identity.py)
         return _stop(pool, current, PoolReason.UNSUPPORTED, "a node pool cannot be named broker")
-    if cluster.external:
-        return _stop(pool, current, PoolReason.UNSUPPORTED, "node pools do not serve external listeners yet")
     try:
         ids = grow_ids(pool.node_ids if current is None else pool.node_ids[:current],
                        wanted=max(pool.replicas, current or 0), taken=observed.taken, next_ids=pool.next_node_ids)
@@ -384,7 +386,7 @@ def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, observed: PoolObserve
             True, PoolReason.RESIZING_STORAGE, f"re-creating StatefulSet {statefulset_name(cluster.name, pool.name)} "
             "with the larger claim template; its pods keep running", generation=pool.generation),
             expand=storage.expand, recreate=True, storage=condition)
-    objects = (config, pool_statefulset(cluster, pool, ctx, replicas=pool.replicas))
+    objects = (config, pool_statefulset(cluster, pool, ctx, replicas=pool.replicas, config=observed.config))
     verb = "creating" if current is None else ("scaling up to" if pool.replicas > current else "running")
     return PoolPlan(objects, None, ids, pool.replicas, ready(
         True, PoolReason.READY, f"{verb} {pool.replicas} broker(s), ids {list(ids)}", generation=pool.generation),
@@ -450,7 +452,8 @@ def _plan_shrink(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, ids
                      f"moving {len(hosted)} partition replica set(s) off broker(s) {list(removed)} before "
                      "scaling down", DrainBrokers(tuple(removed)), ids)
     # The ids file keeps the removed ids until their pods are gone (a terminating pod restarts with its own).
-    objects = (ids_config_map(cluster, pool, ids), pool_statefulset(cluster, pool, ctx, replicas=pool.replicas))
+    objects = (ids_config_map(cluster, pool, ids), pool_statefulset(cluster, pool, ctx, replicas=pool.replicas,
+                                                                     config=observed.config))
     return PoolPlan(objects, None, ids[:pool.replicas], pool.replicas, ready(
         True, PoolReason.SCALING_DOWN, f"scaling down from {current} to {pool.replicas}: broker(s) "
         f"{list(removed)} hold no replica", generation=pool.generation))

@@ -40,7 +40,7 @@ from tinystream.operator.k8s.node_pools import (
     with_ca_markers,
 )
 from tinystream.operator.k8s.reconcile import DeletePod, differs
-from tinystream.operator.k8s.resources import selector_labels
+from tinystream.operator.k8s.resources import Names, selector_labels
 from tinystream.operator.k8s.volume_expansion import Claim, StorageClassView
 
 WAIT_S = 5.0  # how soon to look again while a scale-down drains
@@ -74,7 +74,9 @@ class PoolReconciler:
         claims, classes = await self._storage(cluster, pool) if sts is not None and cluster is not None else ((), {})
         observed = PoolObserved(current=current, taken=taken, other_brokers=other_brokers,
                                 partitions=await self._partitions(cluster, pool, current), statefulset=sts,
-                                claims=claims, storage_classes=classes)
+                                claims=claims, storage_classes=classes,
+                                config=await client.get("v1", "ConfigMap", Names.of(cluster).config, pool.namespace)
+                                if cluster is not None else None)
         plan = plan_pool(cluster, pool, observed, ctx=self.deps.ctx)
         if plan.node_ids != pool.node_ids:  # reserved before a pod can start with them
             await client.patch(API_VERSION, POOL_KIND, pool.name, pool.namespace,

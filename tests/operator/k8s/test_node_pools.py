@@ -6,6 +6,7 @@ digests below are of `owned_objects` for three specs as rendered by main before 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -38,6 +39,7 @@ from tinystream.operator.k8s.node_pools import (
 from tinystream.operator.k8s.reconcile import (
     Apply,
     BrokerPod,
+    Delete,
     DeletePod,
     DrainBrokers,
     MoveLeadership,
@@ -416,3 +418,75 @@ def test_a_pool_waits_while_its_statefulset_goes():
     result = grown(deletionTimestamp="2026-11-29T00:00:00Z")
     assert result.objects == () and result.expand == () and not result.recreate and result.waiting
     assert result.condition.reason == PoolReason.RESIZING_STORAGE.value
+
+
+# --- external listeners with pools ----------------------------------------------------------
+
+NODEPORT = {"listeners": {"tls": False, "authentication": {"type": "scram-sha-512"},
+                          "external": [{"name": "outside", "port": 9094, "type": "nodeport", "tls": False}]}}
+POOL_BROKERS = ((0, "demo-a-0"), (4, "demo-a-1"), (2, "demo-b-0"))
+
+
+def external_cluster() -> ClusterSpec:
+    return dataclasses.replace(cluster(**NODEPORT), pool_brokers=POOL_BROKERS)
+
+
+def with_node_ports(objects: list[dict]) -> dict:
+    """The Services as the API server returns them: each with a node port allocated."""
+    found = {}
+    for n, obj in enumerate(o for o in objects if o["kind"] == "Service"):
+        obj = json.loads(json.dumps(obj))
+        if obj["spec"].get("type") == "NodePort":
+            obj["spec"]["ports"][0]["nodePort"] = 30000 + n
+        found[("Service", obj["metadata"]["name"])] = obj
+    return found
+
+
+def test_a_pool_brokers_external_service_selects_its_pool_pod_by_broker_id():
+    services = {o["metadata"]["name"]: o for o in owned_objects(external_cluster(), CTX, replicas=0)
+                if o["kind"] == "Service" and "tinystream.io/listener" in o["metadata"]["labels"]}
+    assert sorted(services) == ["demo-outside-0", "demo-outside-2", "demo-outside-4", "demo-outside-bootstrap"]
+    assert services["demo-outside-4"]["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == "demo-a-1"
+    assert services["demo-outside-2"]["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == "demo-b-0"
+    assert services["demo-outside-4"]["metadata"]["labels"]["tinystream.io/broker"] == "4"
+
+
+def test_a_pool_cluster_waits_for_the_node_ports_then_writes_every_pool_brokers_address():
+    spec = external_cluster()
+    first = plan_cluster(spec, None, Observed(), ctx=CTX)
+    assert first.condition.reason == "WaitingForExternalAddresses"
+    made = [a.obj for a in first.actions if isinstance(a, Apply)]
+    assert "ConfigMap" not in [o["kind"] for o in made]  # the brokers' config waits for every address
+    services = with_node_ports(made)
+    done = plan_cluster(spec, None, Observed(objects=services), ctx=CTX)
+    assert done.condition.reason == "NodePools"
+    (config,) = [a.obj for a in done.actions if isinstance(a, Apply) and a.obj["kind"] == "ConfigMap"]
+    lines = config["data"]["external-listeners"].splitlines()
+    port = services[("Service", "demo-outside-4")]["spec"]["ports"][0]["nodePort"]
+    assert lines == [f"{b} OUTSIDE - {services[('Service', f'demo-outside-{b}')]['spec']['ports'][0]['nodePort']}"
+                     for b in (0, 2, 4)] and f"4 OUTSIDE - {port}" in lines
+    stale = plan_cluster(dataclasses.replace(spec, pool_brokers=POOL_BROKERS[:2]), None,
+                         Observed(objects=services), ctx=CTX)  # pool b scaled to 0: its broker's Service goes
+    assert [a.name for a in stale.actions if isinstance(a, Delete)] == ["demo-outside-2"]
+
+
+def test_a_pool_broker_advertises_its_node_and_node_port_under_its_pool_id(tmp_path):
+    spec = external_cluster()
+    config = {"data": {"broker.toml": "x", "external-listeners": "4 OUTSIDE - 30004\n0 OUTSIDE - 30000\n"}}
+    sts = pool_statefulset(spec, pool("a", 2, ids=(0, 4)), CTX, replicas=2, config=config)
+    assert plan_with_config_hash(sts) != plan_with_config_hash(pool_statefulset(spec, pool("a", 2), CTX, replicas=2))
+    broker = container(sts)
+    assert {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}} in broker["env"]
+    (ids := tmp_path / "node-ids").write_text("0 0\n1 4\n")
+    (addresses := tmp_path / "external-listeners").write_text(config["data"]["external-listeners"])
+    script = (broker["command"][2].replace("/etc/tinystream-ids/node-ids", str(ids))
+              .replace("/etc/tinystream/external-listeners", str(addresses)))
+    script = script.replace("exec tinystream broker", 'echo "$TINYSTREAM_BROKER_ID $TINYSTREAM_ADVERTISED_LISTENERS" #')
+    out = subprocess.run(["/bin/sh", "-c", script], env={"POD_NAME": "demo-a-1", "HOST_IP": "10.0.0.7"},
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "4 OUTSIDE://10.0.0.7:30004"
+
+
+def plan_with_config_hash(sts: dict) -> str:
+    return sts["spec"]["template"]["metadata"]["annotations"]["tinystream.io/config-hash"]

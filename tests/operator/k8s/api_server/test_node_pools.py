@@ -23,6 +23,7 @@ from test_crd_admission import refusal
 from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.reconcile import DrainBrokers
+from tinystream.operator.k8s.resources import config_hash
 
 pytestmark = pytest.mark.timeout(120)
 TS = "tinystream.io/v1alpha1"
@@ -270,3 +271,37 @@ async def test_a_larger_pool_size_expands_its_claims_and_recreates_its_statefuls
             "PATCH", f"/apis/{TS}/namespaces/{namespace}/{POOLS}/a", {"spec": {"storage": {"size": "1Gi"}}},
             content_type="application/merge-patch+json")
         assert status == 422 and "storage.size cannot shrink" in body["message"], body
+
+
+async def test_a_pool_cluster_serves_a_nodeport_listener_with_a_service_per_pool_broker(
+        control_plane, namespace, api) -> None:
+    """Each pool broker gets its Service (by its broker id, selecting its pool pod), the API server allocates
+    the node ports, the brokers' ConfigMap names every pool broker's port, and each pool's pod template
+    carries that ConfigMap's hash (a new address restarts the pool's pods, as the cluster's own)."""
+    external = {"listeners": {"tls": False, "authentication": {"type": "scram-sha-512"},
+                              "external": [{"name": "outside", "port": 9094, "type": "nodeport", "tls": False}]}}
+    async with running_operator(control_plane.url, controller=FakeController(), connection=connection(control_plane),
+                                namespace=namespace):
+        await api.create(TS, "tinystreamclusters", {**cluster(), "spec": {"brokers": 1, **external}})
+        await api.create(TS, POOLS, pool("a", 2))
+        a = await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 1))
+        b = await api.wait_for(TS, POOLS, "b", lambda o: len(ids_of(o)) == 1)
+        pods = {**{f"demo-a-{n}": i for n, i in enumerate(ids_of(a))}, "demo-b-0": ids_of(b)[0]}
+        ports = {}
+        for pod, broker in pods.items():
+            service = await api.wait_for("v1", "services", f"demo-outside-{broker}", lambda o: o is not None, timeout=30)
+            assert service["spec"]["type"] == "NodePort"
+            assert service["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == pod
+            ports[broker] = service["spec"]["ports"][0]["nodePort"]
+        config = await api.wait_for("v1", "configmaps", "demo-config", lambda o: len(
+            ((o or {}).get("data") or {}).get("external-listeners", "").splitlines()) == 3, timeout=30)
+        assert config["data"]["external-listeners"].splitlines() == [
+            f"{broker} OUTSIDE - {ports[broker]}" for broker in sorted(ports)]
+        for name in ("demo-a", "demo-b"):
+            sts = await api.wait_for("apps/v1", "statefulsets", name, lambda o: o is not None and o["spec"]["template"][
+                "metadata"]["annotations"]["tinystream.io/config-hash"] == config_hash(config), timeout=30)
+            assert "HOST_IP" in {e["name"] for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+        demo = await api.wait_for(TS, "tinystreamclusters", "demo",
+                                  lambda o: ready_condition(o).get("reason") == "NodePools", timeout=30)
+        assert ready_condition(demo)["status"] == "True"
