@@ -273,6 +273,16 @@ def rolled_marker(statefulset: Mapping[str, Any] | None, pods: Sequence[PodView]
     return str((template.get("annotations") or {}).get(annotation) or "")
 
 
+def pools_rolled_marker(statefulsets: Sequence[Mapping[str, Any]], pods: Sequence[PodView], *,
+                        annotation: str = CA_ANNOTATION) -> str | None:
+    """rolled_marker for a cluster whose brokers are its node pools' (node_pools.py): the marker every pool's
+    StatefulSet carries and every pod of each runs with; None while any pool's roll is due or under way, while
+    the pools' templates disagree (one not updated yet), or with no pool StatefulSet at all."""
+    found = {rolled_marker(sts, pods, replicas=int((sts.get("spec") or {}).get("replicas") or 0),
+                           annotation=annotation) for sts in statefulsets}
+    return found.pop() if len(found) == 1 else None
+
+
 def first_state(spec: CaSpec, *, created: datetime.datetime, legacy: bool,
                 provided: ProvidedCa | None) -> CaState:
     """The state of a cluster seen for the first time: generation 0, from the cluster's creation (a cluster

@@ -32,7 +32,7 @@ from typing import Any, get_args
 import kopf
 
 from tinystream.operator.k8s.api import KubeClient
-from tinystream.operator.k8s.ca_lifecycle import CLIENTS, rolled_marker
+from tinystream.operator.k8s.ca_lifecycle import CLIENTS, pools_rolled_marker, rolled_marker
 from tinystream.operator.k8s.caches import IssuedCertificates, ReportedReasons
 from tinystream.operator.k8s.certificates import IssuedRecord
 from tinystream.operator.k8s.cluster_tls import (
@@ -50,7 +50,7 @@ from tinystream.operator.k8s.deps import Deps
 from tinystream.operator.k8s.errors import Forbidden
 from tinystream.operator.k8s.external import LISTENER_LABEL, certificate_hosts, node_addresses
 from tinystream.operator.k8s.model import API_VERSION, POOL_KIND, USER_KIND, ClusterSpec, UserSpec
-from tinystream.operator.k8s.node_pools import CLUSTER_LABEL, pool_broker_pods, pool_pod_ids
+from tinystream.operator.k8s.node_pools import CLUSTER_LABEL, POOL_LABEL, pool_broker_pods, pool_pod_ids
 from tinystream.operator.k8s.rack import RACK_BINDING, binding_name
 from tinystream.operator.k8s.reconcile import (
     Action,
@@ -158,6 +158,8 @@ class ClusterReconciler:
         racing for its node port, a pod deleted twice in a roll), so a cluster's passes take turns."""
         async with self._passes.setdefault(_uid(body), asyncio.Lock()):
             spec = ClusterSpec.from_resource(body)
+            if spec.node_pools:  # the pool brokers (an external listener has a Service for each)
+                spec = dataclasses.replace(spec, pool_brokers=await self._pool_brokers(spec))
             observed = await self.observe(spec)
             self._warn_unlabelled(spec, observed, body)
             spec = await self.secure(spec, body, status, patch, observed)
@@ -197,9 +199,14 @@ class ClusterReconciler:
         deps = self.deps
         if deps.master_secret is None:
             raise kopf.TemporaryError("the operator has no master secret to make certificates and passwords with")
-        rolled = rolled_marker(observed.statefulset(spec), observed.pods, replicas=spec.brokers)
-        clients_rolled = rolled_marker(observed.statefulset(spec), observed.pods, replicas=spec.brokers,
-                                       annotation=CLIENTS.annotation)
+        if spec.node_pools:  # every pool's StatefulSet rolls (node_pools.with_ca_markers): all must have
+            pool_sets = await self._pool_statefulsets(spec)
+            rolled = pools_rolled_marker(pool_sets, observed.pods)
+            clients_rolled = pools_rolled_marker(pool_sets, observed.pods, annotation=CLIENTS.annotation)
+        else:
+            rolled = rolled_marker(observed.statefulset(spec), observed.pods, replicas=spec.brokers)
+            clients_rolled = rolled_marker(observed.statefulset(spec), observed.pods, replicas=spec.brokers,
+                                           annotation=CLIENTS.annotation)
         latest = self.issued.latest(spec.uid, status)
         holding = await self._users_holding(dataclasses.replace(spec, clients_ca_status=latest.get("clientsCa") or {}),
                                             deps.master_secret)
@@ -223,6 +230,16 @@ class ClusterReconciler:
         if outcome.certificates is not None:
             patch.status["certificates"] = outcome.certificates
         return self._ca_step(spec, body, status, patch, outcome)
+
+    async def _pool_brokers(self, spec: ClusterSpec) -> tuple[tuple[int, str], ...]:
+        """(broker id, pod name) of every pool broker, from the pools' status.nodeIds."""
+        pools = await self.deps.kube().list(API_VERSION, POOL_KIND, spec.namespace, labels={CLUSTER_LABEL: spec.name})
+        return tuple(sorted((broker, pod) for pod, broker in pool_pod_ids(spec.name, pools).items()))
+
+    async def _pool_statefulsets(self, spec: ClusterSpec) -> list[dict[str, Any]]:
+        """The cluster's node pools' StatefulSets (by their pool label)."""
+        found = await self.deps.kube().list("apps/v1", "StatefulSet", spec.namespace, labels={CLUSTER_LABEL: spec.name})
+        return [s for s in found if POOL_LABEL in ((s.get("metadata") or {}).get("labels") or {})]
 
     async def _registry_users(self, spec: ClusterSpec) -> None:
         """spec.schemaRegistry's logins (schema_registry.users_json): written when they changed since the last

@@ -106,6 +106,8 @@ class PoolReason(str, enum.Enum):
     SCALING_DOWN = "ScalingDown"
     SCALE_DOWN_DRAINING = "ScaleDownDraining"
     SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
+    RESIZING_STORAGE = "ResizingStorage"  # the pool's StatefulSet is re-created for a larger claim template
+    VOLUMES_CHANGED = "VolumesChanged"  # volumes added or removed on a running pool: refused, nothing applied
 
 
 _REFUSALS = {

@@ -48,6 +48,7 @@ class ExternalService:
     listener: ExternalListener
     broker: int | None
     node_port: int | None  # asked for by the spec; None: the API server picks (nodeport) or none (loadbalancer)
+    pod: str = ""  # the pod a per-broker Service selects: a pool broker's; "": the cluster's <name>-broker-<id>
 
     @property
     def service_type(self) -> str:
@@ -85,16 +86,25 @@ def broker_service_name(cluster: ClusterSpec, listener: ExternalListener, broker
     return f"{cluster.name}-{listener.name}-{broker}"
 
 
+def brokers_of(cluster: ClusterSpec, *, replicas: int) -> tuple[tuple[int, str], ...]:
+    """(broker id, pod name) of every broker: brokers 0..replicas-1 of the cluster's StatefulSet (pod name
+    "": resources.Names), or with node pools each pool broker by its id (cluster.pool_brokers)."""
+    if cluster.node_pools:
+        return tuple(sorted(cluster.pool_brokers))
+    return tuple((broker, "") for broker in range(replicas))
+
+
 def external_services(cluster: ClusterSpec, *, replicas: int) -> list[ExternalService]:
-    """The Services every external listener needs for `replicas` brokers: a bootstrap, then one per broker."""
+    """The Services every external listener needs for `replicas` brokers (brokers_of): a bootstrap, then one
+    per broker."""
     services = []
     for listener in cluster.external:
         services.append(ExternalService(bootstrap_name(cluster, listener), listener, None,
                                         listener.bootstrap_node_port if listener.type == NODEPORT else None))
-        for broker in range(replicas):
+        for broker, pod in brokers_of(cluster, replicas=replicas):
             node_port = listener.overrides(broker).node_port if listener.type == NODEPORT else None
             services.append(ExternalService(broker_service_name(cluster, listener, broker), listener, broker,
-                                            node_port))
+                                            node_port, pod))
     return services
 
 

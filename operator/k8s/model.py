@@ -218,6 +218,9 @@ class ClusterSpec:
     schema_registry: RegistrySpec | None = None  # spec.schemaRegistry; None: no registry (schema_registry.py)
     registry_certificate: str = ""  # the serial of the registry's HTTPS certificate, set by the reconciler
     node_pools: bool = False  # NODE_POOLS_ANNOTATION: the brokers are the pools' StatefulSets, none of its own
+    # With node_pools: (broker id, pod name) of every pool broker, from the pools' status.nodeIds; set by the
+    # reconciler (external listeners make one Service per pool broker, external.external_services).
+    pool_brokers: tuple[tuple[int, str], ...] = ()
 
     @property
     def storage_volumes(self) -> tuple[StorageVolume, ...]:

@@ -29,7 +29,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tinystream.operator.k8s.conditions import ClusterReason, Condition, PoolReason, ready
+from tinystream.operator.k8s.ca_lifecycle import CLIENTS, CLUSTER, CaKind, CaState, marker
+from tinystream.operator.k8s.conditions import ClusterReason, Condition, PoolReason, StorageReason, ready
 from tinystream.operator.k8s.model import (
     GROUP,
     NODE_POOLS_ANNOTATION,
@@ -50,6 +51,7 @@ from tinystream.operator.k8s.reconcile import (
     Phase,
     Scale,
     roll_one,
+    template_sizes,
 )
 from tinystream.operator.k8s.resources import (
     CONFIG_DIR,
@@ -60,6 +62,15 @@ from tinystream.operator.k8s.resources import (
     log_dir,
     owner_reference,
     statefulset,
+)
+from tinystream.operator.k8s.volume_expansion import (
+    Claim,
+    ExpandClaim,
+    StorageClassView,
+    StoragePlan,
+    combine,
+    plan_storage,
+    volumes_changed,
 )
 
 CLUSTER_LABEL = f"{GROUP}/cluster"
@@ -223,6 +234,20 @@ def pool_cluster(cluster: ClusterSpec, pool: PoolSpec) -> ClusterSpec:
     return dataclasses.replace(cluster, **changes)
 
 
+def _marker(status: Mapping[str, Any], kind: CaKind) -> str:
+    state = CaState.from_status(status)
+    return marker(state, kind) if state is not None else ""
+
+
+def with_ca_markers(cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster as read by a pool's pass, with the CA markers its pod template carries: those of the CA
+    phases in the cluster's status.clusterCa and status.clientsCa (the cluster's pass, cluster_tls.py, moves
+    them), as the cluster's own StatefulSet would carry. A rotation's roll thus reaches every pool, and the
+    cluster's pass moves on only once every pool has rolled (ca_lifecycle.pools_rolled_marker)."""
+    return dataclasses.replace(cluster, ca_marker=_marker(cluster.ca_status, CLUSTER),
+                               clients_ca_marker=_marker(cluster.clients_ca_status, CLIENTS))
+
+
 def pool_labels(cluster: ClusterSpec, pool: PoolSpec) -> dict[str, str]:
     return {**labels(cluster), POOL_LABEL: pool.name}
 
@@ -252,11 +277,14 @@ def _pool_container(container: dict[str, Any], volumes: Sequence[StorageVolume])
     container["volumeMounts"].append({"name": "node-ids", "mountPath": IDS_MOUNT, "readOnly": True})
 
 
-def pool_statefulset(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, *, replicas: int) -> dict[str, Any]:
+def pool_statefulset(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, *, replicas: int,
+                     config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The pool's StatefulSet: the cluster's broker StatefulSet (resources.statefulset) with the pool's
-    name, replicas, storage, resources and pod template, its pods labelled with the pool, ids from the file."""
+    name, replicas, storage, resources and pod template, its pods labelled with the pool, ids from the file.
+    `config`: the cluster's ConfigMap as it is (its hash rolls the pods once it changes, the external
+    listeners' addresses included); None: as the spec renders it without external addresses."""
     spec = pool_cluster(cluster, pool)
-    sts = statefulset(spec, ctx, replicas=replicas, cfg_hash=config_hash(config_map(cluster, ctx)))
+    sts = statefulset(spec, ctx, replicas=replicas, cfg_hash=config_hash(config or config_map(cluster, ctx)))
     sts["metadata"]["name"] = statefulset_name(cluster.name, pool.name)
     sts["metadata"]["labels"][POOL_LABEL] = pool.name
     sts["spec"]["selector"]["matchLabels"][POOL_LABEL] = pool.name
@@ -280,12 +308,16 @@ class PoolPlan:
     replicas: int
     condition: Condition
     rolling: bool = False  # a roll step was taken or waits (plan_pool_roll)
+    expand: tuple[ExpandClaim, ...] = ()  # claims to grow (plan_pool_storage)
+    recreate: bool = False  # delete the StatefulSet orphaning its pods; the next pass makes it again
+    storage: Condition | None = None  # the StorageResized condition; None: no StatefulSet to compare with
 
     @property
     def waiting(self) -> bool:
-        """A scale-down drains or is blocked, or a roll goes on: look again soon."""
+        """A scale-down drains or is blocked, a roll goes on, or the StatefulSet is re-created: look again soon."""
         return self.rolling or self.condition.reason in (PoolReason.SCALE_DOWN_DRAINING.value,
-                                                         PoolReason.SCALE_DOWN_BLOCKED.value)
+                                                         PoolReason.SCALE_DOWN_BLOCKED.value,
+                                                         PoolReason.RESIZING_STORAGE.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,12 +331,17 @@ class PoolRoll:
 @dataclass(frozen=True, slots=True)
 class PoolObserved:
     """What a pool's pass reads: its StatefulSet's replicas (None: none yet), the ids and the brokers the
-    cluster's other pools keep, and the controller's partition view (None: not asked, or unavailable)."""
+    cluster's other pools keep, the controller's partition view (None: not asked, or unavailable), and for
+    volume expansion the StatefulSet, its claims and their StorageClasses."""
 
     current: int | None = None
     taken: frozenset[int] = frozenset()
     other_brokers: int = 0  # the other pools' replicas (the lower of spec and status: one shrinking counts low)
     partitions: tuple[PartitionView, ...] | None = None
+    statefulset: Mapping[str, Any] | None = None  # the pool's StatefulSet (its claim templates)
+    claims: tuple[Claim, ...] = ()  # the pool's data claims (pool_claims)
+    storage_classes: Mapping[str, StorageClassView] = dataclasses.field(default_factory=dict)  # by name
+    config: Mapping[str, Any] | None = None  # the cluster's ConfigMap (pool_statefulset); None: not there yet
 
 
 def _stop(pool: PoolSpec, current: int | None, reason: PoolReason, message: str,
@@ -327,19 +364,72 @@ def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, observed: PoolObserve
                      "its brokers are its own StatefulSet's")
     if pool.name == "broker":  # the CRD refuses it too: pod <cluster>-broker-<n> is broker <n> (broker_identity.py)
         return _stop(pool, current, PoolReason.UNSUPPORTED, "a node pool cannot be named broker")
-    if cluster.external:
-        return _stop(pool, current, PoolReason.UNSUPPORTED, "node pools do not serve external listeners yet")
     try:
         ids = grow_ids(pool.node_ids if current is None else pool.node_ids[:current],
                        wanted=max(pool.replicas, current or 0), taken=observed.taken, next_ids=pool.next_node_ids)
     except NodeIdsError as exc:
         return _stop(pool, current, PoolReason.NODE_IDS_EXHAUSTED, str(exc))
+    sts = observed.statefulset
+    if sts is not None and (sts.get("metadata") or {}).get("deletionTimestamp"):
+        return _stop(pool, current, PoolReason.RESIZING_STORAGE, f"waiting for StatefulSet "
+                     f"{statefulset_name(cluster.name, pool.name)} to go (orphan deletion) before re-creating it")
     if current is not None and pool.replicas < current:
         return _plan_shrink(cluster, pool, ctx, ids, observed)
-    objects = (ids_config_map(cluster, pool, ids), pool_statefulset(cluster, pool, ctx, replicas=pool.replicas))
+    storage = plan_pool_storage(cluster, pool, observed)
+    condition = storage.condition if storage is not None else None
+    if condition is not None and condition.reason == StorageReason.VOLUMES_CHANGED.value:
+        return dataclasses.replace(_stop(pool, current, PoolReason.VOLUMES_CHANGED, condition.message, ids=ids),
+                                   storage=condition)
+    config = ids_config_map(cluster, pool, ids)
+    if storage is not None and storage.recreate_statefulset:  # no StatefulSet update: it goes, and comes back
+        return PoolPlan((config,), None, ids, pool.replicas, ready(
+            True, PoolReason.RESIZING_STORAGE, f"re-creating StatefulSet {statefulset_name(cluster.name, pool.name)} "
+            "with the larger claim template; its pods keep running", generation=pool.generation),
+            expand=storage.expand, recreate=True, storage=condition)
+    objects = (config, pool_statefulset(cluster, pool, ctx, replicas=pool.replicas, config=observed.config))
     verb = "creating" if current is None else ("scaling up to" if pool.replicas > current else "running")
     return PoolPlan(objects, None, ids, pool.replicas, ready(
-        True, PoolReason.READY, f"{verb} {pool.replicas} broker(s), ids {list(ids)}", generation=pool.generation))
+        True, PoolReason.READY, f"{verb} {pool.replicas} broker(s), ids {list(ids)}", generation=pool.generation),
+        expand=storage.expand if storage is not None else (), storage=condition)
+
+
+def pool_claims(cluster: str, pool: str, pvcs: Sequence[Mapping[str, Any]],
+                volumes: Sequence[StorageVolume]) -> tuple[Claim, ...]:
+    """The pool's data claims among `pvcs`: <volume claim>-<cluster>-<pool>-<ordinal> for each volume."""
+    prefixes = {f"{v.claim}-{statefulset_name(cluster, pool)}-": v.claim for v in volumes}
+    found = []
+    for pvc in pvcs:
+        name = pvc["metadata"]["name"]
+        volume = next((v for p, v in prefixes.items() if name.startswith(p) and name[len(p):].isdigit()), None)
+        if volume is not None:
+            found.append(Claim.from_pvc(pvc, volume))
+    return tuple(found)
+
+
+def plan_pool_storage(cluster: ClusterSpec, pool: PoolSpec, observed: PoolObserved) -> StoragePlan | None:
+    """A larger size of the pool's volumes (its spec.storage, else the cluster's): the claims grow and the
+    StatefulSet is re-created with its pods orphaned, as the cluster's own (reconcile.plan_volumes,
+    volume_expansion.py); never while the pool scales. None: no StatefulSet yet."""
+    sts = observed.statefulset
+    if sts is None or observed.current is None:
+        return None
+    view = pool_cluster(cluster, pool)
+    changed = volumes_changed(wanted=[v.claim for v in view.storage_volumes], templates=template_sizes(sts),
+                              generation=pool.generation)
+    if changed is not None:
+        return changed
+    templates = template_sizes(sts) or {}
+    where = "spec.storage" if pool.storage is not None else f"cluster {cluster.name}'s spec.storage"
+    plans = []
+    for volume in view.storage_volumes:
+        claims = [c for c in observed.claims if c.volume == volume.claim]
+        class_name = next((c.storage_class for c in claims if c.storage_class), volume.storage_class)
+        plans.append((f"volume {volume.id}", plan_storage(
+            size=volume.size, claims=claims, replicas=max(observed.current, pool.replicas),
+            template_size=templates.get(volume.claim), storage_class=observed.storage_classes.get(class_name or ""),
+            class_name=class_name, scaling=observed.current != pool.replicas, generation=pool.generation,
+            field=volume.field.replace("spec.storage", where, 1))))
+    return combine(plans)
 
 
 def _plan_shrink(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, ids: tuple[int, ...],
@@ -362,7 +452,8 @@ def _plan_shrink(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, ids
                      f"moving {len(hosted)} partition replica set(s) off broker(s) {list(removed)} before "
                      "scaling down", DrainBrokers(tuple(removed)), ids)
     # The ids file keeps the removed ids until their pods are gone (a terminating pod restarts with its own).
-    objects = (ids_config_map(cluster, pool, ids), pool_statefulset(cluster, pool, ctx, replicas=pool.replicas))
+    objects = (ids_config_map(cluster, pool, ids), pool_statefulset(cluster, pool, ctx, replicas=pool.replicas,
+                                                                     config=observed.config))
     return PoolPlan(objects, None, ids[:pool.replicas], pool.replicas, ready(
         True, PoolReason.SCALING_DOWN, f"scaling down from {current} to {pool.replicas}: broker(s) "
         f"{list(removed)} hold no replica", generation=pool.generation))

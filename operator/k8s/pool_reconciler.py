@@ -31,13 +31,17 @@ from tinystream.operator.k8s.node_pools import (
     plan_pool,
     plan_pool_roll,
     pool_broker_pods,
+    pool_claims,
+    pool_cluster,
     pool_outdated,
     pool_pod_ids,
     pool_selector,
     statefulset_name,
+    with_ca_markers,
 )
 from tinystream.operator.k8s.reconcile import DeletePod, differs
-from tinystream.operator.k8s.resources import selector_labels
+from tinystream.operator.k8s.resources import Names, selector_labels
+from tinystream.operator.k8s.volume_expansion import Claim, StorageClassView
 
 WAIT_S = 5.0  # how soon to look again while a scale-down drains
 
@@ -61,19 +65,24 @@ class PoolReconciler:
     async def _pass(self, pool: PoolSpec, body: Any, logger: logging.Logger) -> PoolPlan:
         client = self.deps.kube()
         found = await client.get(API_VERSION, CLUSTER_KIND, pool.cluster, pool.namespace) if pool.cluster else None
-        cluster = ClusterSpec.from_resource(found) if found is not None else None
+        cluster = with_ca_markers(ClusterSpec.from_resource(found)) if found is not None else None
         sts = (await client.get("apps/v1", "StatefulSet", statefulset_name(pool.cluster, pool.name), pool.namespace)
                if cluster is not None else None)
         current = int(sts["spec"].get("replicas", 0)) if sts is not None else None
         others = await client.list(API_VERSION, POOL_KIND, pool.namespace, labels={CLUSTER_LABEL: pool.cluster})
         taken, other_brokers = other_pools(others, uid=pool.uid)
+        claims, classes = await self._storage(cluster, pool) if sts is not None and cluster is not None else ((), {})
         observed = PoolObserved(current=current, taken=taken, other_brokers=other_brokers,
-                                partitions=await self._partitions(cluster, pool, current))
+                                partitions=await self._partitions(cluster, pool, current), statefulset=sts,
+                                claims=claims, storage_classes=classes,
+                                config=await client.get("v1", "ConfigMap", Names.of(cluster).config, pool.namespace)
+                                if cluster is not None else None)
         plan = plan_pool(cluster, pool, observed, ctx=self.deps.ctx)
         if plan.node_ids != pool.node_ids:  # reserved before a pod can start with them
             await client.patch(API_VERSION, POOL_KIND, pool.name, pool.namespace,
                                {"status": {"nodeIds": list(plan.node_ids)}}, subresource="status")
         sts_applied = await self._apply(pool, plan, sts, logger)
+        await self._resize(pool, plan, body)
         if plan.drain is not None and cluster is not None:
             await self._drain(cluster, plan, body, logger)
         if cluster is not None and sts is not None and not sts_applied and plan.condition.reason == PoolReason.READY:
@@ -95,6 +104,36 @@ class PoolReconciler:
                 logger.info("%s %s/%s", "created" if existing is None else "updated", obj["kind"],
                             obj["metadata"]["name"])
         return sts_applied
+
+    async def _storage(self, cluster: ClusterSpec, pool: PoolSpec) -> tuple[tuple[Claim, ...],
+                                                                          dict[str, StorageClassView]]:
+        """The pool's data claims and their StorageClasses (or the spec's, before any claim), by name."""
+        volumes = pool_cluster(cluster, pool).storage_volumes
+        pvcs = await self.deps.kube().list("v1", "PersistentVolumeClaim", pool.namespace,
+                                           labels=selector_labels(cluster))
+        claims = pool_claims(cluster.name, pool.name, pvcs, volumes)
+        names = {c.storage_class for c in claims if c.storage_class} | {
+            v.storage_class for v in volumes if v.storage_class}
+        classes = {}
+        for name in sorted(names):
+            found = await self.deps.kube().get("storage.k8s.io/v1", "StorageClass", name)
+            if found is not None:
+                classes[name] = StorageClassView.from_object(found)
+        return claims, classes
+
+    async def _resize(self, pool: PoolSpec, plan: PoolPlan, body: Any) -> None:
+        """The claims to grow, then (claim templates are immutable) the StatefulSet deleted with its pods and
+        claims orphaned: the next pass makes it again with the larger template, and it adopts the pods."""
+        client = self.deps.kube()
+        for claim in plan.expand:
+            kopf.info(body, reason="ExpandingVolume", message=f"{claim.name}: requesting {claim.size}")
+            await client.patch("v1", "PersistentVolumeClaim", claim.name, pool.namespace,
+                               {"spec": {"resources": {"requests": {"storage": claim.size}}}})
+        if plan.recreate:
+            name = statefulset_name(pool.cluster, pool.name)
+            kopf.info(body, reason="RecreatingStatefulSet",
+                      message=f"{name}: deleted with its pods orphaned, re-created with the larger claim template")
+            await client.delete("apps/v1", "StatefulSet", name, pool.namespace, propagation="Orphan")
 
     async def _roll(self, cluster: ClusterSpec, pool: PoolSpec, sts: dict[str, Any], pools: list[dict[str, Any]],
                     plan: PoolPlan, body: Any) -> PoolPlan:
@@ -147,4 +186,7 @@ class PoolReconciler:
         patch.status["replicas"] = plan.replicas
         patch.status["observedGeneration"] = pool.generation
         patch.status["labelSelector"] = pool_selector(pool)
-        patch.status["conditions"] = merge_condition(previous, condition)
+        conditions = merge_condition(previous, condition)
+        if plan.storage is not None:
+            conditions = merge_condition(conditions, plan.storage)
+        patch.status["conditions"] = conditions

@@ -641,12 +641,15 @@ def plan_cluster(spec: ClusterSpec, status: Mapping[str, Any] | None, observed: 
 
 def plan_with_pools(spec: ClusterSpec, observed: Observed, ctx: OperatorContext) -> ClusterPlan:
     """tinystream.io/node-pools: enabled: the shared objects only (config, Services, budget); the brokers'
-    StatefulSets, their scaling and ids are the TinyStreamNodePools' (node_pools.py). Rolls, volume
-    expansion and rebalancing of pool brokers are not planned yet: the condition says so."""
-    if spec.external:
-        return _plan(spec, observed, (), End(Phase.FAILED, ClusterReason.NODE_POOLS_UNSUPPORTED,
-                                             "node pools do not serve external listeners yet", requeue=None))
+    StatefulSets, their scaling, ids, rolls (a CA rotation's too: node_pools.with_ca_markers) and volume
+    expansion are the TinyStreamNodePools' (node_pools.py). External listeners: a Service per pool broker
+    (spec.pool_brokers), and the ConfigMap waits for every address as without pools."""
     owned = plan_owned_objects(spec, observed, ctx, replicas=0)
+    waiting = external_addresses(spec, observed, replicas=0).waiting
+    if waiting:
+        return _plan(spec, observed, owned, End(Phase.CREATING, ClusterReason.WAITING_FOR_EXTERNAL_ADDRESSES,
+                                                f"external listeners: waiting for {', '.join(waiting[:3])}"
+                                                + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else "")))
     ready_count = sum(1 for p in observed.pods if p.ready)
     return _plan(spec, observed, owned, End(Phase.RUNNING, ClusterReason.NODE_POOLS,
                                             f"brokers run in node pools: {ready_count}/{len(observed.pods)} "

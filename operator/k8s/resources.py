@@ -401,7 +401,8 @@ def external_service(cluster: ClusterSpec, service: ExternalService) -> dict[str
     selector = selector_labels(cluster)
     if service.broker is not None:
         meta["labels"][BROKER_LABEL] = str(service.broker)
-        selector = {**selector, "statefulset.kubernetes.io/pod-name": Names.of(cluster).pod(service.broker)}
+        pod = service.pod or Names.of(cluster).pod(service.broker)  # a pool broker's pod is its pool's
+        selector = {**selector, "statefulset.kubernetes.io/pod-name": pod}
     port: dict[str, Any] = {"name": listener.name, "port": listener.port, "targetPort": listener.port,
                             "protocol": "TCP"}
     if service.node_port is not None:

@@ -6,6 +6,7 @@ digests below are of `owned_objects` for three specs as rendered by main before 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -13,6 +14,7 @@ import subprocess
 import pytest
 
 from tinystream.operator.k8s.broker_identity import AUDIENCE, review_principal
+from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION, CLIENTS, pools_rolled_marker
 from tinystream.operator.k8s.certificates import broker_dns_names
 from tinystream.operator.k8s.conditions import PoolReason
 from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, PartitionView
@@ -28,12 +30,16 @@ from tinystream.operator.k8s.node_pools import (
     plan_pool_roll,
     pool_broker_pods,
     pool_brokers,
+    pool_claims,
+    pool_cluster,
     pool_pod_ids,
     pool_statefulset,
+    with_ca_markers,
 )
 from tinystream.operator.k8s.reconcile import (
     Apply,
     BrokerPod,
+    Delete,
     DeletePod,
     DrainBrokers,
     MoveLeadership,
@@ -41,6 +47,7 @@ from tinystream.operator.k8s.reconcile import (
     plan_cluster,
 )
 from tinystream.operator.k8s.resources import owned_objects
+from tinystream.operator.k8s.volume_expansion import ExpandClaim, StorageClassView
 
 CTX = OperatorContext(broker_image="tinystream:0.1.0")  # the default image when the goldens were taken
 BEFORE_POOLS = {  # sha256 of json.dumps(owned_objects(...), sort_keys=True) on main before node pools
@@ -293,3 +300,193 @@ def test_a_pool_roll_waits_for_a_deleted_pod_to_be_made_again():
     waiting = plan_pool_roll(cluster(), pool("a", 2), statefulset=STS, pods=pods, partitions=parts([0]),
                              drained=frozenset(), expected={"demo-a-0", "demo-a-1"})
     assert waiting is not None and waiting.actions == () and "demo-a-1" in waiting.condition.message
+
+
+# --- CA rotation rolls reach every pool ------------------------------------------------------
+
+ROTATING = {"generation": 0, "source": "generated", "created": "2026-01-01T00:00:00+00:00", "validityDays": 365,
+            "phase": "TrustingNewCa", "next": {"generation": 1, "source": "generated",
+                                               "created": "2026-11-01T00:00:00+00:00", "validityDays": 365}}
+
+
+def tls_cluster(ca: dict | None = None, clients: dict | None = None) -> ClusterSpec:
+    body = {"metadata": {"name": "demo", "namespace": "ns", "uid": "u",
+                         "annotations": {"tinystream.io/node-pools": "enabled"}},
+            "spec": {"brokers": 3, "listeners": {"tls": True, "authentication": {"type": "tls"}}},
+            "status": {"clusterCa": ca or {}, "clientsCa": clients or {}}}
+    return ClusterSpec.from_resource(body)
+
+
+def template_annotations(sts: dict) -> dict:
+    return sts["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_a_pool_statefulset_carries_the_clusters_ca_rotation_markers():
+    steady = pool_statefulset(with_ca_markers(tls_cluster()), pool("a", 2), CTX, replicas=2)
+    assert CA_ANNOTATION not in template_annotations(steady)  # generation 0, Steady: no marker, as the cluster's
+    rotating = with_ca_markers(tls_cluster(ROTATING, {**ROTATING, "phase": "RenewingCertificates"}))
+    for name in ("a", "b"):  # every pool's template changes: every pool rolls
+        annotations = template_annotations(pool_statefulset(rotating, pool(name, 2), CTX, replicas=2))
+        assert annotations[CA_ANNOTATION] == "trust-0-1"
+        assert annotations[CLIENTS.annotation] == "trust-0-1"  # the clients CA's roll 2 is its roll 1's
+
+
+def pool_sts(name: str, marker: str, *, replicas: int = 1, revision: str = "r2", observed: int = 2) -> dict:
+    return {"metadata": {"name": f"demo-{name}", "generation": 2},
+            "spec": {"replicas": replicas, "template": {"metadata": {"annotations": {CA_ANNOTATION: marker}}}},
+            "status": {"observedGeneration": observed, "updateRevision": revision}}
+
+
+def test_a_ca_phase_is_rolled_only_once_every_pools_brokers_run_it():
+    pods = [broker_pod("demo-a-0", 0, revision="r2"), broker_pod("demo-a-1", 1, revision="r2"),
+            broker_pod("demo-b-0", 5, revision="r2")]
+    both = [pool_sts("a", "trust-0-1", replicas=2), pool_sts("b", "trust-0-1")]
+    assert pools_rolled_marker(both, pods) == "trust-0-1"
+    lagging = [pool_sts("a", "trust-0-1", replicas=2), pool_sts("b", "")]  # b's template not updated yet
+    assert pools_rolled_marker(lagging, pods) is None
+    unseen = [pool_sts("a", "trust-0-1", replicas=2), pool_sts("b", "trust-0-1", observed=1)]
+    assert pools_rolled_marker(unseen, pods) is None
+    old_pod = [*pods[:2], broker_pod("demo-b-0", 5, revision="r1")]  # b's broker not restarted yet
+    assert pools_rolled_marker(both, old_pod) is None
+    assert pools_rolled_marker(both, pods[:1] + pods[2:]) is None  # demo-a-1 gone
+    assert pools_rolled_marker([], pods) is None
+
+
+# --- volume expansion of a pool -------------------------------------------------------------
+
+def pvc(name: str, size: str = "1Gi", *, storage_class: str = "fast") -> dict:
+    return {"metadata": {"name": name}, "spec": {"resources": {"requests": {"storage": size}},
+                                                 "storageClassName": storage_class},
+            "status": {"phase": "Bound", "capacity": {"storage": size}}}
+
+
+def grown(size: str = "2Gi", *, replicas: int = 2, current: int = 2, template: str = "1Gi", claims: str = "1Gi",
+          expandable: bool = True, **meta):
+    p = pool("a", replicas, ids=(0, 1), storage={"size": size, "storageClass": "fast"})
+    sts = pool_statefulset(cluster(), pool("a", current, storage={"size": template, "storageClass": "fast"}), CTX,
+                           replicas=current)
+    sts["metadata"].update(meta)
+    pvcs = [pvc(f"data-demo-a-{i}", claims) for i in range(current)] + [pvc("data-demo-b-0"), pvc("data-demo-a-x-0")]
+    observed = PoolObserved(current=current, statefulset=sts, storage_classes={"fast": StorageClassView("fast", expandable)},
+                            claims=pool_claims("demo", "a", pvcs, pool_cluster(cluster(), p).storage_volumes))
+    return plan_pool(cluster(), p, observed, ctx=CTX)
+
+
+def test_only_the_pools_own_claims_are_its_claims():
+    pvcs = [pvc("data-demo-a-0"), pvc("data-demo-a-1"), pvc("data-demo-b-0"), pvc("data-demo-a-x-0")]
+    found = pool_claims("demo", "a", pvcs, pool_cluster(cluster(), pool("a")).storage_volumes)
+    assert [(c.name, c.ordinal) for c in found] == [("data-demo-a-0", 0), ("data-demo-a-1", 1)]
+
+
+def test_a_larger_pool_size_expands_its_claims_and_recreates_its_statefulset():
+    result = grown()
+    assert result.expand == (ExpandClaim("data-demo-a-0", "2Gi"), ExpandClaim("data-demo-a-1", "2Gi"))
+    assert result.recreate and result.waiting
+    assert [o["kind"] for o in result.objects] == ["ConfigMap"]  # no StatefulSet update: it goes, and comes back
+    assert result.condition.reason == PoolReason.RESIZING_STORAGE.value
+    assert result.storage is not None and result.storage.reason == "ClaimsResizing"
+    assert result.node_ids == (0, 1)
+
+
+def test_a_pool_at_its_new_size_runs_and_reports_it():
+    result = grown(template="2Gi", claims="2Gi")
+    assert not result.recreate and result.expand == () and result.condition.reason == PoolReason.READY.value
+    assert "StatefulSet" in [o["kind"] for o in result.objects]
+    assert result.storage is not None and result.storage.reason == "ClaimsAtRequestedSize"
+
+
+def test_a_pool_size_below_its_claims_is_refused_and_nothing_is_resized():
+    result = grown("1Gi", template="2Gi", claims="2Gi")
+    assert not result.recreate and result.expand == ()
+    assert result.storage is not None and result.storage.reason == "ShrinkRefused"
+    assert "spec.storage.size 1Gi is below" in result.storage.message
+
+
+def test_a_scaling_pool_expands_its_claims_but_keeps_its_statefulset():
+    result = grown(replicas=3, current=2)
+    assert not result.recreate and len(result.expand) == 2
+    assert "once the scale is done" in (result.storage.message if result.storage else "")
+
+
+def test_a_class_that_cannot_expand_changes_nothing_of_the_pool():
+    result = grown(expandable=False)
+    assert not result.recreate and result.expand == ()
+    assert result.storage is not None and result.storage.reason == "StorageClassNotExpandable"
+
+
+def test_a_pool_waits_while_its_statefulset_goes():
+    result = grown(deletionTimestamp="2026-11-29T00:00:00Z")
+    assert result.objects == () and result.expand == () and not result.recreate and result.waiting
+    assert result.condition.reason == PoolReason.RESIZING_STORAGE.value
+
+
+# --- external listeners with pools ----------------------------------------------------------
+
+NODEPORT = {"listeners": {"tls": False, "authentication": {"type": "scram-sha-512"},
+                          "external": [{"name": "outside", "port": 9094, "type": "nodeport", "tls": False}]}}
+POOL_BROKERS = ((0, "demo-a-0"), (4, "demo-a-1"), (2, "demo-b-0"))
+
+
+def external_cluster() -> ClusterSpec:
+    return dataclasses.replace(cluster(**NODEPORT), pool_brokers=POOL_BROKERS)
+
+
+def with_node_ports(objects: list[dict]) -> dict:
+    """The Services as the API server returns them: each with a node port allocated."""
+    found = {}
+    for n, obj in enumerate(o for o in objects if o["kind"] == "Service"):
+        obj = json.loads(json.dumps(obj))
+        if obj["spec"].get("type") == "NodePort":
+            obj["spec"]["ports"][0]["nodePort"] = 30000 + n
+        found[("Service", obj["metadata"]["name"])] = obj
+    return found
+
+
+def test_a_pool_brokers_external_service_selects_its_pool_pod_by_broker_id():
+    services = {o["metadata"]["name"]: o for o in owned_objects(external_cluster(), CTX, replicas=0)
+                if o["kind"] == "Service" and "tinystream.io/listener" in o["metadata"]["labels"]}
+    assert sorted(services) == ["demo-outside-0", "demo-outside-2", "demo-outside-4", "demo-outside-bootstrap"]
+    assert services["demo-outside-4"]["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == "demo-a-1"
+    assert services["demo-outside-2"]["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == "demo-b-0"
+    assert services["demo-outside-4"]["metadata"]["labels"]["tinystream.io/broker"] == "4"
+
+
+def test_a_pool_cluster_waits_for_the_node_ports_then_writes_every_pool_brokers_address():
+    spec = external_cluster()
+    first = plan_cluster(spec, None, Observed(), ctx=CTX)
+    assert first.condition.reason == "WaitingForExternalAddresses"
+    made = [a.obj for a in first.actions if isinstance(a, Apply)]
+    assert "ConfigMap" not in [o["kind"] for o in made]  # the brokers' config waits for every address
+    services = with_node_ports(made)
+    done = plan_cluster(spec, None, Observed(objects=services), ctx=CTX)
+    assert done.condition.reason == "NodePools"
+    (config,) = [a.obj for a in done.actions if isinstance(a, Apply) and a.obj["kind"] == "ConfigMap"]
+    lines = config["data"]["external-listeners"].splitlines()
+    port = services[("Service", "demo-outside-4")]["spec"]["ports"][0]["nodePort"]
+    assert lines == [f"{b} OUTSIDE - {services[('Service', f'demo-outside-{b}')]['spec']['ports'][0]['nodePort']}"
+                     for b in (0, 2, 4)] and f"4 OUTSIDE - {port}" in lines
+    stale = plan_cluster(dataclasses.replace(spec, pool_brokers=POOL_BROKERS[:2]), None,
+                         Observed(objects=services), ctx=CTX)  # pool b scaled to 0: its broker's Service goes
+    assert [a.name for a in stale.actions if isinstance(a, Delete)] == ["demo-outside-2"]
+
+
+def test_a_pool_broker_advertises_its_node_and_node_port_under_its_pool_id(tmp_path):
+    spec = external_cluster()
+    config = {"data": {"broker.toml": "x", "external-listeners": "4 OUTSIDE - 30004\n0 OUTSIDE - 30000\n"}}
+    sts = pool_statefulset(spec, pool("a", 2, ids=(0, 4)), CTX, replicas=2, config=config)
+    assert plan_with_config_hash(sts) != plan_with_config_hash(pool_statefulset(spec, pool("a", 2), CTX, replicas=2))
+    broker = container(sts)
+    assert {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}} in broker["env"]
+    (ids := tmp_path / "node-ids").write_text("0 0\n1 4\n")
+    (addresses := tmp_path / "external-listeners").write_text(config["data"]["external-listeners"])
+    script = (broker["command"][2].replace("/etc/tinystream-ids/node-ids", str(ids))
+              .replace("/etc/tinystream/external-listeners", str(addresses)))
+    script = script.replace("exec tinystream broker", 'echo "$TINYSTREAM_BROKER_ID $TINYSTREAM_ADVERTISED_LISTENERS" #')
+    out = subprocess.run(["/bin/sh", "-c", script], env={"POD_NAME": "demo-a-1", "HOST_IP": "10.0.0.7"},
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "4 OUTSIDE://10.0.0.7:30004"
+
+
+def plan_with_config_hash(sts: dict) -> str:
+    return sts["spec"]["template"]["metadata"]["annotations"]["tinystream.io/config-hash"]

@@ -17,10 +17,13 @@ import pytest
 from fake_controller import FakeController
 from kmock_helpers import ready_condition, running_operator
 from real_api import connection
+from test_ca_rotation import kubelet_stand_in as rotation_stand_in
 from test_crd_admission import refusal
 
+from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION
 from tinystream.operator.k8s.controller_port import ClusterKey
 from tinystream.operator.k8s.reconcile import DrainBrokers
+from tinystream.operator.k8s.resources import config_hash
 
 pytestmark = pytest.mark.timeout(120)
 TS = "tinystream.io/v1alpha1"
@@ -160,3 +163,145 @@ async def test_a_new_pool_template_rolls_that_pool_one_pod_at_a_time_highest_id_
         assert [n for n, _ in seen].count("demo-b-0") == 1  # the other pool is not rolled
         sts = await api.get("apps/v1", "statefulsets", "demo-a")
         assert sts["spec"]["template"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m"}}
+
+
+async def test_a_cluster_ca_rotation_rolls_every_pool_one_broker_at_a_time(control_plane, namespace, api) -> None:
+    """The rotation's three rolls reach both pools' StatefulSets (node_pools.with_ca_markers), each waits for
+    every pool's brokers (ca_lifecycle.pools_rolled_marker), and never two brokers are down at once."""
+    async with rotation_stand_in(api, "demo-") as pods, running_operator(
+            control_plane.url, controller=FakeController(), connection=connection(control_plane), namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 2))
+        await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 1))
+        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: sum(
+            x["ready"] for x in ((o or {}).get("status") or {}).get("brokers") or []) == 3, timeout=30)
+        assert (await api.get(TS, "tinystreamclusters", "demo"))["status"]["clusterCa"]["generation"] == 0
+        await api.patch(TS, "tinystreamclusters", "demo",
+                        {"metadata": {"annotations": {"tinystream.io/force-renew-ca": "now"}}})
+        done = await api.wait_for(TS, "tinystreamclusters", "demo",
+                                  lambda o: (o["status"].get("clusterCa") or {}).get("phase") == "Steady"
+                                  and o["status"]["clusterCa"]["generation"] == 1, timeout=110)
+    assert condition_reason(done, "ClusterCa") == "CaValid"
+    for name in ("demo-a", "demo-b"):
+        sts = await api.get("apps/v1", "statefulsets", name)
+        assert sts["spec"]["template"]["metadata"]["annotations"][CA_ANNOTATION] == "ca-1"
+    assert max(int(n) for n in pods.pop("down")) <= 1  # one broker at a time, across the pools
+    assert sorted(len(uids) for uids in pods.values()) == [4, 4, 4], pods  # each made again by each of 3 rolls
+
+
+def condition_reason(obj: dict, kind: str) -> str:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == kind)["reason"]
+
+
+def storage_condition(obj: dict | None) -> dict:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or []
+                 if c["type"] == "StorageResized"), {})
+
+
+def claim_size(sts: dict) -> str:
+    return sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"]
+
+
+def make_storage(control_plane, namespace: str, claims: list[str]) -> str:
+    """An expandable StorageClass and a PersistentVolume pre-bound to each claim (as api_server/
+    test_volume_expansion.py: the PV controller binds them, no provisioner runs); the class's name."""
+    name = f"{namespace}-expandable"
+    status, body = control_plane.request("POST", "/apis/storage.k8s.io/v1/storageclasses", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+        "provisioner": "resizer.example.com", "allowVolumeExpansion": True,
+        "volumeBindingMode": "Immediate", "reclaimPolicy": "Retain"})
+    assert status == 201, body
+    for claim in claims:
+        status, body = control_plane.request("POST", "/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{namespace}-{claim}"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": name, "persistentVolumeReclaimPolicy": "Retain",
+                     "claimRef": {"namespace": namespace, "name": claim},
+                     "csi": {"driver": "resizer.example.com", "volumeHandle": f"{namespace}-{claim}"}}})
+        assert status == 201, body
+    return name
+
+
+async def test_a_larger_pool_size_expands_its_claims_and_recreates_its_statefulset_without_restarts(
+        control_plane, namespace, api) -> None:
+    """Pool a's spec.storage.size grows: its claims are patched (the API server's resize admission accepts
+    them), its StatefulSet is deleted orphaning the pods and made again with the larger claim template, and
+    adopts the pods at the same revision (no restart); pool b is left alone. A smaller size is refused."""
+    expandable = make_storage(control_plane, namespace, ["data-demo-a-0", "data-demo-a-1", "data-demo-b-0"])
+    storage = {"size": "1Gi", "storageClass": expandable}
+    async with running_operator(control_plane.url, controller=FakeController(), connection=connection(control_plane),
+                                namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 2, storage=storage))
+        await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 1, storage=storage))
+        for claim in ("data-demo-a-0", "data-demo-a-1", "data-demo-b-0"):
+            await api.wait_for("v1", "persistentvolumeclaims", claim,
+                               lambda o: ((o or {}).get("status") or {}).get("phase") == "Bound", timeout=60)
+        pods = {name: (await api.wait_for("v1", "pods", name, lambda o: o is not None, timeout=30))["metadata"]["uid"]
+                for name in ("demo-a-0", "demo-a-1", "demo-b-0")}
+        old_a, old_b = (await api.get("apps/v1", "statefulsets", "demo-a"), await api.get("apps/v1", "statefulsets", "demo-b"))
+        await api.wait_for(TS, POOLS, "a", lambda o: storage_condition(o).get("reason") == "ClaimsAtRequestedSize",
+                           timeout=30)
+
+        await api.patch(TS, POOLS, "a", {"spec": {"storage": {"size": "2Gi"}}})
+        sts = await api.wait_for("apps/v1", "statefulsets", "demo-a", lambda o: o is not None and o["metadata"][
+            "uid"] != old_a["metadata"]["uid"] and bool(o.get("status", {}).get("updateRevision")), timeout=60)
+        assert claim_size(sts) == "2Gi"
+        for claim in ("data-demo-a-0", "data-demo-a-1"):
+            assert (await api.get("v1", "persistentvolumeclaims", claim))["spec"]["resources"]["requests"][
+                "storage"] == "2Gi"
+        for name in ("demo-a-0", "demo-a-1"):  # adopted, same uid, same revision: no restart
+            pod = await api.wait_for("v1", "pods", name, lambda o: any(
+                r["uid"] == sts["metadata"]["uid"] for r in (o or {}).get("metadata", {}).get("ownerReferences") or ()),
+                timeout=30)
+            assert pod["metadata"]["uid"] == pods[name]
+            assert pod["metadata"]["labels"]["controller-revision-hash"] == sts["status"]["updateRevision"]
+        resizing = await api.wait_for(TS, POOLS, "a", lambda o: storage_condition(o).get("reason") == "ClaimsResizing"
+                                      and "capacity 1Gi" in storage_condition(o).get("message", ""), timeout=30)
+        assert "data-demo-a-0 requested 2Gi, capacity 1Gi" in storage_condition(resizing)["message"]
+        b = await api.get("apps/v1", "statefulsets", "demo-b")
+        assert b["metadata"]["uid"] == old_b["metadata"]["uid"] and claim_size(b) == "1Gi"
+        assert (await api.get("v1", "persistentvolumeclaims", "data-demo-b-0"))["spec"]["resources"]["requests"][
+            "storage"] == "1Gi"
+        assert {p["metadata"]["uid"] for p in await api.list("v1", "pods")} == set(pods.values())
+
+        status, body = control_plane.request(
+            "PATCH", f"/apis/{TS}/namespaces/{namespace}/{POOLS}/a", {"spec": {"storage": {"size": "1Gi"}}},
+            content_type="application/merge-patch+json")
+        assert status == 422 and "storage.size cannot shrink" in body["message"], body
+
+
+async def test_a_pool_cluster_serves_a_nodeport_listener_with_a_service_per_pool_broker(
+        control_plane, namespace, api) -> None:
+    """Each pool broker gets its Service (by its broker id, selecting its pool pod), the API server allocates
+    the node ports, the brokers' ConfigMap names every pool broker's port, and each pool's pod template
+    carries that ConfigMap's hash (a new address restarts the pool's pods, as the cluster's own)."""
+    external = {"listeners": {"tls": False, "authentication": {"type": "scram-sha-512"},
+                              "external": [{"name": "outside", "port": 9094, "type": "nodeport", "tls": False}]}}
+    async with running_operator(control_plane.url, controller=FakeController(), connection=connection(control_plane),
+                                namespace=namespace):
+        await api.create(TS, "tinystreamclusters", {**cluster(), "spec": {"brokers": 1, **external}})
+        await api.create(TS, POOLS, pool("a", 2))
+        a = await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        await api.create(TS, POOLS, pool("b", 1))
+        b = await api.wait_for(TS, POOLS, "b", lambda o: len(ids_of(o)) == 1)
+        pods = {**{f"demo-a-{n}": i for n, i in enumerate(ids_of(a))}, "demo-b-0": ids_of(b)[0]}
+        ports = {}
+        for pod, broker in pods.items():
+            service = await api.wait_for("v1", "services", f"demo-outside-{broker}", lambda o: o is not None, timeout=30)
+            assert service["spec"]["type"] == "NodePort"
+            assert service["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == pod
+            ports[broker] = service["spec"]["ports"][0]["nodePort"]
+        config = await api.wait_for("v1", "configmaps", "demo-config", lambda o: len(
+            ((o or {}).get("data") or {}).get("external-listeners", "").splitlines()) == 3, timeout=30)
+        assert config["data"]["external-listeners"].splitlines() == [
+            f"{broker} OUTSIDE - {ports[broker]}" for broker in sorted(ports)]
+        for name in ("demo-a", "demo-b"):
+            sts = await api.wait_for("apps/v1", "statefulsets", name, lambda o: o is not None and o["spec"]["template"][
+                "metadata"]["annotations"]["tinystream.io/config-hash"] == config_hash(config), timeout=30)
+            assert "HOST_IP" in {e["name"] for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+        demo = await api.wait_for(TS, "tinystreamclusters", "demo",
+                                  lambda o: ready_condition(o).get("reason") == "NodePools", timeout=30)
+        assert ready_condition(demo)["status"] == "True"
