@@ -31,7 +31,8 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
 # Third-party clients for the compatibility suite (kcat from Debian, Kafka's
 # own Java tools from Maven Central) and helm (built through the Go module
 # proxy) for the chart checks, kadmcheck (franz-go's admin client, also through
-# the Go module proxy) for tests/compat/test_kadm.py, Debian's chromium for the dashboard's browser test, a Docker engine
+# the Go module proxy) for tests/compat/test_kadm.py, MetalLB's controller and CRDs (through the Go module
+# proxy) for the load balancer listener's API-server test, Debian's chromium for the dashboard's browser test, a Docker engine
 # (Debian's docker.io, started when none runs) for the image tests. Best effort: tests that need a missing
 # tool skip and say which install step to run.
 $(VENV)/.tools: $(VENV)/.installed
@@ -39,6 +40,7 @@ $(VENV)/.tools: $(VENV)/.installed
 	-@bash tools/install-kafka-jars.sh
 	-@bash tools/install-helm.sh
 	-@bash tools/install-kadmcheck.sh
+	-@bash tools/install-metallb.sh
 	-@bash tools/install-browser.sh
 	-@bash tools/install-docker.sh
 	-@bash tools/k8s/build-binaries.sh $(K8S_FAST_TIER)
