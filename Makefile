@@ -79,9 +79,12 @@ test-kind: $(VENV)/.installed kind-prereqs
 
 # What the kind suite needs beyond `make tools`: the other Kubernetes binaries and the offline node
 # image. .ci/run builds it in the background (niced) while the default suite runs.
+# Also MetalLB's controller and CRDs (through the Go module proxy: minutes cold, so here, in CI's
+# background build beside `make test`) for the slow load balancer listener test on the real API server.
 kind-prereqs:
 	bash tools/k8s/build-binaries.sh
 	bash tools/k8s/build-node-image.sh --if-needed
+	-bash tools/install-metallb.sh
 
 test-all: test test-slow
 
