@@ -304,15 +304,11 @@ def run_franz(target: Target, spec: ConsumeSpec) -> RunResult:
     command = franz_client.consume_command(
         franz_client.franz_binary(), target.bootstrap, target.client_config, topic=spec.topic, records=goal,
         fetch_bytes=spec.fetch_bytes, max_bytes=spec.max_bytes, timeout_s=timeout_s)
-    with CpuMeter(target.pgid).measure() as cpu:  # the whole tool run (the Go binary starts in milliseconds)
-        try:
-            got = franz_client.run(command, timeout_s=timeout_s)
-        except RuntimeError as exc:
-            raise ConsumeError(str(exc)) from exc
+    got, cpu_s = franz_client.run_metered(command, timeout_s=timeout_s, pgid=target.pgid, error=ConsumeError)
     return RunResult(
         target=target.name, bootstrap=target.bootstrap, client="franz", operation="consume", records=got.records,
         bytes=got.bytes, seconds=got.seconds, latency_ms={}, latency_unit="n/a", requests=got.polls,
-        version=target.version, broker_cpu_s=cpu.seconds,
+        version=target.version, broker_cpu_s=cpu_s,
         extra={"compression": spec.compression, "franz-go": franz_client.FRANZ_GO_VERSION, "raw": got.raw},
     )
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinystream.bench.cpu import CpuMeter
 from tinystream.testing.peers import PeerUnavailable
 from tinystream.testing.peers.apache_kafka import REPO_ROOT
 
@@ -93,3 +94,14 @@ def run(command: list[str], *, timeout_s: float) -> FranzResult:
     if out.returncode != 0 or result is None or result.error:
         raise RuntimeError(f"franzbench exited {out.returncode}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     return result
+
+
+def run_metered(command: list[str], *, timeout_s: float, pgid: int | None,
+                error: type[Exception]) -> tuple[FranzResult, float | None]:
+    """`run`, with the CPU seconds the broker's process group used meanwhile; a failure raised as `error`."""
+    with CpuMeter(pgid).measure() as cpu:  # the whole tool run (the Go binary starts in milliseconds)
+        try:
+            got = run(command, timeout_s=timeout_s)
+        except RuntimeError as exc:
+            raise error(str(exc)) from exc
+    return got, cpu.seconds

@@ -459,15 +459,12 @@ def run_franz(target: Target, spec: ProduceSpec) -> RunResult:
     command = franz_client.produce_command(
         franz_client.franz_binary(), target.bootstrap, target.client_config, topic=spec.topic, records=records,
         record_size=spec.record_size, compression=spec.compression, batch_bytes=spec.batch_bytes, timeout_s=timeout_s)
-    with CpuMeter(target.pgid).measure() as cpu:  # the whole tool run, its warm-up records included
-        try:
-            got = franz_client.run(command, timeout_s=timeout_s)
-        except RuntimeError as exc:
-            raise ProduceError(str(exc)) from exc
+    # The CPU of the whole tool run, its warm-up records included.
+    got, cpu_s = franz_client.run_metered(command, timeout_s=timeout_s, pgid=target.pgid, error=ProduceError)
     return RunResult(
         target=target.name, bootstrap=target.bootstrap, client="franz", operation="produce", records=got.records,
         bytes=got.bytes, seconds=got.seconds, latency_ms={}, latency_unit="n/a", version=target.version,
-        broker_cpu_s=cpu.seconds,
+        broker_cpu_s=cpu_s,
         extra={"acks": spec.acks, "compression": spec.compression, "batch.max.bytes": spec.batch_bytes,
                "franz-go": franz_client.FRANZ_GO_VERSION,
                "note": "includes the warm-up records; franzbench has no warm-up"},
