@@ -425,8 +425,9 @@ class Partition:
 
     def isr_change_settled(self) -> None:
         """No ISR change is in flight any more (answer applied, or refused while this leadership stands)."""
-        self._pending_isr = None
-        self._maybe_advance_hw()
+        if self._pending_isr is not None:  # called for every partition on every pass: nothing to do is cheap
+            self._pending_isr = None
+            self._maybe_advance_hw()
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
