@@ -80,7 +80,8 @@ from tinystream.operator.k8s.schema_registry import (
     users_secret,
 )
 from tinystream.operator.k8s.user_secrets import user_password
-from tinystream.operator.k8s.volume_expansion import Claim, ExpandClaim, StorageClassView
+from tinystream.operator.k8s.volume_expansion import ExpandClaim
+from tinystream.operator.k8s.volume_reader import read_storage
 
 
 @dataclass
@@ -352,7 +353,9 @@ class ClusterReconciler:
                      for t in await client.list(API_VERSION, "Topic", spec.namespace)
                      if (t.get("spec") or {}).get("cluster") == spec.name]
         racks = await self._racks(spec, broker_pods)
-        claims = await self._claims(spec)
+        claims, storage_classes = await read_storage(client, spec.namespace, labels=selector_labels(spec),
+                                                     statefulset=Names.of(spec).statefulset,
+                                                     volumes=spec.storage_volumes)
         partitions = await controller.partitions(key)  # opens the cluster's controller on first use
         return Observed(objects=objects, pods=broker_pods, partitions=partitions,
                         max_replication_factor=max(topic_rfs, default=0),
@@ -360,7 +363,7 @@ class ClusterReconciler:
                         drained_for_roll=await controller.drained_for_roll(key),
                         registered=await controller.registered(key),
                         cluster_id=await controller.cluster_id(key),
-                        claims=claims, storage_classes=await self._storage_classes(spec, claims))
+                        claims=claims, storage_classes=storage_classes)
 
     async def _objects(self, spec: ClusterSpec) -> dict[tuple[str, str], dict[str, Any]]:
         client = self.deps.kube()
@@ -393,30 +396,6 @@ class ClusterReconciler:
             return pool_broker_pods(pods, pool_pod_ids(spec.name, pools))
         return tuple(BrokerPod.from_pod(p) for p in pods
                      if p["metadata"]["name"].startswith(Names.of(spec).statefulset + "-"))
-
-    async def _claims(self, spec: ClusterSpec) -> tuple[Claim, ...]:
-        """Each volume's claims: <template>-<statefulset>-<n> (data-... for the single volume, data-<id>-...)."""
-        sts = Names.of(spec).statefulset
-        prefixes = {f"{v.claim}-{sts}-": v.claim for v in spec.storage_volumes}
-        found = []
-        for claim in await self.deps.kube().list("v1", "PersistentVolumeClaim", spec.namespace,
-                                                 labels=selector_labels(spec)):
-            name = claim["metadata"]["name"]
-            volume = next((v for p, v in prefixes.items() if name.startswith(p) and name[len(p):].isdigit()), None)
-            if volume is not None:
-                found.append(Claim.from_pvc(claim, volume))
-        return tuple(found)
-
-    async def _storage_classes(self, spec: ClusterSpec, claims: tuple[Claim, ...]) -> dict[str, StorageClassView]:
-        """The StorageClasses of the claims (or of the spec, before any claim), by name; one missing is left out."""
-        names = {c.storage_class for c in claims if c.storage_class} | {
-            v.storage_class for v in spec.storage_volumes if v.storage_class}
-        found = {}
-        for name in sorted(names):
-            obj = await self.deps.kube().get("storage.k8s.io/v1", "StorageClass", name)
-            if obj is not None:
-                found[name] = StorageClassView.from_object(obj)
-        return found
 
     async def _racks(self, spec: ClusterSpec, pods: tuple[BrokerPod, ...]) -> dict[int, str]:
         racks: dict[int, str] = {}

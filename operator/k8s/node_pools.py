@@ -50,6 +50,7 @@ from tinystream.operator.k8s.reconcile import (
     Observed,
     Phase,
     Scale,
+    plan_volume_sizes,
     roll_one,
     template_sizes,
 )
@@ -68,8 +69,6 @@ from tinystream.operator.k8s.volume_expansion import (
     ExpandClaim,
     StorageClassView,
     StoragePlan,
-    combine,
-    plan_storage,
     volumes_changed,
 )
 
@@ -339,7 +338,7 @@ class PoolObserved:
     other_brokers: int = 0  # the other pools' replicas (the lower of spec and status: one shrinking counts low)
     partitions: tuple[PartitionView, ...] | None = None
     statefulset: Mapping[str, Any] | None = None  # the pool's StatefulSet (its claim templates)
-    claims: tuple[Claim, ...] = ()  # the pool's data claims (pool_claims)
+    claims: tuple[Claim, ...] = ()  # the pool's data claims (volume_reader.read_storage)
     storage_classes: Mapping[str, StorageClassView] = dataclasses.field(default_factory=dict)  # by name
     config: Mapping[str, Any] | None = None  # the cluster's ConfigMap (pool_statefulset); None: not there yet
 
@@ -393,19 +392,6 @@ def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, observed: PoolObserve
         expand=storage.expand if storage is not None else (), storage=condition)
 
 
-def pool_claims(cluster: str, pool: str, pvcs: Sequence[Mapping[str, Any]],
-                volumes: Sequence[StorageVolume]) -> tuple[Claim, ...]:
-    """The pool's data claims among `pvcs`: <volume claim>-<cluster>-<pool>-<ordinal> for each volume."""
-    prefixes = {f"{v.claim}-{statefulset_name(cluster, pool)}-": v.claim for v in volumes}
-    found = []
-    for pvc in pvcs:
-        name = pvc["metadata"]["name"]
-        volume = next((v for p, v in prefixes.items() if name.startswith(p) and name[len(p):].isdigit()), None)
-        if volume is not None:
-            found.append(Claim.from_pvc(pvc, volume))
-    return tuple(found)
-
-
 def plan_pool_storage(cluster: ClusterSpec, pool: PoolSpec, observed: PoolObserved) -> StoragePlan | None:
     """A larger size of the pool's volumes (its spec.storage, else the cluster's): the claims grow and the
     StatefulSet is re-created with its pods orphaned, as the cluster's own (reconcile.plan_volumes,
@@ -418,18 +404,11 @@ def plan_pool_storage(cluster: ClusterSpec, pool: PoolSpec, observed: PoolObserv
                               generation=pool.generation)
     if changed is not None:
         return changed
-    templates = template_sizes(sts) or {}
-    where = "spec.storage" if pool.storage is not None else f"cluster {cluster.name}'s spec.storage"
-    plans = []
-    for volume in view.storage_volumes:
-        claims = [c for c in observed.claims if c.volume == volume.claim]
-        class_name = next((c.storage_class for c in claims if c.storage_class), volume.storage_class)
-        plans.append((f"volume {volume.id}", plan_storage(
-            size=volume.size, claims=claims, replicas=max(observed.current, pool.replicas),
-            template_size=templates.get(volume.claim), storage_class=observed.storage_classes.get(class_name or ""),
-            class_name=class_name, scaling=observed.current != pool.replicas, generation=pool.generation,
-            field=volume.field.replace("spec.storage", where, 1))))
-    return combine(plans)
+    return plan_volume_sizes(
+        view.storage_volumes, claims=observed.claims, templates=template_sizes(sts) or {},
+        storage_classes=observed.storage_classes, replicas=max(observed.current, pool.replicas),
+        scaling=observed.current != pool.replicas, generation=pool.generation,
+        where="spec.storage" if pool.storage is not None else f"cluster {cluster.name}'s spec.storage")
 
 
 def _plan_shrink(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, ids: tuple[int, ...],

@@ -31,7 +31,6 @@ from tinystream.operator.k8s.node_pools import (
     plan_pool,
     plan_pool_roll,
     pool_broker_pods,
-    pool_claims,
     pool_cluster,
     pool_outdated,
     pool_pod_ids,
@@ -41,7 +40,7 @@ from tinystream.operator.k8s.node_pools import (
 )
 from tinystream.operator.k8s.reconcile import DeletePod, differs
 from tinystream.operator.k8s.resources import Names, selector_labels
-from tinystream.operator.k8s.volume_expansion import Claim, StorageClassView
+from tinystream.operator.k8s.volume_reader import read_storage
 
 WAIT_S = 5.0  # how soon to look again while a scale-down drains
 
@@ -71,7 +70,10 @@ class PoolReconciler:
         current = int(sts["spec"].get("replicas", 0)) if sts is not None else None
         others = await client.list(API_VERSION, POOL_KIND, pool.namespace, labels={CLUSTER_LABEL: pool.cluster})
         taken, other_brokers = other_pools(others, uid=pool.uid)
-        claims, classes = await self._storage(cluster, pool) if sts is not None and cluster is not None else ((), {})
+        claims, classes = (await read_storage(client, pool.namespace, labels=selector_labels(cluster),
+                                              statefulset=statefulset_name(cluster.name, pool.name),
+                                              volumes=pool_cluster(cluster, pool).storage_volumes)
+                           if sts is not None and cluster is not None else ((), {}))
         observed = PoolObserved(current=current, taken=taken, other_brokers=other_brokers,
                                 partitions=await self._partitions(cluster, pool, current), statefulset=sts,
                                 claims=claims, storage_classes=classes,
@@ -104,22 +106,6 @@ class PoolReconciler:
                 logger.info("%s %s/%s", "created" if existing is None else "updated", obj["kind"],
                             obj["metadata"]["name"])
         return sts_applied
-
-    async def _storage(self, cluster: ClusterSpec, pool: PoolSpec) -> tuple[tuple[Claim, ...],
-                                                                          dict[str, StorageClassView]]:
-        """The pool's data claims and their StorageClasses (or the spec's, before any claim), by name."""
-        volumes = pool_cluster(cluster, pool).storage_volumes
-        pvcs = await self.deps.kube().list("v1", "PersistentVolumeClaim", pool.namespace,
-                                           labels=selector_labels(cluster))
-        claims = pool_claims(cluster.name, pool.name, pvcs, volumes)
-        names = {c.storage_class for c in claims if c.storage_class} | {
-            v.storage_class for v in volumes if v.storage_class}
-        classes = {}
-        for name in sorted(names):
-            found = await self.deps.kube().get("storage.k8s.io/v1", "StorageClass", name)
-            if found is not None:
-                classes[name] = StorageClassView.from_object(found)
-        return claims, classes
 
     async def _resize(self, pool: PoolSpec, plan: PoolPlan, body: Any) -> None:
         """The claims to grow, then (claim templates are immutable) the StatefulSet deleted with its pods and

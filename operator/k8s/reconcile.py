@@ -65,7 +65,7 @@ from tinystream.operator.k8s.conditions import (
     secure_condition,
 )
 from tinystream.operator.k8s.external import ExternalAddresses, advertised_addresses, stale_services
-from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, PartitionView
+from tinystream.operator.k8s.model import ClusterSpec, OperatorContext, PartitionView, StorageVolume
 from tinystream.operator.k8s.rack import RACK_BINDING, binding_name
 from tinystream.operator.k8s.resources import (
     Names,
@@ -447,16 +447,25 @@ def plan_volumes(spec: ClusterSpec, observed: Observed, scale: Scale) -> Storage
         return changed
     if sts is not None and (sts.get("metadata") or {}).get("deletionTimestamp"):
         sts = None  # going already (hold_for_new_template waits): its template is not deleted twice
-    templates = template_sizes(sts) or {}
+    return plan_volume_sizes(volumes, claims=observed.claims, templates=template_sizes(sts) or {},
+                             storage_classes=observed.storage_classes, replicas=max(scale.replicas, spec.brokers),
+                             scaling=current is not None and current != spec.brokers, generation=spec.generation)
+
+
+def plan_volume_sizes(volumes: Sequence[StorageVolume], *, claims: Sequence[Claim], templates: Mapping[str, str],
+                      storage_classes: Mapping[str, StorageClassView], replicas: int, scaling: bool,
+                      generation: int, where: str = "spec.storage") -> StoragePlan:
+    """Each volume planned over its own claims and StorageClass (volume_expansion.plan_storage), then one plan:
+    the cluster's StatefulSet's (plan_volumes) or a node pool's (node_pools.plan_pool_storage, whose sizes
+    may come from `where`, the cluster's spec.storage)."""
     plans = []
     for volume in volumes:
-        claims = [c for c in observed.claims if c.volume == volume.claim]
-        class_name = next((c.storage_class for c in claims if c.storage_class), volume.storage_class)
+        mine = [c for c in claims if c.volume == volume.claim]
+        class_name = next((c.storage_class for c in mine if c.storage_class), volume.storage_class)
         plans.append((f"volume {volume.id}", plan_storage(
-            size=volume.size, claims=claims, replicas=max(scale.replicas, spec.brokers),
-            template_size=templates.get(volume.claim), storage_class=observed.storage_classes.get(class_name or ""),
-            class_name=class_name, scaling=current is not None and current != spec.brokers,
-            generation=spec.generation, field=volume.field)))
+            size=volume.size, claims=mine, replicas=replicas, template_size=templates.get(volume.claim),
+            storage_class=storage_classes.get(class_name or ""), class_name=class_name, scaling=scaling,
+            generation=generation, field=volume.field.replace("spec.storage", where, 1))))
     return combine(plans)
 
 
@@ -503,9 +512,13 @@ def wait_for_external_addresses(p: ClusterPass) -> Step:
     waiting = external_addresses(p.spec, p.observed, replicas=p.scale.replicas).waiting
     if not waiting:
         return Step()
-    return Step(end=End(p.scale.phase, ClusterReason.WAITING_FOR_EXTERNAL_ADDRESSES,
-                        f"external listeners: waiting for {', '.join(waiting[:3])}"
-                        + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else "")))
+    return Step(end=End(p.scale.phase, ClusterReason.WAITING_FOR_EXTERNAL_ADDRESSES, waiting_message(waiting)))
+
+
+def waiting_message(waiting: Sequence[str]) -> str:
+    """The WaitingForExternalAddresses message: the first three Services without an address, and a count."""
+    return (f"external listeners: waiting for {', '.join(waiting[:3])}"
+            + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""))
 
 
 def hold_scale_down(p: ClusterPass) -> Step:
@@ -648,8 +661,7 @@ def plan_with_pools(spec: ClusterSpec, observed: Observed, ctx: OperatorContext)
     waiting = external_addresses(spec, observed, replicas=0).waiting
     if waiting:
         return _plan(spec, observed, owned, End(Phase.CREATING, ClusterReason.WAITING_FOR_EXTERNAL_ADDRESSES,
-                                                f"external listeners: waiting for {', '.join(waiting[:3])}"
-                                                + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else "")))
+                                                waiting_message(waiting)))
     ready_count = sum(1 for p in observed.pods if p.ready)
     return _plan(spec, observed, owned, End(Phase.RUNNING, ClusterReason.NODE_POOLS,
                                             f"brokers run in node pools: {ready_count}/{len(observed.pods)} "

@@ -91,6 +91,19 @@ class Claim:
         return f"{self.name} requested {self.requested}, {held}{notes}"
 
 
+def claims_of(statefulset: str, pvcs: Sequence[Mapping[str, Any]], templates: Sequence[str]) -> tuple[Claim, ...]:
+    """`statefulset`'s data claims among `pvcs`: <template>-<statefulset>-<ordinal> for each of its claim
+    templates (data-... for the single volume, data-<id>-... with several)."""
+    prefixes = {f"{template}-{statefulset}-": template for template in templates}
+    found = []
+    for pvc in pvcs:
+        name = pvc["metadata"]["name"]
+        template = next((t for p, t in prefixes.items() if name.startswith(p) and name[len(p):].isdigit()), None)
+        if template is not None:
+            found.append(Claim.from_pvc(pvc, template))
+    return tuple(found)
+
+
 @dataclass(frozen=True, slots=True)
 class StorageClassView:
     name: str

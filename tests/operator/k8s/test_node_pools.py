@@ -30,10 +30,10 @@ from tinystream.operator.k8s.node_pools import (
     plan_pool_roll,
     pool_broker_pods,
     pool_brokers,
-    pool_claims,
     pool_cluster,
     pool_pod_ids,
     pool_statefulset,
+    statefulset_name,
     with_ca_markers,
 )
 from tinystream.operator.k8s.reconcile import (
@@ -47,7 +47,7 @@ from tinystream.operator.k8s.reconcile import (
     plan_cluster,
 )
 from tinystream.operator.k8s.resources import owned_objects
-from tinystream.operator.k8s.volume_expansion import ExpandClaim, StorageClassView
+from tinystream.operator.k8s.volume_expansion import ExpandClaim, StorageClassView, claims_of
 
 CTX = OperatorContext(broker_image="tinystream:0.1.0")  # the default image when the goldens were taken
 BEFORE_POOLS = {  # sha256 of json.dumps(owned_objects(...), sort_keys=True) on main before node pools
@@ -360,6 +360,11 @@ def pvc(name: str, size: str = "1Gi", *, storage_class: str = "fast") -> dict:
             "status": {"phase": "Bound", "capacity": {"storage": size}}}
 
 
+def pool_claims(pvcs, volumes):
+    """Pool a's claims as its pass reads them (volume_reader.read_storage)."""
+    return claims_of(statefulset_name("demo", "a"), pvcs, [v.claim for v in volumes])
+
+
 def grown(size: str = "2Gi", *, replicas: int = 2, current: int = 2, template: str = "1Gi", claims: str = "1Gi",
           expandable: bool = True, **meta):
     p = pool("a", replicas, ids=(0, 1), storage={"size": size, "storageClass": "fast"})
@@ -368,13 +373,13 @@ def grown(size: str = "2Gi", *, replicas: int = 2, current: int = 2, template: s
     sts["metadata"].update(meta)
     pvcs = [pvc(f"data-demo-a-{i}", claims) for i in range(current)] + [pvc("data-demo-b-0"), pvc("data-demo-a-x-0")]
     observed = PoolObserved(current=current, statefulset=sts, storage_classes={"fast": StorageClassView("fast", expandable)},
-                            claims=pool_claims("demo", "a", pvcs, pool_cluster(cluster(), p).storage_volumes))
+                            claims=pool_claims(pvcs, pool_cluster(cluster(), p).storage_volumes))
     return plan_pool(cluster(), p, observed, ctx=CTX)
 
 
 def test_only_the_pools_own_claims_are_its_claims():
     pvcs = [pvc("data-demo-a-0"), pvc("data-demo-a-1"), pvc("data-demo-b-0"), pvc("data-demo-a-x-0")]
-    found = pool_claims("demo", "a", pvcs, pool_cluster(cluster(), pool("a")).storage_volumes)
+    found = pool_claims(pvcs, pool_cluster(cluster(), pool("a")).storage_volumes)
     assert [(c.name, c.ordinal) for c in found] == [("data-demo-a-0", 0), ("data-demo-a-1", 1)]
 
 
