@@ -10,6 +10,17 @@ CLUSTER = "demo"
 TOPIC = "orders"
 
 
+# Every opt-out of the secure default, each explicit: the clients of this suite are plaintext and anonymous
+# (test_kind_secured.py runs a cluster on the defaults). Spec fields, indented for a cluster's spec.
+OPEN = """  listeners:
+    tls: false
+    authentication:
+      type: none
+  authorization:
+    type: none
+"""
+
+
 def cluster(*, brokers: int = 3, image: str | None = None) -> str:
     """None: the brokers run the operator's image (the chart's), and an operator upgrade rolls them."""
     pinned = f"\n  image: {image}" if image else ""
@@ -27,15 +38,7 @@ spec:
     deleteClaim: true
   rack:
     topologyKey: topology.kubernetes.io/zone
-  # Every opt-out of the secure default, each explicit: the clients of this suite are plaintext and
-  # anonymous (test_kind_secured.py runs a cluster on the defaults).
-  listeners:
-    tls: false
-    authentication:
-      type: none
-  authorization:
-    type: none
-  config:
+{OPEN}  config:
     offsets.topic.replication.factor: 3
     default.replication.factor: 3
     min.insync.replicas: 2
@@ -291,13 +294,7 @@ spec:
   storage:
     size: 1Gi
     deleteClaim: true
-  listeners:
-    tls: false
-    authentication:
-      type: none
-  authorization:
-    type: none
-  config:
+{OPEN}  config:
     offsets.topic.replication.factor: 2
     default.replication.factor: 2
 ---
