@@ -259,12 +259,14 @@ func brokerConfigs(ctx context.Context, adm *kadm.Client, r *report, broker int3
 		return map[string]string{}, nil
 	}
 	// As with quotas, the broker may answer from before the alteration reached it: read until it shows.
+	// Both the source and the value: Kafka 4.3.1 was seen (under load) answering a deleted config with
+	// source DEFAULT_CONFIG but the deleted value for a while, its synonyms updated before its config.
 	read := func(dynamic bool) (map[string]string, error) {
 		var got map[string]string
 		var err error
-		for i := 0; i < 40; i++ {
+		for i := 0; i < 120; i++ {
 			got, err = readOnce()
-			if err == nil && (got["source"] == "DYNAMIC_BROKER_CONFIG") == dynamic {
+			if err == nil && (got["source"] == "DYNAMIC_BROKER_CONFIG") == dynamic && (got["value"] == value) == dynamic {
 				break
 			}
 			time.Sleep(250 * time.Millisecond)
