@@ -274,10 +274,11 @@ class ControllerClient:
         return RegisterReply(**data)
 
     async def heartbeat(self, broker_id: int, *, broker_epoch: int, metadata_version: int,
-                        want_fence: bool = False) -> HeartbeatReply:
+                        want_fence: bool = False, timeout_s: float | None = None) -> HeartbeatReply:
+        """`timeout_s` (default: the client's) bounds this call: a broker keeps it well under its session."""
         data = await self._call("POST", f"/v1/brokers/{broker_id}/heartbeat", {
             "broker_epoch": broker_epoch, "metadata_version": metadata_version, "want_fence": want_fence,
-        })
+        }, timeout_s=timeout_s)
         return HeartbeatReply(**data)
 
     async def drain_broker(self, broker_id: int) -> BrokerChangeReply:
@@ -299,14 +300,18 @@ class ControllerClient:
 
     # -- metadata --------------------------------------------------------------
 
-    async def metadata(self, *, since: int | None = None, wait_ms: int = 0) -> MetadataReply:
-        """The image; with `since`, only if newer, waiting up to `wait_ms` for one (long poll)."""
+    async def metadata(self, *, since: int | None = None, wait_ms: int = 0,
+                       timeout_s: float | None = None) -> MetadataReply:
+        """The image; with `since`, only if newer, waiting up to `wait_ms` for one (long poll).
+
+        `timeout_s` (default: the client's) is on top of `wait_ms`."""
         params: dict[str, str] = {}
         if since is not None:
             params["since"] = str(since)
             if wait_ms:
                 params["wait_ms"] = str(wait_ms)
-        data = await self._call("GET", "/v1/metadata", None, params=params, extra_timeout_s=wait_ms / 1000)
+        data = await self._call("GET", "/v1/metadata", None, params=params, timeout_s=timeout_s,
+                                extra_timeout_s=wait_ms / 1000)
         if data.get("unchanged"):
             return MetadataReply(version=data["version"], image=None)
         return MetadataReply(version=data["version"], image=data)
@@ -459,13 +464,13 @@ class ControllerClient:
         return self._session
 
     async def _call(self, method: str, path: str, body: Any, *, params: Mapping[str, str] | None = None,
-                    extra_timeout_s: float = 0.0) -> Any:
+                    timeout_s: float | None = None, extra_timeout_s: float = 0.0) -> Any:
         url = self.base_url + path
         data = None if body is None else orjson.dumps(body)
         token = self._token() if callable(self._token) else self._token
         auth = {"Authorization": f"Bearer {token}"} if token else {}
         headers = {**auth, **({"Content-Type": "application/json"} if data is not None else {})}
-        timeout = aiohttp.ClientTimeout(total=self.timeout_s + extra_timeout_s)
+        timeout = aiohttp.ClientTimeout(total=(self.timeout_s if timeout_s is None else timeout_s) + extra_timeout_s)
         try:
             async with self._client().request(method, url, data=data, headers=headers, params=params,
                                               timeout=timeout, ssl=self._ssl) as response:

@@ -54,6 +54,19 @@ RETRY_S = 0.2
 SETTLED_REFUSALS = frozenset({"INVALID_REQUEST", "INELIGIBLE_REPLICA", "UNKNOWN_TOPIC_OR_PARTITION"})
 #: How long an admin request waits for its change to reach this broker's image.
 ADMIN_WAIT_S = 10.0
+#: The controller's session until it tells us its own (broker.session.timeout.ms's default).
+DEFAULT_SESSION_TIMEOUT_MS = 9000
+
+
+def heartbeat_timeout_s(session_timeout_ms: int) -> float:
+    """How long one heartbeat (or metadata) call may take: a third of the session, at least 0.5 s.
+
+    Heartbeats go one at a time, so a call that hangs holds back the next. A connection that went silent
+    (the controller's pod gone without a reset, its keep-alive connection still pooled here) hangs until
+    the call's timeout: longer than the session, and the controller that took over fences this broker.
+    Within a third, the next heartbeat (on a new connection) still lands inside the session.
+    """
+    return max(session_timeout_ms / 3000, 0.5)
 
 
 class ControllerSession:
@@ -89,6 +102,7 @@ class ControllerSession:
         self.broker_id = settings.broker_id
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
+        self.session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS  # the controller's, from each registration
         self._applied = asyncio.Condition()
         self._tasks: list[asyncio.Task[Any]] = []
         self._altering: set[TopicPartition] = set()
@@ -158,6 +172,7 @@ class ControllerSession:
                                for a in local.listeners],
                 )
                 self.broker_epoch = reply.broker_epoch
+                self.session_timeout_ms = reply.session_timeout_ms
                 log.info("broker %d registered with the controller, epoch %d", self.broker_id, self.broker_epoch)
                 if self._joined and reply.cluster_id != self.cluster.cluster_id:
                     self._fail(reply.cluster_id)
@@ -183,7 +198,8 @@ class ControllerSession:
     async def _heartbeat(self) -> None:
         try:
             reply = await self.controller.heartbeat(
-                self.broker_id, broker_epoch=self.broker_epoch, metadata_version=self.version
+                self.broker_id, broker_epoch=self.broker_epoch, metadata_version=self.version,
+                timeout_s=heartbeat_timeout_s(self.session_timeout_ms),
             )
         except ControllerRefused as exc:
             if exc.error in REREGISTER_ERRORS:
@@ -203,8 +219,9 @@ class ControllerSession:
                 log.debug("heartbeat failed: %s", exc)
 
     async def pull(self, *, wait_ms: int) -> None:
-        """Fetch and apply a newer image, waiting up to `wait_ms` for one."""
-        reply = await self.controller.metadata(since=self.version, wait_ms=wait_ms)
+        """Fetch and apply a newer image, waiting up to `wait_ms` for one (the call bounded as a heartbeat)."""
+        reply = await self.controller.metadata(since=self.version, wait_ms=wait_ms,
+                                               timeout_s=heartbeat_timeout_s(self.session_timeout_ms))
         if reply.image is not None and reply.version > self.version:
             await self._apply(reply.image)
 

@@ -442,12 +442,11 @@ def test_helm_upgrade_from_the_previous_chart_under_an_acks_all_writer(kube):
     measure("helm upgrade -> 3 brokers rolled (the operator restarted mid-roll)", f"{time.monotonic() - start:.0f} s")
     writer.join()
     assert max_down <= 1  # never two brokers down at once
-    # Held until the operator restarts. The restart (the controller lives in the operator) can fence brokers
-    # whose sessions it has not seen yet, and ISRs shrink to their leader for a moment: found here, not
-    # fixed yet (issue note); measured, and nothing acknowledged may be lost across it (below).
-    before = seen[:restarted_at[0]] if restarted_at else seen
-    assert before and min(before) >= MIN_ISR, f"ISR fell below min.insync.replicas={MIN_ISR}: {sorted(set(before))}"
-    measure("helm upgrade: smallest ISR after the operator's restart", str(min(seen[len(before):], default="-")))
+    # Across the operator's restart too: the stopping operator stands down at SIGTERM (hand_over.py), so no
+    # broker goes on heartbeating it while the new one's sessions run out (before: ISRs down to 1 for ~2 s).
+    after_restart = seen[restarted_at[0]:] if restarted_at else []
+    measure("helm upgrade: smallest ISR after the operator's restart", str(min(after_restart, default="-")))
+    assert seen and min(seen) >= MIN_ISR, f"ISR fell below min.insync.replicas={MIN_ISR}: {sorted(set(seen))}"
     assert sorted(consume_all(kube)) == sorted(MESSAGES)
     writer.check_nothing_lost(kube, "helm upgrade")
     measure("helm upgrade: longest time without an ack", f"{writer.longest_stall():.1f} s")

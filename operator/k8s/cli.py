@@ -169,7 +169,7 @@ def operator(log_level: str | None, peering: bool) -> None:
     deps = Deps(connect=default_connect, ctx=ctx, crds_dir=_crds_dir(), controller=controller,
                 health_interval_s=float(getattr(settings, "reconcile_interval_s", 10)), metrics=metrics,
                 user_secret_interval_s=float(settings.user_secret_interval_s),
-                dashboard=dashboard, master_secret=master)
+                dashboard=dashboard, master_secret=master, stop_flag=asyncio.Event())
     health_port = int(os.environ.get("TINYSTREAM_OPERATOR_HEALTH_PORT", "8081"))
     kopf.run(
         registry=make_registry(deps),
@@ -179,4 +179,5 @@ def operator(log_level: str | None, peering: bool) -> None:
         peering_name=os.environ.get("TINYSTREAM_PEERING_NAME") or None,
         priority=peering_priority(os.environ),
         liveness_endpoint=f"http://0.0.0.0:{health_port}/healthz",
+        stop_flag=deps.stop_flag,  # set at SIGTERM once the controller API stood down (hand_over.py)
     )

@@ -136,6 +136,7 @@ class OperatorController:
         self._secrets: dict[ClusterKey, str] = {}  # signs each open cluster's API tokens
         self._drivers: dict[ClusterKey, asyncio.Task[None]] = {}
         self._opening: dict[ClusterKey, asyncio.Lock] = {}
+        self._standing_down = False  # told to stop (stand_down): no cluster is served or opened again
         # GET /metrics on the controller port: every open cluster's image series, labelled namespace/cluster.
         self.metrics = metrics
         if metrics is not None:
@@ -184,6 +185,21 @@ class OperatorController:
         """How the operator's own dashboard verifies this API (None: plain HTTP)."""
         return self.tls.client_context() if self.tls is not None else None
 
+    def stand_down(self) -> None:
+        """Stop being every cluster's controller now; `stop` (kopf's clean-up, seconds later) frees the rest.
+
+        Synchronous, for a signal handler (hand_over.py): the drivers make no more decisions, every
+        service refuses changes and releases its long-polls, and every call is answered NOT_CONTROLLER
+        with its connection closed (http_api), so a broker's next call reaches the operator that took over.
+        """
+        self._standing_down = True
+        for driver in self._drivers.values():
+            driver.cancel()
+        for service in self._services.values():
+            service.begin_close()
+        log.info("controller API standing down: %d cluster(s) answered NOT_CONTROLLER from now on",
+                 len(self._services))
+
     async def stop(self) -> None:
         if self._renewals is not None:
             self._renewals.cancel()
@@ -218,10 +234,10 @@ class OperatorController:
         await service.close()
 
     def _lookup(self, namespace: str, name: str) -> ControllerService | None:
-        return self._services.get(ClusterKey(namespace, name))
+        return None if self._standing_down else self._services.get(ClusterKey(namespace, name))
 
     def _secret(self, namespace: str, name: str) -> str | None:
-        return self._secrets.get(ClusterKey(namespace, name))
+        return None if self._standing_down else self._secrets.get(ClusterKey(namespace, name))
 
     def admin_token(self, cluster: ClusterKey) -> str | None:
         """A token for the cluster's API as admin (the operator's own dashboard), once its service is open."""
@@ -248,6 +264,8 @@ class OperatorController:
             return service
         if self._client is None:
             raise ControllerUnavailable("the operator has not started its controller API yet")
+        if self._standing_down:
+            raise ControllerUnavailable("the operator is stopping: it serves no cluster's controller")
         lock = self._opening.setdefault(cluster, asyncio.Lock())
         async with lock:
             service = self._services.get(cluster)

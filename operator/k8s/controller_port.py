@@ -68,6 +68,9 @@ class ControllerPort(Protocol):
     async def stop(self) -> None:
         """Operator shutdown: stop serving, close every cluster's controller."""
 
+    def stand_down(self) -> None:
+        """Told to stop (a signal handler): stop acting as any cluster's controller now; `stop` follows."""
+
     async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:
         """Broker ids the controller knows (registered at least once), or None without a view."""
 
@@ -130,6 +133,9 @@ class UnattachedController:
         return None
 
     async def stop(self) -> None:
+        return None
+
+    def stand_down(self) -> None:
         return None
 
     async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:

@@ -6,6 +6,7 @@ without importing another handler module (no import cycle between them).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,9 @@ class Deps:
     # Where the operator reaches a cluster's schema registry (TinyStreamSchema); None: its Service
     # (schema_registry.registry_url). Tests point it at a registry process of their own.
     registry_url: Callable[[ClusterSpec], str] | None = None
+    # kopf's stop flag (cli.py passes it to kopf.run): set by hand_over.py's SIGTERM handler once the
+    # controller has stood down. None: kopf's own signal handling (tests that run kopf in a thread).
+    stop_flag: asyncio.Event | None = None
     schema_interval_s: float = 60.0  # how often a TinyStreamSchema is registered again (drift in the registry)
 
     def kube(self) -> KubeClient:

@@ -3,7 +3,8 @@
 Start-up sets kopf's persistence to tinystream.io annotations (not status,
 so the structural schemas need no kopf fields), watches broker pods only,
 logs in, upgrades the installed CRDs, then starts the controller core's host
-and the dashboard. Clean-up stops them in the reverse order.
+(which stands down at SIGTERM, hand_over.py) and the dashboard. Clean-up stops
+them in the reverse order.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import kopf
 
+from tinystream.operator.k8s import hand_over
 from tinystream.operator.k8s.api import KubeClient
 from tinystream.operator.k8s.crds import bundled_crds, upgrade_crds
 from tinystream.operator.k8s.deps import Deps
@@ -44,6 +46,8 @@ def register(registry: kopf.OperatorRegistry, deps: Deps) -> None:
         if deps.crds_dir is not None:
             await upgrade_crds(deps.client, bundled_crds(deps.crds_dir), logger)
         await deps.controller.start(deps.client)
+        if deps.stop_flag is not None and not hand_over.install(deps.controller, deps.stop_flag):
+            logger.warning("not the main thread: on SIGTERM the controller API stops only at kopf's clean-up")
         if deps.dashboard is not None:
             await deps.dashboard.start(deps.client)  # best effort: a taken port is logged, not fatal
 

@@ -211,7 +211,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as exc:
-        return reply(exc.body(), status=exc.status)
+        response = reply(exc.body(), status=exc.status)
+        if exc.status == 503:  # retry later: on a new connection, which may reach the controller that took over
+            response.force_close()
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

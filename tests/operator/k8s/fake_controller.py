@@ -62,6 +62,9 @@ class FakeController:
     async def stop(self) -> None:
         return None
 
+    def stand_down(self) -> None:
+        return None
+
     async def registered(self, cluster: ClusterKey) -> frozenset[int] | None:
         return None
 

@@ -14,6 +14,7 @@ from k8s_requirements import require
 
 require('yaml', 'kopf', 'kmock')
 
+import asyncio
 import base64
 import contextlib
 import socket
@@ -250,6 +251,37 @@ async def test_operator_restart_resumes_the_core_from_status(server, api, tmp_pa
         assert after.topic("orders").topic_id == before.topic("orders").topic_id
         assert after.version >= before.version
         assert 0 in after.brokers  # the registration survived the restart
+
+
+async def test_a_controller_told_to_stop_answers_not_controller_and_closes_connections(server, api, tmp_path):
+    """SIGTERM's first step (hand_over.py): from `stand_down` on, a kept-alive connection gets
+    NOT_CONTROLLER and is closed (the broker's next call goes to the replacement behind the Service), and
+    the old controller decides nothing more: its image stays as it was while its broker keeps calling."""
+    controller = new_controller()
+    async with running_operator(str(server.url), controller=controller):
+        await api.create(TS, "tinystreamclusters", CLUSTER)
+        await api.wait_for(TS, "tinystreamclusters", "demo",
+                           lambda o: ((o or {}).get("status") or {}).get("controller") and controller.service(KEY))
+        async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)):
+            service = controller.service(KEY)
+            await wait_until_async(lambda: 0 in service.image.brokers and not service.image.brokers[0].fenced,
+                                   timeout=15, what="broker 0 registered")
+            admin = {"Authorization": f"Bearer {controller.admin_token(KEY)}"}
+            url = controller.cluster_url(KEY) + "/v1/metadata"
+            async with aiohttp.ClientSession() as http:
+                async with http.get(url, headers=admin) as answered:
+                    assert answered.status == 200
+                    await answered.read()
+                driver = controller._drivers[KEY]  # the operator's loop (kopf runs in a thread here)
+                driver.get_loop().call_soon_threadsafe(controller.stand_down)
+                await wait_until_async(driver.done, timeout=5, what="the driver loop stopped")
+                version = service.image.version
+                async with http.get(url, headers=admin) as refused:  # on the same kept-alive connection
+                    body = await refused.json()
+                    assert refused.status == 503 and body["error"] == "NOT_CONTROLLER", body
+                    assert refused.headers.get("Connection", "").lower() == "close"
+                await asyncio.sleep(1.0)  # five heartbeats of the broker's, five driver ticks
+                assert service.image.version == version
 
 
 async def test_a_rebalance_resource_runs_on_the_core(server, api, tmp_path):
