@@ -39,8 +39,7 @@ $(VENV)/.tools: $(VENV)/.installed
 	-@bash tools/install-clients.sh
 	-@bash tools/install-kafka-jars.sh
 	-@bash tools/install-helm.sh
-	-@bash tools/install-kadmcheck.sh
-	-@bash tools/install-franzbench.sh
+	-@bash tools/install-go-programs.sh
 	-@bash tools/install-browser.sh
 	-@bash tools/install-docker.sh
 	-@bash tools/k8s/build-binaries.sh $(K8S_FAST_TIER)

@@ -61,10 +61,10 @@ def test_the_result_is_the_last_json_line() -> None:
 
 def test_a_missing_binary_is_named_with_its_install_step(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TINYSTREAM_GO_TOOLS", str(tmp_path))
-    with pytest.raises(PeerUnavailable, match="install-franzbench.sh"):
+    with pytest.raises(PeerUnavailable, match="install-go-programs.sh"):
         franz_client.franz_binary()
     result = CliRunner().invoke(cli, ["bench", "compare", "--client", "franz", "--cells", "consume"])
-    assert result.exit_code == 2 and "install-franzbench.sh" in result.output
+    assert result.exit_code == 2 and "install-go-programs.sh" in result.output
 
 
 def _needs_franzbench_and_kafka() -> None:

@@ -1,6 +1,6 @@
 """franz-go's admin client (kadm) against a 3-broker TinyStream and a 3-node Apache Kafka, same assertions.
 
-kadmcheck (tests/compat/go/kadmcheck, built by tools/install-kadmcheck.sh) runs one sequence of kadm
+kadmcheck (tests/compat/go/kadmcheck, built by tools/install-go-programs.sh) runs one sequence of kadm
 calls against a bootstrap address and prints, per call, Kafka's error name ("" when it worked) and what
 it read back: ListBrokers and BrokerMetadata; CreateTopic (2 partitions, RF 2); AlterPartitionAssignments
 reversing partition 0's two replicas, then ListPartitionReassignments; ElectLeaders (preferred), which
@@ -36,7 +36,7 @@ def kadmcheck_binary() -> Path:
     folder = Path(os.environ.get("TINYSTREAM_GO_TOOLS", ROOT / ".cache" / "go-tools"))
     binary = folder / "kadmcheck"
     if not binary.is_file():
-        pytest.skip(f"kadmcheck not built in {folder}: run tools/install-kadmcheck.sh")
+        pytest.skip(f"kadmcheck not built in {folder}: run tools/install-go-programs.sh kadmcheck")
     return binary
 
 

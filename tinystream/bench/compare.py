@@ -155,7 +155,7 @@ def _percentiles(latency_ms: dict[str, float]) -> str:
 @click.option("--partitions", default=6, show_default=True, type=click.IntRange(1))
 @click.option("--client", type=click.Choice(["java", "raw", "confluent", "franz"]), default="java", show_default=True,
               help="java: Kafka's ProducerPerformance / ConsumerPerformance; raw: ours; confluent: librdkafka; "
-                   "franz: franz-go (tools/install-franzbench.sh).")
+                   "franz: franz-go (tools/install-go-programs.sh).")
 @click.option("--replicated-records", default=1_000_000, show_default=True, type=click.IntRange(1),
               help="replicated cell: records per run (produced and consumed at the same time).")
 @click.option("--latency-rate", default=20_000, show_default=True, type=click.IntRange(1),

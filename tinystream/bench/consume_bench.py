@@ -11,7 +11,7 @@ per-fetch latency percentiles, with a progress line each second.
 The default client is a raw Fetch loop that counts records from the batch
 headers (consume_workloads.py); `--client confluent` uses librdkafka and
 `--client java` Kafka's ConsumerPerformance, `--client franz` franz-go's kgo
-(franzbench, tools/install-franzbench.sh). `--security PROTOCOL` (confluent
+(franzbench, tools/install-go-programs.sh). `--security PROTOCOL` (confluent
 client; java or franz for SSL alone) reads over a listener with that protocol in pairs
 with PLAINTEXT (security_bench.py).
 """

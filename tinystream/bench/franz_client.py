@@ -1,6 +1,6 @@
 """franzbench, franz-go's kgo client as a load generator (`--client franz` of bench consume / produce / compare).
 
-tests/compat/go/franzbench (built by tools/install-franzbench.sh into .cache/go-tools, franz-go pinned in
+tests/compat/go/franzbench (built by tools/install-go-programs.sh into .cache/go-tools, franz-go pinned in
 its go.mod) consumes or produces N records with one kgo client and prints one JSON line. A Go client
 decodes records on several goroutines and keeps a Fetch in flight per broker, so unlike the one-thread
 Java ConsumerPerformance it is not the first thing to saturate on a consume. This module only builds
@@ -21,7 +21,7 @@ from tinystream.testing.peers import PeerUnavailable
 from tinystream.testing.peers.apache_kafka import REPO_ROOT
 
 FRANZ_GO_VERSION = "v1.22.3"  # tests/compat/go/franzbench/go.mod
-INSTALL_HINT = "run tools/install-franzbench.sh (needs Go 1.26+ and the Go module proxy)"
+INSTALL_HINT = "run tools/install-go-programs.sh franzbench (needs Go 1.26+ and the Go module proxy)"
 
 
 def franz_binary() -> Path:
