@@ -46,6 +46,7 @@ from tinystream.operator.k8s.reconcile import (
     ClusterPass,
     DeletePod,
     DrainBrokers,
+    EndScaleDownDrain,
     MoveLeadership,
     Observed,
     Phase,
@@ -148,6 +149,17 @@ def pool_pod_ids(cluster: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, 
         if pool.cluster == cluster:
             found.update(pod_ids(cluster, pool, pool.node_ids))
     return found
+
+
+def pool_members(cluster: str, pools: Sequence[Mapping[str, Any]]) -> frozenset[int]:
+    """The broker ids `cluster`'s pools keep: each pool's status.nodeIds up to its spec.replicas (the ids past
+    it are leaving, drained by the pool's scale-down). What a TinyStreamRebalance may place replicas on."""
+    found: set[int] = set()
+    for body in pools:
+        pool = PoolSpec.from_resource(body)
+        if pool.cluster == cluster:
+            found.update(pool.node_ids[:pool.replicas])
+    return frozenset(found)
 
 
 def other_pools(pools: Sequence[Mapping[str, Any]], *, uid: str) -> tuple[frozenset[int], int]:
@@ -310,6 +322,7 @@ class PoolPlan:
     expand: tuple[ExpandClaim, ...] = ()  # claims to grow (plan_pool_storage)
     recreate: bool = False  # delete the StatefulSet orphaning its pods; the next pass makes it again
     storage: Condition | None = None  # the StorageResized condition; None: no StatefulSet to compare with
+    undrain: EndScaleDownDrain | None = None  # the ids the pool keeps: a drain left by an earlier removal ends
 
     @property
     def waiting(self) -> bool:
@@ -387,9 +400,13 @@ def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, observed: PoolObserve
             expand=storage.expand, recreate=True, storage=condition)
     objects = (config, pool_statefulset(cluster, pool, ctx, replicas=pool.replicas, config=observed.config))
     verb = "creating" if current is None else ("scaling up to" if pool.replicas > current else "running")
+    # An id a scale-down removed (of this pool or another) keeps its lasting drain in the controller, which
+    # a restart does not end: given out again, or kept by a scale-down undone, it would receive no replica
+    # (rebalance, new topics). A pool not shrinking keeps all its ids: none of them stays drained.
     return PoolPlan(objects, None, ids, pool.replicas, ready(
         True, PoolReason.READY, f"{verb} {pool.replicas} broker(s), ids {list(ids)}", generation=pool.generation),
-        expand=storage.expand if storage is not None else (), storage=condition)
+        expand=storage.expand if storage is not None else (), storage=condition,
+        undrain=EndScaleDownDrain(ids[:pool.replicas]) if pool.replicas else None)
 
 
 def plan_pool_storage(cluster: ClusterSpec, pool: PoolSpec, observed: PoolObserved) -> StoragePlan | None:

@@ -188,6 +188,14 @@ class Rebalance:
 
 
 @dataclass(frozen=True, slots=True)
+class EndScaleDownDrain:
+    """Brokers a node pool holds again (an id a pool scale-down removed, given out anew): the scale-down's
+    lasting drain, which a restart keeps, ends; ids not drained that way are left as they are."""
+
+    broker_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class EndRollDrain:
     """A broker drained for a restart that no roll will restart any more (the template went back)."""
 

@@ -31,6 +31,7 @@ from tinystream.operator.k8s.node_pools import (
     pool_broker_pods,
     pool_brokers,
     pool_cluster,
+    pool_members,
     pool_pod_ids,
     pool_statefulset,
     statefulset_name,
@@ -42,6 +43,7 @@ from tinystream.operator.k8s.reconcile import (
     Delete,
     DeletePod,
     DrainBrokers,
+    EndScaleDownDrain,
     MoveLeadership,
     Observed,
     plan_cluster,
@@ -247,6 +249,31 @@ def test_a_scale_down_that_would_leave_too_few_brokers_for_a_partition_is_blocke
     assert blocked.condition.reason == PoolReason.SCALE_DOWN_BLOCKED.value and blocked.drain is None
     assert "3 replicas" in blocked.condition.message and "keep 2 broker(s)" in blocked.condition.message
     assert plan(p, current=3, other_brokers=2, partitions=parts([0, 1, 2])).drain == DrainBrokers((1, 2))
+
+
+def test_a_pool_not_shrinking_ends_any_scale_down_drain_left_on_its_ids():
+    """An id a scale-down removed keeps the controller's lasting drain; given out again (here 5, once pool
+    b's), or kept by a scale-down undone, it must receive replicas: every pass not shrinking says so."""
+    grown = plan(pool("a", 4, ids=(0, 1, 2)), current=3, taken={3, 4})
+    assert grown.undrain == EndScaleDownDrain((0, 1, 2, 5))
+    undone = plan(pool("a", 3, ids=(0, 4, 5)), current=3)  # replicas back to 3 while 4 and 5 drained
+    assert undone.undrain == EndScaleDownDrain((0, 4, 5))
+    p = pool("a", 1, ids=(0, 4, 5))
+    assert plan(p, current=3, partitions=parts([0, 5])).undrain is None  # draining 4 and 5
+    assert plan(p, current=3, partitions=parts([0, 1])).undrain is None  # shrinking: 4 and 5 leave drained
+    assert plan(pool("a", 0, ids=()), current=0).undrain is None
+
+
+def test_a_rebalance_may_place_replicas_on_the_ids_the_pools_keep():
+    pools = [{"metadata": {"name": "a", "labels": {"tinystream.io/cluster": "demo"}},
+              "spec": {"replicas": 3}, "status": {"nodeIds": [0, 1, 2]}},
+             {"metadata": {"name": "b", "labels": {"tinystream.io/cluster": "demo"}},  # shrinking: 4 leaves
+              "spec": {"replicas": 1}, "status": {"nodeIds": [3, 4]}},
+             {"metadata": {"name": "c", "labels": {"tinystream.io/cluster": "demo"}},  # growing: 6 not given yet
+              "spec": {"replicas": 2}, "status": {"nodeIds": [5]}},
+             {"metadata": {"name": "x", "labels": {"tinystream.io/cluster": "other"}},
+              "spec": {"replicas": 1}, "status": {"nodeIds": [9]}}]
+    assert pool_members("demo", pools) == {0, 1, 2, 3, 5}
 
 
 def test_other_pools_count_ids_and_their_smaller_size():
