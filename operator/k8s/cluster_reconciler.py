@@ -372,6 +372,10 @@ class ClusterReconciler:
             current = await client.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], spec.namespace)
             if current is not None:
                 objects[(obj["kind"], obj["metadata"]["name"])] = current
+        if spec.node_pools:  # the brokers' StatefulSet from before pools, which pool `broker` adopts
+            sts = await client.get("apps/v1", "StatefulSet", Names.of(spec).statefulset, spec.namespace)
+            if sts is not None:
+                objects[("StatefulSet", Names.of(spec).statefulset)] = sts
         for service in await self._external_services(spec):  # those of a removed listener too, to delete
             objects[("Service", service["metadata"]["name"])] = service
         if not spec.rack_topology_key:  # spec.rack removed: its binding goes (plan_owned_objects)

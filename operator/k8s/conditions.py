@@ -38,6 +38,7 @@ class ClusterReason(str, enum.Enum):
     RESIZING_STORAGE = "ResizingStorage"  # the StatefulSet is re-created for a larger claim template
     VOLUMES_CHANGED = "VolumesChanged"  # spec.storage.volumes added or removed on a running cluster: refused
     NODE_POOLS = "NodePools"  # tinystream.io/node-pools: enabled: the brokers are the TinyStreamNodePools'
+    BROKERS_NOT_ADOPTED = "BrokersNotAdopted"  # pools enabled, <cluster>-broker still runs, no pool broker has it
 
 
 class StorageReason(str, enum.Enum):
@@ -100,7 +101,7 @@ class PoolReason(str, enum.Enum):
     READY = "PoolReady"
     CLUSTER_NOT_FOUND = "ClusterNotFound"  # no cluster of the tinystream.io/cluster label (or no label)
     NODE_POOLS_NOT_ENABLED = "NodePoolsNotEnabled"  # the cluster lacks tinystream.io/node-pools: enabled
-    UNSUPPORTED = "NodePoolsUnsupported"  # a pool named broker: <cluster>-broker-<n> are the cluster's own pods
+    ADOPTION_REFUSED = "AdoptionRefused"  # pool broker cannot take over the cluster's own StatefulSet (why)
     NODE_IDS_EXHAUSTED = "NodeIdsExhausted"  # next-node-ids unreadable, or no free id left in it
     SCALING_DOWN = "ScalingDown"
     SCALE_DOWN_DRAINING = "ScaleDownDraining"

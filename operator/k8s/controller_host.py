@@ -50,7 +50,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -88,7 +88,15 @@ from tinystream.operator.k8s.controller_secret import SecretSource, broker_admin
 from tinystream.operator.k8s.controller_tls import ControllerTLS
 from tinystream.operator.k8s.errors import KubeApiError
 from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, ClusterSpec
-from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
+from tinystream.operator.k8s.reconcile import (
+    BrokerDown,
+    DrainBrokers,
+    EndRollDrain,
+    EndScaleDownDrain,
+    MoveLeadership,
+    PartitionView,
+    Rebalance,
+)
 from tinystream.operator.k8s.status_store import ClusterStatusStore
 from tinystream.operator.k8s.topics import AlterConfig, ChangeReplicationFactor, GrowPartitions, TopicAction, TopicView
 from tinystream.operator.k8s.topics import CreateTopic as CreateTopicAction
@@ -440,6 +448,12 @@ class OperatorController:
                 record = service.image.broker(action.broker_id)
                 if record is not None and record.drained_until_restart:
                     await self._submit(service, UndrainBroker(broker_id=action.broker_id))
+            elif isinstance(action, EndScaleDownDrain):
+                for broker_id in action.broker_ids:
+                    record = service.image.broker(broker_id)
+                    if record is not None and record.drained and not record.drained_until_restart:
+                        log.info("%s: broker %d is a pool's again: its scale-down drain ends", cluster, broker_id)
+                        await self._submit(service, UndrainBroker(broker_id=broker_id))
             elif isinstance(action, BrokerDown):
                 record = service.image.broker(action.broker_id)
                 if record is not None and not record.fenced:
@@ -448,10 +462,11 @@ class OperatorController:
 
     # -- rebalance (TinyStreamRebalance; the same steps as the local API's /v1/rebalance/*) ---------------
 
-    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
+    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int], *,
+                                 members: Collection[int] | None = None) -> dict[str, Any]:
         service = await self.attach(cluster)
         try:
-            return (await rebalancing.proposal(service, mode, brokers, {})).to_dict()
+            return (await rebalancing.proposal(service, mode, brokers, {}, members=members)).to_dict()
         except ValueError as exc:
             raise ControllerRefused("INVALID_REQUEST", str(exc)) from exc
         except PlacementError as exc:

@@ -16,13 +16,21 @@ which the Topic's Ready condition reports as such.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tinystream.operator.controller.image import AclRecord, ClientQuotaRecord, ScramCredentialRecord
 from tinystream.operator.k8s.model import ClusterSpec
-from tinystream.operator.k8s.reconcile import BrokerDown, DrainBrokers, EndRollDrain, MoveLeadership, PartitionView, Rebalance
+from tinystream.operator.k8s.reconcile import (
+    BrokerDown,
+    DrainBrokers,
+    EndRollDrain,
+    EndScaleDownDrain,
+    MoveLeadership,
+    PartitionView,
+    Rebalance,
+)
 from tinystream.operator.k8s.topics import TopicAction, TopicView
 from tinystream.operator.k8s.users import UserAccessPlan
 
@@ -49,7 +57,7 @@ class ControllerRefused(Exception):
         self.message = message
 
 
-BrokerAction = MoveLeadership | DrainBrokers | Rebalance | BrokerDown | EndRollDrain
+BrokerAction = MoveLeadership | DrainBrokers | Rebalance | BrokerDown | EndRollDrain | EndScaleDownDrain
 RebalanceMoves = Mapping[tuple[str, int], tuple[int, ...]]
 
 
@@ -107,9 +115,12 @@ class ControllerPort(Protocol):
     async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
         """Create and delete ACLs, set and remove credentials and quotas, as one TinyStreamUser's plan says."""
 
-    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
+    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int], *,
+                                 members: Collection[int] | None = None) -> dict[str, Any]:
         """A rebalance proposal (Proposal.to_dict()) on the cluster's image, partition sizes unknown (0 bytes);
-        raises ControllerUnavailable or ControllerRefused (a mode or broker list no plan can meet)."""
+        `members` (node pools: the ids the pools keep) limits the brokers that receive replicas, None: every
+        registered one; raises ControllerUnavailable or ControllerRefused (a mode or broker list no plan can
+        meet)."""
 
     async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves, *,
                               throttle: int | None = None) -> RebalanceProgress:
@@ -174,7 +185,8 @@ class UnattachedController:
     async def alter_access(self, cluster: ClusterKey, plan: UserAccessPlan) -> None:
         raise ControllerUnavailable(self.MESSAGE)
 
-    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
+    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int], *,
+                                 members: Collection[int] | None = None) -> dict[str, Any]:
         raise ControllerUnavailable(self.MESSAGE)
 
     async def rebalance_moves(self, cluster: ClusterKey, step: str, moves: RebalanceMoves, *,

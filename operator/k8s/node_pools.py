@@ -16,6 +16,13 @@ scale-down removes the pool's highest ids, and a surviving pod never changes its
 in the pod template (a scale-up rolls nothing); the broker container's start reads its own line
 (ID_SCRIPT) into TINYSTREAM_BROKER_ID.
 
+Moving an existing cluster into pools (Strimzi's KafkaNodePool named after the old StatefulSet): the pool
+named `broker` (ADOPTING_POOL) adopts StatefulSet <cluster>-broker, the cluster's own from before pools.
+Its ids are its pods' ordinals, as they were (0..n-1), and its StatefulSet is rendered exactly as the
+cluster rendered it (resources.statefulset, no pool label, no ids file): same claims, nothing re-created,
+no pod restarted unless the pool changes resources, template or config. It must start with the cluster's
+replicas (adoption_problem); afterwards it scales like any pool, a growth only onto ids no pool holds.
+
 Scale-down is the cluster's path (reconcile._plan_scale_down): the replicas on the removed ids are moved
 off first (DrainBrokers, through the controller), the StatefulSet shrinks only when they hold none.
 Everything here is pure; pool_reconciler.py observes and acts.
@@ -46,6 +53,7 @@ from tinystream.operator.k8s.reconcile import (
     ClusterPass,
     DeletePod,
     DrainBrokers,
+    EndScaleDownDrain,
     MoveLeadership,
     Observed,
     Phase,
@@ -75,6 +83,7 @@ from tinystream.operator.k8s.volume_expansion import (
 CLUSTER_LABEL = f"{GROUP}/cluster"
 POOL_LABEL = f"{GROUP}/pool"
 NEXT_NODE_IDS_ANNOTATION = f"{GROUP}/next-node-ids"
+ADOPTING_POOL = "broker"  # StatefulSet <cluster>-broker: the cluster's own before pools, which this pool adopts
 IDS_MOUNT = "/etc/tinystream-ids"
 IDS_FILE = "node-ids"
 MAX_NODE_ID = 2**31 - 1  # Kafka's node.id is an int32
@@ -148,6 +157,17 @@ def pool_pod_ids(cluster: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, 
         if pool.cluster == cluster:
             found.update(pod_ids(cluster, pool, pool.node_ids))
     return found
+
+
+def pool_members(cluster: str, pools: Sequence[Mapping[str, Any]]) -> frozenset[int]:
+    """The broker ids `cluster`'s pools keep: each pool's status.nodeIds up to its spec.replicas (the ids past
+    it are leaving, drained by the pool's scale-down). What a TinyStreamRebalance may place replicas on."""
+    found: set[int] = set()
+    for body in pools:
+        pool = PoolSpec.from_resource(body)
+        if pool.cluster == cluster:
+            found.update(pool.node_ids[:pool.replicas])
+    return frozenset(found)
 
 
 def other_pools(pools: Sequence[Mapping[str, Any]], *, uid: str) -> tuple[frozenset[int], int]:
@@ -252,8 +272,11 @@ def pool_labels(cluster: ClusterSpec, pool: PoolSpec) -> dict[str, str]:
 
 
 def pool_selector(pool: PoolSpec) -> str:
-    """The pool's pods, as its scale subresource reports them (status.labelSelector)."""
-    found = {CLUSTER_LABEL: pool.cluster, "app.kubernetes.io/component": "broker", POOL_LABEL: pool.name}
+    """The pool's pods, as its scale subresource reports them (status.labelSelector); the adopting pool's
+    pods carry no pool label (their template is the cluster's own)."""
+    found = {CLUSTER_LABEL: pool.cluster, "app.kubernetes.io/component": "broker"}
+    if pool.name != ADOPTING_POOL:
+        found[POOL_LABEL] = pool.name
     return ",".join(f"{k}={v}" for k, v in sorted(found.items()))
 
 
@@ -274,6 +297,46 @@ def _pool_container(container: dict[str, Any], volumes: Sequence[StorageVolume])
     container.pop("args", None)
     container["command"] = ["/bin/sh", "-c", ID_SCRIPT.format(file=f"{IDS_MOUNT}/{IDS_FILE}") + start]
     container["volumeMounts"].append({"name": "node-ids", "mountPath": IDS_MOUNT, "readOnly": True})
+
+
+def adopted_statefulset(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, *, replicas: int,
+                        config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The adopting pool's StatefulSet: <cluster>-broker exactly as the cluster renders its own (ids are
+    ordinals, so no ids file; its selector, immutable, stays the cluster's), with the pool's replicas,
+    resources and template (pool_cluster). Unchanged, it changes nothing of the running StatefulSet."""
+    spec = pool_cluster(cluster, pool)
+    return statefulset(spec, ctx, replicas=replicas, cfg_hash=config_hash(config or config_map(cluster, ctx)))
+
+
+def pool_objects(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, ids: Sequence[int], *,
+                 replicas: int, config: Mapping[str, Any] | None) -> tuple[dict[str, Any], ...]:
+    """What a pass applies, in order: the ids ConfigMap and the pool's StatefulSet; for the adopting pool
+    its StatefulSet alone."""
+    if pool.name == ADOPTING_POOL:
+        return (adopted_statefulset(cluster, pool, ctx, replicas=replicas, config=config),)
+    return (ids_config_map(cluster, pool, ids), pool_statefulset(cluster, pool, ctx, replicas=replicas,
+                                                                 config=config))
+
+
+def adoption_problem(cluster: ClusterSpec, pool: PoolSpec, observed: PoolObserved) -> str | None:
+    """Why the adopting pool cannot take over (or grow) now, or None. It adopts StatefulSet <cluster>-broker
+    only when that exists, and first with the cluster's replicas, so that no broker is added or removed by
+    the take-over itself (scale it afterwards: a scale-down drains first). Its ids are its ordinals, so
+    it grows only onto ids no other pool holds."""
+    sts = statefulset_name(cluster.name, pool.name)
+    current = observed.current
+    if current is None:
+        return (f"pool {ADOPTING_POOL} adopts StatefulSet {sts}, the cluster's own from before node pools, and "
+                "there is none: give a new pool another name")
+    if not pool.node_ids and current > 0 and not (pool.replicas == cluster.brokers == current):
+        return (f"pool {ADOPTING_POOL} takes over the cluster's brokers as they are: spec.replicas "
+                f"{pool.replicas} must equal the cluster's spec.brokers {cluster.brokers} and StatefulSet {sts}'s "
+                f"replicas {current}; scale it once adopted")
+    clash = sorted(set(range(max(pool.replicas, current))) & observed.taken)
+    if clash:
+        return (f"pool {ADOPTING_POOL}'s broker ids are its pods' ordinals: id(s) {clash} belong to another "
+                f"pool, so it cannot grow to {pool.replicas}")
+    return None
 
 
 def pool_statefulset(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, *, replicas: int,
@@ -310,6 +373,7 @@ class PoolPlan:
     expand: tuple[ExpandClaim, ...] = ()  # claims to grow (plan_pool_storage)
     recreate: bool = False  # delete the StatefulSet orphaning its pods; the next pass makes it again
     storage: Condition | None = None  # the StorageResized condition; None: no StatefulSet to compare with
+    undrain: EndScaleDownDrain | None = None  # the ids the pool keeps: a drain left by an earlier removal ends
 
     @property
     def waiting(self) -> bool:
@@ -361,13 +425,18 @@ def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, observed: PoolObserve
         return _stop(pool, current, PoolReason.NODE_POOLS_NOT_ENABLED,
                      f"cluster {cluster.name} has no annotation {NODE_POOLS_ANNOTATION}: enabled; "
                      "its brokers are its own StatefulSet's")
-    if pool.name == "broker":  # the CRD refuses it too: pod <cluster>-broker-<n> is broker <n> (broker_identity.py)
-        return _stop(pool, current, PoolReason.UNSUPPORTED, "a node pool cannot be named broker")
-    try:
-        ids = grow_ids(pool.node_ids if current is None else pool.node_ids[:current],
-                       wanted=max(pool.replicas, current or 0), taken=observed.taken, next_ids=pool.next_node_ids)
-    except NodeIdsError as exc:
-        return _stop(pool, current, PoolReason.NODE_IDS_EXHAUSTED, str(exc))
+    if pool.name == ADOPTING_POOL:  # pod <cluster>-broker-<n> is broker <n> (broker_identity.py)
+        refused = adoption_problem(cluster, pool, observed)
+        if refused is not None:
+            return _stop(pool, current, PoolReason.ADOPTION_REFUSED, refused)
+        ids = tuple(range(max(pool.replicas, current or 0)))
+    else:
+        try:
+            ids = grow_ids(pool.node_ids if current is None else pool.node_ids[:current],
+                           wanted=max(pool.replicas, current or 0), taken=observed.taken,
+                           next_ids=pool.next_node_ids)
+        except NodeIdsError as exc:
+            return _stop(pool, current, PoolReason.NODE_IDS_EXHAUSTED, str(exc))
     sts = observed.statefulset
     if sts is not None and (sts.get("metadata") or {}).get("deletionTimestamp"):
         return _stop(pool, current, PoolReason.RESIZING_STORAGE, f"waiting for StatefulSet "
@@ -379,17 +448,20 @@ def plan_pool(cluster: ClusterSpec | None, pool: PoolSpec, observed: PoolObserve
     if condition is not None and condition.reason == StorageReason.VOLUMES_CHANGED.value:
         return dataclasses.replace(_stop(pool, current, PoolReason.VOLUMES_CHANGED, condition.message, ids=ids),
                                    storage=condition)
-    config = ids_config_map(cluster, pool, ids)
+    objects = pool_objects(cluster, pool, ctx, ids, replicas=pool.replicas, config=observed.config)
     if storage is not None and storage.recreate_statefulset:  # no StatefulSet update: it goes, and comes back
-        return PoolPlan((config,), None, ids, pool.replicas, ready(
+        return PoolPlan(objects[:-1], None, ids, pool.replicas, ready(
             True, PoolReason.RESIZING_STORAGE, f"re-creating StatefulSet {statefulset_name(cluster.name, pool.name)} "
             "with the larger claim template; its pods keep running", generation=pool.generation),
             expand=storage.expand, recreate=True, storage=condition)
-    objects = (config, pool_statefulset(cluster, pool, ctx, replicas=pool.replicas, config=observed.config))
     verb = "creating" if current is None else ("scaling up to" if pool.replicas > current else "running")
+    # An id a scale-down removed (of this pool or another) keeps its lasting drain in the controller, which
+    # a restart does not end: given out again, or kept by a scale-down undone, it would receive no replica
+    # (rebalance, new topics). A pool not shrinking keeps all its ids: none of them stays drained.
     return PoolPlan(objects, None, ids, pool.replicas, ready(
         True, PoolReason.READY, f"{verb} {pool.replicas} broker(s), ids {list(ids)}", generation=pool.generation),
-        expand=storage.expand if storage is not None else (), storage=condition)
+        expand=storage.expand if storage is not None else (), storage=condition,
+        undrain=EndScaleDownDrain(ids[:pool.replicas]) if pool.replicas else None)
 
 
 def plan_pool_storage(cluster: ClusterSpec, pool: PoolSpec, observed: PoolObserved) -> StoragePlan | None:
@@ -431,8 +503,7 @@ def _plan_shrink(cluster: ClusterSpec, pool: PoolSpec, ctx: OperatorContext, ids
                      f"moving {len(hosted)} partition replica set(s) off broker(s) {list(removed)} before "
                      "scaling down", DrainBrokers(tuple(removed)), ids)
     # The ids file keeps the removed ids until their pods are gone (a terminating pod restarts with its own).
-    objects = (ids_config_map(cluster, pool, ids), pool_statefulset(cluster, pool, ctx, replicas=pool.replicas,
-                                                                     config=observed.config))
+    objects = pool_objects(cluster, pool, ctx, ids, replicas=pool.replicas, config=observed.config)
     return PoolPlan(objects, None, ids[:pool.replicas], pool.replicas, ready(
         True, PoolReason.SCALING_DOWN, f"scaling down from {current} to {pool.replicas}: broker(s) "
         f"{list(removed)} hold no replica", generation=pool.generation))

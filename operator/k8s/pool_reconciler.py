@@ -5,7 +5,8 @@
 - act: new ids are written to status.nodeIds before any pod can take them (so two pools never give
   one id twice: a cluster's pool passes take turns, and each reads the others' status); then the ids
   ConfigMap and the StatefulSet, applied when they differ from what is there; a drain goes to the
-  controller (the scale-down path of reconcile.py).
+  controller (the scale-down path of reconcile.py), and a pool not shrinking ends any scale-down drain
+  left on its ids (an id removed once and given out again).
 - report: status replicas, nodeIds, labelSelector and the Ready condition; an Event on a new reason.
 """
 
@@ -87,6 +88,8 @@ class PoolReconciler:
         await self._resize(pool, plan, body)
         if plan.drain is not None and cluster is not None:
             await self._drain(cluster, plan, body, logger)
+        if plan.undrain is not None and cluster is not None:
+            await self._undrain(cluster, plan, logger)
         if cluster is not None and sts is not None and not sts_applied and plan.condition.reason == PoolReason.READY:
             return await self._roll(cluster, pool, sts, others, plan, body)
         return plan
@@ -162,6 +165,15 @@ class PoolReconciler:
             logger.warning("drain postponed: %s", exc)
         except ControllerRefused as exc:  # e.g. a rack constraint the remaining brokers cannot meet
             kopf.warn(body, reason="BrokerActionRefused", message=str(exc))
+
+    async def _undrain(self, cluster: ClusterSpec, plan: PoolPlan, logger: logging.Logger) -> None:
+        """The pool's ids carry no scale-down drain (the controller acts only on ids drained that way);
+        an unavailable controller is asked again at the next pass."""
+        assert plan.undrain is not None
+        try:
+            await self.deps.controller.broker_actions(ClusterKey(cluster.namespace, cluster.name), [plan.undrain])
+        except (ControllerUnavailable, ControllerRefused) as exc:
+            logger.debug("scale-down drains of %s not checked: %s", list(plan.undrain.broker_ids), exc)
 
     def report(self, pool: PoolSpec, plan: PoolPlan, body: Any, status: Any, patch: kopf.Patch) -> None:
         previous = (status or {}).get("conditions") or []

@@ -1,6 +1,9 @@
 """One pass over a TinyStreamRebalance: decide the step (rebalances.next_step, pure), run it through the
 controller port, write status, remove the annotation acted on.
 
+On a cluster with node pools the proposal places replicas on the pools' brokers only
+(node_pools.pool_members: each pool's status.nodeIds up to its replicas).
+
 Failures: the controller unavailable leaves state and annotation as they
 are (the next pass retries); a refusal of a proposal or of the execution
 is NotReady with the controller's message; a refused verify or stop keeps
@@ -18,11 +21,14 @@ import kopf
 
 from tinystream.operator.k8s.controller_port import ClusterKey, ControllerRefused, ControllerUnavailable
 from tinystream.operator.k8s.deps import Deps
+from tinystream.operator.k8s.model import API_VERSION, CLUSTER_KIND, POOL_KIND, ClusterSpec
+from tinystream.operator.k8s.node_pools import CLUSTER_LABEL, pool_members
 from tinystream.operator.k8s.rebalances import (
     ANNOTATION,
     RebalanceSpec,
     State,
     Step,
+    members_problem,
     moves_of,
     next_step,
     problem,
@@ -58,16 +64,28 @@ class RebalanceReconciler:
         if spec.annotation is not None:
             patch.metadata.setdefault("annotations", {})[ANNOTATION] = None
 
+    async def _members(self, spec: RebalanceSpec) -> frozenset[int] | None:
+        """The ids the cluster's node pools keep, None for a cluster without pools (or not found: the
+        controller says so)."""
+        client = self.deps.kube()
+        found = await client.get(API_VERSION, CLUSTER_KIND, spec.cluster, spec.namespace)
+        if found is None or not ClusterSpec.from_resource(found).node_pools:
+            return None
+        pools = await client.list(API_VERSION, POOL_KIND, spec.namespace, labels={CLUSTER_LABEL: spec.cluster})
+        return pool_members(spec.cluster, pools)
+
     async def _run(self, spec: RebalanceSpec, step: Step, status: Any) -> dict[str, Any]:
         port = self.deps.controller
         cluster = ClusterKey(spec.namespace, spec.cluster)
         moves = moves_of(status)
         if step is Step.PROPOSE:
             bad = problem(spec)
+            members = await self._members(spec) if bad is None else None
+            bad = bad or members_problem(spec, members)
             if bad:
                 return {**state_status(State.NOT_READY, bad, generation=spec.generation),
                         "proposal": None, "optimizationResult": None}
-            proposal = await port.rebalance_proposal(cluster, spec.mode, spec.brokers)
+            proposal = await port.rebalance_proposal(cluster, spec.mode, spec.brokers, members=members)
             return proposal_status(proposal, generation=spec.generation)
         if step is Step.EXECUTE:
             await port.rebalance_moves(cluster, "execute", moves, throttle=spec.throttle)

@@ -8,14 +8,16 @@ Strimzi's KafkaRebalance flow, with TinyStream's annotation:
     Rebalancing + tinystream.io/rebalance=stop      -> stop    -> Stopped (running moves cancelled)
 
 The proposal (its moves) lives in status, so what runs is exactly what was
-reviewed; `refresh` makes a new one. An annotation is removed once acted on.
+reviewed; `refresh` makes a new one. On a cluster with node pools the brokers
+are the pools' (members_problem, node_pools.pool_members): only ids a pool
+keeps receive replicas, a pool's leaving ids and removed brokers none. An annotation is removed once acted on.
 A spec change while Rebalancing does not re-plan until the moves end or stop.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +90,19 @@ def problem(spec: RebalanceSpec) -> str | None:
         return f"spec.mode {spec.mode} needs spec.brokers"
     if spec.throttle is not None and spec.throttle < 1:
         return f"spec.throttle {spec.throttle} is not a positive number of bytes per second"
+    return None
+
+
+def members_problem(spec: RebalanceSpec, members: Collection[int] | None) -> str | None:
+    """With node pools (`members`: the ids the pools keep), the brokers named must be pool brokers."""
+    if members is None:
+        return None
+    if not members:
+        return f"cluster {spec.cluster} uses node pools, and its pools hold no broker yet"
+    stray = [b for b in spec.brokers if b not in members]
+    if stray:
+        return (f"broker(s) {stray} are in no node pool of cluster {spec.cluster} (its pools keep "
+                f"{sorted(members)})")
     return None
 
 

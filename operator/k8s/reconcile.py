@@ -188,6 +188,14 @@ class Rebalance:
 
 
 @dataclass(frozen=True, slots=True)
+class EndScaleDownDrain:
+    """Brokers a node pool holds again (an id a pool scale-down removed, given out anew): the scale-down's
+    lasting drain, which a restart keeps, ends; ids not drained that way are left as they are."""
+
+    broker_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class EndRollDrain:
     """A broker drained for a restart that no roll will restart any more (the template went back)."""
 
@@ -656,12 +664,21 @@ def plan_with_pools(spec: ClusterSpec, observed: Observed, ctx: OperatorContext)
     """tinystream.io/node-pools: enabled: the shared objects only (config, Services, budget); the brokers'
     StatefulSets, their scaling, ids, rolls (a CA rotation's too: node_pools.with_ca_markers) and volume
     expansion are the TinyStreamNodePools' (node_pools.py). External listeners: a Service per pool broker
-    (spec.pool_brokers), and the ConfigMap waits for every address as without pools."""
+    (spec.pool_brokers), and the ConfigMap waits for every address as without pools. The cluster's own
+    StatefulSet from before pools, still running and adopted by no pool `broker`, is BrokersNotAdopted."""
     owned = plan_owned_objects(spec, observed, ctx, replicas=0)
     waiting = external_addresses(spec, observed, replicas=0).waiting
     if waiting:
         return _plan(spec, observed, owned, End(Phase.CREATING, ClusterReason.WAITING_FOR_EXTERNAL_ADDRESSES,
                                                 waiting_message(waiting)))
+    sts = observed.objects.get(broker_statefulset_key(spec))
+    own = f"{Names.of(spec).statefulset}-"
+    if sts is not None and int((sts.get("spec") or {}).get("replicas") or 0) > 0 \
+            and not any(pod.startswith(own) for _, pod in spec.pool_brokers):
+        return _plan(spec, observed, owned, End(
+            Phase.RUNNING, ClusterReason.BROKERS_NOT_ADOPTED,
+            f"StatefulSet {Names.of(spec).statefulset} (the brokers from before node pools) still runs and no pool "
+            "manages it: create the TinyStreamNodePool named broker with its replicas to adopt it"))
     ready_count = sum(1 for p in observed.pods if p.ready)
     return _plan(spec, observed, owned, End(Phase.RUNNING, ClusterReason.NODE_POOLS,
                                             f"brokers run in node pools: {ready_count}/{len(observed.pods)} "

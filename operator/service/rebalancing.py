@@ -23,7 +23,8 @@ cluster default are never touched.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -71,13 +72,17 @@ class Progress:
         return not self.remaining
 
 
-async def proposal(service: Image, mode: str, brokers: Sequence[int], sizes: Mapping[tuple[str, int], int]) -> Proposal:
+async def proposal(service: Image, mode: str, brokers: Sequence[int], sizes: Mapping[tuple[str, int], int], *,
+                   members: Collection[int] | None = None) -> Proposal:
     """The proposal on the current image; planning runs on a thread (seconds on a large cluster), off the
-    loop that answers brokers' heartbeats. Raises ValueError for an unknown mode, PlacementError for input
-    no plan can meet."""
+    loop that answers brokers' heartbeats. `members` (the node pools' ids on Kubernetes): only these may
+    receive replicas, None: every registered broker. Raises ValueError for an unknown mode, PlacementError
+    for input no plan can meet."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
     model = model_from_image(service.image, sizes=sizes)
+    if members is not None:
+        model = dataclasses.replace(model, excluded=model.excluded | (frozenset(model.brokers) - frozenset(members)))
     return await asyncio.to_thread(propose, model, MODES[mode], brokers)
 
 

@@ -8,7 +8,7 @@ create / grow / delete. It is not the controller: no brokers, no elections.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,7 @@ class FakeController:
     moving: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     rebalance_steps: list[str] = field(default_factory=list)
     rebalance_throttles: list[int | None] = field(default_factory=list)
+    rebalance_members: list[frozenset[int] | None] = field(default_factory=list)  # each proposal's (node pools)
     ca_phases: list[tuple[str, str]] = field(default_factory=list)  # (cluster, status.clusterCa phase) followed
 
     async def start(self, client: object) -> None:
@@ -159,13 +160,19 @@ class FakeController:
         for d in plan.remove:
             self.credentials.pop((d.user, d.mechanism), None)
 
-    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int]) -> dict[str, Any]:
-        """The real optimizer over the fake's placement (no sizes, no racks)."""
+    async def rebalance_proposal(self, cluster: ClusterKey, mode: str, brokers: Sequence[int], *,
+                                 members: Collection[int] | None = None) -> dict[str, Any]:
+        """The real optimizer over the fake's placement (no sizes, no racks); with `members` (node pools)
+        those are the brokers, any other holding a replica receives none (as the controller's model)."""
         self._check()
-        model = LoadModel(brokers={b: None for b in self.brokers},
-                          partitions={(name, i): PartitionLoad(replicas=reps)
-                                      for (key, name), assignment in self.placement.items() if key == cluster
-                                      for i, reps in enumerate(assignment)})
+        self.rebalance_members.append(None if members is None else frozenset(members))
+        partitions = {(name, i): PartitionLoad(replicas=reps)
+                      for (key, name), assignment in self.placement.items() if key == cluster
+                      for i, reps in enumerate(assignment)}
+        known = set(self.brokers if members is None else members)
+        holding = {b for load in partitions.values() for b in load.replicas}
+        model = LoadModel(brokers={b: None for b in sorted(known | holding)}, partitions=partitions,
+                          excluded=frozenset(holding - known))
         try:
             return propose(model, Mode(mode), brokers).to_dict()
         except PlacementError as exc:

@@ -31,6 +31,7 @@ from tinystream.operator.k8s.node_pools import (
     pool_broker_pods,
     pool_brokers,
     pool_cluster,
+    pool_members,
     pool_pod_ids,
     pool_statefulset,
     statefulset_name,
@@ -42,6 +43,7 @@ from tinystream.operator.k8s.reconcile import (
     Delete,
     DeletePod,
     DrainBrokers,
+    EndScaleDownDrain,
     MoveLeadership,
     Observed,
     plan_cluster,
@@ -220,8 +222,58 @@ def test_scale_down_drains_the_pools_highest_ids_before_the_statefulset_shrinks(
     assert shrunk.objects[0]["data"]["node-ids"] == "0 0\n1 4\n2 5\n"  # terminating pods keep theirs
 
 
-def test_a_pool_named_broker_is_refused():
-    assert plan(pool("broker")).condition.reason == PoolReason.UNSUPPORTED.value
+def own_statefulset(replicas: int = 3) -> dict:
+    """The cluster's StatefulSet from before pools, as the cluster's pass rendered it."""
+    c = cluster(pools=False)
+    return next(o for o in owned_objects(c, CTX, replicas=replicas) if o["kind"] == "StatefulSet")
+
+
+def test_pool_broker_adopts_the_clusters_own_statefulset_unchanged_with_ids_as_ordinals():
+    before = own_statefulset()
+    adopted = plan(pool("broker", 3), current=3, taken={7})
+    assert adopted.condition.reason == PoolReason.READY.value and adopted.node_ids == (0, 1, 2)
+    (sts,) = adopted.objects  # no ids ConfigMap: the ids are the ordinals the template derives
+    assert sts == before  # nothing to apply: no pod restarts, the claims are the same templates
+    assert sts["spec"]["selector"]["matchLabels"] == {"tinystream.io/cluster": "demo",
+                                                       "app.kubernetes.io/component": "broker"}
+    assert pool_pod_ids("demo", [{"metadata": {"name": "broker", "labels": {"tinystream.io/cluster": "demo"}},
+                                  "spec": {"replicas": 3}, "status": {"nodeIds": [0, 1, 2]}}]) == {
+        "demo-broker-0": 0, "demo-broker-1": 1, "demo-broker-2": 2}
+
+
+@pytest.mark.parametrize("p,current,taken,expected", [
+    (pool("broker", 2), 3, (), "spec.replicas 2 must equal the cluster's spec.brokers 3"),
+    (pool("broker", 3), 2, (), "StatefulSet demo-broker's replicas 2"),
+    (pool("broker", 3), None, (), "there is none: give a new pool another name"),
+    (pool("broker", 4, ids=(0, 1, 2)), 3, (3, 4), "id(s) [3] belong to another pool, so it cannot grow to 4"),
+])
+def test_pool_broker_refuses_what_adoption_cannot_do(p, current, taken, expected):
+    refused = plan(p, current=current, taken=taken)
+    assert refused.condition.reason == PoolReason.ADOPTION_REFUSED.value and refused.objects == ()
+    assert expected in refused.condition.message, refused.condition.message
+    assert refused.drain is None and refused.node_ids == p.node_ids
+
+
+def test_a_pool_cluster_whose_own_statefulset_no_pool_adopts_says_so():
+    sts = {("StatefulSet", "demo-broker"): own_statefulset(2)}
+    alone = plan_cluster(cluster(), None, Observed(objects=sts), ctx=CTX)
+    assert alone.condition.reason == "BrokersNotAdopted" and alone.condition.status is False
+    assert "create the TinyStreamNodePool named broker" in alone.condition.message
+    assert not any(getattr(a, "key", None) == ("StatefulSet", "demo-broker") for a in alone.actions)  # kept
+    adopted = dataclasses.replace(cluster(), pool_brokers=((0, "demo-broker-0"), (1, "demo-broker-1")))
+    assert plan_cluster(adopted, None, Observed(objects=sts), ctx=CTX).condition.reason == "NodePools"
+    emptied = {("StatefulSet", "demo-broker"): own_statefulset(0)}  # pool broker scaled to 0: nothing runs
+    assert plan_cluster(cluster(), None, Observed(objects=emptied), ctx=CTX).condition.reason == "NodePools"
+
+
+def test_an_adopted_pool_grows_onto_free_ordinals_and_shrinks_by_draining():
+    grown = plan(pool("broker", 4, ids=(0, 1, 2)), current=3, taken={5})
+    assert grown.node_ids == (0, 1, 2, 3) and grown.objects[0]["spec"]["replicas"] == 4
+    p = pool("broker", 1, ids=(0, 1, 2))
+    assert plan(p, current=3, partitions=parts([0, 2])).drain == DrainBrokers((1, 2))
+    shrunk = plan(p, current=3, partitions=parts([0, 5]))
+    assert shrunk.node_ids == (0,) and [o["kind"] for o in shrunk.objects] == ["StatefulSet"]
+    assert shrunk.objects[0]["spec"]["replicas"] == 1
 
 
 def test_the_clusters_status_names_pool_brokers_by_their_ids():
@@ -247,6 +299,31 @@ def test_a_scale_down_that_would_leave_too_few_brokers_for_a_partition_is_blocke
     assert blocked.condition.reason == PoolReason.SCALE_DOWN_BLOCKED.value and blocked.drain is None
     assert "3 replicas" in blocked.condition.message and "keep 2 broker(s)" in blocked.condition.message
     assert plan(p, current=3, other_brokers=2, partitions=parts([0, 1, 2])).drain == DrainBrokers((1, 2))
+
+
+def test_a_pool_not_shrinking_ends_any_scale_down_drain_left_on_its_ids():
+    """An id a scale-down removed keeps the controller's lasting drain; given out again (here 5, once pool
+    b's), or kept by a scale-down undone, it must receive replicas: every pass not shrinking says so."""
+    grown = plan(pool("a", 4, ids=(0, 1, 2)), current=3, taken={3, 4})
+    assert grown.undrain == EndScaleDownDrain((0, 1, 2, 5))
+    undone = plan(pool("a", 3, ids=(0, 4, 5)), current=3)  # replicas back to 3 while 4 and 5 drained
+    assert undone.undrain == EndScaleDownDrain((0, 4, 5))
+    p = pool("a", 1, ids=(0, 4, 5))
+    assert plan(p, current=3, partitions=parts([0, 5])).undrain is None  # draining 4 and 5
+    assert plan(p, current=3, partitions=parts([0, 1])).undrain is None  # shrinking: 4 and 5 leave drained
+    assert plan(pool("a", 0, ids=()), current=0).undrain is None
+
+
+def test_a_rebalance_may_place_replicas_on_the_ids_the_pools_keep():
+    pools = [{"metadata": {"name": "a", "labels": {"tinystream.io/cluster": "demo"}},
+              "spec": {"replicas": 3}, "status": {"nodeIds": [0, 1, 2]}},
+             {"metadata": {"name": "b", "labels": {"tinystream.io/cluster": "demo"}},  # shrinking: 4 leaves
+              "spec": {"replicas": 1}, "status": {"nodeIds": [3, 4]}},
+             {"metadata": {"name": "c", "labels": {"tinystream.io/cluster": "demo"}},  # growing: 6 not given yet
+              "spec": {"replicas": 2}, "status": {"nodeIds": [5]}},
+             {"metadata": {"name": "x", "labels": {"tinystream.io/cluster": "other"}},
+              "spec": {"replicas": 1}, "status": {"nodeIds": [9]}}]
+    assert pool_members("demo", pools) == {0, 1, 2, 3, 5}
 
 
 def test_other_pools_count_ids_and_their_smaller_size():

@@ -31,8 +31,10 @@ from tinystream.controller_auth import broker_principal, token_for
 from tinystream.controller_client import ControllerClient, ControllerRefused, ControllerUnavailable, controller_ssl_context
 from tinystream.operator.k8s.controller_host import OperatorController
 from tinystream.operator.k8s.controller_port import ClusterKey
+from tinystream.operator.k8s.controller_port import ControllerRefused as ControllerRefusedPort
 from tinystream.operator.k8s.controller_secret import derive_cluster_secret, derived_secrets
 from tinystream.operator.k8s.controller_tls import ControllerTLS
+from tinystream.operator.k8s.reconcile import DrainBrokers, EndScaleDownDrain, MoveLeadership
 from tinystream.operator.k8s.resources import ADMIN_TOKEN_FILE, CONTROLLER_CA_FILE
 from tinystream.operator.k8s.status_store import decode_state
 from tinystream.operator.service.controller_service import DriverTiming
@@ -333,3 +335,53 @@ async def test_a_rebalance_resource_runs_on_the_core(server, api, tmp_path):
             assert all(p.replicas == (0,) and not p.adding_replicas for p in record.partitions)
             assert "follower.replication.throttled.replicas" not in record.config
             assert controller.service(KEY).image.broker_configs.brokers == {}
+
+
+async def test_an_id_given_out_again_loses_its_scale_down_drain_and_a_pool_rebalance_uses_members(
+        server, api, tmp_path):
+    """Node pools reuse an id a scale-down removed (another pool's growth takes the lowest free id): the
+    core keeps a scale-down's drain over a restart, so the new broker would get no replica. The pool pass's
+    EndScaleDownDrain ends it (a roll's drain is left alone); a proposal given `members` places nothing on
+    a registered broker outside them."""
+    controller = new_controller()
+    async with running_operator(str(server.url), controller=controller):
+        await api.create(TS, "tinystreamclusters", CLUSTER)
+        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: controller.service(KEY) is not None)
+        async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)):
+            await wait_until_async(lambda: 0 in controller.service(KEY).image.brokers
+                                   and not controller.service(KEY).image.brokers[0].fenced,
+                                   timeout=15, what="broker 0 registered")
+            await api.create(TS, "topics", topic("orders", partitions=6))
+            await api.wait_for(TS, "topics", "orders", placed)
+            async with ControllerClient(controller.cluster_url(KEY), token=controller.admin_token(KEY),
+                                        ssl_context=controller_ssl_context(controller.cluster_url(KEY), None)) as c:
+                async def start(broker_id: int, incarnation: str) -> None:
+                    reply = await c.register_broker(broker_id=broker_id, incarnation_id=incarnation,
+                                                    host="127.0.0.1", port=9)
+                    meta = await c.metadata()
+                    await c.heartbeat(broker_id, broker_epoch=reply.broker_epoch, metadata_version=meta.version)
+
+                await start(1, "b1")
+                # pool b's scale-down removed id 1
+                await on_operator_loop(controller, controller.broker_actions(KEY, [DrainBrokers((1,))]))
+                await start(2, "c1")
+                await on_operator_loop(controller, controller.broker_actions(KEY, [MoveLeadership(2)]))  # a roll's drain of broker 2
+                await start(1, "b2")  # pool a's new pod, given id 1 again
+                image = controller.service(KEY).image
+                assert image.brokers[1].drained  # what made a rebalance onto the grown pool place nothing
+                with pytest.raises(ControllerRefusedPort, match="fenced or drained"):
+                    await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1]))
+
+                await on_operator_loop(controller, controller.broker_actions(KEY, [EndScaleDownDrain((0, 1, 2))]))
+                image = controller.service(KEY).image
+                assert not image.brokers[1].drained and image.brokers[2].drained_until_restart
+                proposal = await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1]))
+                assert proposal["moves"] and all(1 in m["after"] for m in proposal["moves"])
+                with pytest.raises(ControllerRefusedPort, match="fenced or drained"):
+                    await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1], members={0}))
+
+
+async def on_operator_loop(controller: OperatorController, coro):
+    """Await `coro` on the operator's event loop (kopf's thread), where the controller's state lives."""
+    loop = controller._drivers[KEY].get_loop()
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))

@@ -7,6 +7,7 @@ import pytest
 from tinystream.operator.k8s.rebalances import (
     RebalanceSpec,
     Step,
+    members_problem,
     moves_of,
     next_step,
     problem,
@@ -58,3 +59,11 @@ def test_throttle_from_spec_and_status() -> None:
     assert problem(spec(throttle=0)) == "spec.throttle 0 is not a positive number of bytes per second"
     assert throttle_of({"throttle": 1024}) == 1024 and throttle_of({"throttle": None}) is None
     assert throttle_of(None) is None
+
+
+def test_with_node_pools_the_brokers_named_must_be_the_pools():
+    assert members_problem(spec(mode="add-brokers", brokers=[3]), None) is None  # no pools: the controller checks
+    assert members_problem(spec(mode="add-brokers", brokers=[3]), frozenset({0, 1, 3})) is None
+    assert members_problem(spec(mode="remove-brokers", brokers=[1, 7]), frozenset({0, 1})) == (
+        "broker(s) [7] are in no node pool of cluster demo (its pools keep [0, 1])")
+    assert "hold no broker yet" in members_problem(spec(), frozenset())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 
 import pytest
 from fake_controller import FakeController
@@ -22,12 +23,13 @@ from test_crd_admission import refusal
 
 from tinystream.operator.k8s.ca_lifecycle import CA_ANNOTATION
 from tinystream.operator.k8s.controller_port import ClusterKey
-from tinystream.operator.k8s.reconcile import DrainBrokers
+from tinystream.operator.k8s.reconcile import DrainBrokers, EndScaleDownDrain
 from tinystream.operator.k8s.resources import config_hash
 
 pytestmark = pytest.mark.timeout(120)
 TS = "tinystream.io/v1alpha1"
 POOLS = "tinystreamnodepools"
+REBALANCES = "tinystreamrebalances"
 
 
 def cluster(*, enabled: bool = True) -> dict:
@@ -57,8 +59,7 @@ async def test_the_server_refuses_bad_pools(control_plane, namespace) -> None:
     for bad, expected in [(pool("a", -1), "spec.replicas"), (pool("a", 101), "spec.replicas"),
                           (pool("a", 1, storage={"size": "1Gi", "volumes": [{"id": 0, "size": "1Gi"}]}),
                            "exclusive"),
-                          (pool("a", 1, storage={"size": "lots"}), "spec.storage.size"),
-                          (pool("broker", 1), "cannot be named broker")]:
+                          (pool("a", 1, storage={"size": "lots"}), "spec.storage.size")]:
         assert expected in refusal(*create_pool(control_plane, namespace, bad)), bad
 
 
@@ -305,3 +306,127 @@ async def test_a_pool_cluster_serves_a_nodeport_listener_with_a_service_per_pool
         demo = await api.wait_for(TS, "tinystreamclusters", "demo",
                                   lambda o: ready_condition(o).get("reason") == "NodePools", timeout=30)
         assert ready_condition(demo)["status"] == "True"
+
+
+async def test_a_rebalance_of_a_pool_cluster_moves_replicas_onto_a_grown_pool(control_plane, namespace, api) -> None:
+    """TinyStreamRebalance with pools: the proposal's brokers are the pools' kept ids (status.nodeIds up to
+    replicas), so after pool a grows, replicas move onto its new broker; an id no pool holds is refused."""
+    controller = FakeController(brokers=(0, 1))
+    key = ClusterKey(namespace, "demo")
+    async with running_operator(control_plane.url, controller=controller, connection=connection(control_plane),
+                                namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 2))
+        await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 2)
+        controller.placement[(key, "orders")] = [(0, 1), (1, 0)] * 3
+        await api.patch(TS, POOLS, "a", {"spec": {"replicas": 3}})
+        grown = await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 3)
+        new = ids_of(grown)[2]
+        # Every pass of a pool not shrinking ends a scale-down drain left on its ids (an id given out again).
+        await api.wait_for(TS, POOLS, "a", lambda _: EndScaleDownDrain((0, 1, new)) in controller.broker_calls)
+
+        await api.create(TS, REBALANCES, rebalance("grow", mode="add-brokers", brokers=[new]))
+        ready = await api.wait_for(TS, REBALANCES, "grow", rebalance_state("ProposalReady"), timeout=30)
+        assert controller.rebalance_members[-1] == {0, 1, new}
+        assert all(new in move["after"] for move in ready["status"]["proposal"]), ready["status"]["proposal"]
+        await api.patch(TS, REBALANCES, "grow", {"metadata": {"annotations": {"tinystream.io/rebalance": "approve"}}})
+        await api.wait_for(TS, REBALANCES, "grow", rebalance_state("Ready"), timeout=30)
+        placement = controller.placement[(key, "orders")]
+        assert Counter(b for reps in placement for b in reps) == {0: 4, 1: 4, new: 4}
+
+        await api.create(TS, REBALANCES, rebalance("stray", mode="add-brokers", brokers=[new + 5]))
+        refused = await api.wait_for(TS, REBALANCES, "stray", rebalance_state("NotReady"), timeout=30)
+        assert f"broker(s) [{new + 5}] are in no node pool of cluster demo" in refused["status"]["message"]
+
+
+async def test_a_rebalance_of_a_pool_cluster_places_nothing_on_a_shrinking_pools_leaving_ids(
+        control_plane, namespace, api) -> None:
+    """Pool b scaled down (its drain held back by the controller): a full rebalance leaves b's leaving id
+    out of the brokers it balances over."""
+    controller = FakeController(brokers=(0, 1, 2))
+    key = ClusterKey(namespace, "demo")
+    async with running_operator(control_plane.url, controller=controller, connection=connection(control_plane),
+                                namespace=namespace):
+        await api.create(TS, "tinystreamclusters", cluster())
+        await api.create(TS, POOLS, pool("a", 1))
+        a = await api.wait_for(TS, POOLS, "a", lambda o: len(ids_of(o)) == 1)
+        await api.create(TS, POOLS, pool("b", 2))
+        b = await api.wait_for(TS, POOLS, "b", lambda o: len(ids_of(o)) == 2)
+        await api.wait_for("apps/v1", "statefulsets", "demo-b", lambda s: replicas(s) == 2)
+        leaving = ids_of(b)[1]
+        controller.placement[(key, "orders")] = [(ids_of(a)[0], leaving)]  # the drain never ends here
+        await api.patch(TS, POOLS, "b", {"spec": {"replicas": 1}})
+        await api.wait_for(TS, POOLS, "b", lambda o: ready_condition(o).get("reason") == "ScaleDownDraining")
+        await api.create(TS, REBALANCES, rebalance("spread"))
+        ready = await api.wait_for(TS, REBALANCES, "spread", rebalance_state("ProposalReady"), timeout=30)
+        assert controller.rebalance_members[-1] == {ids_of(a)[0], ids_of(b)[0]}
+        assert all(leaving not in move["after"] for move in ready["status"]["proposal"] or ())
+
+
+def rebalance(name: str, **spec) -> dict:
+    return {"apiVersion": TS, "kind": "TinyStreamRebalance", "metadata": {"name": name},
+            "spec": {"cluster": "demo", **spec}}
+
+
+def rebalance_state(name: str):
+    return lambda o: o is not None and (o.get("status") or {}).get("state") == name
+
+
+async def test_pool_broker_adopts_a_running_clusters_brokers_without_restarting_or_recreating_them(
+        control_plane, namespace, api) -> None:
+    """A cluster without pools runs 2 brokers (StatefulSet demo-broker; the pods marked Ready by the test,
+    the claims made by the StatefulSet controller). Enabling pools with pool `broker` takes them over:
+    ids 0 and 1 as before, the same StatefulSet (not re-created, its spec not changed), pods and claims.
+    A pool `broker` whose replicas differ from the cluster's is refused first and changes nothing."""
+    controller = FakeController(brokers=(0, 1))
+    async with kubelet_stand_in(api, "demo-") as seen, running_operator(
+            control_plane.url, controller=controller, connection=connection(control_plane), namespace=namespace):
+        body = cluster(enabled=False)
+        body["spec"]["brokers"] = 2
+        await api.create(TS, "tinystreamclusters", body)
+        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: ready_condition(o).get("status") == "True",
+                           timeout=60)
+        before = await api.get("apps/v1", "statefulsets", "demo-broker")
+        pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await api.list("v1", "pods")}
+        claims = {c["metadata"]["name"]: c["metadata"]["uid"]
+                  for c in await api.list("v1", "persistentvolumeclaims")}
+        assert set(pods) == {"demo-broker-0", "demo-broker-1"} and set(claims) == {
+            "data-demo-broker-0", "data-demo-broker-1"}, (pods, claims)
+
+        await api.create(TS, POOLS, pool("broker", 3))
+        await api.patch(TS, "tinystreamclusters", "demo",
+                        {"metadata": {"annotations": {"tinystream.io/node-pools": "enabled"}}})
+        refused = await api.wait_for(TS, POOLS, "broker",
+                                     lambda o: ready_condition(o).get("reason") == "AdoptionRefused")
+        assert "spec.replicas 3 must equal the cluster's spec.brokers 2" in ready_condition(refused)["message"]
+        await api.wait_for(TS, "tinystreamclusters", "demo",
+                           lambda o: ready_condition(o).get("reason") == "BrokersNotAdopted")
+        assert replicas(await api.get("apps/v1", "statefulsets", "demo-broker")) == 2
+
+        await api.patch(TS, POOLS, "broker", {"spec": {"replicas": 2}})
+        adopted = await api.wait_for(TS, POOLS, "broker", lambda o: ready_condition(o).get("reason") == "PoolReady")
+        assert ids_of(adopted) == [0, 1]
+        status = await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: ready_condition(o).get(
+            "reason") == "NodePools" and len((o.get("status") or {}).get("brokers") or []) == 2)
+        assert sorted((b["id"], b["pod"]) for b in status["status"]["brokers"]) == [
+            (0, "demo-broker-0"), (1, "demo-broker-1")]
+        after = await api.get("apps/v1", "statefulsets", "demo-broker")
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]  # not re-created
+        assert after["metadata"]["generation"] == before["metadata"]["generation"]  # its spec untouched: no roll
+        assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in await api.list("v1", "pods")} == pods
+        assert {c["metadata"]["name"]: c["metadata"]["uid"]
+                for c in await api.list("v1", "persistentvolumeclaims")} == claims
+        assert await api.get("v1", "configmaps", "demo-broker-ids") is None  # ids are the ordinals
+
+        # Then as any pool cluster: a new pool takes the next id, the adopted pool scales down draining first.
+        await api.create(TS, POOLS, pool("b", 1))
+        b = await api.wait_for(TS, POOLS, "b", lambda o: len(ids_of(o)) == 1)
+        assert ids_of(b) == [2]
+        controller.placement[(ClusterKey(namespace, "demo"), "orders")] = [(0, 1)]
+        await api.patch(TS, POOLS, "broker", {"spec": {"replicas": 1}})
+        await api.wait_for(TS, POOLS, "broker", lambda o: ready_condition(o).get("reason") == "ScaleDownDraining")
+        assert DrainBrokers((1,)) in controller.broker_calls
+        controller.placement[(ClusterKey(namespace, "demo"), "orders")] = [(0, 2)]  # the controller moved it
+        await api.wait_for("apps/v1", "statefulsets", "demo-broker", lambda s: replicas(s) == 1)
+        assert ids_of(await api.wait_for(TS, POOLS, "broker", lambda o: len(ids_of(o)) == 1)) == [0]
+        assert ("demo-broker-0", pods["demo-broker-0"]) in seen
