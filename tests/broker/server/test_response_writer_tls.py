@@ -131,3 +131,14 @@ async def test_a_file_cut_short_fails_the_connection_and_closes_the_slices(tmp_p
     w.write([answer])
     await settle()
     assert drained == [-1] and w.queued == 0 and all(r.closed for r in ranges)
+
+
+async def test_small_parts_are_gathered_into_one_write(tmp_path: Path) -> None:
+    """A Fetch of many small partitions: one write (one send), not two per partition."""
+    transport, drained = FakeTlsTransport(), []
+    w = writer(transport, drained)
+    answer, expected, ranges = parts_answer(tmp_path, [300] * 40)
+    w.write([answer])
+    await settle()
+    assert transport.writes == [expected]
+    assert drained == [1] and w.queued == 0 and all(r.closed for r in ranges)
