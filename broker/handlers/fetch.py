@@ -1,9 +1,10 @@
 """Fetch (key 1, v4-14): stored batches, byte for byte, with long polling.
 
-On a plaintext connection (`ClientInfo.sendfile`) the record sets are file
-ranges (storage/file_range.py), never read into memory: the response is
-encoded in parts and the connection writes them with sendfile, as Kafka's
-zero-copy fetch. Nothing here transforms stored records (no down-conversion
+On a client connection (`ClientInfo.file_ranges`) the record sets are file
+ranges (storage/file_range.py), never copied into the response: it is encoded
+in parts and the connection writes them from the files (sendfile on
+plaintext, as Kafka's zero-copy fetch; on TLS read a piece at a time into the
+SSL transport). Nothing here transforms stored records (no down-conversion
 below v4; aborted transactions are listed, the client drops them), so every
 record set may take that path.
 
@@ -93,8 +94,8 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         # An error or a divergence already decided answers at once (Kafka's fetchMessages).
         max_wait_ms=0 if answered else min(to_millis(body.max_wait), MAX_WAIT_MS),
         read_committed=read_committed and not peer,
-        # Plaintext: record sets stay in the segment files and go out with sendfile (the connection's writer).
-        as_ranges=call.client.sendfile,
+        # Record sets stay in the segment files; the connection's writer sends them (response_writer.py).
+        as_ranges=call.client.file_ranges,
         leader_only=not from_followers,
         # A long poll woken with nothing else read also reads the idle partitions (read after `live`).
         later=(lambda: _idle_requests(ctx, session, idle)) if idle else None,

@@ -1,4 +1,5 @@
-"""A response in parts: its encoded bytes with record sets left in files, to be written with sendfile.
+"""A response in parts: its encoded bytes with record sets left in files, written from them (sendfile, or on TLS
+read a piece at a time: broker/server/response_writer.py).
 
 Pure: building the parts does no I/O (the connection's writer does it,
 broker/server/response_writer.py). The encoder meets a record set that is a
@@ -19,7 +20,7 @@ from typing import BinaryIO, Protocol
 
 
 class FileSlice(Protocol):
-    """Bytes in a file, sent without being read (sendfile): `length` bytes of `file` from `position`."""
+    """Bytes in a file, sent without being copied into the response: `length` bytes of `file` from `position`."""
 
     @property
     def file(self) -> BinaryIO: ...
@@ -65,7 +66,7 @@ class ResponseParts:
         return [p for p in self.parts if not isinstance(p, bytes | bytearray | memoryview)]
 
     def to_bytes(self) -> bytes:
-        """The same bytes, copied (the path for a socket sendfile cannot write to, and for tests)."""
+        """The same bytes, copied (for tests)."""
         return b"".join(p if isinstance(p, bytes | bytearray | memoryview) else p.read() for p in self.parts)
 
     def close(self) -> None:

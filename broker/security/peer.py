@@ -67,5 +67,6 @@ class ClientInfo:
     auth: ConnectionAuth = field(default_factory=ConnectionAuth)
     listener: str | None = None  # the listener it came in on (None: a test's context, no listener)
     throttle: ChannelThrottle = field(default_factory=ChannelThrottle)  # quota throttles, for the connection
-    # A plaintext socket: a Fetch may leave its record sets in the segment files for sendfile (TLS cannot).
-    sendfile: bool = False
+    # A Fetch may leave its record sets in the segment files: the connection's writer sends them (sendfile on
+    # plaintext, read a piece at a time on TLS). False: a context with no such writer (a test's).
+    file_ranges: bool = False

@@ -15,8 +15,8 @@ login's delay, idle closes: see connection_core.py); its own jobs are:
   large) and handed to the dispatcher as its own task, so a long-polling Fetch
   or a parked JoinGroup does not stop the next request from being read;
 - answers are written strictly in request order (Kafka's rule), through its
-  `ResponseWriter` (response_writer.py: a plaintext Fetch's record sets go
-  from the segment files with sendfile; the writer's queued bytes count as
+  `ResponseWriter` (response_writer.py: a Fetch's record sets go from the
+  segment files, with sendfile on plaintext, a piece at a time on TLS; the writer's queued bytes count as
   unwritten, and a writer over WRITE_BUFFER_HIGH pauses writing like a full
   transport buffer); a finished
   task waits until every earlier one on the connection has been written; a
@@ -150,7 +150,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         self._client = ClientInfo(self._id, str(peer[0]), int(peer[1]) if len(peer) > 1 else 0, self._core.auth,
-                                  self._server.listener_name, sendfile=self._server.ssl_context is None)
+                                  self._server.listener_name, file_ranges=True)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

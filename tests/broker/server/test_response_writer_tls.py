@@ -1,11 +1,16 @@
 """On TLS a large answer goes to the transport in TLS_PIECE pieces, each once the transport has room
-(response_writer.py): ciphertext no longer piles up whole in asyncio's socket buffer."""
+(response_writer.py): ciphertext no longer piles up whole in asyncio's socket buffer. A Fetch's record sets
+are read from their files the same way, a piece at a time, never joined into one frame."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
+from tinystream.broker.protocol.response_parts import ResponseParts
 from tinystream.broker.server.response_writer import TLS_PIECE, ResponseWriter
+from tinystream.broker.storage.file_range import FileRange
 
 
 class FakeTlsTransport:
@@ -76,3 +81,64 @@ async def test_a_small_answer_is_written_at_once() -> None:
     w.transport_paused()  # the fast path does not wait: asyncio buffers it, as before
     w.write([b"small"])
     assert transport.writes == [b"small"] and not w.busy and drained == []
+
+
+def parts_answer(tmp_path: Path, sizes: list[int]) -> tuple[ResponseParts, bytes, list[FileRange]]:
+    """An answer of byte parts and file slices (one file per slice, each from an offset into it)."""
+    parts: list[object] = []
+    expected = b""
+    ranges = []
+    for i, size in enumerate(sizes):
+        head = b"head-%d" % i
+        content = bytes((i * 7 + k) % 256 for k in range(256)) * (size // 256 + 2)
+        path = tmp_path / f"{i}.log"
+        path.write_bytes(content)
+        ranges.append(FileRange(path, 100, size))
+        parts += [head, ranges[-1]]
+        expected += head + content[100:100 + size]
+    parts.append(b"tail")
+    return ResponseParts(tuple(parts), len(expected) + 4), expected + b"tail", ranges  # type: ignore[arg-type]
+
+
+async def test_file_slices_are_read_a_piece_at_a_time_each_once_there_is_room(tmp_path: Path) -> None:
+    transport, drained = FakeTlsTransport(), []
+    w = writer(transport, drained)
+    answer, expected, ranges = parts_answer(tmp_path, [2 * TLS_PIECE + 5, TLS_PIECE // 3])
+    original = transport.write
+
+    def write_then_fill(data: bytes | memoryview) -> None:  # every write fills the transport
+        original(data)
+        w.transport_paused()
+
+    transport.write = write_then_fill  # type: ignore[method-assign]
+    w.write([answer])
+    for step in range(1, 20):
+        await settle()
+        assert len(transport.writes) == step  # nothing more is read or written before the next resume
+        if not w.busy:
+            break
+        w.transport_resumed()
+    assert b"".join(transport.writes) == expected
+    assert max(len(piece) for piece in transport.writes) == TLS_PIECE
+    assert drained == [1] and w.queued == 0 and all(r.closed for r in ranges)
+
+
+async def test_a_file_cut_short_fails_the_connection_and_closes_the_slices(tmp_path: Path) -> None:
+    transport, drained = FakeTlsTransport(), []
+    w = writer(transport, drained)
+    answer, _, ranges = parts_answer(tmp_path, [TLS_PIECE + 10, 50])
+    os.truncate(tmp_path / "0.log", 100 + TLS_PIECE)  # ten bytes promised by the size prefix are gone
+    w.write([answer])
+    await settle()
+    assert drained == [-1] and w.queued == 0 and all(r.closed for r in ranges)
+
+
+async def test_small_parts_are_gathered_into_one_write(tmp_path: Path) -> None:
+    """A Fetch of many small partitions: one write (one send), not two per partition."""
+    transport, drained = FakeTlsTransport(), []
+    w = writer(transport, drained)
+    answer, expected, ranges = parts_answer(tmp_path, [300] * 40)
+    w.write([answer])
+    await settle()
+    assert transport.writes == [expected]
+    assert drained == [1] and w.queued == 0 and all(r.closed for r in ranges)

@@ -96,11 +96,11 @@ def read_frame(sock: socket.socket) -> bytes:
 
 
 def copying_path(running, frame: bytes) -> bytes:
-    """The same request answered for a client that cannot take sendfile (a TLS socket): bytes, copied."""
+    """The same request answered for a context without file ranges: the record sets copied into bytes."""
     decoded = decode_request(memoryview(frame)[4:])
 
     async def dispatch(b):
-        return await b.server.dispatcher.dispatch(decoded, ClientInfo(999, "copy", 0, sendfile=False))
+        return await b.server.dispatcher.dispatch(decoded, ClientInfo(999, "copy", 0, file_ranges=False))
 
     return bytes(running.call(dispatch))
 
@@ -185,8 +185,9 @@ def test_a_client_leaving_mid_sendfile_frees_every_file_and_byte(running, topic)
         assert len(read_frame(sock)) > SEGMENT_BYTES // 2
 
 
-async def test_a_tls_listener_keeps_the_copying_path(tmp_path):
-    """sendfile cannot write through TLS: a Fetch there is encoded in bytes, and its records are right."""
+async def test_a_tls_listener_reads_the_files_without_sendfile(tmp_path):
+    """sendfile cannot write through TLS: a Fetch's record sets are read from the files a piece at a time
+    (test_tls_fetch.py), never with sendfile, and its records are right."""
     import ssl
 
     from tinystream.broker.app import Broker
