@@ -56,6 +56,7 @@ from previous_release import PREVIOUS_COMMIT, THIS_CHART, chart_version, install
 BOOTSTRAP = f"{CLUSTER}-kafka:9092"
 MESSAGES = [f"m{i}" for i in range(200)]
 MIN_ISR = 2
+BROKER_SESSION_S = 9  # broker.session.timeout.ms's default: the demo cluster keeps it
 OPERATOR_PODS = "app.kubernetes.io/instance=ts,app.kubernetes.io/component=operator"
 
 # Left out of `make test` (-m "not kind"); `make test-kind` runs it. The first test also waits for the
@@ -404,6 +405,12 @@ def restart_operator(kube: Kube) -> None:
     kube.kubectl("delete", "pod", "-l", OPERATOR_PODS, "--wait=false")
 
 
+def operator_replaced(kube: Kube, image: str) -> bool:
+    """One operator pod left, of `image`, Ready (the deleted one gone)."""
+    pods = kube.json("pods", "-l", OPERATOR_PODS)["items"]
+    return len(pods) == 1 and pods[0]["spec"]["containers"][0]["image"] == image and pod_ready(pods[0])
+
+
 def crd_revisions(crds: list[dict]) -> dict[str, str]:
     return {c["metadata"]["name"]: c["metadata"].get("annotations", {}).get("tinystream.io/crd-revision", "")
             for c in crds if c["spec"]["group"] == "tinystream.io"}
@@ -413,8 +420,9 @@ def test_helm_upgrade_from_the_previous_chart_under_an_acks_all_writer(kube):
     """What a user does between releases: `helm upgrade` from the previous chart and image to this tree's,
     under an acks=all writer. Helm rolls the operator; the new operator upgrades the CRDs older than its
     own and rolls the brokers to its image one at a time, and, itself restarted after the first broker
-    rolled, finishes the roll: never two brokers down, the ISR never below min.insync.replicas, nothing
-    acknowledged lost (previous_release.py says where the previous release comes from)."""
+    rolled, finishes the roll: never two brokers down, nothing acknowledged lost, the ISR never below
+    min.insync.replicas but across that restart (measured, see below); restarted once more after the roll,
+    the ISR holds (previous_release.py says where the previous release comes from)."""
     release, chart = kube.first_release, THIS_CHART
     target = f"{IMAGE_REPO}:{IMAGE_TAGS[1]}"
     first = f"{IMAGE_REPO}:{release.image_tag}"
@@ -435,6 +443,13 @@ def test_helm_upgrade_from_the_previous_chart_under_an_acks_all_writer(kube):
             restarted_at.append(len(seen))
             restart_operator(kube)
         max_down = wait_rolled(kube, target, on_first_rolled=restart)
+        # Once more, every broker on this tree's image: their controller calls are bounded to a third of the
+        # session, and the stopping operator stands down at SIGTERM (hand_over.py). Watched for a session
+        # past the new operator's readiness, when it would fence a broker it has not heard from.
+        restarted_at.append(len(seen))
+        restart_operator(kube)
+        wait_until(lambda: operator_replaced(kube, target), timeout=180, what="the restarted operator Ready")
+        time.sleep(BROKER_SESSION_S + 3)
     finally:
         stop.set()
         watcher.join(10)
@@ -442,11 +457,17 @@ def test_helm_upgrade_from_the_previous_chart_under_an_acks_all_writer(kube):
     measure("helm upgrade -> 3 brokers rolled (the operator restarted mid-roll)", f"{time.monotonic() - start:.0f} s")
     writer.join()
     assert max_down <= 1  # never two brokers down at once
-    # Across the operator's restart too: the stopping operator stands down at SIGTERM (hand_over.py), so no
-    # broker goes on heartbeating it while the new one's sessions run out (before: ISRs down to 1 for ~2 s).
-    after_restart = seen[restarted_at[0]:] if restarted_at else []
-    measure("helm upgrade: smallest ISR after the operator's restart", str(min(after_restart, default="-")))
-    assert seen and min(seen) >= MIN_ISR, f"ISR fell below min.insync.replicas={MIN_ISR}: {sorted(set(seen))}"
+    # The mid-roll restart has two brokers of the previous release, whose controller calls wait 10 s, longer
+    # than the 9 s session: a connection to the gone operator's address can hang that long, and the new
+    # operator fences them (their ISRs fell to 1 for ~2 s, nothing lost). Measured, not held. Held: before
+    # it, and across the restart with every broker on this tree's image.
+    mid_roll, last = restarted_at
+    measure("helm upgrade: smallest ISR across the mid-roll operator restart (two brokers of the previous "
+            "release)", str(min(seen[mid_roll:last], default="-")))
+    measure("helm upgrade: smallest ISR across the operator restart after the roll",
+            str(min(seen[last:], default="-")))
+    held = seen[:mid_roll] + seen[last:]
+    assert held and min(held) >= MIN_ISR, f"ISR fell below min.insync.replicas={MIN_ISR}: {sorted(set(held))}"
     assert sorted(consume_all(kube)) == sorted(MESSAGES)
     writer.check_nothing_lost(kube, "helm upgrade")
     measure("helm upgrade: longest time without an ack", f"{writer.longest_stall():.1f} s")
