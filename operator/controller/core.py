@@ -293,6 +293,7 @@ def _register(step: _Step, e: RegisterBroker) -> None:
         fenced=True,
         # A roll's drain ends with the restart; a scale-down's drain outlives it.
         drained=existing is not None and existing.drained and not existing.drained_until_restart,
+        drained_by_scale_down=existing is not None and existing.drained_by_scale_down,
     )
     step.image.set_broker(record)
     if existing is not None and existing.drained and not record.drained:
@@ -377,9 +378,12 @@ def _drain(step: _Step, e: DrainBroker) -> None:
     record = step.broker(e.broker_id)
     # A lasting drain (scale-down) wins over a roll's: a restart must not undrain a broker being removed.
     until_restart = e.until_restart and (not record.drained or record.drained_until_restart)
-    if record.drained and record.drained_until_restart == until_restart:
+    scale_down = not until_restart and (e.scale_down or record.drained_by_scale_down)
+    if (record.drained and record.drained_until_restart == until_restart
+            and record.drained_by_scale_down == scale_down):
         return
-    step.image.set_broker(dataclasses.replace(record, drained=True, drained_until_restart=until_restart))
+    step.image.set_broker(dataclasses.replace(record, drained=True, drained_until_restart=until_restart,
+                                              drained_by_scale_down=scale_down))
     if not record.drained:
         step.image.actions.append(BrokerDrained(broker_id=e.broker_id))
         step.settle()
@@ -388,7 +392,8 @@ def _drain(step: _Step, e: DrainBroker) -> None:
 def _undrain(step: _Step, e: UndrainBroker) -> None:
     record = step.broker(e.broker_id)
     if record.drained:
-        step.image.set_broker(dataclasses.replace(record, drained=False, drained_until_restart=False))
+        step.image.set_broker(dataclasses.replace(record, drained=False, drained_until_restart=False,
+                                                  drained_by_scale_down=False))
         step.image.actions.append(BrokerUndrained(broker_id=e.broker_id))
         step.settle()
 

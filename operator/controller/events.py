@@ -160,6 +160,7 @@ class DrainBroker(Event):
 
     broker_id: int
     until_restart: bool = False
+    scale_down: bool = False  # the operator removing the broker (lasting); an id a pool takes again ends it
 
 
 @_event

@@ -115,6 +115,9 @@ class BrokerRecord:
     drained: bool = False
     # A roll's drain: ends at the next registration (DrainBroker). Written only when true (codec.OMIT_DEFAULT).
     drained_until_restart: bool = field(default=False, metadata=OMIT_DEFAULT)
+    # A lasting drain a scale-down made (DrainBroker.scale_down), which a node pool taking the id again may end;
+    # an admin's drain (the API's /drain) is never ended that way. Written only when true (codec.OMIT_DEFAULT).
+    drained_by_scale_down: bool = field(default=False, metadata=OMIT_DEFAULT)
     # Every advertised listener; host:port above is the inter-broker one. Empty for a broker registered by an
     # older version (its host:port then serves every listener); written only when set (codec.OMIT_DEFAULT).
     endpoints: tuple[ListenerEndpoint, ...] = field(default=(), metadata=OMIT_DEFAULT)

@@ -438,7 +438,7 @@ class OperatorController:
             elif isinstance(action, DrainBrokers):
                 for broker_id in action.broker_ids:
                     if service.image.broker(broker_id) is not None:
-                        await self._submit(service, DrainBroker(broker_id=broker_id))
+                        await self._submit(service, DrainBroker(broker_id=broker_id, scale_down=True))
                 targets = [b for b in service.image.brokers if b not in action.broker_ids]
                 await self._reassign(service, targets)
             elif isinstance(action, Rebalance):
@@ -451,7 +451,7 @@ class OperatorController:
             elif isinstance(action, EndScaleDownDrain):
                 for broker_id in action.broker_ids:
                     record = service.image.broker(broker_id)
-                    if record is not None and record.drained and not record.drained_until_restart:
+                    if record is not None and record.drained_by_scale_down:  # never an admin's drain
                         log.info("%s: broker %d is a pool's again: its scale-down drain ends", cluster, broker_id)
                         await self._submit(service, UndrainBroker(broker_id=broker_id))
             elif isinstance(action, BrokerDown):

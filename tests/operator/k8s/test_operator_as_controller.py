@@ -341,7 +341,7 @@ async def test_an_id_given_out_again_loses_its_scale_down_drain_and_a_pool_rebal
         server, api, tmp_path):
     """Node pools reuse an id a scale-down removed (another pool's growth takes the lowest free id): the
     core keeps a scale-down's drain over a restart, so the new broker would get no replica. The pool pass's
-    EndScaleDownDrain ends it (a roll's drain is left alone); a proposal given `members` places nothing on
+    EndScaleDownDrain ends it (a roll's drain and an admin's are left alone); a proposal given `members` places nothing on
     a registered broker outside them."""
     controller = new_controller()
     async with running_operator(str(server.url), controller=controller):
@@ -367,14 +367,17 @@ async def test_an_id_given_out_again_loses_its_scale_down_drain_and_a_pool_rebal
                 await start(2, "c1")
                 await on_operator_loop(controller, controller.broker_actions(KEY, [MoveLeadership(2)]))  # a roll's drain of broker 2
                 await start(1, "b2")  # pool a's new pod, given id 1 again
+                await start(3, "d1")
+                await c.drain_broker(3)  # an admin's drain (the API's): no pool pass may end it
                 image = controller.service(KEY).image
                 assert image.brokers[1].drained  # what made a rebalance onto the grown pool place nothing
                 with pytest.raises(ControllerRefusedPort, match="fenced or drained"):
                     await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1]))
 
-                await on_operator_loop(controller, controller.broker_actions(KEY, [EndScaleDownDrain((0, 1, 2))]))
+                await on_operator_loop(controller, controller.broker_actions(KEY, [EndScaleDownDrain((0, 1, 2, 3))]))
                 image = controller.service(KEY).image
                 assert not image.brokers[1].drained and image.brokers[2].drained_until_restart
+                assert image.brokers[3].drained and not image.brokers[3].drained_by_scale_down
                 proposal = await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1]))
                 assert proposal["moves"] and all(1 in m["after"] for m in proposal["moves"])
                 with pytest.raises(ControllerRefusedPort, match="fenced or drained"):
