@@ -64,7 +64,8 @@ def heartbeat_timeout_s(session_timeout_ms: int) -> float:
     Heartbeats go one at a time, so a call that hangs holds back the next. A connection that went silent
     (the controller's pod gone without a reset, its keep-alive connection still pooled here) hangs until
     the call's timeout: longer than the session, and the controller that took over fences this broker.
-    Within a third, the next heartbeat (on a new connection) still lands inside the session.
+    Within a third, the next heartbeat (on a new connection) still lands inside the session, as long as
+    broker.heartbeat.interval.ms is under a third of it too (the defaults: 2 s of 9 s).
     """
     return max(session_timeout_ms / 3000, 0.5)
 

@@ -238,9 +238,13 @@ class ClusterReconciler:
         return tuple(sorted((broker, pod) for pod, broker in pool_pod_ids(spec.name, pools).items()))
 
     async def _pool_statefulsets(self, spec: ClusterSpec) -> list[dict[str, Any]]:
-        """The cluster's node pools' StatefulSets (by their pool label)."""
+        """The StatefulSets of the cluster's brokers: its node pools' (by their pool label), and its own from
+        before pools (<cluster>-broker), which pool `broker` adopts without a label and whose brokers need
+        the CA phase as much, adopted or not yet."""
         found = await self.deps.kube().list("apps/v1", "StatefulSet", spec.namespace, labels={CLUSTER_LABEL: spec.name})
-        return [s for s in found if POOL_LABEL in ((s.get("metadata") or {}).get("labels") or {})]
+        own = Names.of(spec).statefulset
+        return [s for s in found if POOL_LABEL in ((s.get("metadata") or {}).get("labels") or {})
+                or (s.get("metadata") or {}).get("name") == own]
 
     async def _registry_users(self, spec: ClusterSpec) -> None:
         """spec.schemaRegistry's logins (schema_registry.users_json): written when they changed since the last

@@ -266,14 +266,14 @@ class OperatorController:
         return self._services.get(cluster)
 
     async def attach(self, cluster: ClusterKey) -> ControllerService:
-        """The cluster's service, opened from its status on first use."""
+        """The cluster's service, opened from its status on first use; none once standing down."""
+        if self._standing_down:
+            raise ControllerUnavailable("the operator is stopping: it serves no cluster's controller")
         service = self._services.get(cluster)
         if service is not None:
             return service
         if self._client is None:
             raise ControllerUnavailable("the operator has not started its controller API yet")
-        if self._standing_down:
-            raise ControllerUnavailable("the operator is stopping: it serves no cluster's controller")
         lock = self._opening.setdefault(cluster, asyncio.Lock())
         async with lock:
             service = self._services.get(cluster)
@@ -293,6 +293,9 @@ class OperatorController:
                                                        config_overrides=overrides)
             except (OSError, StateFileError, StateFormatError) as exc:
                 raise ControllerUnavailable(f"cannot open the controller state of {cluster}: {exc}") from exc
+            if self._standing_down:  # SIGTERM came while it opened: no driver may start (it would fence)
+                await service.close()
+                raise ControllerUnavailable("the operator is stopping: it serves no cluster's controller")
             if self.tls is not None:
                 self.tls.add_cluster(spec)
             self._services[cluster] = service

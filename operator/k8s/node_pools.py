@@ -326,8 +326,10 @@ def adoption_problem(cluster: ClusterSpec, pool: PoolSpec, observed: PoolObserve
     sts = statefulset_name(cluster.name, pool.name)
     current = observed.current
     if current is None:
-        return (f"pool {ADOPTING_POOL} adopts StatefulSet {sts}, the cluster's own from before node pools, and "
-                "there is none: give a new pool another name")
+        if not pool.node_ids:
+            return (f"pool {ADOPTING_POOL} adopts StatefulSet {sts}, the cluster's own from before node pools, "
+                    "and there is none: give a new pool another name")
+        current = 0  # adopted already, its StatefulSet made again (volume expansion): its ids stay its own
     if not pool.node_ids and current > 0 and not (pool.replicas == cluster.brokers == current):
         return (f"pool {ADOPTING_POOL} takes over the cluster's brokers as they are: spec.replicas "
                 f"{pool.replicas} must equal the cluster's spec.brokers {cluster.brokers} and StatefulSet {sts}'s "

@@ -94,8 +94,9 @@ def problem(spec: RebalanceSpec) -> str | None:
 
 
 def members_problem(spec: RebalanceSpec, members: Collection[int] | None) -> str | None:
-    """With node pools (`members`: the ids the pools keep), the brokers named must be pool brokers."""
-    if members is None:
+    """With node pools (`members`: the ids the pools keep), the brokers given replicas must be pool brokers;
+    remove-brokers may name any (emptying a broker no pool keeps, or one a pool is giving up, is its job)."""
+    if members is None or spec.mode == "remove-brokers":
         return None
     if not members:
         return f"cluster {spec.cluster} uses node pools, and its pools hold no broker yet"

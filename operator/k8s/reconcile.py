@@ -672,9 +672,9 @@ def plan_with_pools(spec: ClusterSpec, observed: Observed, ctx: OperatorContext)
         return _plan(spec, observed, owned, End(Phase.CREATING, ClusterReason.WAITING_FOR_EXTERNAL_ADDRESSES,
                                                 waiting_message(waiting)))
     sts = observed.objects.get(broker_statefulset_key(spec))
-    own = f"{Names.of(spec).statefulset}-"
+    own = f"{Names.of(spec).statefulset}-"  # its pods, <cluster>-broker-<n>; not pool broker-a's -broker-a-<n>
     if sts is not None and int((sts.get("spec") or {}).get("replicas") or 0) > 0 \
-            and not any(pod.startswith(own) for _, pod in spec.pool_brokers):
+            and not any(pod.startswith(own) and pod[len(own):].isdigit() for _, pod in spec.pool_brokers):
         return _plan(spec, observed, owned, End(
             Phase.RUNNING, ClusterReason.BROKERS_NOT_ADOPTED,
             f"StatefulSet {Names.of(spec).statefulset} (the brokers from before node pools) still runs and no pool "

@@ -266,6 +266,13 @@ def test_a_pool_cluster_whose_own_statefulset_no_pool_adopts_says_so():
     assert plan_cluster(cluster(), None, Observed(objects=emptied), ctx=CTX).condition.reason == "NodePools"
 
 
+def test_an_adopted_pool_whose_statefulset_is_made_again_makes_it_with_its_ids():
+    """Volume expansion deletes the StatefulSet (pods orphaned): the adopted pool makes it again, as before."""
+    again = plan(pool("broker", 3, ids=(0, 1, 2)), current=None)
+    assert again.condition.reason == PoolReason.READY.value and again.node_ids == (0, 1, 2)
+    assert [o["kind"] for o in again.objects] == ["StatefulSet"] and again.objects[0] == own_statefulset()
+
+
 def test_an_adopted_pool_grows_onto_free_ordinals_and_shrinks_by_draining():
     grown = plan(pool("broker", 4, ids=(0, 1, 2)), current=3, taken={5})
     assert grown.node_ids == (0, 1, 2, 3) and grown.objects[0]["spec"]["replicas"] == 4
