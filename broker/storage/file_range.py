@@ -1,8 +1,10 @@
-"""FileRange: whole stored batches left in their segment file, for a Fetch answer written with sendfile.
+"""FileRange: whole stored batches left in their segment file, for a Fetch answer written from the file.
 
-A plaintext Fetch does not read its record sets into memory: the segment
-returns where they lie, and the connection hands the socket the file's pages
-(``os.sendfile``: page cache to socket, as Kafka's FileRecords.writeTo).
+A Fetch does not read its record sets into memory: the segment returns where
+they lie, and the connection hands a plaintext socket the file's pages
+(``os.sendfile``: page cache to socket, as Kafka's FileRecords.writeTo), and a
+TLS socket pieces read from the file as its transport has room
+(server/response_writer.py).
 
 Invariants:
 - the range holds its own open file (opened by path under the log's read
@@ -40,7 +42,7 @@ class FileRange:
         return self.file.closed
 
     def read(self) -> bytes:
-        """The bytes (the copying path: a TLS socket, a test). Short when the file was cut meanwhile."""
+        """The bytes at once (a caller that needs them in memory, a test). Short when the file was cut meanwhile."""
         return os.pread(self.file.fileno(), self.length, self.position)
 
     def close(self) -> None:

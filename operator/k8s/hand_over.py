@@ -10,7 +10,8 @@ upgrade test: the `writes` topic's ISRs down to the leader for 2 s, acks=all wri
 So the operator's SIGTERM and SIGINT handlers are replaced (kopf installs its own before any start-up
 handler runs): the controller stands down first (`ControllerPort.stand_down`: no decisions, every call
 answered NOT_CONTROLLER with its connection closed), then kopf's stop flag is set and kopf stops as it
-would have.
+would have, but for one thing: kopf arms its own last-resort SIGKILL (10 min) only when it took the
+signal itself; here the kubelet's, at the end of the pod's termination grace period, stands in.
 """
 
 from __future__ import annotations
