@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import uuid
@@ -356,3 +357,17 @@ class ThrowawayPki:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pkcs8 + b"".join(p.bytes() for p in leaf.cert_chain_pems))
         return path
+
+
+def open_log_fds(topic: str) -> int:
+    """This process's open descriptors on the topic's segment files (the logs' own and any fetch's): what
+    a test compares before and after a Fetch to see every file range closed."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if f"/{topic}-" in target and target.endswith(".log"):
+            count += 1
+    return count

@@ -9,7 +9,6 @@ a request pipelined behind the Fetch, and when the client leaves in the middle
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import time
@@ -20,7 +19,7 @@ import pytest
 
 from tinystream.broker.protocol.codec import decode_request
 from tinystream.broker.security.peer import ClientInfo
-from tinystream.testing.broker import BrokerThread, fetch_request, request, test_settings
+from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, request, test_settings
 from tinystream.testing.peers.wire import encode_request
 
 SEGMENT_BYTES = 1 << 20  # an answer (one segment's batches) far larger than the sockets' buffers
@@ -57,19 +56,6 @@ def topic(running) -> str:
 
 def segment_files(running, topic: str) -> list[Path]:
     return sorted(Path(running.settings.log_dirs).glob(f"{topic}-0/*.log"))
-
-
-def open_log_fds(topic: str) -> int:
-    """This process's open descriptors on the topic's segment files (the log's own and any fetch's)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if f"/{topic}-0/" in target and target.endswith(".log"):
-            count += 1
-    return count
 
 
 def connect(running, *, rcvbuf: int | None = None) -> socket.socket:

@@ -11,7 +11,6 @@ budget, and once it reads, every byte and every file slice is given back.
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import struct
@@ -24,7 +23,7 @@ from tinystream.broker.protocol.codec import decode_request
 from tinystream.broker.security.peer import ClientInfo
 from tinystream.broker.server.connection import WRITE_BUFFER_HIGH
 from tinystream.broker.server.response_writer import TLS_PIECE
-from tinystream.testing.broker import BrokerThread, fetch_request, test_settings, throwaway_tls
+from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, test_settings, throwaway_tls
 from tinystream.testing.peers.wire import encode_request
 from tinystream.testing.waiting import wait_until
 
@@ -106,19 +105,6 @@ def read_frame(sock: ssl.SSLSocket) -> bytes:
 
     head = exactly(4)
     return head + exactly(struct.unpack(">i", head)[0])
-
-
-def open_log_fds(topic: str) -> int:
-    """This process's open descriptors on the topic's segment files (the logs' own and any fetch's)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if f"/{topic}-" in target and target.endswith(".log"):
-            count += 1
-    return count
 
 
 def test_kafka_python_over_tls_reads_every_record_of_large_record_sets(running, topic):

@@ -92,6 +92,20 @@ async def real_broker(tmp_path, url: str, token_file: str, **extra):
         await broker.stop()
 
 
+@contextlib.asynccontextmanager
+async def operator_with_a_broker(server, api, tmp_path):
+    """The operator running CLUSTER's controller, broker 0 registered with it and unfenced."""
+    controller = new_controller()
+    async with running_operator(str(server.url), controller=controller):
+        await api.create(TS, "tinystreamclusters", CLUSTER)
+        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: controller.service(KEY) is not None)
+        async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)):
+            await wait_until_async(lambda: 0 in controller.service(KEY).image.brokers
+                                   and not controller.service(KEY).image.brokers[0].fenced,
+                                   timeout=15, what="broker 0 registered")
+            yield controller
+
+
 @pytest_asyncio.fixture
 async def server():
     async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator):
@@ -259,82 +273,68 @@ async def test_a_controller_told_to_stop_answers_not_controller_and_closes_conne
     """SIGTERM's first step (hand_over.py): from `stand_down` on, a kept-alive connection gets
     NOT_CONTROLLER and is closed (the broker's next call goes to the replacement behind the Service), and
     the old controller decides nothing more: its image stays as it was while its broker keeps calling."""
-    controller = new_controller()
-    async with running_operator(str(server.url), controller=controller):
-        await api.create(TS, "tinystreamclusters", CLUSTER)
-        await api.wait_for(TS, "tinystreamclusters", "demo",
-                           lambda o: ((o or {}).get("status") or {}).get("controller") and controller.service(KEY))
-        async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)):
-            service = controller.service(KEY)
-            await wait_until_async(lambda: 0 in service.image.brokers and not service.image.brokers[0].fenced,
-                                   timeout=15, what="broker 0 registered")
-            admin = {"Authorization": f"Bearer {controller.admin_token(KEY)}"}
-            url = controller.cluster_url(KEY) + "/v1/metadata"
-            async with aiohttp.ClientSession() as http:
-                async with http.get(url, headers=admin) as answered:
-                    assert answered.status == 200
-                    await answered.read()
-                driver = controller._drivers[KEY]  # the operator's loop (kopf runs in a thread here)
-                driver.get_loop().call_soon_threadsafe(controller.stand_down)
-                await wait_until_async(driver.done, timeout=5, what="the driver loop stopped")
-                version = service.image.version
-                async with http.get(url, headers=admin) as refused:  # on the same kept-alive connection
-                    body = await refused.json()
-                    assert refused.status == 503 and body["error"] == "NOT_CONTROLLER", body
-                    assert refused.headers.get("Connection", "").lower() == "close"
-                await asyncio.sleep(1.0)  # five heartbeats of the broker's, five driver ticks
-                assert service.image.version == version
+    async with operator_with_a_broker(server, api, tmp_path) as controller:
+        service = controller.service(KEY)
+        admin = {"Authorization": f"Bearer {controller.admin_token(KEY)}"}
+        url = controller.cluster_url(KEY) + "/v1/metadata"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url, headers=admin) as answered:
+                assert answered.status == 200
+                await answered.read()
+            driver = controller._drivers[KEY]  # the operator's loop (kopf runs in a thread here)
+            driver.get_loop().call_soon_threadsafe(controller.stand_down)
+            await wait_until_async(driver.done, timeout=5, what="the driver loop stopped")
+            version = service.image.version
+            async with http.get(url, headers=admin) as refused:  # on the same kept-alive connection
+                body = await refused.json()
+                assert refused.status == 503 and body["error"] == "NOT_CONTROLLER", body
+                assert refused.headers.get("Connection", "").lower() == "close"
+            await asyncio.sleep(1.0)  # five heartbeats of the broker's, five driver ticks
+            assert service.image.version == version
 
 
 async def test_a_rebalance_resource_runs_on_the_core(server, api, tmp_path):
     """TinyStreamRebalance through OperatorController to the real core: a proposal onto a second broker,
     approve (the move starts, with throttled replicas and spec.throttle's rate on brokers 0 and 1), then stop
     (cancelled, throttles and rates gone)."""
-    controller = new_controller()
-    async with running_operator(str(server.url), controller=controller):
-        await api.create(TS, "tinystreamclusters", CLUSTER)
-        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: controller.service(KEY) is not None)
-        async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)):
-            await wait_until_async(lambda: 0 in controller.service(KEY).image.brokers
-                                   and not controller.service(KEY).image.brokers[0].fenced,
-                                   timeout=15, what="broker 0 registered")
-            await api.create(TS, "topics", topic("orders"))
-            await api.wait_for(TS, "topics", "orders", placed)
-            # Broker 1 registers (the admin may act as any broker) but never fetches: a move to it stays running.
-            async with ControllerClient(controller.cluster_url(KEY), token=controller.admin_token(KEY),
-                                        ssl_context=controller_ssl_context(controller.cluster_url(KEY), None)) as c:
-                reply = await c.register_broker(broker_id=1, incarnation_id="b1", host="127.0.0.1", port=9)
-                meta = await c.metadata()
-                assert not (await c.heartbeat(1, broker_epoch=reply.broker_epoch,
-                                              metadata_version=meta.version)).fenced
+    async with operator_with_a_broker(server, api, tmp_path) as controller:
+        await api.create(TS, "topics", topic("orders"))
+        await api.wait_for(TS, "topics", "orders", placed)
+        # Broker 1 registers (the admin may act as any broker) but never fetches: a move to it stays running.
+        async with ControllerClient(controller.cluster_url(KEY), token=controller.admin_token(KEY),
+                                    ssl_context=controller_ssl_context(controller.cluster_url(KEY), None)) as c:
+            reply = await c.register_broker(broker_id=1, incarnation_id="b1", host="127.0.0.1", port=9)
+            meta = await c.metadata()
+            assert not (await c.heartbeat(1, broker_epoch=reply.broker_epoch,
+                                          metadata_version=meta.version)).fenced
 
-            def state(name):
-                return lambda o: ((o or {}).get("status") or {}).get("state") == name
+        def state(name):
+            return lambda o: ((o or {}).get("status") or {}).get("state") == name
 
-            await api.create(TS, "tinystreamrebalances", {
-                "apiVersion": TS, "kind": "TinyStreamRebalance", "metadata": {"name": "grow"},
-                "spec": {"cluster": "demo", "mode": "add-brokers", "brokers": [1], "throttle": 4096}})
-            ready = await api.wait_for(TS, "tinystreamrebalances", "grow", state("ProposalReady"))
-            (move,) = ready["status"]["proposal"]
-            assert 1 in move["after"] and ready["status"]["optimizationResult"]["numReplicaMovements"] == 1
+        await api.create(TS, "tinystreamrebalances", {
+            "apiVersion": TS, "kind": "TinyStreamRebalance", "metadata": {"name": "grow"},
+            "spec": {"cluster": "demo", "mode": "add-brokers", "brokers": [1], "throttle": 4096}})
+        ready = await api.wait_for(TS, "tinystreamrebalances", "grow", state("ProposalReady"))
+        (move,) = ready["status"]["proposal"]
+        assert 1 in move["after"] and ready["status"]["optimizationResult"]["numReplicaMovements"] == 1
 
-            await api.patch(TS, "tinystreamrebalances", "grow",
-                            {"metadata": {"annotations": {"tinystream.io/rebalance": "approve"}}})
-            await api.wait_for(TS, "tinystreamrebalances", "grow", state("Rebalancing"))
-            record = controller.service(KEY).image.topic("orders")
-            assert record.partitions[move["partition"]].adding_replicas == (1,)
-            assert record.config["follower.replication.throttled.replicas"] == f"{move['partition']}:1"
-            rates = {"leader.replication.throttled.rate": "4096", "follower.replication.throttled.rate": "4096"}
-            assert controller.service(KEY).image.broker_configs.brokers == {"0": rates, "1": rates}
+        await api.patch(TS, "tinystreamrebalances", "grow",
+                        {"metadata": {"annotations": {"tinystream.io/rebalance": "approve"}}})
+        await api.wait_for(TS, "tinystreamrebalances", "grow", state("Rebalancing"))
+        record = controller.service(KEY).image.topic("orders")
+        assert record.partitions[move["partition"]].adding_replicas == (1,)
+        assert record.config["follower.replication.throttled.replicas"] == f"{move['partition']}:1"
+        rates = {"leader.replication.throttled.rate": "4096", "follower.replication.throttled.rate": "4096"}
+        assert controller.service(KEY).image.broker_configs.brokers == {"0": rates, "1": rates}
 
-            await api.patch(TS, "tinystreamrebalances", "grow",
-                            {"metadata": {"annotations": {"tinystream.io/rebalance": "stop"}}})
-            stopped = await api.wait_for(TS, "tinystreamrebalances", "grow", state("Stopped"))
-            assert "1 running move(s) cancelled" in stopped["status"]["message"]
-            record = controller.service(KEY).image.topic("orders")
-            assert all(p.replicas == (0,) and not p.adding_replicas for p in record.partitions)
-            assert "follower.replication.throttled.replicas" not in record.config
-            assert controller.service(KEY).image.broker_configs.brokers == {}
+        await api.patch(TS, "tinystreamrebalances", "grow",
+                        {"metadata": {"annotations": {"tinystream.io/rebalance": "stop"}}})
+        stopped = await api.wait_for(TS, "tinystreamrebalances", "grow", state("Stopped"))
+        assert "1 running move(s) cancelled" in stopped["status"]["message"]
+        record = controller.service(KEY).image.topic("orders")
+        assert all(p.replicas == (0,) and not p.adding_replicas for p in record.partitions)
+        assert "follower.replication.throttled.replicas" not in record.config
+        assert controller.service(KEY).image.broker_configs.brokers == {}
 
 
 async def test_an_id_given_out_again_loses_its_scale_down_drain_and_a_pool_rebalance_uses_members(
@@ -343,45 +343,38 @@ async def test_an_id_given_out_again_loses_its_scale_down_drain_and_a_pool_rebal
     core keeps a scale-down's drain over a restart, so the new broker would get no replica. The pool pass's
     EndScaleDownDrain ends it (a roll's drain and an admin's are left alone); a proposal given `members` places nothing on
     a registered broker outside them."""
-    controller = new_controller()
-    async with running_operator(str(server.url), controller=controller):
-        await api.create(TS, "tinystreamclusters", CLUSTER)
-        await api.wait_for(TS, "tinystreamclusters", "demo", lambda o: controller.service(KEY) is not None)
-        async with real_broker(tmp_path, controller.cluster_url(KEY), await broker_token_file(api, tmp_path)):
-            await wait_until_async(lambda: 0 in controller.service(KEY).image.brokers
-                                   and not controller.service(KEY).image.brokers[0].fenced,
-                                   timeout=15, what="broker 0 registered")
-            await api.create(TS, "topics", topic("orders", partitions=6))
-            await api.wait_for(TS, "topics", "orders", placed)
-            async with ControllerClient(controller.cluster_url(KEY), token=controller.admin_token(KEY),
-                                        ssl_context=controller_ssl_context(controller.cluster_url(KEY), None)) as c:
-                async def start(broker_id: int, incarnation: str) -> None:
-                    reply = await c.register_broker(broker_id=broker_id, incarnation_id=incarnation,
-                                                    host="127.0.0.1", port=9)
-                    meta = await c.metadata()
-                    await c.heartbeat(broker_id, broker_epoch=reply.broker_epoch, metadata_version=meta.version)
+    async with operator_with_a_broker(server, api, tmp_path) as controller:
+        await api.create(TS, "topics", topic("orders", partitions=6))
+        await api.wait_for(TS, "topics", "orders", placed)
+        async with ControllerClient(controller.cluster_url(KEY), token=controller.admin_token(KEY),
+                                    ssl_context=controller_ssl_context(controller.cluster_url(KEY), None)) as c:
+            async def start(broker_id: int, incarnation: str) -> None:
+                reply = await c.register_broker(broker_id=broker_id, incarnation_id=incarnation,
+                                                host="127.0.0.1", port=9)
+                meta = await c.metadata()
+                await c.heartbeat(broker_id, broker_epoch=reply.broker_epoch, metadata_version=meta.version)
 
-                await start(1, "b1")
-                # pool b's scale-down removed id 1
-                await on_operator_loop(controller, controller.broker_actions(KEY, [DrainBrokers((1,))]))
-                await start(2, "c1")
-                await on_operator_loop(controller, controller.broker_actions(KEY, [MoveLeadership(2)]))  # a roll's drain of broker 2
-                await start(1, "b2")  # pool a's new pod, given id 1 again
-                await start(3, "d1")
-                await c.drain_broker(3)  # an admin's drain (the API's): no pool pass may end it
-                image = controller.service(KEY).image
-                assert image.brokers[1].drained  # what made a rebalance onto the grown pool place nothing
-                with pytest.raises(ControllerRefusedPort, match="fenced or drained"):
-                    await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1]))
+            await start(1, "b1")
+            # pool b's scale-down removed id 1
+            await on_operator_loop(controller, controller.broker_actions(KEY, [DrainBrokers((1,))]))
+            await start(2, "c1")
+            await on_operator_loop(controller, controller.broker_actions(KEY, [MoveLeadership(2)]))  # a roll's drain of broker 2
+            await start(1, "b2")  # pool a's new pod, given id 1 again
+            await start(3, "d1")
+            await c.drain_broker(3)  # an admin's drain (the API's): no pool pass may end it
+            image = controller.service(KEY).image
+            assert image.brokers[1].drained  # what made a rebalance onto the grown pool place nothing
+            with pytest.raises(ControllerRefusedPort, match="fenced or drained"):
+                await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1]))
 
-                await on_operator_loop(controller, controller.broker_actions(KEY, [EndScaleDownDrain((0, 1, 2, 3))]))
-                image = controller.service(KEY).image
-                assert not image.brokers[1].drained and image.brokers[2].drained_until_restart
-                assert image.brokers[3].drained and not image.brokers[3].drained_by_scale_down
-                proposal = await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1]))
-                assert proposal["moves"] and all(1 in m["after"] for m in proposal["moves"])
-                with pytest.raises(ControllerRefusedPort, match="fenced or drained"):
-                    await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1], members={0}))
+            await on_operator_loop(controller, controller.broker_actions(KEY, [EndScaleDownDrain((0, 1, 2, 3))]))
+            image = controller.service(KEY).image
+            assert not image.brokers[1].drained and image.brokers[2].drained_until_restart
+            assert image.brokers[3].drained and not image.brokers[3].drained_by_scale_down
+            proposal = await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1]))
+            assert proposal["moves"] and all(1 in m["after"] for m in proposal["moves"])
+            with pytest.raises(ControllerRefusedPort, match="fenced or drained"):
+                await on_operator_loop(controller, controller.rebalance_proposal(KEY, "add-brokers", [1], members={0}))
 
 
 async def on_operator_loop(controller: OperatorController, coro):
