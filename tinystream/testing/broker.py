@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 import time
 import uuid
@@ -371,3 +372,15 @@ def open_log_fds(topic: str) -> int:
         if f"/{topic}-" in target and target.endswith(".log"):
             count += 1
     return count
+
+
+def raw_connection(bootstrap: str, *, rcvbuf: int | None = None, timeout: float = 20) -> socket.socket:
+    """A plain TCP socket to `bootstrap` (host:port); `rcvbuf` set before connecting, so the TCP window a
+    slow reader advertises follows it."""
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect((host, int(port)))
+    sock.settimeout(timeout)
+    return sock

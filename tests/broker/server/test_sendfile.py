@@ -19,7 +19,7 @@ import pytest
 
 from tinystream.broker.protocol.codec import decode_request
 from tinystream.broker.security.peer import ClientInfo
-from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, request, test_settings
+from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, raw_connection, request, test_settings
 from tinystream.testing.peers.wire import encode_request
 
 SEGMENT_BYTES = 1 << 20  # an answer (one segment's batches) far larger than the sockets' buffers
@@ -59,13 +59,7 @@ def segment_files(running, topic: str) -> list[Path]:
 
 
 def connect(running, *, rcvbuf: int | None = None) -> socket.socket:
-    host, port = running.bootstrap.rsplit(":", 1)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connect: the window follows it
-    sock.connect((host, int(port)))
-    sock.settimeout(20)
-    return sock
+    return raw_connection(running.bootstrap, rcvbuf=rcvbuf, timeout=20)
 
 
 def read_frame(sock: socket.socket) -> bytes:

@@ -11,7 +11,6 @@ budget, and once it reads, every byte and every file slice is given back.
 
 from __future__ import annotations
 
-import socket
 import ssl
 import struct
 import uuid
@@ -23,7 +22,7 @@ from tinystream.broker.protocol.codec import decode_request
 from tinystream.broker.security.peer import ClientInfo
 from tinystream.broker.server.connection import WRITE_BUFFER_HIGH
 from tinystream.broker.server.response_writer import TLS_PIECE
-from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, test_settings, throwaway_tls
+from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, raw_connection, test_settings, throwaway_tls
 from tinystream.testing.peers.wire import encode_request
 from tinystream.testing.waiting import wait_until
 
@@ -85,12 +84,8 @@ def copying_path(broker: BrokerThread, frame: bytes) -> bytes:
 
 
 def connect_tls(broker: BrokerThread, truststore: Path, *, rcvbuf: int | None = None) -> ssl.SSLSocket:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if rcvbuf is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # before connect: the window follows it
-    sock.connect((host, int(port)))
-    sock.settimeout(30)
+    sock = raw_connection(broker.bootstrap, rcvbuf=rcvbuf, timeout=30)
+    host = broker.bootstrap.rsplit(":", 1)[0]
     return ssl.create_default_context(cafile=str(truststore)).wrap_socket(sock, server_hostname=host)
 
 
