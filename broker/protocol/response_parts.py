@@ -16,14 +16,14 @@ closes them once written or dropped (`close`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 
 class FileSlice(Protocol):
-    """Bytes in a file, sent without being copied into the response: `length` bytes of `file` from `position`."""
+    """Bytes in a file, sent without being copied into the response: `len()` bytes of the open file `fileno()`
+    from `position`. The descriptor may be shared (a segment's): read it only at explicit offsets."""
 
-    @property
-    def file(self) -> BinaryIO: ...
+    def fileno(self) -> int: ...
 
     @property
     def position(self) -> int: ...

@@ -24,6 +24,9 @@ Invariants:
 - every file slice is closed once: after it is written, when the write
   fails, or when the connection closes (`close` cancels the task and closes
   what is queued);
+- a slice's descriptor is its segment's, shared (storage/file_range.py): it
+  is read only at explicit offsets (os.sendfile, os.pread; `_AtOffset` for
+  asyncio's sendfile);
 - a slice that comes back short (the file was cut meanwhile) fails the
   connection: the frame's size prefix has promised its bytes.
 """
@@ -131,7 +134,7 @@ class ResponseWriter:
 
         Each piece is a fresh bytes object: the SSL transport may keep a reference to what it was given
         (its write backlog) until it can encrypt it, so a reused buffer could be overwritten under it."""
-        fd = piece.file.fileno()
+        fd = piece.fileno()
         position, end = piece.position, piece.position + len(piece)
         while position < end:
             await self._room.wait()
@@ -149,7 +152,7 @@ class ResponseWriter:
                 if isinstance(part, bytes | bytearray | memoryview):
                     batch += part
                 else:
-                    batch += _read(part.file.fileno(), part.position, len(part))
+                    batch += _read(part.fileno(), part.position, len(part))
                 continue
             await self._write_batch(batch)
             batch = bytearray()  # a new one: the transport may still hold the last
@@ -175,9 +178,10 @@ class ResponseWriter:
                     self._transport.write(part)
                     continue
                 want = len(part)
-                sent = self._sendfile_now(part.file.fileno(), part.position, want)
+                fd = part.fileno()
+                sent = self._sendfile_now(fd, part.position, want)
                 if sent < want:  # the socket is full: asyncio waits for it and writes the rest
-                    sent += await loop.sendfile(self._transport, part.file, part.position + sent, want - sent)
+                    sent += await loop.sendfile(self._transport, _AtOffset(fd), part.position + sent, want - sent)
                 self._after_sendfile(sent)
                 if sent != want:
                     raise ConnectionError(f"a record set's file ended {want - sent} bytes early")
@@ -208,6 +212,38 @@ class ResponseWriter:
             self._task.cancel()  # its `finally` closes the answer it was writing
             self._task = None
         self._drop_queue()
+
+
+class _AtOffset:
+    """What `loop.sendfile` is given for a slice: its descriptor, shared with the segment and the segment's other
+    slices (storage/file_range.py), with a file position of its own. asyncio's native path reads at explicit
+    offsets (os.sendfile) and then lseeks the descriptor, which moves nobody's reads: every user of a segment's
+    descriptor names its offsets. Its fallback (seek, then readinto on a worker thread, between awaits) reads
+    here at this object's position, so two connections sending from one segment never move each other's."""
+
+    __slots__ = ("_fd", "_position")
+    mode = "rb"
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._position = 0
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, position: int, whence: int = os.SEEK_SET) -> int:
+        if whence != os.SEEK_SET:
+            raise ValueError("only absolute positions")
+        self._position = position
+        return position
+
+    def tell(self) -> int:
+        return self._position
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        count = os.preadv(self._fd, [buffer], self._position)
+        self._position += count
+        return count
 
 
 def _read(fd: int, position: int, count: int) -> bytes:

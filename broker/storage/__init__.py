@@ -6,6 +6,7 @@ Modules, bottom up (Kafka's class in brackets):
     batch.py            RecordBatch v2: the header (BatchHeader, one struct), records, building and checking
     validation.py       what a leader or follower append checks before it writes
     index.py            the sparse offset and time indexes [OffsetIndex, TimeIndex]
+    file_range.py       a Fetch's batches left in a segment file, sharing its descriptor [FileRecords.slice]
     file_records.py     one segment's .log bytes read by position, batch walks [FileRecords]
     segment.py          one segment's .log + .index + .timeindex [LogSegment]
     segments.py         the sorted segment snapshot [LogSegments]

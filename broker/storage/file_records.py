@@ -6,6 +6,8 @@ starting position with its index and asks this reader for the bytes:
 
 - `pread(length, position)`: one positioned read (it never moves a file
   offset, so readers on other threads never disturb each other or the writer);
+- `slice(position, length)`: those bytes left in the file, as a `FileRange`
+  that shares this file's descriptor (Kafka's FileRecords.slice: no open);
 - `headers(start, end)`: each batch's header from a batch boundary, read in
   windows; stops at the first frame that is not a whole v2 batch;
 - `search(start, offset, end)`: the first batch whose last offset is at or
@@ -35,6 +37,7 @@ from tinystream.broker.storage.batch import (
     MAGIC,
     MIN_BATCH_LENGTH,
 )
+from tinystream.broker.storage.file_range import FileRange, SharedFile
 
 WALK = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta (27 bytes): what a fetch walk reads
 _I32 = struct.Struct(">i")
@@ -50,12 +53,20 @@ def storage_error(action: str, path: Path, exc: OSError) -> LogStorageError:
 
 
 class FileRecords:
-    __slots__ = ("fd", "path", "window")
+    __slots__ = ("file", "fd", "path", "window")
 
-    def __init__(self, fd: int, path: Path, *, window: int) -> None:
-        self.fd = fd
-        self.path = path
+    def __init__(self, file: SharedFile, *, window: int) -> None:
+        self.file = file  # the segment's open .log, shared with the ranges sliced from it
+        self.fd = file.fd
+        self.path = file.path
         self.window = window  # bytes read at a time by a header walk
+
+    def slice(self, position: int, length: int) -> FileRange:
+        """``length`` bytes from ``position`` left in the file, holding the descriptor until the range closes."""
+        try:
+            return FileRange(self.file, position, length)
+        except OSError as exc:
+            raise storage_error("read", self.path, exc) from exc
 
     def pread(self, length: int, position: int) -> bytes:
         try:

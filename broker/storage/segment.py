@@ -57,7 +57,7 @@ from tinystream.broker.storage.batch import (
     OFFSET_AND_LENGTH,
     check_batch,
 )
-from tinystream.broker.storage.file_range import FileRange
+from tinystream.broker.storage.file_range import FileRange, SharedFile
 from tinystream.broker.storage.file_records import (
     SCAN_CHUNK,
     FileRecords,
@@ -109,9 +109,12 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.index = OffsetIndex(directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, new=new)
         self.time_index = TimeIndex(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, new=new)
+        # Only ever used at explicit offsets (pread, pwrite, ftruncate, fsync): its file position is shared by
+        # the FileRanges sliced from it (file_range.py), which may keep it open after `close`.
         self._fd = fd
+        self._file = SharedFile(fd, self.log_path)
         self._interval = index_interval_bytes
-        self.records = FileRecords(fd, self.log_path, window=max(8192, 2 * index_interval_bytes + 2 * BATCH_HEADER_SIZE))
+        self.records = FileRecords(self._file, window=max(8192, 2 * index_interval_bytes + 2 * BATCH_HEADER_SIZE))
         # Published for readers: (size in bytes, next offset or None when not yet computed).
         self._tail: tuple[int, int | None] = (size, base_offset if size == 0 else None)
         self._bytes_since_index = 0
@@ -358,7 +361,7 @@ class LogSegment:
             if not min_one:
                 return b"", base, offset
             if as_range:
-                return FileRange(records.path, pos, first_size), base, base + delta + 1
+                return records.slice(pos, first_size), base, base + delta + 1
             if pos + first_size <= start + buf_len:
                 return memoryview(buf)[pos - start : pos - start + first_size], base, base + delta + 1
             return records.pread(first_size, pos), base, base + delta + 1
@@ -400,7 +403,7 @@ class LogSegment:
         for at, fields in self.records.headers(walk, end):
             last = (fields[F_BASE_OFFSET], fields[F_LAST_OFFSET_DELTA])
             walk = at + fields[F_LENGTH] + LOG_OVERHEAD
-        return FileRange(self.records.path, pos, walk - pos), base, last[0] + last[1] + 1
+        return self.records.slice(pos, walk - pos), base, last[0] + last[1] + 1
 
     def _end_before_limit(self, end: int, limit_offset: int, size: int) -> int:
         """``end`` cut at the batch holding ``limit_offset`` (kept when it starts below the limit): a
@@ -644,16 +647,14 @@ class LogSegment:
         self.flush(fsync_indexes=True)
 
     def close(self) -> None:
+        """Let go of the .log's descriptor: closed now, or by the last FileRange still holding it."""
         if self.closed:
             return
         self.closed = True
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        self._file.close()
 
     def delete(self) -> None:
-        """Close and unlink all three files."""
+        """Close and unlink all three files (a FileRange taken before still reads the old bytes)."""
         self.close()
         for path in (self.log_path, self.index.path, self.time_index.path):
             try:

@@ -57,7 +57,8 @@ log = logging.getLogger(__name__)
 #: every partition costs open files and memory here, and num.partitions is
 #: capped at the same value in BrokerSettings.
 MAX_PARTITIONS_PER_TOPIC = 10_000
-#: Descriptors a hosted partition keeps open (its active segment's log; indexes open only to write).
+#: Descriptors a hosted partition keeps open (its active segment's log; indexes open only to write). A Fetch
+#: adds none: its file ranges share the segments' descriptors (storage/file_range.py).
 FDS_PER_PARTITION = 1
 #: Descriptors kept for everything else beyond max.connections (listeners, files being written, the loop).
 FD_RESERVE = 256

@@ -361,8 +361,9 @@ class ThrowawayPki:
 
 
 def open_log_fds(topic: str) -> int:
-    """This process's open descriptors on the topic's segment files (the logs' own and any fetch's): what
-    a test compares before and after a Fetch to see every file range closed."""
+    """This process's open descriptors on the topic's segment files: the logs' own (a Fetch's file ranges
+    share them, storage/file_range.py, and keep a deleted segment's open until they close). A test compares
+    it before and after Fetches, with file_range.ranges_held() for the ranges themselves."""
     count = 0
     for fd in os.listdir("/proc/self/fd"):
         try:

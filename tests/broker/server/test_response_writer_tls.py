@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 from pathlib import Path
 
 from tinystream.broker.protocol.response_parts import ResponseParts
-from tinystream.broker.server.response_writer import TLS_PIECE, ResponseWriter
-from tinystream.broker.storage.file_range import FileRange
+from tinystream.broker.server.response_writer import TLS_PIECE, ResponseWriter, _AtOffset
+from tinystream.broker.storage.file_range import FileRange, SharedFile
+from tinystream.testing.broker import throwaway_tls
 
 
 class FakeTlsTransport:
@@ -93,7 +95,7 @@ def parts_answer(tmp_path: Path, sizes: list[int]) -> tuple[ResponseParts, bytes
         content = bytes((i * 7 + k) % 256 for k in range(256)) * (size // 256 + 2)
         path = tmp_path / f"{i}.log"
         path.write_bytes(content)
-        ranges.append(FileRange(path, 100, size))
+        ranges.append(FileRange.open(path, 100, size))
         parts += [head, ranges[-1]]
         expected += head + content[100:100 + size]
     parts.append(b"tail")
@@ -142,3 +144,44 @@ async def test_small_parts_are_gathered_into_one_write(tmp_path: Path) -> None:
     await settle()
     assert transport.writes == [expected]
     assert drained == [1] and w.queued == 0 and all(r.closed for r in ranges)
+
+
+async def test_asyncio_sendfile_from_one_shared_descriptor_on_two_connections_sends_each_its_bytes(tmp_path: Path) -> None:
+    """Two slices of one segment share its descriptor. asyncio's sendfile on a TLS transport takes its fallback
+    (seek, then readinto on a worker thread, between awaits: the path a plaintext one takes when os.sendfile
+    refuses at once); sent at the same time on two connections, each `_AtOffset` reads at its own position."""
+    keystore, truststore = throwaway_tls(tmp_path / "tls")
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(keystore)
+    client_tls = ssl.create_default_context(cafile=str(truststore))
+    content = os.urandom(3 << 20)
+    path = tmp_path / "segment.log"
+    path.write_bytes(content)
+    shared = SharedFile(os.open(path, os.O_RDONLY), path)
+    ranges = [FileRange(shared, 0, 1 << 20), FileRange(shared, (1 << 20) + 5, 1 << 20)]
+    shared.close()  # the ranges hold it now
+    loop = asyncio.get_running_loop()
+    accepted: asyncio.Queue[asyncio.Transport] = asyncio.Queue()
+
+    class Accept(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            accepted.put_nowait(transport)  # type: ignore[arg-type]
+
+    server = await loop.create_server(Accept, "127.0.0.1", 0, ssl=server_tls)
+    port = server.sockets[0].getsockname()[1]
+    clients = [await asyncio.open_connection("127.0.0.1", port, ssl=client_tls) for _ in ranges]
+    transports = [await accepted.get() for _ in ranges]
+    try:
+        sending = asyncio.gather(*(loop.sendfile(t, _AtOffset(r.fileno()), r.position, len(r))
+                                   for t, r in zip(transports, ranges, strict=True)))
+        got = await asyncio.gather(*(reader.readexactly(len(r)) for (reader, _), r in zip(clients, ranges, strict=True)))
+        assert await sending == [len(r) for r in ranges]
+        assert got == [content[r.position:r.position + len(r)] for r in ranges]
+    finally:
+        for _, w in clients:
+            w.close()
+        for t in transports:
+            t.close()
+        server.close()
+        for r in ranges:
+            r.close()

@@ -4,11 +4,14 @@ A real broker, real sockets: the bytes a client reads equal the copying path's
 (the same request dispatched for a TLS-like client), across segment rolls, when
 the client's receive buffer is tiny (sendfile writes in parts and waits), with
 a request pipelined behind the Fetch, and when the client leaves in the middle
-(every file the fetch opened is closed again).
+(every file range the fetch took is let go). A Fetch opens no file: its ranges
+share the segments' descriptors (storage/file_range.py), so answers waiting to
+be written hold none of their own.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
@@ -18,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from tinystream.broker.protocol.codec import decode_request
+from tinystream.broker.protocol.response_parts import ResponseParts
 from tinystream.broker.security.peer import ClientInfo
+from tinystream.broker.storage.file_range import ranges_held
 from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, raw_connection, request, test_settings
 from tinystream.testing.peers.wire import encode_request
 
@@ -142,8 +147,34 @@ def test_a_consumer_reads_across_segment_boundaries(running, topic):
     assert running.broker.server.sendfile_slices - before >= len(segment_files(running, topic))
 
 
+def test_fetch_answers_waiting_to_be_written_hold_no_descriptor_of_their_own(running, topic):
+    """200 Fetch answers held unwritten (as for clients that do not read), each a range of one of the
+    topic's segments: the broker's descriptors on the topic's files, and in all, stay what they were."""
+    offsets = [0, 300, 600, 900, 1200]
+    decoded = [decode_request(memoryview(whole_topic_fetch(topic, o))[4:]) for o in offsets]
+
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async def fetch_all(b) -> list[ResponseParts]:
+        return [await b.server.dispatcher.dispatch(d, ClientInfo(999, "held", 0, file_ranges=True))
+                for _ in range(40) for d in decoded]
+
+    log_fds, held, total = open_log_fds(topic), ranges_held(), descriptors()
+    answers = running.call(fetch_all)
+    try:
+        assert all(type(a) is ResponseParts and len(a.slices()) == 1 for a in answers)
+        assert ranges_held() - held >= len(answers) == 200
+        assert open_log_fds(topic) == log_fds
+        assert descriptors() < total + 10  # no descriptor per answer (a few for the broker's other work)
+    finally:
+        for a in answers:
+            a.close()
+    assert ranges_held() == held
+
+
 def test_a_client_leaving_mid_sendfile_frees_every_file_and_byte(running, topic):
-    baseline = open_log_fds(topic)
+    baseline, held = open_log_fds(topic), ranges_held()
     server = running.broker.server
     for _ in range(3):
         sock = connect(running, rcvbuf=4096)
@@ -154,10 +185,10 @@ def test_a_client_leaving_mid_sendfile_frees_every_file_and_byte(running, topic)
         sock.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and (
-            open_log_fds(topic) != baseline or server.unwritten_bytes or server.queued_bytes
-            or running.call(lambda b: b.server.connection_count)):
+            open_log_fds(topic) != baseline or ranges_held() != held or server.unwritten_bytes
+            or server.queued_bytes or running.call(lambda b: b.server.connection_count)):
         time.sleep(0.05)
-    assert open_log_fds(topic) == baseline
+    assert (open_log_fds(topic), ranges_held()) == (baseline, held)
     assert (server.unwritten_bytes, server.queued_bytes, running.call(lambda b: b.server.connection_count)) == (0, 0, 0)
     # The broker still serves the next client.
     with connect(running) as sock:

@@ -22,6 +22,7 @@ from tinystream.broker.protocol.codec import decode_request
 from tinystream.broker.security.peer import ClientInfo
 from tinystream.broker.server.connection import WRITE_BUFFER_HIGH
 from tinystream.broker.server.response_writer import TLS_PIECE
+from tinystream.broker.storage.file_range import ranges_held
 from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, raw_connection, test_settings, throwaway_tls
 from tinystream.testing.peers.wire import encode_request
 from tinystream.testing.waiting import wait_until
@@ -131,7 +132,7 @@ def test_a_slow_tls_reader_holds_the_transport_near_its_mark_then_gets_the_exact
     frame = whole_topic_fetch(topic)
     expected = copying_path(broker, frame)
     assert len(expected) > 3 * WRITE_BUFFER_HIGH  # more than the client's and the broker's buffers hold
-    baseline = open_log_fds(topic)
+    baseline, held = open_log_fds(topic), ranges_held()
 
     def state(b) -> list[tuple[bool, bool, int]]:
         b.server.recount_unwritten()
@@ -149,5 +150,5 @@ def test_a_slow_tls_reader_holds_the_transport_near_its_mark_then_gets_the_exact
         assert broker.broker.server.unwritten_bytes >= len(expected)  # the whole answer counts on the budget
         got = read_frame(sock)
     assert got == expected  # byte-exact, through several TLS_PIECE reads of three files
-    wait_until(lambda: open_log_fds(topic) == baseline and broker.broker.server.unwritten_bytes == 0,
+    wait_until(lambda: (open_log_fds(topic), ranges_held(), broker.broker.server.unwritten_bytes) == (baseline, held, 0),
                timeout=30, what="every file slice closed and every answer byte given back")
