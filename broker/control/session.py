@@ -292,7 +292,7 @@ class ControllerSession:
             self.topics.image_states[tp] = state
             current.update_state(state, now_ms=self.clock())
             current.isr_change_settled()
-            self.replicas.purgatory.notify(tp)
+            self.replicas.notify_changed(tp)
         finally:
             self._altering.discard(tp)
 

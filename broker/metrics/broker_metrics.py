@@ -117,10 +117,10 @@ class _BrokerStateCollector(Collector):
 
     def collect(self):
         yield from self._replication_families()
-        purgatory = getattr(self._ctx.replicas, "purgatory", None)
+        purgatories = (getattr(self._ctx.replicas, name, None) for name in ("purgatory", "follower_purgatory"))
         yield GaugeMetricFamily("tinystream_purgatory_size",
                                 "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
-                                value=purgatory.waiting if purgatory is not None else 0)
+                                value=sum(p.waiting for p in purgatories if p is not None))
         yield from self._fetch_session_families()
         yield from _throttle_families(self._ctx.replicas)
         yield from self._group_families()

@@ -8,9 +8,13 @@
 - `fetch`: reads whole stored batches (never decoded) partition by partition
   under the response's and each partition's byte limits, at least one whole
   batch for the first partition with data even past the limits (KIP-74). If
-  fewer than min_bytes are ready the request waits in the purgatory, woken by
-  appends and high-watermark moves, until min_bytes or max_wait (Kafka's
-  DelayedFetch). Consumers read from the leader, or (`leader_only=False`:
+  fewer than min_bytes are ready the request waits in the purgatory until
+  min_bytes or max_wait (Kafka's DelayedFetch): a follower's fetch woken by
+  appends (`follower_purgatory`), a consumer's by high-watermark moves
+  (`purgatory`, where acks=all produces wait too), both by a change of
+  leadership or state. Each side is woken only by what can satisfy it: a
+  follower reads to the log end, a consumer to the HW, so an append does not
+  wake consumers and a HW move does not wake followers. Consumers read from the leader, or (`leader_only=False`:
   Fetch v11+, KIP-392) from a follower, up to the high watermark it knows:
   an offset between that HW and its log end reads nothing yet, one past its
   log end is OFFSET_OUT_OF_RANGE (Kafka's LocalLog.read). A fetch from a
@@ -103,7 +107,8 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.logs = log_manager
         self.clock = clock
-        self.purgatory = purgatory or Purgatory()
+        self.purgatory = purgatory or Purgatory()  # consumers' fetches and acks=all produces: HW moves
+        self.follower_purgatory = Purgatory()  # followers' fetches: records appended
         self._partitions: dict[TopicPartition, Partition] = {}
         self._snapshotted: dict[TopicPartition, tuple[int, int]] = {}  # (table changes, log end) last written
         # Replicated mode only (`use_hw_checkpoint`): HWs read at start, applied as partitions open.
@@ -144,7 +149,7 @@ class ReplicaManager:
         now = self.clock()
         if existing is not None:
             existing.update_state(state, now_ms=now)
-            self.purgatory.notify(tp)  # acks=all waiters re-check leadership
+            self.notify_changed(tp)  # acks=all waiters re-check leadership
             return existing
         return self._register(tp, self.logs.open(tp, config, now), state, now)
 
@@ -212,7 +217,7 @@ class ReplicaManager:
         self._snapshotted.pop(tp, None)
         if partition is not None:
             self.logs.delete(tp, partition.log)
-            self.purgatory.notify(tp)
+            self.notify_changed(tp)
 
     def update_config(self, tp: TopicPartition, config: LogConfig) -> None:
         partition = self._partitions.get(tp)
@@ -230,6 +235,7 @@ class ReplicaManager:
                 log.exception("closing the log of %s failed", partition.tp)
         self._partitions.clear()
         self.purgatory.notify_all()
+        self.follower_purgatory.notify_all()
 
     # -- produce ------------------------------------------------------------------------
 
@@ -246,8 +252,7 @@ class ReplicaManager:
                 continue
             outcome = partition.append_as_leader(batch, header, required_acks=required_acks, now_ms=now)
             out[tp] = outcome
-            if outcome.appended_bytes:
-                self.purgatory.notify(tp)
+            self._appended(tp, outcome)
         return out
 
     def append_markers(
@@ -266,9 +271,21 @@ class ReplicaManager:
                 coordinator_epoch=coordinator_epoch, now_ms=now,
             )
             out[tp] = outcome
-            if outcome.appended_bytes:
-                self.purgatory.notify(tp)
+            self._appended(tp, outcome)
         return out
+
+    def _appended(self, tp: TopicPartition, outcome: AppendOutcome) -> None:
+        """Wake the followers' fetches for new records; consumers and acks=all only when the HW moved too
+        (an ISR of the leader alone)."""
+        if outcome.appended_bytes:
+            self.follower_purgatory.notify(tp)
+        if outcome.hw_moved:
+            self.purgatory.notify(tp)
+
+    def notify_changed(self, tp: TopicPartition) -> None:
+        """Leadership, state or ISR changed, or the partition went: every waiter on it re-checks."""
+        self.purgatory.notify(tp)
+        self.follower_purgatory.notify(tp)
 
     async def wait_replicated(self, outcomes: dict[TopicPartition, AppendOutcome], timeout_ms: int) -> dict[
         TopicPartition, AppendOutcome
@@ -347,7 +364,7 @@ class ReplicaManager:
                     self.follower_fetches += 1
                 return results
             close_ranges(results)  # read again after the wait
-            await self.purgatory.wait(keys, remaining)
+            await (self.follower_purgatory if for_replica else self.purgatory).wait(keys, remaining)
             if later is not None:  # woken: the idle partitions may have news now
                 requests, later = requests + later(), None
 

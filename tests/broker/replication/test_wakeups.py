@@ -1,0 +1,102 @@
+"""Who a leader wakes: an append wakes the followers' long polls, a high-watermark move the consumers' and
+the acks=all produces'; neither wakes the other side (each re-read would find nothing it may read).
+
+No sockets: a leader's ReplicaManager with followers 2 and 3 in its ISR; the followers' positions are
+given by their fetches (`replica_id` >= 0), as the replica fetchers send them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tinystream.broker.errors import ErrorCode
+from tinystream.broker.replication.partition import PartitionState
+from tinystream.broker.replication.replica_manager import FetchPartition, ReplicaManager
+from tinystream.broker.storage.base import LogConfig
+from tinystream.broker.storage.batch import count_records, read_header
+from tinystream.broker.storage.log_manager import LogManager
+from tinystream.broker.storage.topic_partition import TopicPartition
+from tinystream.testing.broker import now_batch
+
+TP = TopicPartition("t", 0)
+LEADING = PartitionState(leader=1, leader_epoch=4, replicas=(1, 2, 3), isr=(1, 2, 3))
+
+
+def leader(tmp_path) -> ReplicaManager:
+    rm = ReplicaManager(broker_id=1, log_manager=LogManager([tmp_path]), clock=lambda: 1000)
+    rm.open_partition(TP, LogConfig(), LEADING)
+    return rm
+
+
+def produce(rm: ReplicaManager, acks: int = -1):
+    batch = now_batch([(None, b"x")])
+    [outcome] = rm.append([(TP, memoryview(batch), read_header(batch))], required_acks=acks).values()
+    assert outcome.error == ErrorCode.none
+    return outcome
+
+
+def long_poll(rm: ReplicaManager, offset: int, *, replica_id: int = -1) -> asyncio.Future:
+    return asyncio.ensure_future(rm.fetch([FetchPartition(TP, offset, 1 << 20)], replica_id=replica_id,
+                                          min_bytes=1, max_bytes=1 << 20, max_wait_ms=30_000))
+
+
+async def follower_fetch(rm: ReplicaManager, replica_id: int, offset: int) -> None:
+    await rm.fetch([FetchPartition(TP, offset, 1 << 20)], replica_id=replica_id, min_bytes=0,
+                   max_bytes=1 << 20, max_wait_ms=0)
+
+
+async def test_an_append_wakes_the_followers_and_not_the_consumers(tmp_path):
+    rm = leader(tmp_path)
+    consumer = long_poll(rm, 0)
+    follower = long_poll(rm, 0, replica_id=2)
+    await asyncio.sleep(0)
+    assert (rm.purgatory.waiting, rm.follower_purgatory.waiting) == (1, 1)
+    produce(rm)
+    assert (rm.purgatory.waiting, rm.follower_purgatory.waiting) == (1, 0)  # the HW is still 0
+    [got] = await follower
+    assert count_records(bytes(got.records)) == 1
+    await asyncio.sleep(0)
+    assert not consumer.done()
+    consumer.cancel()
+
+
+async def test_a_high_watermark_move_wakes_consumers_and_acks_all_but_not_a_caught_up_follower(tmp_path):
+    rm = leader(tmp_path)
+    outcome = produce(rm)
+    consumer = long_poll(rm, 0)
+    acks_all = asyncio.ensure_future(rm.wait_replicated({TP: outcome}, 30_000))
+    await follower_fetch(rm, 2, 1)  # follower 2 has the record; the HW waits for follower 3
+    caught_up = long_poll(rm, 1, replica_id=2)
+    await asyncio.sleep(0)
+    assert (rm.purgatory.waiting, rm.follower_purgatory.waiting) == (2, 1)
+    await follower_fetch(rm, 3, 1)  # the last of the ISR: the HW moves to 1
+    assert rm.get(TP).high_watermark == 1
+    assert (rm.purgatory.waiting, rm.follower_purgatory.waiting) == (0, 1)
+    [got] = await consumer
+    assert (got.high_watermark, count_records(bytes(got.records))) == (1, 1)
+    assert (await acks_all)[TP].error == ErrorCode.none
+    assert not caught_up.done()
+    caught_up.cancel()
+
+
+async def test_a_leader_alone_in_its_isr_wakes_consumers_on_append(tmp_path):
+    rm = ReplicaManager(broker_id=1, log_manager=LogManager([tmp_path]), clock=lambda: 1000)
+    rm.open_partition(TP, LogConfig(), PartitionState(leader=1, leader_epoch=4, replicas=(1,), isr=(1,)))
+    consumer = long_poll(rm, 0)
+    await asyncio.sleep(0)
+    produce(rm, acks=1)
+    [got] = await consumer
+    assert (got.high_watermark, count_records(bytes(got.records))) == (1, 1)
+
+
+async def test_a_change_of_state_wakes_both_sides(tmp_path):
+    rm = leader(tmp_path)
+    outcome = produce(rm)
+    acks_all = asyncio.ensure_future(rm.wait_replicated({TP: outcome}, 30_000))
+    follower = long_poll(rm, 1, replica_id=2)
+    await asyncio.sleep(0)
+    assert (rm.purgatory.waiting, rm.follower_purgatory.waiting) == (1, 1)
+    rm.open_partition(TP, LogConfig(), PartitionState(leader=2, leader_epoch=5, replicas=(1, 2, 3), isr=(1, 2, 3)))
+    assert (await acks_all)[TP].error == ErrorCode.not_leader_or_follower
+    [got] = await follower
+    assert got.error == ErrorCode.not_leader_or_follower
