@@ -117,7 +117,8 @@ class _BrokerStateCollector(Collector):
 
     def collect(self):
         yield from self._replication_families()
-        purgatories = (getattr(self._ctx.replicas, name, None) for name in ("purgatory", "follower_purgatory"))
+        parked = ("purgatory", "follower_purgatory", "acks_waiters")
+        purgatories = (getattr(self._ctx.replicas, name, None) for name in parked)
         yield GaugeMetricFamily("tinystream_purgatory_size",
                                 "Requests parked in the purgatory (long-poll fetches and acks=all produces)",
                                 value=sum(p.waiting for p in purgatories if p is not None))

@@ -11,8 +11,9 @@
   fewer than min_bytes are ready the request waits in the purgatory until
   min_bytes or max_wait (Kafka's DelayedFetch): a follower's fetch woken by
   appends (`follower_purgatory`), a consumer's by high-watermark moves
-  (`purgatory`, where acks=all produces wait too), both by a change of
-  leadership or state. Each side is woken only by what can satisfy it: a
+  (`purgatory`), every waiter by a change of leadership or state. An acks=all
+  produce waits in `acks_waiters`, woken only by a HW move that passes its
+  batch. Each side is woken only by what can satisfy it: a
   follower reads to the log end, a consumer to the HW, so an append does not
   wake consumers and a HW move does not wake followers. Consumers read from the leader, or (`leader_only=False`:
   Fetch v11+, KIP-392) from a follower, up to the high watermark it knows:
@@ -46,7 +47,7 @@ from tinystream.broker.errors import ErrorCode, code_for_log_error
 from tinystream.broker.replication.hw_checkpoint import HighWatermarkCheckpoint
 from tinystream.broker.replication.idempotence import ProducerStateTable
 from tinystream.broker.replication.partition import AppendOutcome, Partition, PartitionState
-from tinystream.broker.replication.purgatory import Purgatory
+from tinystream.broker.replication.purgatory import OffsetWaiters, Purgatory
 from tinystream.broker.replication.throttle import ReplicationQuota, ReplicationThrottles
 from tinystream.broker.storage.base import LogConfig, LogError, OffsetOutOfRangeError, PartitionLog, ReadResult
 from tinystream.broker.storage.file_range import FileRange
@@ -107,8 +108,9 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.logs = log_manager
         self.clock = clock
-        self.purgatory = purgatory or Purgatory()  # consumers' fetches and acks=all produces: HW moves
+        self.purgatory = purgatory or Purgatory()  # consumers' fetches: HW moves
         self.follower_purgatory = Purgatory()  # followers' fetches: records appended
+        self.acks_waiters = OffsetWaiters()  # acks=all produces: the HW passing their batch
         self._partitions: dict[TopicPartition, Partition] = {}
         self._snapshotted: dict[TopicPartition, tuple[int, int]] = {}  # (table changes, log end) last written
         # Replicated mode only (`use_hw_checkpoint`): HWs read at start, applied as partitions open.
@@ -236,6 +238,7 @@ class ReplicaManager:
         self._partitions.clear()
         self.purgatory.notify_all()
         self.follower_purgatory.notify_all()
+        self.acks_waiters.notify_all()
 
     # -- produce ------------------------------------------------------------------------
 
@@ -280,12 +283,20 @@ class ReplicaManager:
         if outcome.appended_bytes:
             self.follower_purgatory.notify(tp)
         if outcome.hw_moved:
-            self.purgatory.notify(tp)
+            self._hw_moved(tp)
+
+    def _hw_moved(self, tp: TopicPartition) -> None:
+        """Wake the consumers' fetches, and the acks=all produces whose batch the HW now passes."""
+        self.purgatory.notify(tp)
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            self.acks_waiters.advanced(tp, partition.high_watermark)
 
     def notify_changed(self, tp: TopicPartition) -> None:
         """Leadership, state or ISR changed, or the partition went: every waiter on it re-checks."""
         self.purgatory.notify(tp)
         self.follower_purgatory.notify(tp)
+        self.acks_waiters.notify(tp)
 
     async def wait_replicated(self, outcomes: dict[TopicPartition, AppendOutcome], timeout_ms: int) -> dict[
         TopicPartition, AppendOutcome
@@ -315,7 +326,9 @@ class ReplicaManager:
                     tp: AppendOutcome(ErrorCode.request_timed_out, message="acks=all timed out") if tp in waiting else o
                     for tp, o in outcomes.items()
                 }
-            await self.purgatory.wait(waiting, remaining)
+            # One partition at a time: all must pass (or fail) before the answer, so waiting on the first
+            # that has not is as quick as waiting on all, and only that one's HW moves wake this request.
+            await self.acks_waiters.wait(waiting[0], outcomes[waiting[0]].last_offset, remaining)
         return outcomes
 
     # -- fetch --------------------------------------------------------------------------
@@ -374,7 +387,7 @@ class ReplicaManager:
             partition = self._partitions.get(r.tp)
             if partition is not None and partition.is_leader and replica_id in partition.state.replicas:
                 if partition.record_follower_fetch(replica_id, r.fetch_offset, now, r.log_start_offset):
-                    self.purgatory.notify(r.tp)
+                    self._hw_moved(r.tp)
 
     def _held_back(self, requests: list[FetchPartition], replica_id: int,
                    quota: ReplicationQuota) -> frozenset[TopicPartition]:

@@ -1,5 +1,6 @@
 """Who a leader wakes: an append wakes the followers' long polls, a high-watermark move the consumers' and
-the acks=all produces'; neither wakes the other side (each re-read would find nothing it may read).
+the acks=all produces whose batch it passes; neither wakes the other side (each re-read would find nothing
+it may read), and a change of leadership wakes everyone.
 
 No sockets: a leader's ReplicaManager with followers 2 and 3 in its ISR; the followers' positions are
 given by their fetches (`replica_id` >= 0), as the replica fetchers send them.
@@ -68,10 +69,10 @@ async def test_a_high_watermark_move_wakes_consumers_and_acks_all_but_not_a_caug
     await follower_fetch(rm, 2, 1)  # follower 2 has the record; the HW waits for follower 3
     caught_up = long_poll(rm, 1, replica_id=2)
     await asyncio.sleep(0)
-    assert (rm.purgatory.waiting, rm.follower_purgatory.waiting) == (2, 1)
+    assert (rm.purgatory.waiting, rm.acks_waiters.waiting, rm.follower_purgatory.waiting) == (1, 1, 1)
     await follower_fetch(rm, 3, 1)  # the last of the ISR: the HW moves to 1
     assert rm.get(TP).high_watermark == 1
-    assert (rm.purgatory.waiting, rm.follower_purgatory.waiting) == (0, 1)
+    assert (rm.purgatory.waiting, rm.acks_waiters.waiting, rm.follower_purgatory.waiting) == (0, 0, 1)
     [got] = await consumer
     assert (got.high_watermark, count_records(bytes(got.records))) == (1, 1)
     assert (await acks_all)[TP].error == ErrorCode.none
@@ -95,8 +96,34 @@ async def test_a_change_of_state_wakes_both_sides(tmp_path):
     acks_all = asyncio.ensure_future(rm.wait_replicated({TP: outcome}, 30_000))
     follower = long_poll(rm, 1, replica_id=2)
     await asyncio.sleep(0)
-    assert (rm.purgatory.waiting, rm.follower_purgatory.waiting) == (1, 1)
+    assert (rm.acks_waiters.waiting, rm.follower_purgatory.waiting) == (1, 1)
     rm.open_partition(TP, LogConfig(), PartitionState(leader=2, leader_epoch=5, replicas=(1, 2, 3), isr=(1, 2, 3)))
     assert (await acks_all)[TP].error == ErrorCode.not_leader_or_follower
     [got] = await follower
     assert got.error == ErrorCode.not_leader_or_follower
+
+
+async def test_an_acks_all_produce_is_woken_only_by_the_high_watermark_that_passes_its_batch(tmp_path):
+    rm = leader(tmp_path)
+    first, second = produce(rm), produce(rm)  # offsets 0 and 1, two requests in flight
+    waits = [asyncio.ensure_future(rm.wait_replicated({TP: o}, 30_000)) for o in (first, second)]
+    await asyncio.sleep(0)
+    assert rm.acks_waiters.waiting == 2
+    await follower_fetch(rm, 2, 1)
+    await follower_fetch(rm, 3, 1)  # the HW moves to 1: past the first batch only
+    assert rm.acks_waiters.waiting == 1
+    assert (await waits[0])[TP].error == ErrorCode.none
+    assert not waits[1].done()
+    await follower_fetch(rm, 2, 2)
+    await follower_fetch(rm, 3, 2)
+    assert (await waits[1])[TP].error == ErrorCode.none
+    assert rm.acks_waiters.waiting == 0
+
+
+async def test_acks_all_times_out_when_the_followers_stay_behind(tmp_path):
+    rm = leader(tmp_path)
+    outcome = produce(rm)
+    await follower_fetch(rm, 2, 1)  # one follower of two: the HW stays at 0
+    done = await rm.wait_replicated({TP: outcome}, 50)
+    assert done[TP].error == ErrorCode.request_timed_out
+    assert rm.acks_waiters.waiting == 0
