@@ -253,7 +253,8 @@ class ControllerSession:
                     continue
                 isr = partition.isr_change(now, lag, eligible)
                 if isr is None:
-                    partition.isr_change_settled()  # none in flight, none wanted: the committed ISR counts
+                    if partition.isr_change_settled():  # none in flight, none wanted: the committed ISR counts
+                        self.replicas.notify_changed(partition.tp)
                 else:
                     partition.isr_change_sent(isr)
                     self._altering.add(partition.tp)
@@ -278,7 +279,8 @@ class ControllerSession:
             except ControllerClientError as exc:
                 log.info("%s: AlterPartition refused (%s); waiting for newer metadata", tp, exc)
                 if exc.error in SETTLED_REFUSALS:  # this leadership stands: the committed ISR counts again
-                    partition.isr_change_settled()
+                    if partition.isr_change_settled():
+                        self.replicas.notify_changed(tp)
                 # Else (fenced, stale, no answer) the controller may have moved on: the maximal ISR holds
                 # until newer metadata ends this leader epoch or the next pass asks again.
                 await asyncio.sleep(RETRY_S)

@@ -423,11 +423,13 @@ class Partition:
         """
         self._pending_isr = (self.leader_epoch, tuple(isr))
 
-    def isr_change_settled(self) -> None:
-        """No ISR change is in flight any more (answer applied, or refused while this leadership stands)."""
+    def isr_change_settled(self) -> bool:
+        """No ISR change is in flight any more (answer applied, or refused while this leadership stands);
+        True if the HW moved (it waited for the maximal ISR), so its waiters must be woken."""
         if self._pending_isr is not None:  # called for every partition on every pass: nothing to do is cheap
             self._pending_isr = None
-            self._maybe_advance_hw()
+            return self._maybe_advance_hw()
+        return False
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:

@@ -117,8 +117,9 @@ def test_a_refused_isr_change_stops_holding_the_high_watermark_and_a_new_epoch_e
     p.isr_change_sent((0, 1))
     append(p, 1)
     assert p.high_watermark == 2
-    p.isr_change_settled()  # refused while this leadership stands: the committed ISR counts again
+    assert p.isr_change_settled() is True  # refused while this leadership stands: the committed ISR counts again
     assert p.high_watermark == 3
+    assert p.isr_change_settled() is False  # nothing in flight: nothing moves
     p.isr_change_sent((0, 1))
     p.update_state(PartitionState(0, 1, (0, 1), (0,)), now_ms=8)  # a new leader epoch: the request is void
     assert p.maximal_isr == (0,)
