@@ -1,11 +1,14 @@
 """Where requests wait for a partition to change (Kafka's DelayedOperationPurgatory).
 
-A long-polling Fetch waits for new data on any of its partitions, an acks=all
-Produce for the high watermark to pass its batch. Both park here on their
-partitions' keys with a deadline; `notify(key)` (called after an append or a
-high-watermark move) wakes everyone parked on that key, and each waiter checks
-again whether it is satisfied. A wake-up is a hint, never a result, so a
-spurious one costs one re-check.
+- `Purgatory`: a long-polling Fetch waits for new data on any of its
+  partitions, parked on their keys with a deadline; `notify(key)` wakes
+  everyone parked on that key (the replica manager keeps one for followers,
+  woken by appends, and one for consumers, woken by high-watermark moves).
+- `OffsetWaiters`: an acks=all Produce waits for one partition's high
+  watermark to pass its batch; a move wakes only the produces it passes.
+
+Each waiter checks again whether it is satisfied: a wake-up is a hint, never a
+result, so a spurious one costs one re-check.
 """
 
 from __future__ import annotations

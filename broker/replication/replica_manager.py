@@ -9,13 +9,13 @@
   under the response's and each partition's byte limits, at least one whole
   batch for the first partition with data even past the limits (KIP-74). If
   fewer than min_bytes are ready the request waits in the purgatory until
-  min_bytes or max_wait (Kafka's DelayedFetch): a follower's fetch woken by
-  appends (`follower_purgatory`), a consumer's by high-watermark moves
-  (`purgatory`), every waiter by a change of leadership or state. An acks=all
-  produce waits in `acks_waiters`, woken only by a HW move that passes its
-  batch. Each side is woken only by what can satisfy it: a
-  follower reads to the log end, a consumer to the HW, so an append does not
-  wake consumers and a HW move does not wake followers. Consumers read from the leader, or (`leader_only=False`:
+  min_bytes or max_wait (Kafka's DelayedFetch). Each waiter is woken only by
+  what can satisfy it: a follower reads to the log end, so its fetch waits in
+  `follower_purgatory` for appends; a consumer reads to the HW, so its fetch
+  waits in `purgatory` for HW moves; an acks=all produce waits in
+  `acks_waiters` for the HW move that passes its own batch (Kafka's
+  DelayedProduce); a change of leadership or state wakes them all
+  (`notify_changed`). Consumers read from the leader, or (`leader_only=False`:
   Fetch v11+, KIP-392) from a follower, up to the high watermark it knows:
   an offset between that HW and its log end reads nothing yet, one past its
   log end is OFFSET_OUT_OF_RANGE (Kafka's LocalLog.read). A fetch from a
