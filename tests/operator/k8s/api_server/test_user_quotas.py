@@ -42,7 +42,11 @@ async def test_spec_quotas_reach_the_controllers_metadata_and_leave_with_the_use
     controller = OperatorController(host="127.0.0.1", port=0, timing=DriverTiming(tick_interval_s=0.2),
                                     secret_source=derived_secrets("test-master"))
     await api.create(TS, "tinystreamclusters", CLUSTER)
-    async with running_operator(control_plane.url, controller=controller, connection=connection(control_plane)):
+    # Watching this test's namespace alone, as the chart's default: a clusterwide operator also works through
+    # every other test's leftovers in the shared API server, and the user's finalizer waited behind them for
+    # over a minute under CI's load.
+    async with running_operator(control_plane.url, controller=controller, connection=connection(control_plane),
+                                namespace=api.ns):
         await api.create(TS, "tinystreamusers", USER)
         user = await api.wait_for(TS, "tinystreamusers", "app", lambda o: ready_condition(o).get("status") == "True",
                                   timeout=60)
