@@ -253,8 +253,7 @@ class ControllerSession:
                     continue
                 isr = partition.isr_change(now, lag, eligible)
                 if isr is None:
-                    if partition.isr_change_settled():  # none in flight, none wanted: the committed ISR counts
-                        self.replicas.notify_changed(partition.tp)
+                    self.replicas.settle_isr_change(partition)  # none in flight, none wanted: the committed ISR counts
                 else:
                     partition.isr_change_sent(isr)
                     self._altering.add(partition.tp)
@@ -279,8 +278,7 @@ class ControllerSession:
             except ControllerClientError as exc:
                 log.info("%s: AlterPartition refused (%s); waiting for newer metadata", tp, exc)
                 if exc.error in SETTLED_REFUSALS:  # this leadership stands: the committed ISR counts again
-                    if partition.isr_change_settled():
-                        self.replicas.notify_changed(tp)
+                    self.replicas.settle_isr_change(partition)
                 # Else (fenced, stale, no answer) the controller may have moved on: the maximal ISR holds
                 # until newer metadata ends this leader epoch or the next pass asks again.
                 await asyncio.sleep(RETRY_S)

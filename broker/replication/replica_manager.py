@@ -255,7 +255,7 @@ class ReplicaManager:
                 continue
             outcome = partition.append_as_leader(batch, header, required_acks=required_acks, now_ms=now)
             out[tp] = outcome
-            self._appended(tp, outcome)
+            self._appended(partition, outcome)
         return out
 
     def append_markers(
@@ -274,23 +274,26 @@ class ReplicaManager:
                 coordinator_epoch=coordinator_epoch, now_ms=now,
             )
             out[tp] = outcome
-            self._appended(tp, outcome)
+            self._appended(partition, outcome)
         return out
 
-    def _appended(self, tp: TopicPartition, outcome: AppendOutcome) -> None:
+    def _appended(self, partition: Partition, outcome: AppendOutcome) -> None:
         """Wake the followers' fetches for new records; consumers and acks=all only when the HW moved too
         (an ISR of the leader alone)."""
         if outcome.appended_bytes:
-            self.follower_purgatory.notify(tp)
+            self.follower_purgatory.notify(partition.tp)
         if outcome.hw_moved:
-            self._hw_moved(tp)
+            self._hw_moved(partition)
 
-    def _hw_moved(self, tp: TopicPartition) -> None:
+    def _hw_moved(self, partition: Partition) -> None:
         """Wake the consumers' fetches, and the acks=all produces whose batch the HW now passes."""
-        self.purgatory.notify(tp)
-        partition = self._partitions.get(tp)
-        if partition is not None:
-            self.acks_waiters.advanced(tp, partition.high_watermark)
+        self.purgatory.notify(partition.tp)
+        self.acks_waiters.advanced(partition.tp, partition.high_watermark)
+
+    def settle_isr_change(self, partition: Partition) -> None:
+        """No ISR change is in flight for `partition` any more; its waiters are woken if that moved the HW."""
+        if partition.isr_change_settled():
+            self.notify_changed(partition.tp)
 
     def notify_changed(self, tp: TopicPartition) -> None:
         """Leadership, state or ISR changed, or the partition went: every waiter on it re-checks."""
@@ -387,7 +390,7 @@ class ReplicaManager:
             partition = self._partitions.get(r.tp)
             if partition is not None and partition.is_leader and replica_id in partition.state.replicas:
                 if partition.record_follower_fetch(replica_id, r.fetch_offset, now, r.log_start_offset):
-                    self._hw_moved(r.tp)
+                    self._hw_moved(partition)
 
     def _held_back(self, requests: list[FetchPartition], replica_id: int,
                    quota: ReplicationQuota) -> frozenset[TopicPartition]:

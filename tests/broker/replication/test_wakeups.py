@@ -131,7 +131,7 @@ async def test_acks_all_times_out_when_the_followers_stay_behind(tmp_path):
 
 async def test_an_acks_all_produce_held_by_a_pending_isr_is_woken_when_the_change_settles(tmp_path):
     # The HW waits for the maximal ISR while an AlterPartition is out; a refusal that lets the committed ISR
-    # count again moves it outside any fetch, and the caller wakes the waiters (control/session.py).
+    # count again moves it outside any fetch (control/session.py settles it through the replica manager).
     rm = ReplicaManager(broker_id=1, log_manager=LogManager([tmp_path]), clock=lambda: 1000)
     rm.open_partition(TP, LogConfig(), PartitionState(leader=1, leader_epoch=4, replicas=(1, 2), isr=(1,)))
     rm.get(TP).isr_change_sent((1, 2))
@@ -139,6 +139,6 @@ async def test_an_acks_all_produce_held_by_a_pending_isr_is_woken_when_the_chang
     acks_all = asyncio.ensure_future(rm.wait_replicated({TP: outcome}, 30_000))
     await asyncio.sleep(0)
     assert rm.acks_waiters.waiting == 1
-    assert rm.get(TP).isr_change_settled() is True
-    rm.notify_changed(TP)
+    rm.settle_isr_change(rm.get(TP))
+    assert rm.get(TP).high_watermark == 1  # the committed ISR (the leader alone) counts again
     assert (await acks_all)[TP].error == ErrorCode.none
