@@ -98,7 +98,7 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
         as_ranges=call.client.file_ranges,
         leader_only=not from_followers,
         # A long poll woken with nothing else read also reads the idle partitions (read after `live`).
-        later=(lambda: _idle_requests(ctx, session, idle)) if idle else None,
+        later=(lambda: _idle_requests(ctx, fetcher, session, idle)) if idle else None,
         later_keys=idle,
     )
     answered.update((f.tp, f) for f in fetched[:len(live)])
@@ -116,17 +116,24 @@ async def handle_fetch(ctx: BrokerContext, call: Call) -> Any:
 
 def _split(ctx: BrokerContext, fetcher: fetch_gates.Fetcher, session: FetchContext, read_committed: bool, *,
            redirects: bool) -> tuple[Iterable[tuple[TopicPartition, PartitionRequest]], list[TopicPartition]]:
-    """(partitions to read, idle ones left out): an incremental consumer fetch reads only partitions that
-    may have news (`fetch_idle`); any other fetch reads all of its context's partitions."""
+    """(partitions to read, idle ones left out): an incremental fetch reads only partitions that may have
+    news (`fetch_idle`); any other fetch reads all of its context's partitions. A follower's position on
+    its idle partitions is recorded here, as the read records it on the others."""
     cached = session.session
     if session.kind is not ContextKind.INCREMENTAL or cached is None or not fetch_idle.eligible(
             fetcher, redirects=redirects):
         return session.partitions, []
-    return fetch_idle.split(fetcher, cached.partitions, ctx.replicas.get, read_committed=read_committed)
+    busy, idle = fetch_idle.split(fetcher, cached.partitions, ctx.replicas.get, read_committed=read_committed)
+    if fetcher.peer and idle:
+        requests = cached.partitions
+        ctx.replicas.record_follower(fetcher.replica_id, (
+            (tp, (r := requests[tp].request).fetch_offset, r.log_start_offset) for tp in idle))
+    return busy, idle
 
 
-def _idle_requests(ctx: BrokerContext, session: FetchContext, idle: list[TopicPartition]) -> list[FetchPartition]:
-    """The read requests of a consumer session's idle partitions, once a long poll wakes."""
+def _idle_requests(ctx: BrokerContext, fetcher: fetch_gates.Fetcher, session: FetchContext,
+                   idle: list[TopicPartition]) -> list[FetchPartition]:
+    """The read requests of a session's idle partitions, once a long poll wakes."""
     assert session.session is not None
     cap = ctx.settings.fetch_max_bytes
     cached = session.session.partitions
@@ -134,7 +141,8 @@ def _idle_requests(ctx: BrokerContext, session: FetchContext, idle: list[TopicPa
     for tp in idle:
         if (c := cached.get(tp)) is not None:
             p = c.request
-            out.append(FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch))
+            out.append(FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch,
+                                      p.log_start_offset if fetcher.peer else -1))
     return out
 
 

@@ -17,11 +17,18 @@ decides it as before. The state is read at every fetch, so nothing has to
 report changes: a partition whose high watermark moved without records is
 not idle, and is answered.
 
-Only consumers' incremental fetches are split (`eligible`): a follower's
-fetch moves state (its fetch offset is recorded) and a preferred read
-replica (KIP-392) would answer a partition even when idle. A long poll that
-finds nothing in the others waits on every partition and, once woken,
-reads the idle ones too (`ReplicaManager.fetch`'s `later`).
+Followers' incremental fetches are split too: with one consumer group a
+follower's session holds the 50 __consumer_offsets partitions, most of them
+idle, and reading each cost about a tenth of a broker's CPU under a
+replicated load. A follower's partition is idle at the leader's log end
+(not the high watermark), and only while the follower is still one of its
+replicas. Its fetch also moves state: the handler records the follower's
+position on its idle partitions too (`ReplicaManager.record_follower`), so
+the caught-up times that keep it in the ISR stay right. A consumer's fetch
+is split only on a broker that sends no reads to followers: a preferred
+read replica (KIP-392) would answer a partition even when idle. A long
+poll that finds nothing in the others waits on every partition and, once
+woken, reads the idle ones too (`ReplicaManager.fetch`'s `later`).
 """
 
 from __future__ import annotations
@@ -54,9 +61,11 @@ Pair = tuple[TopicPartition, PartitionRequest]
 
 
 def eligible(fetcher: fetch_gates.Fetcher, *, redirects: bool) -> bool:
-    """Split only a consumer's fetch (its gates look at the topic alone) on a broker that sends no reads
-    to followers; the caller splits only incremental fetches."""
-    return not fetcher.peer and fetcher.replica_id < 0 and not redirects
+    """Split a follower's fetch, and a consumer's on a broker that sends no reads to followers; never an
+    unproven replica id's (its gates refuse every partition). The caller splits only incremental fetches."""
+    if fetcher.peer:
+        return True
+    return fetcher.replica_id < 0 and not redirects
 
 
 def split(
@@ -69,8 +78,10 @@ def split(
     """(partitions to read, idle partitions), both in the session's order."""
     busy: list[Pair] = []
     idle: list[TopicPartition] = []
-    # A consumer's gates look at (topic, topic id) alone: decided once per run of a session's partitions
-    # that share them (a topic's partitions sit together), so an idle partition allocates nothing.
+    follower = fetcher.replica_id if fetcher.peer else -1
+    # The gates but a follower's replica set look at (topic, topic id) alone: decided once per run of a
+    # session's partitions that share them (a topic's partitions sit together), so an idle partition
+    # allocates nothing. `_idle` checks the replica set.
     topic: str | None = None
     topic_id: object = None
     open_ = False
@@ -80,22 +91,30 @@ def split(
             topic, topic_id = tp.topic, request.topic_id
             open_ = fetch_gates.refusal(fetcher, tp, request, None) is None
         partition = replica(tp)
-        if open_ and partition is not None and _idle(request, cached, partition, read_committed):
+        if open_ and partition is not None and _idle(request, cached, partition, read_committed, follower):
             idle.append(tp)
         else:
             busy.append((tp, request))
     return busy, idle
 
 
-def _idle(request: PartitionRequest, cached: CachedPartition, partition: IdleReplica, read_committed: bool) -> bool:
-    """Reading this partition now would answer nothing new (see the module docstring)."""
+def _idle(request: PartitionRequest, cached: CachedPartition, partition: IdleReplica, read_committed: bool,
+          follower: int) -> bool:
+    """Reading this partition now would answer nothing new (see the module docstring); `follower`: the
+    fetching replica's id, -1 for a consumer."""
     if not partition.is_leader:
         return False
     hw = partition.high_watermark
     if cached.high_watermark != hw:
         return False
     lso = partition.last_stable_offset
-    if cached.last_stable_offset != lso or request.fetch_offset != (lso if read_committed else hw):
+    if follower >= 0:
+        end = partition.log_end_offset
+        if follower not in partition.state.replicas:
+            return False  # the read answers NOT_LEADER_OR_FOLLOWER (fetch_gates.listed_replica)
+    else:
+        end = lso if read_committed else hw
+    if cached.last_stable_offset != lso or request.fetch_offset != end:
         return False
     start = partition.log_start_offset
     if cached.log_start_offset != start or start > request.fetch_offset:

@@ -383,13 +383,21 @@ class ReplicaManager:
             await (self.follower_purgatory if for_replica else self.purgatory).wait(keys, remaining)
             if later is not None:  # woken: the idle partitions may have news now
                 requests, later = requests + later(), None
+                if quota is not None:
+                    held = self._held_back(requests, replica_id, quota)
 
     def _record_follower(self, requests: list[FetchPartition], replica_id: int) -> None:
+        self.record_follower(replica_id, ((r.tp, r.fetch_offset, r.log_start_offset) for r in requests))
+
+    def record_follower(self, replica_id: int, positions: Iterable[tuple[TopicPartition, int, int]]) -> None:
+        """A follower fetched these partitions from (fetch offset, its log start offset): its position, and so
+        its caught-up time and the HW, on each this broker leads. `fetch` records the partitions it reads;
+        a fetch session's idle partitions, which it does not read, come here from the handler."""
         now = self.clock()
-        for r in requests:
-            partition = self._partitions.get(r.tp)
+        for tp, fetch_offset, log_start_offset in positions:
+            partition = self._partitions.get(tp)
             if partition is not None and partition.is_leader and replica_id in partition.state.replicas:
-                if partition.record_follower_fetch(replica_id, r.fetch_offset, now, r.log_start_offset):
+                if partition.record_follower_fetch(replica_id, fetch_offset, now, log_start_offset):
                     self._hw_moved(partition)
 
     def _held_back(self, requests: list[FetchPartition], replica_id: int,

@@ -133,9 +133,35 @@ def test_last_fetched_epoch_idle_only_when_the_log_has_not_diverged():
     assert split({tp: cached(last_fetched_epoch=1)}, {tp: Replica()}) == ([0], [])
 
 
-def test_only_a_consumer_on_a_broker_without_follower_reads_is_split():
+def follower(replica_id: int = 2) -> Fetcher:
+    return Fetcher.of(replica_id=replica_id, peer=True, may_read=lambda t: False, topic=lambda name: Topic(TOPIC_ID))
+
+
+def test_a_consumer_on_a_broker_without_follower_reads_and_a_peer_are_split():
     assert fetch_idle.eligible(consumer(), redirects=False)
     assert not fetch_idle.eligible(consumer(), redirects=True)
-    peer = Fetcher.of(replica_id=2, peer=True, may_read=lambda t: True, topic=lambda n: None)
+    assert fetch_idle.eligible(follower(), redirects=False) and fetch_idle.eligible(follower(), redirects=True)
     untrusted = Fetcher.of(replica_id=2, peer=False, may_read=lambda t: True, topic=lambda n: None)
-    assert not fetch_idle.eligible(peer, redirects=False) and not fetch_idle.eligible(untrusted, redirects=False)
+    assert not fetch_idle.eligible(untrusted, redirects=False)  # its gates refuse every partition: read them
+
+
+def test_a_follower_is_idle_at_the_log_end_not_the_high_watermark():
+    tp = TopicPartition("t", 0)
+    replica = Replica(state=State(replicas=(1, 2, 3)))  # hw 10, log end 12
+    assert split({tp: cached(12)}, {tp: replica}, fetcher=follower()) == ([], [0])
+    assert split({tp: cached(10)}, {tp: replica}, fetcher=follower()) == ([0], [])  # two records to replicate
+    assert split({tp: cached(10)}, {tp: replica}) == ([], [0])  # a consumer there is idle
+
+
+def test_a_follower_no_longer_a_replica_is_read_so_the_gates_refuse_it():
+    tp = TopicPartition("t", 0)
+    assert split({tp: cached(12)}, {tp: Replica(state=State(replicas=(1, 3)))}, fetcher=follower()) == ([0], [])
+    # READ is a consumer's gate: a peer needs none (may_read says no above) and is still split.
+    assert split({tp: cached(12)}, {tp: Replica(state=State(replicas=(1, 2)))}, fetcher=follower()) == ([], [0])
+
+
+@pytest.mark.parametrize("change", [{"high_watermark": 11}, {"log_start_offset": 1}, {"is_leader": False}])
+def test_a_follower_is_answered_what_it_must_learn(change):
+    tp = TopicPartition("t", 0)
+    replica = dataclasses.replace(Replica(state=State(replicas=(1, 2))), **change)
+    assert split({tp: cached(12)}, {tp: replica}, fetcher=follower()) == ([0], [])
