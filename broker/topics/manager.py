@@ -10,8 +10,8 @@ starts and serves the others.
 
 What one broker hosts is bounded (`check_room`): `max.broker.partitions`
 (KIP-578's name) and the open-file limit (one descriptor per partition, the
-active segment's log, measured), so that no request can leave a broker that
-cannot restart. `create_async` makes a new topic's files on worker threads, a
+active segment's log, measured, plus one for each sealed segment hosted now),
+so that no request can leave a broker that cannot restart. `create_async` makes a new topic's files on worker threads, a
 slice of partitions at a time, so other clients are served meanwhile.
 
 Local mode (no controller yet): this broker leads every partition at leader
@@ -57,8 +57,9 @@ log = logging.getLogger(__name__)
 #: every partition costs open files and memory here, and num.partitions is
 #: capped at the same value in BrokerSettings.
 MAX_PARTITIONS_PER_TOPIC = 10_000
-#: Descriptors a hosted partition keeps open (its active segment's log; indexes open only to write). A Fetch
-#: adds none: its file ranges share the segments' descriptors (storage/file_range.py).
+#: Descriptors a hosted partition keeps open at least: its active segment's log (indexes open only to write).
+#: Every sealed segment keeps its log open too, as Kafka's do; `check_room` counts those it finds. A Fetch adds
+#: none: its file ranges share the segments' descriptors (storage/file_range.py).
 FDS_PER_PARTITION = 1
 #: Descriptors kept for everything else beyond max.connections (listeners, files being written, the loop).
 FD_RESERVE = 256
@@ -190,13 +191,19 @@ class TopicManager:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != resource.RLIM_INFINITY:
             connections = min(self.settings.max_connections, soft // 2)  # a low limit still leaves partitions some
-            room = (soft - connections - FD_RESERVE) // FDS_PER_PARTITION
+            sealed = self.sealed_segments()
+            room = (soft - connections - FD_RESERVE - sealed) // FDS_PER_PARTITION
             if total > room:
                 return TopicResult(ErrorCode.policy_violation,
                                    f"this broker would host {total} partitions, more than its open-file limit allows "
-                                   f"({room}: RLIMIT_NOFILE {soft} less {connections} for connections and "
-                                   f"{FD_RESERVE} kept)")
+                                   f"({room}: RLIMIT_NOFILE {soft} less {connections} for connections, "
+                                   f"{sealed} for sealed segments and {FD_RESERVE} kept)")
         return None
+
+    def sealed_segments(self) -> int:
+        """Segments beyond each open partition's active one: each holds its log file open. A partition with
+        a long retention adds one a segment.bytes; the limit must carry them (Kafka asks for a high ulimit)."""
+        return sum(max(p.log.segment_count() - 1, 0) for p in self.replicas.partitions())
 
     # -- create -----------------------------------------------------------------------------
 

@@ -162,7 +162,8 @@ class BrokerSettings(ComponentSettings):
     auto_create_topics_enable: bool = kafka_field(True, "auto.create.topics.enable")
     num_partitions: int = kafka_field(1, "num.partitions", ge=1, le=10_000)
     # Partitions one broker may host (KIP-578's name; the controller's cluster-wide max.partitions is 20,000):
-    # each holds a file descriptor, and a broker must be able to open them all again when it restarts.
+    # each holds a file descriptor (and one more per sealed segment), and a broker must be able to open them
+    # all again when it restarts.
     max_broker_partitions: int = kafka_field(10_000, "max.broker.partitions", ge=1)
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     delete_topic_enable: bool = kafka_field(True, "delete.topic.enable")
@@ -305,7 +306,8 @@ class ControllerSettings(ComponentSettings):
     default_replication_factor: int = kafka_field(1, "default.replication.factor", ge=1)
     num_partitions: int = kafka_field(1, "num.partitions", ge=1, le=10_000)
     # Partitions one broker may host (KIP-578's name; the controller's cluster-wide max.partitions is 20,000):
-    # each holds a file descriptor, and a broker must be able to open them all again when it restarts.
+    # each holds a file descriptor (and one more per sealed segment), and a broker must be able to open them
+    # all again when it restarts.
     max_broker_partitions: int = kafka_field(10_000, "max.broker.partitions", ge=1)
     max_partitions: int = kafka_field(20_000, "max.partitions", ge=1)  # in the whole cluster (KIP-578)
 

@@ -315,3 +315,21 @@ async def test_the_open_file_limit_bounds_the_partitions_too(broker, connect, mo
     assert refused.error_code == ErrorCode.policy_violation
     assert "open-file limit allows (394: RLIMIT_NOFILE 1300" in refused.error_message
     assert (await client.request(create_topics_request([("fewer", 300, 1)]))).topics[0].error_code == ErrorCode.none
+
+
+async def test_sealed_segments_count_against_the_open_file_limit(broker, connect, monkeypatch):
+    """Every sealed segment keeps its log open: each one a partition rolled leaves room for one partition fewer."""
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (1300, 1300))  # room: 1300 - 650 - 256 = 394
+    client = await connect()
+    created = await client.request(create_topics_request([("rolled", 1, 1, {"segment.bytes": "300"})]))
+    assert created.topics[0].error_code == ErrorCode.none
+    for _ in range(120):  # a 300-byte segment holds one ~190-byte batch: each append after the first rolls
+        r = await client.request(produce_request("rolled", 0, now_batch([(None, b"v" * 120)])))
+        assert r.responses[0].partition_responses[0].error_code == ErrorCode.none
+    sealed = broker.topics.sealed_segments()
+    assert sealed >= 100
+    refused = (await client.request(create_topics_request([("many", 394 - 1, 1)]))).topics[0]
+    assert refused.error_code == ErrorCode.policy_violation
+    assert f"{sealed} for sealed segments" in refused.error_message
+    fits = (await client.request(create_topics_request([("fewer", 394 - 1 - sealed, 1)]))).topics[0]
+    assert fits.error_code == ErrorCode.none, fits.error_message
