@@ -10,7 +10,7 @@ import ssl
 from pathlib import Path
 
 from tinystream.broker.protocol.response_parts import ResponseParts
-from tinystream.broker.server.response_writer import TLS_PIECE, ResponseWriter, _AtOffset
+from tinystream.broker.server.response_writer import INLINE_BYTES, TLS_PIECE, ResponseWriter, _AtOffset
 from tinystream.broker.storage.file_range import FileRange, SharedFile
 from tinystream.testing.broker import throwaway_tls
 
@@ -136,14 +136,35 @@ async def test_a_file_cut_short_fails_the_connection_and_closes_the_slices(tmp_p
 
 
 async def test_small_parts_are_gathered_into_one_write(tmp_path: Path) -> None:
-    """A Fetch of many small partitions: one write (one send), not two per partition."""
+    """A Fetch of many small partitions, too large to be read whole before writing (INLINE_BYTES): one write
+    (one send), not two per partition."""
     transport, drained = FakeTlsTransport(), []
     w = writer(transport, drained)
-    answer, expected, ranges = parts_answer(tmp_path, [300] * 40)
+    answer, expected, ranges = parts_answer(tmp_path, [2000] * 40)
+    assert INLINE_BYTES < len(answer) < TLS_PIECE
     w.write([answer])
     await settle()
     assert transport.writes == [expected]
     assert drained == [1] and w.queued == 0 and all(r.closed for r in ranges)
+
+
+async def test_a_small_answer_is_written_at_once_with_no_task(tmp_path: Path) -> None:
+    """Under INLINE_BYTES an answer in parts is read whole and written before `write` returns, its ranges closed."""
+    transport, drained = FakeTlsTransport(), []
+    w = writer(transport, drained)
+    answer, expected, ranges = parts_answer(tmp_path, [300] * 10)
+    w.write([answer])
+    assert transport.writes == [expected] and not w.busy and w.queued == 0
+    assert all(r.closed for r in ranges) and drained == []
+
+
+async def test_a_small_answer_whose_file_was_cut_fails_the_connection(tmp_path: Path) -> None:
+    transport, drained = FakeTlsTransport(), []
+    w = writer(transport, drained)
+    answer, _, ranges = parts_answer(tmp_path, [300] * 3)
+    os.truncate(tmp_path / "1.log", 150)  # the second slice promised bytes 100..400
+    w.write([answer])
+    assert transport.writes == [] and drained == [-1] and all(r.closed for r in ranges)
 
 
 async def test_asyncio_sendfile_from_one_shared_descriptor_on_two_connections_sends_each_its_bytes(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import pytest
 from tinystream.broker.protocol.codec import decode_request
 from tinystream.broker.protocol.response_parts import ResponseParts
 from tinystream.broker.security.peer import ClientInfo
+from tinystream.broker.server.response_writer import INLINE_BYTES
 from tinystream.broker.storage.file_range import ranges_held
 from tinystream.testing.broker import BrokerThread, fetch_request, open_log_fds, raw_connection, request, test_settings
 from tinystream.testing.peers.wire import encode_request
@@ -120,6 +121,21 @@ def test_tiny_receive_buffer_partial_sendfile_and_pipelined_answer_in_order(runn
     for frame, answer in zip(fetches, answers[:3], strict=True):
         assert answer == copying_path(running, frame)
     assert running.broker.server.sendfile_bytes - sent_before == sum(_records_bytes(a) for a in answers[:3])
+
+
+def test_a_small_answer_is_read_into_one_write_not_sent_from_the_file(running, topic):
+    """An answer under INLINE_BYTES goes as one buffer (its record sets read with pread): same bytes, no sendfile,
+    and no range left held."""
+    slices, sent = running.broker.server.sendfile_slices, running.broker.server.sendfile_bytes
+    frame = encode_request(fetch_request([(topic, 0, 40)], version=12, partition_max_bytes=INLINE_BYTES // 2),
+                           correlation_id=9)
+    with connect(running) as sock:
+        sock.sendall(frame)
+        got = read_frame(sock)
+    assert INLINE_BYTES // 4 < _records_bytes(got) <= INLINE_BYTES // 2
+    assert got == copying_path(running, frame)
+    assert (running.broker.server.sendfile_slices, running.broker.server.sendfile_bytes) == (slices, sent)
+    assert ranges_held() == 0
 
 
 def _records_bytes(frame: bytes) -> int:
