@@ -2,7 +2,8 @@
 
 An answer is framed bytes, or `ResponseParts` (protocol/response_parts.py: a
 Fetch whose record sets stay in segment files). Bytes go to the transport's
-buffer as before (one `writelines` for pipelined answers). Parts are written
+buffer as before (one `writelines` for pipelined answers); so does a small
+answer in parts (INLINE_BYTES), its record sets read first. Larger parts are written
 one after the other by a task: their bytes through the transport, each file
 slice on plaintext with `loop.sendfile` (page cache to socket, no copy through
 Python). TLS cannot sendfile: there a slice is read from its file TLS_PIECE
