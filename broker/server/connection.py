@@ -165,10 +165,22 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self._server.ssl_context is None:
             self._ready(transport)
+            if not transport.is_reading():
+                asyncio.get_running_loop().call_soon(self._hold_pause)
             return
         self._core.handshake()
         transport.pause_reading()  # start_tls takes the socket over; nothing is read before it does
         self._handshake = asyncio.ensure_future(self._start_tls(transport, self._server.ssl_context))
+
+    def _hold_pause(self) -> None:
+        """Pause again a connection paused in connection_made (the request budget was spent). Python before
+        3.11.4 registers a new transport's reader after connection_made returns, whatever pause_reading
+        said (CPython gh-103607): such a connection was read anyway, and six hostile peers held 118 MiB
+        against a 1 MiB budget (test_attacks). is_reading() still says False there, so toggle."""
+        transport = self._transport
+        if transport is not None and not transport.is_closing() and self._core.reading_paused:
+            transport.resume_reading()
+            transport.pause_reading()
 
     async def _start_tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
         loop = asyncio.get_running_loop()
