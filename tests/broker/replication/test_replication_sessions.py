@@ -29,16 +29,21 @@ async def produce_everywhere(cluster, topic: str, value: bytes) -> None:
         assert r.responses[0].partition_responses[0].error_code == ErrorCode.none
 
 
+async def create_replicated(cluster, topic: str) -> None:
+    """PARTITIONS partitions of RF 3 (min ISR 2), once every broker holds its replicas."""
+    client = await cluster.client(1)
+    created = await client.request(create_topics_request([(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})]))
+    assert created.topics[0].error_code == ErrorCode.none
+    await wait_until_async(lambda: all(cluster.replica(b, topic, p) is not None
+                                       for b in (1, 2, 3) for p in range(PARTITIONS)), timeout=15, what="replicas")
+
+
 def privileged_sessions(broker) -> list:
     return [s for s in broker.ctx.fetch_sessions.cache.sessions() if s.privileged]
 
 
 async def test_followers_replicate_through_incremental_sessions_and_survive_losing_them(cluster):
-    client = await cluster.client(1)
-    created = await client.request(create_topics_request([("many", PARTITIONS, 3, {"min.insync.replicas": "2"})]))
-    assert created.topics[0].error_code == ErrorCode.none
-    await wait_until_async(lambda: all(cluster.replica(b, "many", p) is not None
-                                       for b in (1, 2, 3) for p in range(PARTITIONS)), timeout=15, what="replicas")
+    await create_replicated(cluster, "many")
     await produce_everywhere(cluster, "many", b"one")
     # Every follower holds a session on every other broker (each leads some partitions) and fetches incrementally.
     await wait_until_async(lambda: all(h.session_id != 0 and h.epoch > 2
@@ -83,11 +88,7 @@ async def test_followers_skip_idle_partitions_and_stay_in_sync_on_them(cluster, 
         return busy, idle
 
     monkeypatch.setattr(fetch_idle, "split", spy)
-    client = await cluster.client(1)
-    created = await client.request(create_topics_request([("quiet", PARTITIONS, 3, {"min.insync.replicas": "2"})]))
-    assert created.topics[0].error_code == ErrorCode.none
-    await wait_until_async(lambda: all(cluster.replica(b, "quiet", p) is not None
-                                       for b in (1, 2, 3) for p in range(PARTITIONS)), timeout=15, what="replicas")
+    await create_replicated(cluster, "quiet")
     await produce_everywhere(cluster, "quiet", b"once")
     leaders = {p: (await cluster.partition("quiet", p))["leader"] for p in range(PARTITIONS)}
     await wait_until_async(lambda: all(len(cluster.replica(leaders[p], "quiet", p).state.isr) == 3
