@@ -19,8 +19,8 @@ not idle, and is answered.
 
 Followers' incremental fetches are split too: with one consumer group a
 follower's session holds the 50 __consumer_offsets partitions, most of them
-idle, and reading each cost about a tenth of a broker's CPU under a
-replicated load. A follower's partition is idle at the leader's log end
+idle, read on every fetch for nothing (less than 1% of a broker's CPU under
+a replicated load, docs/benchmarks.md). A follower's partition is idle at the leader's log end
 (not the high watermark), and only while the follower is still one of its
 replicas. Its fetch also moves state: the handler records the follower's
 position on its idle partitions too (`ReplicaManager.record_follower`), so

@@ -11,8 +11,9 @@ starts and serves the others.
 What one broker hosts is bounded (`check_room`): `max.broker.partitions`
 (KIP-578's name) and the open-file limit (one descriptor per partition, the
 active segment's log, measured, plus one for each sealed segment hosted now),
-so that no request can leave a broker that cannot restart. `create_async` makes a new topic's files on worker threads, a
-slice of partitions at a time, so other clients are served meanwhile.
+so that no request can leave a broker that cannot restart. `create_async`
+makes a new topic's files on worker threads, a slice of partitions at a time,
+so other clients are served meanwhile.
 
 Local mode (no controller yet): this broker leads every partition at leader
 epoch 0 with itself as the only replica, so the replication factor cannot
