@@ -126,7 +126,7 @@ def test_tiny_receive_buffer_partial_sendfile_and_pipelined_answer_in_order(runn
 def test_a_small_answer_is_read_into_one_write_not_sent_from_the_file(running, topic):
     """An answer under INLINE_BYTES goes as one buffer (its record sets read with pread): same bytes, no sendfile,
     and no range left held."""
-    slices, sent = running.broker.server.sendfile_slices, running.broker.server.sendfile_bytes
+    slices, sent, held = running.broker.server.sendfile_slices, running.broker.server.sendfile_bytes, ranges_held()
     frame = encode_request(fetch_request([(topic, 0, 40)], version=12, partition_max_bytes=INLINE_BYTES // 2),
                            correlation_id=9)
     with connect(running) as sock:
@@ -135,7 +135,7 @@ def test_a_small_answer_is_read_into_one_write_not_sent_from_the_file(running, t
     assert INLINE_BYTES // 4 < _records_bytes(got) <= INLINE_BYTES // 2
     assert got == copying_path(running, frame)
     assert (running.broker.server.sendfile_slices, running.broker.server.sendfile_bytes) == (slices, sent)
-    assert ranges_held() == 0
+    assert ranges_held() <= held  # its ranges were closed once read
 
 
 def _records_bytes(frame: bytes) -> int:
