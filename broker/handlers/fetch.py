@@ -125,9 +125,9 @@ def _split(ctx: BrokerContext, fetcher: fetch_gates.Fetcher, session: FetchConte
         return session.partitions, []
     busy, idle = fetch_idle.split(fetcher, cached.partitions, ctx.replicas.get, read_committed=read_committed)
     if fetcher.peer and idle:
-        requests = cached.partitions
+        partitions = cached.partitions
         ctx.replicas.record_follower(fetcher.replica_id, (
-            (tp, (r := requests[tp].request).fetch_offset, r.log_start_offset) for tp in idle))
+            (tp, (r := partitions[tp].request).fetch_offset, r.log_start_offset) for tp in idle))
     return busy, idle
 
 
@@ -137,13 +137,13 @@ def _idle_requests(ctx: BrokerContext, fetcher: fetch_gates.Fetcher, session: Fe
     assert session.session is not None
     cap = ctx.settings.fetch_max_bytes
     cached = session.session.partitions
-    out = []
-    for tp in idle:
-        if (c := cached.get(tp)) is not None:
-            p = c.request
-            out.append(FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch,
-                                      p.log_start_offset if fetcher.peer else -1))
-    return out
+    return [_read_request(tp, c.request, cap, fetcher.peer) for tp in idle if (c := cached.get(tp)) is not None]
+
+
+def _read_request(tp: TopicPartition, p: PartitionRequest, cap: int, peer: bool) -> FetchPartition:
+    """What the replica manager reads for one partition of the request (a follower's log start included)."""
+    return FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch,
+                          p.log_start_offset if peer else -1)
 
 
 def _fetcher(ctx: BrokerContext, call: Call) -> fetch_gates.Fetcher:
@@ -167,8 +167,7 @@ def _gate(
     cap = ctx.settings.fetch_max_bytes
     replicas = ctx.replicas
     for tp, p in partitions:
-        requests.append(FetchPartition(tp, p.fetch_offset, min(p.partition_max_bytes, cap), p.current_leader_epoch,
-                                       p.log_start_offset if fetcher.peer else -1))
+        requests.append(_read_request(tp, p, cap, fetcher.peer))
         partition = replicas.get(tp)
         error = fetch_gates.refusal(fetcher, tp, p, partition)
         if error is not None:
