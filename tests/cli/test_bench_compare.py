@@ -37,6 +37,22 @@ def test_a_cell_summarizes_to_the_median_of_the_per_round_ratios_with_its_range(
     assert text.splitlines()[-1].endswith("| n/a | n/a | n/a |")
 
 
+def test_the_load_generators_busy_cores_get_columns_when_it_reported_them() -> None:
+    def franz(target: str, client_cpu_s: float) -> RunResult:
+        return RunResult(target=target, bootstrap="x:1", client="franz", operation="consume", records=1_000,
+                         bytes=100_000, seconds=0.5, latency_ms={}, latency_unit="n/a", client_cpu_s=client_cpu_s)
+
+    pairs = [Pair("consume", 0, franz("tinystream", 0.55), franz("kafka", 0.5)),
+             Pair("consume", 1, franz("tinystream", 0.5), franz("kafka", 0.45))]
+    (consume,) = summarize(["consume"], pairs)
+    assert (consume.ours_client_cores.median, consume.peer_client_cores.low) == (1.05, 0.9)
+    header, _, row = table([consume], "kafka").splitlines()
+    assert header.endswith("| client cores busy, ours | client cores busy, kafka |")
+    assert row.endswith("| 1.05 [1.00..1.10] | 0.95 [0.90..1.00] |")
+    assert "client cores" not in table(summarize(["produce"], [Pair("produce", 0, _run("a", 1e6), _run("b", 1e6))]),
+                                       "kafka")  # ConsumerPerformance's runs: no column
+
+
 def test_two_real_brokers_run_the_matrix_and_the_report_is_written(tmp_path) -> None:
     with open_target("tinystream", quiet=True) as ours, open_target("tinystream", quiet=True) as other:
         pairs = run_matrix({"ours": ours, "peer": other}, ["produce-lz4", "consume"], rounds=2, client="raw",

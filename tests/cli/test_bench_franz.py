@@ -52,6 +52,9 @@ def test_the_result_is_the_last_json_line() -> None:
     row = franz_client.parse_result(f"[INFO] starting\n{line}\n")
     assert row is not None and (row.records, row.bytes, row.seconds, row.polls) == (2_000_088, 200_008_800, 1.5, 40)
     assert row.error == "" and row.raw["mb_per_s"] == 133.3
+    assert row.cpu_seconds is None  # a binary built before franzbench reported its CPU
+    timed = franz_client.parse_result('{"records":10,"bytes":1000,"seconds":2.0,"cpu_seconds":1.5}')
+    assert timed is not None and timed.cpu_seconds == 1.5
     assert franz_client.parse_result("no result\n") is None
     assert franz_client.parse_result("{not json\n") is None
     assert franz_client.parse_result('{"other": 1}\n') is None
@@ -92,6 +95,7 @@ def test_franzbench_reads_every_record_from_both_brokers_plaintext_and_tls(tmp_p
     for pair in pairs.values():
         for side in (pair["ours"], pair["peer"]):
             assert side["client"] == "franz" and side["records"] >= 20_000
+            assert side["client_cpu_s"] > 0 and side["client_cores"] is not None  # franzbench's own CPU
     assert pairs["consume-tls"]["ours"]["bootstrap"] != pairs["consume"]["ours"]["bootstrap"]
 
 
@@ -107,3 +111,4 @@ def test_franzbench_produces_to_our_broker() -> None:
     report = json.loads(result.stdout)
     (ours,) = report["results"]
     assert ours["client"] == "franz" and ours["records"] >= 20_000 and ours["verified"]
+    assert ours["client_cpu_s"] > 0

@@ -33,11 +33,13 @@ class CellSummary:
     ours_cpu_s_per_gb: Spread
     peer_cpu_s_per_gb: Spread
     cpu_ratio: Spread  # ours / peer CPU per GB, per round (lower is cheaper)
+    ours_client_cores: Spread  # cores the load generator kept busy (franzbench only: empty for the others)
+    peer_client_cores: Spread
 
     def as_dict(self) -> dict[str, object]:
         return {"cell": self.cell, **{name: getattr(self, name).as_dict() for name in (
             "ours_records_per_s", "peer_records_per_s", "ratio", "ours_cpu_s_per_gb", "peer_cpu_s_per_gb",
-            "cpu_ratio")}}
+            "cpu_ratio", "ours_client_cores", "peer_client_cores")}}
 
 
 def summarize(cells: list[str], pairs: list[Pair]) -> list[CellSummary]:
@@ -55,6 +57,8 @@ def summarize(cells: list[str], pairs: list[Pair]) -> list[CellSummary]:
             peer_cpu_s_per_gb=Spread.of([p.peer.cpu_s_per_gb for p in with_cpu]),  # type: ignore[misc]
             cpu_ratio=Spread.of([p.ours.cpu_s_per_gb / p.peer.cpu_s_per_gb  # type: ignore[operator]
                                  for p in with_cpu]),
+            ours_client_cores=Spread.of([c for p in mine if (c := p.ours.client_cores) is not None]),
+            peer_client_cores=Spread.of([c for p in mine if (c := p.peer.client_cores) is not None]),
         ))
     return out
 
@@ -66,17 +70,24 @@ def _spread(s: Spread, digits: int = 2, scale: float = 1.0, unit: str = "") -> s
 
 
 def table(summaries: list[CellSummary], peer: str) -> str:
-    """A Markdown table: records/s (millions) and CPU per GB, each with its median ratio and range."""
+    """A Markdown table: records/s (millions) and CPU per GB, each with its median ratio and range.
+
+    With franzbench as the load generator, two more columns say how many cores it kept busy against
+    each broker: a client as busy against both as it can be is what set the pace, not the broker.
+    """
+    with_client = any(s.ours_client_cores.count or s.peer_client_cores.count for s in summaries)
     lines = [
         f"| cell | ours M records/s | {peer} M records/s | ours / {peer} records/s | ours CPU s/GB | "
-        f"{peer} CPU s/GB | ours / {peer} CPU per GB |",
-        "|---|---|---|---|---|---|---|",
+        f"{peer} CPU s/GB | ours / {peer} CPU per GB |"
+        + (f" client cores busy, ours | client cores busy, {peer} |" if with_client else ""),
+        "|---|---|---|---|---|---|---|" + ("---|---|" if with_client else ""),
     ]
     for s in summaries:
         lines.append(
             f"| {s.cell} | {_spread(s.ours_records_per_s, 2, 1e6)} | {_spread(s.peer_records_per_s, 2, 1e6)} | "
             f"{_spread(s.ratio, unit='x')} | {_spread(s.ours_cpu_s_per_gb)} | {_spread(s.peer_cpu_s_per_gb)} | "
-            f"{_spread(s.cpu_ratio, unit='x')} |")
+            f"{_spread(s.cpu_ratio, unit='x')} |"
+            + (f" {_spread(s.ours_client_cores)} | {_spread(s.peer_client_cores)} |" if with_client else ""))
     return "\n".join(lines)
 
 

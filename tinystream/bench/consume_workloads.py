@@ -308,7 +308,7 @@ def run_franz(target: Target, spec: ConsumeSpec) -> RunResult:
     return RunResult(
         target=target.name, bootstrap=target.bootstrap, client="franz", operation="consume", records=got.records,
         bytes=got.bytes, seconds=got.seconds, latency_ms={}, latency_unit="n/a", requests=got.polls,
-        version=target.version, broker_cpu_s=cpu_s,
+        version=target.version, broker_cpu_s=cpu_s, client_cpu_s=got.cpu_seconds,
         extra={"compression": spec.compression, "franz-go": franz_client.FRANZ_GO_VERSION, "raw": got.raw},
     )
 

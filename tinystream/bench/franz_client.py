@@ -1,10 +1,11 @@
 """franzbench, franz-go's kgo client as a load generator (`--client franz` of bench consume / produce / compare).
 
 tests/compat/go/franzbench (built by tools/install-go-programs.sh into .cache/go-tools, franz-go pinned in
-its go.mod) consumes or produces N records with one kgo client and prints one JSON line. A Go client
-decodes records on several goroutines and keeps a Fetch in flight per broker, so unlike the one-thread
-Java ConsumerPerformance it is not the first thing to saturate on a consume. This module only builds
-the command line and reads the line back; the runners are in consume_workloads / produce_workloads.
+its go.mod) consumes or produces N records with one kgo client and prints one JSON line, with its own
+CPU over the timed window. kgo is faster than the Java ConsumerPerformance, yet against one broker it
+decodes each Fetch answer on one goroutine, so a consume still saturates it first: its CPU (RunResult's
+client_cpu_s) shows that in every run. This module only builds the command line and reads the line
+back; the runners are in consume_workloads / produce_workloads.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class FranzResult:
     seconds: float  # from the first poll (or produce) to the last record (or ack)
     polls: int
     error: str
+    cpu_seconds: float | None  # franzbench's own CPU over `seconds` (None from a binary built before it said)
     raw: dict[str, object]
 
 
@@ -81,7 +83,9 @@ def parse_result(stdout: str) -> FranzResult | None:
         try:
             row = json.loads(line)
             return FranzResult(records=int(row["records"]), bytes=int(row["bytes"]), seconds=float(row["seconds"]),
-                               polls=int(row.get("polls") or 0), error=str(row.get("error") or ""), raw=row)
+                               polls=int(row.get("polls") or 0), error=str(row.get("error") or ""),
+                               cpu_seconds=None if row.get("cpu_seconds") is None else float(row["cpu_seconds"]),
+                               raw=row)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
     return None

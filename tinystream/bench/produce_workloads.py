@@ -464,7 +464,7 @@ def run_franz(target: Target, spec: ProduceSpec) -> RunResult:
     return RunResult(
         target=target.name, bootstrap=target.bootstrap, client="franz", operation="produce", records=got.records,
         bytes=got.bytes, seconds=got.seconds, latency_ms={}, latency_unit="n/a", version=target.version,
-        broker_cpu_s=cpu_s,
+        broker_cpu_s=cpu_s, client_cpu_s=got.cpu_seconds,
         extra={"acks": spec.acks, "compression": spec.compression, "batch.max.bytes": spec.batch_bytes,
                "franz-go": franz_client.FRANZ_GO_VERSION,
                "note": "includes the warm-up records; franzbench has no warm-up"},

@@ -62,6 +62,7 @@ class RunResult:
     verified: bool = True  # the broker's end offsets agree with what was acknowledged / read
     problem: str = ""
     broker_cpu_s: float | None = None  # the broker's user + system seconds over the measured part (bench/cpu.py)
+    client_cpu_s: float | None = None  # the load generator's own, over its timed part (franzbench only)
 
     @property
     def records_per_s(self) -> float:
@@ -78,9 +79,17 @@ class RunResult:
             return None
         return self.broker_cpu_s / (self.bytes / 1e9)
 
+    @property
+    def client_cores(self) -> float | None:
+        """Cores the load generator kept busy over the run: near its own ceiling, the broker cannot set the pace."""
+        if self.client_cpu_s is None or self.seconds <= 0:
+            return None
+        return self.client_cpu_s / self.seconds
+
     def as_dict(self) -> dict:
         d = asdict(self)
         d["cpu_s_per_gb"] = None if self.cpu_s_per_gb is None else round(self.cpu_s_per_gb, 2)
+        d["client_cores"] = None if self.client_cores is None else round(self.client_cores, 2)
         d["records_per_s"] = round(self.records_per_s, 1)
         d["mb_per_s"] = round(self.mb_per_s, 3)
         d["seconds"] = round(self.seconds, 3)
@@ -94,6 +103,7 @@ class RunResult:
         return (f"{name:<22} {self.client:<10} {self.records:>11,} records in {self.seconds:7.2f} s: "
                 f"{self.records_per_s:>12,.0f} records/s {self.mb_per_s:9.1f} MB/s   {lat_text}"
                 + ("" if self.cpu_s_per_gb is None else f"   broker CPU {self.cpu_s_per_gb:.1f} s/GB")
+                + ("" if self.client_cores is None else f"   client busy {self.client_cores:.2f} cores")
                 + ("" if self.verified else f"   UNVERIFIED: {self.problem}"))
 
 

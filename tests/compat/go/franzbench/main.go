@@ -11,7 +11,7 @@
 // The clock starts before the first poll (metadata and the start offsets are in it, as they are in
 // ConsumerPerformance's fetch time) and stops at the poll that brings the last record. Output, stdout:
 //
-//	{"operation":"consume","records":2000000,"bytes":200000000,"seconds":1.9,"records_per_s":...,"mb_per_s":...,"polls":412}
+//	{"operation":"consume","records":2000000,"bytes":200000000,"seconds":1.9,"cpu_seconds":1.7,"records_per_s":...,"mb_per_s":...,"polls":412}
 //
 // Exit status 0 when -records records were read (or produced) before -timeout, 1 otherwise, 2 on a bad flag.
 package main
@@ -27,6 +27,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,6 +38,7 @@ type result struct {
 	Records     int64   `json:"records"`
 	Bytes       int64   `json:"bytes"`
 	Seconds     float64 `json:"seconds"`
+	CPUSeconds  float64 `json:"cpu_seconds"` // this process's user + system CPU over the same window
 	RecordsPerS float64 `json:"records_per_s"`
 	MBPerS      float64 `json:"mb_per_s"`
 	Polls       int64   `json:"polls"`
@@ -140,7 +142,7 @@ func tlsConfig(caFile string) (*tls.Config, error) {
 // partition reports an error.
 func runConsume(ctx context.Context, client *kgo.Client, goal int64) result {
 	r := result{Operation: "consume"}
-	start := time.Now()
+	start, cpuStart := time.Now(), processCPU()
 	for r.Records < goal {
 		fetches := client.PollFetches(ctx)
 		r.Polls++
@@ -153,8 +155,18 @@ func runConsume(ctx context.Context, client *kgo.Client, goal int64) result {
 			r.Bytes += int64(len(rec.Value))
 		})
 	}
-	r.Seconds = time.Since(start).Seconds()
+	r.Seconds, r.CPUSeconds = time.Since(start).Seconds(), processCPU()-cpuStart
 	return r
+}
+
+// processCPU is the CPU time (user + system, all threads) this process has used so far, in seconds: with it
+// a run says whether the load generator, on the same cores as the broker, was what set the pace.
+func processCPU() float64 {
+	var usage syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
+		return 0
+	}
+	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano()).Seconds()
 }
 
 func fetchError(fetches kgo.Fetches) error {
@@ -183,7 +195,7 @@ func runProduce(ctx context.Context, client *kgo.Client, goal int64, size int) r
 	for i := range value {
 		value[i] = byte('a' + i%26)
 	}
-	start := time.Now()
+	start, cpuStart := time.Now(), processCPU()
 	for i := int64(0); i < goal && ctx.Err() == nil; i++ {
 		client.Produce(ctx, &kgo.Record{Value: value}, func(rec *kgo.Record, err error) {
 			if err != nil {
@@ -197,7 +209,7 @@ func runProduce(ctx context.Context, client *kgo.Client, goal int64, size int) r
 	if err := client.Flush(ctx); err != nil {
 		failure.CompareAndSwap(nil, err.Error())
 	}
-	r.Seconds = time.Since(start).Seconds()
+	r.Seconds, r.CPUSeconds = time.Since(start).Seconds(), processCPU()-cpuStart
 	r.Records, r.Bytes = atomic.LoadInt64(&acked), atomic.LoadInt64(&bytes)
 	if text, ok := failure.Load().(string); ok {
 		r.Error = text
