@@ -26,6 +26,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from tinystream.testing.kafka_python import remember_rejoins
+
 HEARTBEAT_MS = 500
 SESSION_MS = 6000  # Kafka's group.min.session.timeout.ms
 
@@ -265,6 +267,7 @@ class KafkaPythonMember(Member):
                     member.processed.pop(tp.partition, None)
 
         consumer.subscribe([self.topic], listener=Listener())
+        remember_rejoins(consumer)  # a rejoin for new metadata that a poll left running is finished by the next
         self.started.set()
         try:
             while not self.stopping.is_set():

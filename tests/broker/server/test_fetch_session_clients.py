@@ -29,6 +29,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tinystream.testing.broker import BrokerThread, test_settings
+from tinystream.testing.kafka_python import remember_rejoins
 from tinystream.testing.peers.apache_kafka import CONSOLE_CONSUMER, jars_dir, java_executable, run_java_tool
 from tinystream.testing.peers.errors import PeerUnavailable
 from tinystream.testing.waiting import wait_until
@@ -84,6 +85,10 @@ class Member:
         self._thread = threading.Thread(target=self._guard, args=(poll, bootstrap, topic, group), daemon=True)
         self._thread.start()
 
+    def __str__(self) -> str:
+        """For the waits' messages: the assignment, and what the member's thread died of, if it did."""
+        return f"{sorted(self.assigned)}" + (f" (stopped by {self._error!r})" if self._error is not None else "")
+
     def values(self) -> list[bytes]:
         with self._lock:
             return list(self.got)
@@ -107,6 +112,9 @@ class Member:
         consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                                  enable_auto_commit=False, fetch_max_wait_ms=100, heartbeat_interval_ms=500,
                                  session_timeout_ms=10000, max_poll_interval_ms=30000)
+        # A lone member rejoins when the topic's metadata arrives; a 100 ms poll that gives up before that
+        # rejoin's SyncGroup answer would otherwise leave the member unassigned for good.
+        remember_rejoins(consumer)
         try:
             while not self._stop.is_set():
                 batches = consumer.poll(timeout_ms=100)
@@ -143,7 +151,7 @@ def read_round(members: list[Member], before: list[int], expected: set[bytes]) -
     def news() -> list[bytes]:
         return [v for m, b in zip(members, before, strict=True) for v in m.values()[b:]]
     wait_until(lambda: len(news()) >= len(expected), timeout=TIMEOUT,
-               what=lambda: f"{len(expected)} records (read {len(news())}; assigned {[sorted(m.assigned) for m in members]})")
+               what=lambda: f"{len(expected)} records (read {len(news())}; assigned {', '.join(map(str, members))})")
     time.sleep(0.5)  # a duplicate would show up now
     got = news()
     assert sorted(got) == sorted(expected), f"{len(got)} read, {len(set(got) & expected)} of {len(expected)} expected"
@@ -157,18 +165,18 @@ def test_many_partitions_through_a_rebalance(running, client, sessions):
     a = Member(client, running.bootstrap, topic, group)
     try:
         wait_until(lambda: len(a.assigned) == PARTITIONS, timeout=TIMEOUT,
-                   what=lambda: f"A to own every partition {sorted(a.assigned)}")
+                   what=lambda: f"A to own every partition {a}")
         read_round([a], [0], produce_round(running.bootstrap, topic, 1))
         b = Member(client, running.bootstrap, topic, group)
         try:
             wait_until(lambda: a.assigned and b.assigned and len(a.assigned | b.assigned) == PARTITIONS
                        and not a.assigned & b.assigned, timeout=TIMEOUT,
-                       what=lambda: f"A and B to split the partitions {(sorted(a.assigned), sorted(b.assigned))}")
+                       what=lambda: f"A and B to split the partitions ({a}, {b})")
             read_round([a, b], [len(a.values()), 0], produce_round(running.bootstrap, topic, 2))
         finally:
             b.stop()
         wait_until(lambda: len(a.assigned) == PARTITIONS, timeout=TIMEOUT,
-                   what=lambda: f"A to own every partition again {sorted(a.assigned)}")
+                   what=lambda: f"A to own every partition again {a}")
         read_round([a], [len(a.values())], produce_round(running.bootstrap, topic, 3))
     finally:
         a.stop()
