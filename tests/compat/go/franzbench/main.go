@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -64,6 +65,7 @@ func main() {
 	concurrentFetches := flag.Int("concurrent-fetches", 0, "fetches in flight at once across brokers (0: kgo's default, no limit)")
 	timeout := flag.Duration("timeout", 120*time.Second, "give up after this long")
 	debug := flag.Bool("debug", false, "log kgo's connections and requests (debug level) to stderr")
+	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
 	if *brokers == "" || *topic == "" || *records <= 0 || *recordBytes < 0 {
 		fmt.Fprintln(os.Stderr, "franzbench: -brokers, -topic and -records > 0 are required")
@@ -107,6 +109,14 @@ func main() {
 		os.Exit(2)
 	}
 	defer client.Close()
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "franzbench:", err)
+			os.Exit(2)
+		}
+		defer stop()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	var r result
@@ -124,6 +134,20 @@ func main() {
 	if r.Error != "" || r.Records < *records {
 		os.Exit(1)
 	}
+}
+
+// startCPUProfile profiles this process until the returned function is called: where the client's own
+// CPU goes, when a run says the client set the pace.
+func startCPUProfile(path string) (func(), error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(file); err != nil {
+		file.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); file.Close() }, nil
 }
 
 func tlsConfig(caFile string) (*tls.Config, error) {
